@@ -1,0 +1,27 @@
+"""satcal: user-satisfaction calibration studies of graded-relevance metrics.
+
+The public surface, re-exported here::
+
+    satcal.score_lists(levels, formulations)       phi of many lists, all formulations at once
+    satcal.study_formulations()                    the 36 gain x discount formulations
+    satcal.read_judgments(path)                    TREC qrels or CSV/TSV judgments
+    satcal.load_ecir2015()                         the embedded published study
+    satcal.read_external_study(path, judgments)    answers collected elsewhere
+    satcal.calibrate(study)                        P(Sat|phi), P(Pref|dphi), b1-b3, ANOVA
+"""
+__version__ = "0.1.0"
+
+from .errors import InputFileError, SatcalError
+from .measures import (Discount, Formulation, Gain, formulation, get_discount, get_gain,
+                       score_lists, study_formulations)
+from .judgments import Judgments, read_judgments
+from .ingest import StudyData, read_external_study
+from .datasets import load_ecir2015
+from .analysis import CalibrationResult, calibrate
+
+__all__ = [
+    "__version__", "SatcalError", "InputFileError", "Gain", "Discount", "Formulation",
+    "formulation", "get_gain", "get_discount", "score_lists", "study_formulations", "Judgments",
+    "read_judgments", "StudyData", "read_external_study", "load_ecir2015", "CalibrationResult",
+    "calibrate",
+]

@@ -1,0 +1,447 @@
+"""Calibration analysis: P(Sat|phi), P(Pref|dphi), bias indicators and ANOVA (paper 003, sec. 4).
+
+- Satisfaction data: each ``both_good`` (sat = 1) or ``both_bad`` (sat = 0) answer gives two
+  rows, (phi_A, sat) and (phi_B, sat).
+- Preference data: x = |dphi|; agree = 1 when the answer prefers the list with the higher phi.
+  Population ``all`` keeps every answer (ties and both_* answers count as 0; this is how the
+  published figures and bias scores were computed); ``preferences_only`` keeps a_better /
+  b_better answers with dphi != 0.
+- Fit: binomial GLM with logit link on (1, x, x^2) (statsmodels, unpenalised), with a 95%
+  band from the linear predictor's standard error.
+- Bias, over the grid x = 0, 0.001, ..., 1:
+  b1 = mean |x - P(Sat|x)|;  b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2;  b3 = mean (1 - P(Pref|x)).
+- ANOVA: value ~ gain + discount over the formulations' point estimates (additive, sequential
+  sums of squares), with eta squared = SS_term / SS_total.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+from scipy.stats import norm
+
+from .errors import SatcalError
+from .ingest import ANSWER_CODES, StudyData
+from .measures import Formulation, bin_index, bin_midpoints, score_lists, study_formulations, _resolve
+
+__all__ = [
+    "POPULATIONS",
+    "GRID",
+    "CURVES",
+    "LogitFit",
+    "fit_logit",
+    "fit_logit_batch",
+    "satisfaction_data",
+    "preference_data",
+    "binned_points",
+    "bias_indicators",
+    "anova_table",
+    "CalibrationResult",
+    "calibrate",
+    "rank_formulations",
+]
+
+POPULATIONS = ("all", "preferences_only")
+GRID = np.round(np.linspace(0.0, 1.0, 1001), 3)
+CURVES = ("sat", "pref")
+Z95 = norm.ppf(0.975)
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+def satisfaction_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str]):
+    """Rows (phi, sat) from both_good / both_bad answers, two per answer.
+
+    Returns ``x`` of shape (2m, F) and ``y`` of shape (2m,): the A rows first, then the B rows.
+    """
+    answers = np.asarray(answers)
+    keep = np.isin(answers, ("both_good", "both_bad"))
+    sat = (answers[keep] == "both_good").astype(float)
+    x = np.concatenate([np.atleast_2d(phi_a)[keep], np.atleast_2d(phi_b)[keep]], axis=0)
+    return x, np.concatenate([sat, sat])
+
+
+def preference_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str],
+                    population: str = "all"):
+    """Per formulation, (x = |dphi|, agree) of the preference curve.
+
+    Returns a list with one ``(x, y)`` pair per formulation column.
+    """
+    if population not in POPULATIONS:
+        raise SatcalError(f"population must be one of {POPULATIONS}, got {population!r}")
+    answers = np.asarray(answers)
+    dphi = np.atleast_2d(phi_a) - np.atleast_2d(phi_b)
+    a_pref = (answers == "a_better")[:, None]
+    b_pref = (answers == "b_better")[:, None]
+    agree = ((a_pref & (dphi > 0)) | (b_pref & (dphi < 0))).astype(float)
+    x = np.abs(dphi)
+    if population == "all":
+        return [(x[:, j], agree[:, j]) for j in range(x.shape[1])]
+    out = []
+    for j in range(x.shape[1]):
+        keep = (a_pref[:, 0] | b_pref[:, 0]) & (dphi[:, j] != 0)
+        out.append((x[keep, j], agree[keep, j]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Fits
+# --------------------------------------------------------------------------------------------
+def design(x, degree: int = 2) -> np.ndarray:
+    """Columns 1, x, ..., x^degree."""
+    x = np.asarray(x, dtype=float)
+    return np.stack([x ** p for p in range(degree + 1)], axis=-1)
+
+
+@dataclass
+class LogitFit:
+    """A fitted logit curve P(y=1|x) = expit(beta . (1, x, x^2, ...))."""
+
+    beta: np.ndarray
+    cov: np.ndarray
+    n: int
+    successes: int
+    deviance: float
+    aic: float
+    converged: bool
+
+    def predict(self, x) -> np.ndarray:
+        return expit(design(x, len(self.beta) - 1) @ self.beta)
+
+    def band(self, x, level: float = 0.95):
+        """Pointwise interval from the linear predictor's standard error."""
+        X = design(x, len(self.beta) - 1)
+        eta = X @ self.beta
+        se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, self.cov, X), 0.0))
+        z = norm.ppf(0.5 + level / 2)
+        return expit(eta - z * se), expit(eta + z * se)
+
+
+def fit_logit(x, y, degree: int = 2) -> LogitFit:
+    """Unpenalised binomial GLM with logit link on (1, x, ..., x^degree) (statsmodels).
+
+    scikit-learn's ``LogisticRegression`` is penalised by default and flips the quadratic
+    coefficient's sign on this kind of data, so statsmodels is used.
+    """
+    import statsmodels.api as sm
+    from statsmodels.tools.sm_exceptions import PerfectSeparationWarning, ConvergenceWarning
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size < degree + 1:
+        raise SatcalError(f"a logit of degree {degree} needs at least {degree + 1} observations, "
+                          f"got {x.size}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = sm.GLM(y, design(x, degree), family=sm.families.Binomial()).fit()
+    separated = any(issubclass(w.category, (PerfectSeparationWarning, ConvergenceWarning))
+                    for w in caught)
+    converged = bool(res.converged) and not separated
+    return LogitFit(np.asarray(res.params), np.asarray(res.cov_params()), int(x.size),
+                    int(y.sum()), float(res.deviance), float(res.aic), converged)
+
+
+def fit_logit_batch(X: np.ndarray, Y: np.ndarray, W: np.ndarray | None = None,
+                    max_iter: int = 50, tol: float = 1e-10):
+    """Batched Newton-Raphson (IRLS) for many logit fits at once.
+
+    Parameters
+    ----------
+    X : (m, n, p) design matrices, Y : (m, n) 0/1 outcomes, W : (m, n) case weights
+        (bootstrap counts; 0 drops a row, so unequal sample sizes pad with W = 0).
+
+    Returns
+    -------
+    beta : (m, p), converged : (m,) bool
+
+    The log-likelihood is concave, so Newton steps with step-halving on a failed ascent
+    converge to statsmodels' estimates (the same maximum); a fit whose Hessian is singular
+    or that diverges (separation) is flagged not converged.
+    """
+    X = np.asarray(X, float)
+    Y = np.asarray(Y, float)
+    W = np.ones_like(Y) if W is None else np.asarray(W, float)
+    m, n, p = X.shape
+    beta = np.zeros((m, p))
+    # Start from the intercept-only fit, a good and always finite point.
+    ybar = np.clip((W * Y).sum(1) / np.maximum(W.sum(1), 1e-12), 1e-6, 1 - 1e-6)
+    beta[:, 0] = np.log(ybar / (1 - ybar))
+    converged = np.zeros(m, dtype=bool)
+
+    def loglik(b):
+        eta = np.einsum("mnp,mp->mn", X, b)
+        return (W * (Y * eta - np.logaddexp(0.0, eta))).sum(1)
+
+    ll = loglik(beta)
+    for _ in range(max_iter):
+        active = ~converged
+        if not active.any():
+            break
+        eta = np.einsum("mnp,mp->mn", X[active], beta[active])
+        mu = expit(eta)
+        w = W[active] * mu * (1 - mu)
+        grad = np.einsum("mnp,mn->mp", X[active], W[active] * (Y[active] - mu))
+        hess = np.einsum("mnp,mn,mnq->mpq", X[active], w, X[active])
+        try:
+            step = np.linalg.solve(hess + 1e-12 * np.eye(p), grad[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            step = np.stack([np.linalg.lstsq(h, g, rcond=None)[0] for h, g in zip(hess, grad)])
+        idx = np.flatnonzero(active)
+        new = beta[idx] + step
+        new_ll = loglik_subset(X[idx], Y[idx], W[idx], new)
+        # Step-halving where the likelihood did not improve.
+        for _half in range(30):
+            worse = new_ll < ll[idx] - 1e-12
+            if not worse.any():
+                break
+            step[worse] /= 2
+            new[worse] = beta[idx][worse] + step[worse]
+            new_ll[worse] = loglik_subset(X[idx][worse], Y[idx][worse], W[idx][worse], new[worse])
+        done = np.abs(step).max(1) < tol * (1 + np.abs(new).max(1))
+        done |= np.abs(new_ll - ll[idx]) < tol * 1e-3 * (1 + np.abs(new_ll))
+        beta[idx] = new
+        ll[idx] = new_ll
+        converged[idx[done]] = True
+    finite = np.isfinite(beta).all(1) & (np.abs(beta).max(1) < 1e6)
+    return beta, converged & finite
+
+
+def loglik_subset(X, Y, W, b):
+    eta = np.einsum("mnp,mp->mn", X, b)
+    return (W * (Y * eta - np.logaddexp(0.0, eta))).sum(1)
+
+
+# --------------------------------------------------------------------------------------------
+# Points and indicators
+# --------------------------------------------------------------------------------------------
+def binned_points(x, y, n_bins: int = 10) -> pd.DataFrame:
+    """Per bin of x: n, successes, proportion and its Wilson 95% interval."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    b = bin_index(x, n_bins)
+    n = np.bincount(b, minlength=n_bins)
+    s = np.bincount(b, weights=np.asarray(y, float), minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prop = np.where(n > 0, s / np.maximum(n, 1), np.nan)
+        lo, hi = proportion_confint(s, np.maximum(n, 1), alpha=0.05, method="wilson")
+    lo, hi = np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
+    return pd.DataFrame({"bin": np.arange(n_bins), "x_mid": np.round(bin_midpoints(n_bins), 10),
+                         "n": n, "successes": s.astype(int), "proportion": prop, "lo": lo, "hi": hi})
+
+
+def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GRID) -> dict:
+    """b1, b2, b3 from curves evaluated on ``grid`` (last axis).
+
+    b1 = mean |x - P(Sat|x)|, b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2, b3 = mean (1 - P(Pref|x)).
+    """
+    return {
+        "b1": np.abs(grid - p_sat).mean(axis=-1),
+        "b2": (p_sat[..., 0] + 1.0 - p_sat[..., -1]) / 2.0,
+        "b3": (1.0 - p_pref).mean(axis=-1),
+    }
+
+
+def anova_table(bias: pd.DataFrame, indicators: Sequence[str] = ("b1", "b2", "b3")) -> pd.DataFrame:
+    """Additive two-way ANOVA value ~ gain + discount per indicator (sequential SS), eta^2."""
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+
+    terms = [t for t in ("gain", "discount") if bias[t].nunique() > 1]
+    if not terms or len(bias) <= sum(bias[t].nunique() - 1 for t in terms) + 1:
+        return pd.DataFrame(columns=["indicator", "term", "df", "sum_sq", "mean_sq", "F", "p", "eta_sq"])
+    rows = []
+    for ind in indicators:
+        model = smf.ols(f"{ind} ~ " + " + ".join(f"C({t})" for t in terms), data=bias).fit()
+        table = anova_lm(model, typ=1)
+        total = table["sum_sq"].sum()
+        for term, r in table.iterrows():
+            name = term[2:-1] if term.startswith("C(") else term
+            rows.append({"indicator": ind, "term": name, "df": int(r["df"]), "sum_sq": r["sum_sq"],
+                         "mean_sq": r["mean_sq"], "F": r["F"], "p": r["PR(>F)"],
+                         "eta_sq": r["sum_sq"] / total if total > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def rank_formulations(bias: pd.DataFrame) -> pd.DataFrame:
+    """Formulations ordered by their mean rank over b1, b2, b3 (1 = least biased)."""
+    out = bias[["formulation", "gain", "discount", "b1", "b2", "b3"]].copy()
+    for b in ("b1", "b2", "b3"):
+        out[f"rank_{b}"] = out[b].rank(method="min").astype(int)
+    out["mean_rank"] = out[["rank_b1", "rank_b2", "rank_b3"]].mean(axis=1)
+    return out.sort_values(["mean_rank", "b1"]).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Model check
+# --------------------------------------------------------------------------------------------
+def model_check(x, y, folds: int = 5, seed: int = 0) -> list[dict]:
+    """Cross-validated log loss and Brier score of quadratic vs linear logit vs isotonic."""
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.model_selection import StratifiedKFold
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(np.unique(y)) < 2 or min(np.bincount(y.astype(int))) < folds:
+        return []
+    preds = {m: np.empty_like(y) for m in ("quadratic_logit", "linear_logit", "isotonic")}
+    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    for train, test in cv.split(x, y):
+        for model, degree in (("quadratic_logit", 2), ("linear_logit", 1)):
+            beta, _ = fit_logit_batch(design(x[train], degree)[None], y[train][None])
+            preds[model][test] = expit(design(x[test], degree) @ beta[0])
+        iso = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(x[train], y[train])
+        preds["isotonic"][test] = iso.predict(x[test])
+    out = []
+    for model, p in preds.items():
+        pc = np.clip(p, 1e-4, 1 - 1e-4)  # the same floor for all, so isotonic 0/1 stays finite
+        out.append({"model": model, "log_loss": float(-np.mean(y * np.log(pc) + (1 - y) * np.log(1 - pc))),
+                    "brier": float(np.mean((p - y) ** 2)), "folds": folds})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The whole analysis
+# --------------------------------------------------------------------------------------------
+@dataclass
+class CalibrationResult:
+    """Tidy tables of a calibration analysis (SPEC section 7).
+
+    Attributes
+    ----------
+    fits, curves, points, bias, anova, model_check : pandas.DataFrame
+    meta : dict
+        Counts, options and the data notice (licence and citation) of the analysed study.
+    """
+
+    fits: pd.DataFrame
+    curves: pd.DataFrame
+    points: pd.DataFrame
+    bias: pd.DataFrame
+    anova: pd.DataFrame
+    model_check: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    bootstrap: object | None = None
+
+    @property
+    def ranking(self) -> pd.DataFrame:
+        return rank_formulations(self.bias)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        out = {"fits": self.fits, "curves": self.curves, "points": self.points, "bias": self.bias,
+               "anova": self.anova, "model_check": self.model_check, "ranking": self.ranking}
+        if self.bootstrap is not None:
+            out.update(self.bootstrap.tables())
+        return out
+
+    def save(self, out_dir, figures: bool = True, report: bool = True) -> dict[str, str]:
+        """Write the CSV tables, the figures (PNG and PDF) and ``report.html``."""
+        from .report import write_analysis
+        return write_analysis(self, out_dir, figures=figures, report=report)
+
+
+def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:
+    return pd.DataFrame({"formulation": [f.id for f in forms], "gain": [f.gain.id for f in forms],
+                         "discount": [f.discount.id for f in forms]})
+
+
+def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
+              phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
+              population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
+              bootstrap: int = 0, seed: int = 0, n_jobs: int = 1, backend: str = "loky",
+              progress: bool = False) -> CalibrationResult:
+    """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
+
+    Parameters
+    ----------
+    study : StudyData, optional
+        Examples with both lists' levels and an answer each. Alternatively give ``phi_a``,
+        ``phi_b`` (n, F) and ``answers`` (n,) directly (e.g. published scores).
+    formulations : list, optional
+        Defaults to the 36 study formulations.
+    population : {"all", "preferences_only"}
+        Preference population (see module docstring); ``all`` reproduces the paper.
+    bootstrap : int
+        Bootstrap replicates over examples (0 for none; 1000 is the usual choice).
+    seed : int
+        Seed of the model check folds and of the bootstrap.
+    """
+    forms = _resolve(formulations)
+    if population not in POPULATIONS:
+        raise SatcalError(f"population must be one of {', '.join(POPULATIONS)}, got {population!r}")
+    meta: dict = {"population": population, "seed": seed, "n_formulations": len(forms)}
+    if study is not None:
+        phi_a = score_lists(study.levels("a"), forms, n_levels=study.n_levels)
+        phi_b = score_lists(study.levels("b"), forms, n_levels=study.n_levels)
+        answers = study.answers
+        meta.update(name=study.name, notice=study.notice, k=study.k, n_levels=study.n_levels)
+    if phi_a is None or phi_b is None or answers is None:
+        raise SatcalError("calibrate needs a study, or phi_a, phi_b and answers")
+    answers = np.asarray(answers, dtype=object)
+    unknown = sorted(set(answers.tolist()) - set(ANSWER_CODES))
+    if unknown:
+        raise SatcalError(f"unknown answer code(s) {unknown}; expected {', '.join(ANSWER_CODES)}")
+    phi_a, phi_b = np.atleast_2d(phi_a), np.atleast_2d(phi_b)
+    if phi_a.shape != (len(answers), len(forms)) or phi_b.shape != phi_a.shape:
+        raise SatcalError(f"phi_a and phi_b need shape ({len(answers)}, {len(forms)})")
+    x_sat, y_sat = satisfaction_data(phi_a, phi_b, answers)
+    pref = preference_data(phi_a, phi_b, answers, population)
+    counts = pd.Series(answers).value_counts()
+    meta.update(n_examples=int(len(answers)), n_sat_lists=int(len(y_sat)),
+                n_sat_examples=int(len(y_sat) // 2),
+                answer_counts={c: int(counts.get(c, 0)) for c in ANSWER_CODES})
+    if len(y_sat) < 3:
+        raise SatcalError("fewer than 2 both_good/both_bad answers: P(Sat|phi) cannot be fitted")
+
+    fcols = _formulation_columns(forms)
+    fit_rows, curve_frames, point_frames, check_rows = [], [], [], []
+    p_sat, p_pref = np.empty((len(forms), GRID.size)), np.empty((len(forms), GRID.size))
+    iterator = range(len(forms))
+    if progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(iterator, desc="fitting curves", unit="formulation")
+    for j in iterator:
+        ident = fcols.iloc[j].to_dict()
+        for curve, (x, y), store in (("sat", (x_sat[:, j], y_sat), p_sat), ("pref", pref[j], p_pref)):
+            fit = fit_logit(x, y)
+            store[j] = fit.predict(GRID)
+            lo, hi = fit.band(GRID)
+            fit_rows.append({**ident, "curve": curve, "n": fit.n, "successes": fit.successes,
+                             "beta0": fit.beta[0], "beta1": fit.beta[1], "beta2": fit.beta[2],
+                             "se0": np.sqrt(fit.cov[0, 0]), "se1": np.sqrt(fit.cov[1, 1]),
+                             "se2": np.sqrt(fit.cov[2, 2]), "deviance": fit.deviance,
+                             "aic": fit.aic, "converged": fit.converged})
+            iso = _isotonic_curve(x, y)
+            curve_frames.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
+                                              "curve": curve, "x": GRID, "p": store[j], "lo": lo,
+                                              "hi": hi, "p_isotonic": iso}))
+            pts = binned_points(x, y, n_bins)
+            point_frames.append(pts.assign(**ident, curve=curve))
+            for row in (model_check(x, y, model_check_folds, seed) if model_check_folds else []):
+                check_rows.append({**ident, "curve": curve, **row})
+    ind = bias_indicators(p_sat, p_pref)
+    bias = fcols.assign(**ind)
+    order = ["formulation", "gain", "discount", "curve"]
+    points = pd.concat(point_frames, ignore_index=True)
+    points = points[order + [c for c in points.columns if c not in order]]
+    result = CalibrationResult(
+        fits=pd.DataFrame(fit_rows), curves=pd.concat(curve_frames, ignore_index=True),
+        points=points, bias=bias, anova=anova_table(bias),
+        model_check=pd.DataFrame(check_rows, columns=order + ["model", "log_loss", "brier", "folds"]),
+        meta=meta)
+    if bootstrap:
+        from .uncertainty import bootstrap_calibration
+        result.bootstrap = bootstrap_calibration(phi_a, phi_b, answers, forms, population=population,
+                                                 replicates=bootstrap, seed=seed, n_jobs=n_jobs,
+                                                 backend=backend, progress=progress)
+        result.bootstrap.attach(result)
+    return result
+
+
+def _isotonic_curve(x, y) -> np.ndarray:
+    from sklearn.isotonic import IsotonicRegression
+    if len(np.unique(x)) < 2:
+        return np.full(GRID.size, np.nan)
+    return IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(x, y).predict(GRID)

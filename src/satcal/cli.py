@@ -1,0 +1,200 @@
+"""The ``satcal`` command line.
+
+Every user mistake (a bad file, a bad option) ends in one line on stderr, ``satcal: error: ...``,
+and exit code 2; no traceback.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import SatcalError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class SatcalGroup(click.Group):
+    """Turns a :class:`SatcalError` into a one-line message and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SatcalError as exc:
+            click.echo(f"satcal: error: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(name="satcal", cls=SatcalGroup, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="satcal")
+def main():
+    """satcal: what does an nDCG score mean to a user?
+
+    satcal runs user-satisfaction calibration studies of graded-relevance measures (the DCG
+    family): it prepares side-by-side crowdsourcing batches from relevance judgments, ingests
+    worker answers, and maps metric scores onto P(Sat | phi), the probability that users are
+    satisfied, and P(Pref | dphi), the probability that they agree with a difference between
+    two systems, for 36 gain x discount formulations.
+
+    \b
+    Start here:
+      satcal demo                                  the whole job on the embedded ECIR 2015 data
+      satcal analyze --dataset ecir2015 --out DIR  the published study, re-analysed
+      satcal init DIR --judgments QRELS            a study of your own (then generate, export,
+                                                   ingest, analyze)
+    """
+
+
+def _prepare_out(out: Path, force: bool) -> Path:
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SatcalError(f"{out}: exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise SatcalError(f"{out}: already holds files; pass --force to overwrite them, or choose "
+                          "another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _echo_ranking(result, top: int = 10) -> None:
+    rank = result.ranking.head(top)
+    click.echo("\nFormulations ranked by bias (mean rank over b1, b2, b3; 1 = least biased):")
+    click.echo(f"  {'#':>2}  {'formulation':<14} {'b1':>7} {'b2':>7} {'b3':>7}")
+    for i, r in enumerate(rank.itertuples(), start=1):
+        click.echo(f"  {i:>2}  {r.formulation:<14} {r.b1:7.4f} {r.b2:7.4f} {r.b3:7.4f}")
+
+
+def _analysis_options(f):
+    options = [
+        click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
+                     show_default=True,
+                     help="Preference population: 'all' answers (ties and both_* count as "
+                          "disagreement, as in the paper) or only a_better/b_better answers."),
+        click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=0,
+                     show_default=True, help="Bootstrap replicates over examples for intervals "
+                                             "(1000 is usual; 0 for none)."),
+        click.option("--seed", type=int, default=2015, show_default=True,
+                     help="Seed of the bootstrap and of the model-check folds."),
+        click.option("--jobs", type=int, default=1, show_default=True,
+                     help="Parallel workers for the bootstrap (-1: all cores)."),
+        click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
+                     show_default=True, help="Parallel backend for the bootstrap."),
+        click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
+        click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("workspace", required=False, type=click.Path(path_type=Path))
+@click.option("--dataset", type=click.Choice(["ecir2015"]), help="Analyse an embedded dataset.")
+@click.option("--answers", type=click.Path(path_type=Path),
+              help="External study: CSV with query, a1..a<k>, b1..b<k>, answer[, worker_id].")
+@click.option("--judgments", type=click.Path(path_type=Path), help="Judgments of the external study.")
+@click.option("--k", type=click.IntRange(min=1), default=None, help="Documents per list (default: "
+              "the number of a<i> columns).")
+@click.option("--levels", type=click.IntRange(min=2), default=None,
+              help="Number of relevance levels L, 0..L-1 (default: from the judgments).")
+@click.option("--unjudged", type=click.Choice(["error", "zero"]), default="error", show_default=True,
+              help="A listed document with no judgment: an error, or level 0.")
+@click.option("--scores", type=click.Choice(["exact", "published"]), default="exact",
+              show_default=True, help="ecir2015 only: phi recomputed from the recovered "
+              "judgments, or the published 3-decimal scores.")
+@click.option("--out", type=click.Path(path_type=Path), help="Output directory.")
+@_analysis_options
+def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
+            bootstrap, seed, jobs, backend, scheduler, force, quiet):
+    """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
+
+    \b
+    Three sources of answers:
+      satcal analyze --dataset ecir2015 --out DIR          the published ECIR 2015 answers
+      satcal analyze --answers A.csv --judgments Q --out DIR   an external study
+      satcal analyze WORKSPACE                             a workspace's ingested answers,
+                                                           into WORKSPACE/analysis/
+
+    Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
+    ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
+    """
+    from .analysis import calibrate
+
+    sources = sum(x is not None for x in (workspace, dataset, answers))
+    if sources != 1:
+        raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
+                          "--answers FILE with --judgments FILE")
+    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
+                  backend=_backend(backend, scheduler), progress=not quiet)
+    if workspace is not None:
+        from .workspace import Workspace
+        ws = Workspace.open(workspace)
+        result = ws.analyze(force=force, **kwargs)
+        out = ws.path / "analysis"
+    else:
+        if out is None:
+            raise SatcalError("--out DIR is required with --dataset or --answers")
+        out = _prepare_out(out, force)
+        if dataset:
+            result = _analyze_ecir(scores, kwargs)
+        else:
+            if judgments is None:
+                raise SatcalError("--answers needs --judgments FILE (the levels of its documents)")
+            from .ingest import read_external_study
+            from .judgments import read_judgments
+            qrels = read_judgments(judgments)
+            study = read_external_study(answers, qrels, k=k, n_levels=levels, unjudged=unjudged)
+            result = calibrate(study, **kwargs)
+        result.save(out)
+    if result.meta.get("notice"):
+        click.echo(result.meta["notice"])
+    _echo_ranking(result)
+    click.echo(f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)")
+
+
+def _backend(name: str, scheduler: str | None):
+    if name == "dask":
+        return f"dask:{scheduler}" if scheduler else "dask"
+    return name
+
+
+def _analyze_ecir(scores: str, kwargs: dict):
+    from .analysis import calibrate
+    from .datasets import ECIR2015_NOTICE, load_ecir2015, load_ecir2015_crowd, published_scores
+    study = load_ecir2015()
+    if scores == "exact":
+        return calibrate(study, **kwargs)
+    crowd = load_ecir2015_crowd()
+    result = calibrate(phi_a=published_scores(crowd, "A"), phi_b=published_scores(crowd, "B"),
+                       answers=study.answers, **kwargs)
+    result.meta.update(name="ecir2015 (published scores)", notice=ECIR2015_NOTICE)
+    return result
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("satcal-demo"),
+              show_default=True, help="Where the demo writes everything.")
+@click.option("--seed", type=int, default=2015, show_default=True, help="Seed of every random step.")
+@click.option("--force", is_flag=True, help="Overwrite a previous demo directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+def demo(out, seed, force, quiet):
+    """The main job on the embedded ECIR 2015 data, into ./satcal-demo/.
+
+    Analyses the published answers of Urbano & Marrero (ECIR 2015): P(Sat|phi) and P(Pref|dphi)
+    for the 36 formulations, bias b1-b3, ANOVA, figures and report; ends with the ranking of
+    formulations by bias and where each output is.
+    """
+    from .pipeline import run_demo
+    out = _prepare_out(out, force)
+    summary = run_demo(out, seed=seed, progress=not quiet, echo=click.echo)
+    _echo_ranking(summary["result"])
+    click.echo("\nOutputs:")
+    for label, path in summary["outputs"].items():
+        click.echo(f"  {label:<34} {path}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

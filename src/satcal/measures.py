@@ -1,0 +1,541 @@
+"""Gains, discounts, normalisations and vectorised scoring of the DCG family.
+
+Every gain, discount and normalisation is declared once, in a registry, with its formula and
+reference beside it; the scoring code never branches on names.
+
+    DCG@k = sum_{i=1..k} g(r_i) d(i)                  (Jarvelin & Kekalainen, 2002)
+
+References
+----------
+- Urbano & Marrero, ECIR 2015 (paper 003): the 36 study formulations and the ``max``
+  normalisation phi = DCG@k / (g(L-1) * sum_i d(i)).
+- Lillis, NDCG lecture notes (paper 001): the original ``jarvelin<b>`` discount.
+- Moffat et al. / paper 002: ``ul1`` and ``ul2`` with the random-ordering lower bound RLB.
+- Gienapp et al. / paper 004: ``minmax`` normalisation for negative relevance levels.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Gain",
+    "Discount",
+    "Normalization",
+    "Formulation",
+    "get_gain",
+    "get_discount",
+    "get_normalization",
+    "formulation",
+    "study_formulations",
+    "STUDY_GAINS",
+    "STUDY_DISCOUNTS",
+    "ECIR_GAIN_CODES",
+    "ECIR_DISCOUNT_CODES",
+    "NEGATIVE_POLICIES",
+    "score_lists",
+    "pool_bounds",
+    "bin_index",
+    "bin_midpoints",
+    "N_BINS",
+]
+
+N_BINS = 10
+
+#: Plot order of the paper (Fig. 1-3).
+STUDY_GAINS = ("bin2", "bin1", "exp5", "exp3", "exp2", "lin")
+STUDY_DISCOUNTS = ("zipf", "lin", "log2", "log3", "log5", "const")
+#: Column codes of the published ECIR 2015 file.
+ECIR_GAIN_CODES = {"b2": "bin2", "b1": "bin1", "e5": "exp5", "e3": "exp3", "e2": "exp2", "l": "lin"}
+ECIR_DISCOUNT_CODES = {"z": "zipf", "l": "lin", "l2": "log2", "l3": "log3", "l5": "log5", "n": "const"}
+NEGATIVE_POLICIES = ("keep", "zero")
+
+
+# --------------------------------------------------------------------------------------------
+# Gains
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Gain:
+    """A gain function g: level -> utility.
+
+    Parameters
+    ----------
+    id : str
+        Registry id (``lin``, ``exp2``, ``bin1``, ...) or a custom name.
+    fn : callable
+        Vectorised map from a float array of levels to gains.
+    formula : str
+        Human-readable formula, shown in reports.
+    """
+
+    id: str
+    fn: Callable[[np.ndarray], np.ndarray] = field(repr=False, compare=False)
+    formula: str = ""
+
+    def __call__(self, levels) -> np.ndarray:
+        return np.asarray(self.fn(np.asarray(levels, dtype=float)), dtype=float)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[int, float], name: str = "custom") -> "Gain":
+        """A custom gain from a ``{level: value}`` map; levels not in the map raise.
+
+        Examples
+        --------
+        >>> Gain.from_mapping({0: 0.0, 1: 0.4, 2: 1.0})([0, 2, 1]).tolist()
+        [0.0, 1.0, 0.4]
+        """
+        if not mapping:
+            raise ValueError("a custom gain needs at least one level -> value pair")
+        keys = np.array(sorted(mapping), dtype=float)
+        values = np.array([float(mapping[k]) for k in sorted(mapping)], dtype=float)
+
+        def fn(levels: np.ndarray) -> np.ndarray:
+            pos = np.searchsorted(keys, levels)
+            pos_clipped = np.clip(pos, 0, len(keys) - 1)
+            found = keys[pos_clipped] == levels
+            if not np.all(found):
+                missing = sorted(set(np.asarray(levels)[~found].tolist()))
+                raise ValueError(f"custom gain {name!r} has no value for level(s) {missing}; "
+                                 f"it maps levels {keys.astype(int).tolist()}")
+            return values[pos_clipped]
+
+        text = ", ".join(f"{int(k)}->{v:g}" for k, v in zip(keys, values))
+        return cls(name, fn, f"map {{{text}}}")
+
+
+def _lin_gain(_m: re.Match) -> Gain:
+    return Gain("lin", lambda l: l, "g(l) = l")
+
+
+def _exp_gain(m: re.Match) -> Gain:
+    base = float(m.group("b"))
+    return Gain(f"exp{m.group('b')}", lambda l: base ** l - 1.0, f"g(l) = {m.group('b')}^l - 1")
+
+
+def _bin_gain(m: re.Match) -> Gain:
+    lmin = int(m.group("m"))
+    return Gain(f"bin{lmin}", lambda l: (l >= lmin).astype(float), f"g(l) = 1 if l >= {lmin} else 0")
+
+
+#: Gain families: id pattern -> constructor (declared once; parsed by :func:`get_gain`).
+GAIN_FAMILIES: dict[str, Callable[[re.Match], Gain]] = {
+    r"lin": _lin_gain,
+    r"exp(?P<b>\d+(?:\.\d+)?)": _exp_gain,
+    r"bin(?P<m>\d+)": _bin_gain,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Discounts
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Discount:
+    """A discount function d: rank -> factor, evaluated for a cutoff k.
+
+    Parameters
+    ----------
+    id : str
+        Registry id (``zipf``, ``log2``, ``jarvelin2``, ...) or a custom name.
+    fn : callable
+        ``fn(ranks, k)`` with ``ranks = 1..k`` (float array) returning the k factors.
+    formula : str
+        Human-readable formula.
+    """
+
+    id: str
+    fn: Callable[[np.ndarray, int], np.ndarray] = field(repr=False, compare=False)
+    formula: str = ""
+
+    def factors(self, k: int) -> np.ndarray:
+        """The k discount factors d(1), ..., d(k)."""
+        ranks = np.arange(1, k + 1, dtype=float)
+        out = np.asarray(self.fn(ranks, k), dtype=float)
+        if out.shape != (k,):
+            raise ValueError(f"discount {self.id!r} gives {out.shape[0] if out.ndim else 1} "
+                             f"factors for k = {k}; it needs exactly k")
+        return out
+
+    @classmethod
+    def from_factors(cls, factors: Sequence[float], name: str = "custom") -> "Discount":
+        """A custom discount given its k factors d(1..k)."""
+        values = np.asarray(factors, dtype=float)
+        if values.ndim != 1 or values.size == 0:
+            raise ValueError("a custom discount needs a non-empty vector of k factors")
+
+        def fn(ranks: np.ndarray, k: int) -> np.ndarray:
+            if k != values.size:
+                raise ValueError(f"custom discount {name!r} has {values.size} factors, "
+                                 f"but lists have k = {k} documents")
+            return values
+
+        return cls(name, fn, "d = (" + ", ".join(f"{v:.4g}" for v in values) + ")")
+
+
+def _zipf(_m):
+    return Discount("zipf", lambda i, k: 1.0 / i, "d(i) = 1/i")
+
+
+def _lin_discount(_m):
+    return Discount("lin", lambda i, k: (k + 1.0 - i) / k, "d(i) = (k+1-i)/k")
+
+
+def _log_discount(m):
+    b = float(m.group("b"))
+    # 1/log_b(b + i - 1): log2 gives the de facto 1/log2(i+1) (Burges et al., 2005).
+    return Discount(f"log{m.group('b')}", lambda i, k: np.log(b) / np.log(b + i - 1.0),
+                    f"d(i) = 1/log_{m.group('b')}({m.group('b')} + i - 1)")
+
+
+def _jarvelin(m):
+    b = float(m.group("b"))
+    # The original DCG (Jarvelin & Kekalainen 2000): no discount before rank b.
+    return Discount(f"jarvelin{m.group('b')}",
+                    lambda i, k: 1.0 / np.maximum(1.0, np.log(i) / np.log(b)),
+                    f"d(i) = 1/max(1, log_{m.group('b')} i)")
+
+
+def _const(_m):
+    return Discount("const", lambda i, k: np.ones_like(i), "d(i) = 1")
+
+
+DISCOUNT_FAMILIES: dict[str, Callable[[re.Match], Discount]] = {
+    r"zipf": _zipf,
+    r"lin": _lin_discount,
+    r"log(?P<b>\d+(?:\.\d+)?)": _log_discount,
+    r"jarvelin(?P<b>\d+(?:\.\d+)?)": _jarvelin,
+    r"const": _const,
+}
+
+
+def _lookup(families: dict, name: str, kind: str):
+    for pattern, make in families.items():
+        m = re.fullmatch(pattern, name)
+        if m:
+            return make(m)
+    known = ", ".join(p.replace("(?P<b>\\d+(?:\\.\\d+)?)", "<b>").replace("(?P<m>\\d+)", "<m>")
+                      for p in families)
+    raise ValueError(f"unknown {kind} {name!r}; use one of: {known}")
+
+
+def get_gain(gain: "str | Gain | Mapping[int, float]") -> Gain:
+    """Resolve a gain id (``lin``, ``exp<b>``, ``bin<m>``), a :class:`Gain` or a level map."""
+    if isinstance(gain, Gain):
+        return gain
+    if isinstance(gain, Mapping):
+        return Gain.from_mapping(gain)
+    return _lookup(GAIN_FAMILIES, str(gain), "gain")
+
+
+def get_discount(discount: "str | Discount | Sequence[float]") -> Discount:
+    """Resolve a discount id (``zipf``, ``lin``, ``log<b>``, ``jarvelin<b>``, ``const``),
+    a :class:`Discount` or a vector of k factors."""
+    if isinstance(discount, Discount):
+        return discount
+    if isinstance(discount, str):
+        return _lookup(DISCOUNT_FAMILIES, discount, "discount")
+    return Discount.from_factors(discount)
+
+
+# --------------------------------------------------------------------------------------------
+# Normalisations
+# --------------------------------------------------------------------------------------------
+def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den with 0 where den == 0 (the documented convention for empty bounds)."""
+    num, den = np.broadcast_arrays(np.asarray(num, float), np.asarray(den, float))
+    out = np.zeros(num.shape, dtype=float)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def _norm_ul1(dcg, b):
+    # (DCG/IDCG) * DCG/(DCG + RLB)   (paper 002)
+    return _safe_div(dcg, b["ideal"]) * _safe_div(dcg, dcg + b["rlb"])
+
+
+def _norm_ul2(dcg, b):
+    # (DCG-RLB)/(IDCG-RLB) above the random baseline, (DCG-RLB)/RLB below it   (paper 002)
+    above = _safe_div(dcg - b["rlb"], b["ideal"] - b["rlb"])
+    below = _safe_div(dcg - b["rlb"], b["rlb"])
+    return np.where(dcg >= b["rlb"], above, below)
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """How raw DCG@k becomes phi.
+
+    ``needs`` names the bounds it uses: ``max`` (per formulation: g(L-1) * sum d) or the
+    per-query pool bounds ``ideal`` (IDCG@k), ``worst`` (WDCG@k) and ``rlb`` (E[DCG@k] of a
+    random ordering of the pool).
+    """
+
+    id: str
+    fn: Callable[[np.ndarray, dict], np.ndarray] = field(repr=False, compare=False)
+    needs: tuple[str, ...] = ()
+    formula: str = ""
+
+    @property
+    def uses_pool(self) -> bool:
+        return any(n in ("ideal", "worst", "rlb") for n in self.needs)
+
+
+NORMALIZATIONS: dict[str, Normalization] = {n.id: n for n in (
+    Normalization("raw", lambda d, b: d, (), "DCG@k"),
+    Normalization("max", lambda d, b: _safe_div(d, b["max"]), ("max",),
+                  "DCG@k / (g(L-1) * sum_i d(i))   [paper 003]"),
+    Normalization("ideal", lambda d, b: _safe_div(d, b["ideal"]), ("ideal",),
+                  "DCG@k / IDCG@k   [classic nDCG]"),
+    Normalization("minmax", lambda d, b: _safe_div(d - b["worst"], b["ideal"] - b["worst"]),
+                  ("ideal", "worst"), "(DCG - WDCG) / (IDCG - WDCG)   [paper 004]"),
+    Normalization("ul1", _norm_ul1, ("ideal", "rlb"), "(DCG/IDCG) * DCG/(DCG + RLB)   [paper 002]"),
+    Normalization("ul2", _norm_ul2, ("ideal", "rlb"),
+                  "(DCG-RLB)/(IDCG-RLB) if DCG >= RLB else (DCG-RLB)/RLB   [paper 002]"),
+)}
+
+
+def get_normalization(name: "str | Normalization") -> Normalization:
+    if isinstance(name, Normalization):
+        return name
+    try:
+        return NORMALIZATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown normalisation {name!r}; use one of: "
+                         f"{', '.join(NORMALIZATIONS)}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Formulations
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Formulation:
+    """A (gain, discount, normalisation, negative-level policy) combination.
+
+    Parameters
+    ----------
+    gain : Gain
+    discount : Discount
+    normalization : str, default ``"max"``
+        One of ``raw``, ``max``, ``ideal``, ``minmax``, ``ul1``, ``ul2``.
+    negatives : {"keep", "zero"}, default ``"keep"``
+        ``keep`` applies the gain to negative levels as given; ``zero`` maps them to 0 first.
+    """
+
+    gain: Gain
+    discount: Discount
+    normalization: str = "max"
+    negatives: str = "keep"
+
+    def __post_init__(self):
+        get_normalization(self.normalization)
+        if self.negatives not in NEGATIVE_POLICIES:
+            raise ValueError(f"negatives must be one of {NEGATIVE_POLICIES}, got {self.negatives!r}")
+
+    @property
+    def id(self) -> str:
+        return f"{self.gain.id}-{self.discount.id}"
+
+    def gains(self, levels) -> np.ndarray:
+        """Gains of levels under this formulation's negative-level policy."""
+        lv = np.asarray(levels, dtype=float)
+        if self.negatives == "zero":
+            lv = np.maximum(lv, 0.0)
+        return self.gain(lv)
+
+    def score(self, levels, **kwargs) -> np.ndarray:
+        """phi of each list (rows of ``levels``); see :func:`score_lists`."""
+        return score_lists(levels, [self], **kwargs)[:, 0]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def formulation(spec: "str | Formulation", normalization: str = "max",
+                negatives: str = "keep") -> Formulation:
+    """Parse ``"<gain>-<discount>"`` (e.g. ``"exp2-log2"``) into a :class:`Formulation`."""
+    if isinstance(spec, Formulation):
+        return spec
+    gain_id, sep, discount_id = str(spec).partition("-")
+    if not sep or not gain_id or not discount_id:
+        raise ValueError(f"formulation {spec!r} is not of the form <gain>-<discount>, "
+                         "e.g. 'exp2-log2'")
+    return Formulation(get_gain(gain_id), get_discount(discount_id), normalization, negatives)
+
+
+def study_formulations(normalization: str = "max", negatives: str = "keep",
+                       gains: Iterable[str] = STUDY_GAINS,
+                       discounts: Iterable[str] = STUDY_DISCOUNTS) -> list[Formulation]:
+    """The 36 study formulations in the paper's plot order (discount-major, then gain)."""
+    gains, discounts = list(gains), list(discounts)
+    return [Formulation(get_gain(g), get_discount(d), normalization, negatives)
+            for d in discounts for g in gains]
+
+
+def _resolve(formulations) -> list[Formulation]:
+    if formulations is None:
+        return study_formulations()
+    if isinstance(formulations, (str, Formulation)):
+        formulations = [formulations]
+    return [formulation(f) for f in formulations]
+
+
+# --------------------------------------------------------------------------------------------
+# Vectorised scoring
+# --------------------------------------------------------------------------------------------
+def _level_table(levels: np.ndarray):
+    """Map levels (with NaN = no document) to small integer codes and the table of values."""
+    lv = np.asarray(levels, dtype=float)
+    finite = np.isfinite(lv)
+    if not finite.any():
+        return np.zeros(lv.shape, dtype=np.intp), np.array([np.nan])
+    values = lv[finite]
+    lo, hi = values.min(), values.max()
+    if np.all(values == np.round(values)) and hi - lo <= 4096:
+        table = np.arange(lo, hi + 1)
+        codes = np.where(finite, lv - lo, len(table)).astype(np.intp)
+    else:
+        table, inv = np.unique(values, return_inverse=True)
+        codes = np.full(lv.shape, len(table), dtype=np.intp)
+        codes[finite] = inv
+    return codes, np.append(table, np.nan)  # last slot: no document, gain 0
+
+
+def _gain_table(forms: list[Formulation], table: np.ndarray) -> np.ndarray:
+    """(R+1, F) gains of every table level; the last row (no document) is 0."""
+    out = np.zeros((len(table), len(forms)))
+    real = table[:-1]
+    for j, f in enumerate(forms):
+        out[:-1, j] = f.gains(real)
+    return out
+
+
+def dcg_matrix(levels, formulations=None) -> np.ndarray:
+    """Raw DCG@k of n lists under F formulations, shape (n, F).
+
+    ``levels`` is (n, k); NaN marks a missing document (a run shorter than k), gain 0.
+    Computed as k gathers of a (levels x formulations) table, so the cost is O(n k F) with
+    no Python loop over lists.
+    """
+    forms = _resolve(formulations)
+    lv = np.atleast_2d(np.asarray(levels, dtype=float))
+    n, k = lv.shape
+    codes, table = _level_table(lv)
+    gains = _gain_table(forms, table)                                    # (R+1, F)
+    disc = np.stack([f.discount.factors(k) for f in forms], axis=1)      # (k, F)
+    out = np.zeros((n, len(forms)))
+    for i in range(k):
+        out += np.take(gains * disc[i], codes[:, i], axis=0)
+    return out
+
+
+def _max_bound(forms: list[Formulation], k: int, top_level: float) -> np.ndarray:
+    """g(L-1) * sum_i d(i): the DCG of k documents all at the top level (paper 003)."""
+    return np.array([f.gains([top_level])[0] * f.discount.factors(k).sum() for f in forms])
+
+
+def pool_bounds(pools: Sequence[np.ndarray], formulations=None, k: int = 5) -> dict[str, np.ndarray]:
+    """Per-query bounds from each query's judged pool, each of shape (Q, F).
+
+    ``ideal``: IDCG@k, the pool sorted by decreasing gain;
+    ``worst``: WDCG@k, the k lowest-gain documents in increasing gain (rearrangement
+    inequality: the most harmful document goes where the discount is largest);
+    ``rlb``: E[DCG@k] of a uniformly random ordering = mean pool gain * sum_{i<=min(k,n)} d(i).
+    """
+    forms = _resolve(formulations)
+    q = len(pools)
+    sizes = np.array([len(p) for p in pools])
+    flat = np.concatenate([np.asarray(p, float) for p in pools]) if q and sizes.sum() else np.zeros(0)
+    owner = np.repeat(np.arange(q), sizes)
+    codes, table = _level_table(flat) if flat.size else (np.zeros(0, np.intp), np.array([np.nan]))
+    r = len(table) - 1
+    counts = np.zeros((q, max(r, 1)))
+    if flat.size:
+        np.add.at(counts, (owner, codes), 1)
+    positions = np.arange(k)
+    ideal, worst, rlb = (np.zeros((q, len(forms))) for _ in range(3))
+    for j, f in enumerate(forms):
+        g = f.gains(table[:-1]) if r else np.zeros(1)
+        d = f.discount.factors(k)
+        for target, order in ((ideal, np.argsort(-g, kind="stable")), (worst, np.argsort(g, kind="stable"))):
+            cum = np.cumsum(counts[:, order], axis=1)                       # (Q, R)
+            slot = (positions[None, :, None] >= cum[:, None, :]).sum(axis=2)  # (Q, k)
+            filled = positions[None, :] < sizes[:, None]
+            gk = np.where(filled, g[order][np.minimum(slot, len(order) - 1)], 0.0)
+            target[:, j] = gk @ d
+        total_gain = counts @ g
+        cum_d = np.concatenate([[0.0], np.cumsum(d)])
+        rlb[:, j] = _safe_div(total_gain, sizes) * cum_d[np.minimum(sizes, k)]
+    return {"ideal": ideal, "worst": worst, "rlb": rlb}
+
+
+def score_lists(levels, formulations=None, *, n_levels: int | None = None,
+                top_level: float | None = None, pools: Sequence[np.ndarray] | None = None,
+                query_index: Sequence[int] | None = None, k: int | None = None) -> np.ndarray:
+    """phi of n lists under F formulations, shape (n, F).
+
+    Parameters
+    ----------
+    levels : array-like, shape (n, k)
+        Relevance level of each ranked document; NaN marks an empty position.
+    formulations : list of str or Formulation, optional
+        Defaults to the 36 study formulations (``max`` normalisation).
+    n_levels, top_level : int, optional
+        For ``max``: the top level is ``top_level`` or ``n_levels - 1`` (default L = 3).
+    pools : sequence of arrays, optional
+        For pool-based normalisations (``ideal``, ``minmax``, ``ul1``, ``ul2``): the judged
+        levels of each query's pool.
+    query_index : sequence of int, optional
+        For each list, the index of its query in ``pools``.
+
+    Returns
+    -------
+    numpy.ndarray of shape (n, F)
+    """
+    forms = _resolve(formulations)
+    lv = np.atleast_2d(np.asarray(levels, dtype=float))
+    k = lv.shape[1] if k is None else k
+    if lv.shape[1] != k:
+        raise ValueError(f"lists have {lv.shape[1]} positions but k = {k}")
+    dcg = dcg_matrix(lv, forms)
+    out = np.empty_like(dcg)
+    groups: dict[str, list[int]] = {}
+    for j, f in enumerate(forms):
+        groups.setdefault(f.normalization, []).append(j)
+    bounds_pool = None
+    for norm_id, cols in groups.items():
+        norm = get_normalization(norm_id)
+        sub = [forms[j] for j in cols]
+        bounds: dict[str, np.ndarray] = {}
+        if "max" in norm.needs:
+            top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
+            bounds["max"] = _max_bound(sub, k, top)[None, :]
+        if norm.uses_pool:
+            if pools is None or query_index is None:
+                raise ValueError(f"normalisation {norm_id!r} needs each query's judged pool: "
+                                 "pass pools= and query_index=")
+            qi = np.asarray(query_index, dtype=np.intp)
+            if qi.shape != (lv.shape[0],):
+                raise ValueError("query_index needs one entry per list")
+            bounds_pool = pool_bounds(pools, sub, k)
+            bounds.update({name: b[qi] for name, b in bounds_pool.items()})
+        out[:, cols] = norm.fn(dcg[:, cols], bounds)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Bins
+# --------------------------------------------------------------------------------------------
+def bin_index(x, n_bins: int = N_BINS) -> np.ndarray:
+    """Bin of each score: ``min(floor((x + 1e-5) * n_bins), n_bins - 1)`` (SPEC section 4).
+
+    The 1e-5 guards against scores such as 0.3 computed as 0.29999...; scores below 0
+    fall in bin 0.
+    """
+    x = np.asarray(x, dtype=float)
+    return np.clip(np.floor((x + 1e-5) * n_bins), 0, n_bins - 1).astype(np.intp)
+
+
+def bin_midpoints(n_bins: int = N_BINS) -> np.ndarray:
+    """Label of each bin: its midpoint j/n + 1/(2n)."""
+    return np.arange(n_bins) / n_bins + 0.5 / n_bins

@@ -1,0 +1,319 @@
+"""Figures (PNG and PDF), CSV tables and the HTML report of a calibration analysis."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .measures import STUDY_DISCOUNTS, STUDY_GAINS
+from .fileio import atomic_write_bytes, atomic_write_text
+
+__all__ = ["write_analysis", "figure_sat", "figure_pref", "figure_bias", "figure_intervals",
+           "render_report", "reading_guide"]
+
+FIGURES = ("fig1_sat", "fig2_pref", "fig3_bias")
+_GAIN_COLOURS = {"bin2": "#8c564b", "bin1": "#e377c2", "exp5": "#d62728", "exp3": "#ff7f0e",
+                 "exp2": "#2ca02c", "lin": "#1f77b4"}
+
+
+def _ordered(values, preferred) -> list[str]:
+    values = list(dict.fromkeys(values))
+    return [v for v in preferred if v in values] + [v for v in values if v not in preferred]
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _colour(gain: str, i: int) -> str:
+    return _GAIN_COLOURS.get(gain, f"C{i % 10}")
+
+
+def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diagonal: bool):
+    plt = _plt()
+    curves = result.curves[result.curves["curve"] == curve]
+    points = result.points[result.points["curve"] == curve]
+    discounts = _ordered(curves["discount"], STUDY_DISCOUNTS)
+    gains = _ordered(curves["gain"], STUDY_GAINS)
+    ncol = min(3, len(discounts))
+    nrow = int(np.ceil(len(discounts) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.8 * nrow), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, disc in zip(axes.flat, discounts):
+        if diagonal:
+            ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="P = x (ideal)")
+        else:
+            ax.axhline(1.0, color="0.6", ls="--", lw=1, label="P = 1 (ideal)")
+        for i, gain in enumerate(gains):
+            c = curves[(curves["discount"] == disc) & (curves["gain"] == gain)]
+            p = points[(points["discount"] == disc) & (points["gain"] == gain) & (points["n"] > 0)]
+            if c.empty:
+                continue
+            col = _colour(gain, i)
+            ax.plot(c["x"], c["p"], color=col, lw=1.8, label=gain)
+            ax.scatter(p["x_mid"], p["proportion"], color=col, s=14, alpha=0.8, zorder=3)
+        ax.set_title(f"discount: {disc}", fontsize=11)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.25)
+    for ax in axes.flat[len(discounts):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel(xlabel)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False,
+               title="gain (lines: quadratic logit fit; points: bin proportions)")
+    fig.suptitle(title, fontsize=13)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
+    return fig
+
+
+def figure_sat(result):
+    """Figure 1: P(Sat|phi), one panel per discount, a line and points per gain."""
+    return _curve_figure(result, "sat", "P(Sat | phi): probability that users are satisfied",
+                         "phi", "P(Sat | phi)", diagonal=True)
+
+
+def figure_pref(result):
+    """Figure 2: P(Pref|dphi), one panel per discount, a line and points per gain."""
+    return _curve_figure(result, "pref", "P(Pref | dphi): probability that users agree with the "
+                         "sign of dphi", "|dphi|", "P(Pref | dphi)", diagonal=False)
+
+
+def figure_bias(result):
+    """Figure 3: boxplots of b1, b2, b3 over formulations, grouped by gain and by discount."""
+    plt = _plt()
+    bias = result.bias
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for row, factor, order in ((0, "gain", STUDY_GAINS), (1, "discount", STUDY_DISCOUNTS)):
+        levels = _ordered(bias[factor], order)
+        for col, ind in enumerate(("b1", "b2", "b3")):
+            ax = axes[row, col]
+            data = [bias.loc[bias[factor] == lv, ind].to_numpy() for lv in levels]
+            ax.boxplot(data, tick_labels=levels, widths=0.6)
+            ax.set_title(f"{ind} by {factor}")
+            ax.grid(axis="y", alpha=0.25)
+    fig.suptitle("Bias of each formulation (lower is better)", fontsize=13)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+def figure_intervals(result):
+    """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap)."""
+    plt = _plt()
+    bias = result.bias.sort_values("b1")
+    fig, axes = plt.subplots(1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
+    y = np.arange(len(bias))
+    for ax, ind in zip(axes, ("b1", "b2", "b3")):
+        err = np.vstack([bias[ind] - bias[f"{ind}_lo"], bias[f"{ind}_hi"] - bias[ind]])
+        ax.errorbar(bias[ind], y, xerr=err, fmt="o", ms=3, color="k", ecolor="0.5", capsize=2)
+        ax.set_title(f"{ind} (95% bootstrap interval)")
+        ax.grid(axis="x", alpha=0.25)
+    axes[0].set_yticks(y, bias["formulation"])
+    axes[0].invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def _save_figure(fig, base: Path) -> list[Path]:
+    plt = _plt()
+    paths = []
+    for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {})):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, bbox_inches="tight", metadata=_fixed_metadata(ext), **kwargs)
+        path = base.with_suffix(f".{ext}")
+        atomic_write_bytes(path, buf.getvalue())
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _fixed_metadata(ext: str) -> dict:
+    # No creation dates or software versions in the files: same inputs, same bytes.
+    if ext == "pdf":
+        return {"CreationDate": None, "Producer": None, "Creator": None}
+    if ext == "png":
+        return {"Software": None}
+    return {}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading guide and HTML
+# --------------------------------------------------------------------------------------------
+def _first_crossing(x: np.ndarray, p: np.ndarray, level: float):
+    above = np.flatnonzero(p >= level)
+    return float(x[above[0]]) if above.size else None
+
+
+def reading_guide(result) -> list[str]:
+    """Plain-language findings drawn from the tables (a few sentences, as HTML fragments)."""
+    rank = result.ranking
+    best = rank.iloc[0]
+    worst = rank.iloc[-1]
+    out = [f"The least biased formulation overall is <b>{html.escape(best.formulation)}</b> "
+           f"(b1 = {best.b1:.3f}, b2 = {best.b2:.3f}, b3 = {best.b3:.3f}); the most biased is "
+           f"<b>{html.escape(worst.formulation)}</b> (b1 = {worst.b1:.3f}, b2 = {worst.b2:.3f}, "
+           f"b3 = {worst.b3:.3f}). Next best: "
+           + ", ".join(html.escape(f) for f in rank.formulation.iloc[1:4]) + "."]
+    for ind, meaning in (("b1", "distance from P(Sat|phi) = phi"), ("b2", "gaps at phi = 0 and 1"),
+                         ("b3", "users' disagreement with dphi")):
+        row = result.bias.loc[result.bias[ind].idxmin()]
+        out.append(f"Lowest {ind} ({meaning}): {html.escape(row.formulation)} ({row[ind]:.3f}).")
+    if not result.anova.empty:
+        parts = []
+        for ind, g in result.anova.groupby("indicator"):
+            g = g[g.term != "Residual"].set_index("term")
+            top = g["eta_sq"].idxmax()
+            parts.append(f"{ind}: {top} explains {100 * g.loc[top, 'eta_sq']:.0f}% of the variance "
+                         f"(p = {g.loc[top, 'p']:.2g})")
+        out.append("ANOVA over the formulations: " + "; ".join(parts) + ".")
+    c = result.curves
+    sat = c[(c.formulation == best.formulation) & (c.curve == "sat")]
+    pref = c[(c.formulation == best.formulation) & (c.curve == "pref")]
+    if not sat.empty:
+        x, p = sat.x.to_numpy(), sat.p.to_numpy()
+        share_above = np.mean(p > x)
+        out.append(f"Under {html.escape(best.formulation)}, users are satisfied with probability "
+                   f"{p[0]:.2f} at phi = 0 and {p[-1]:.2f} at phi = 1; the curve lies above the "
+                   f"diagonal (the score underestimates satisfaction) over {100 * share_above:.0f}% "
+                   f"of [0, 1].")
+    if not pref.empty:
+        half = _first_crossing(pref.x.to_numpy(), pref.p.to_numpy(), 0.5)
+        out.append("A majority of users agree with the sign of dphi only once |dphi| reaches "
+                   f"{half:.2f}." if half is not None else
+                   "P(Pref|dphi) never reaches 0.5: most users do not side with the measure's "
+                   "preference at any difference.")
+    mc = result.model_check
+    if not mc.empty:
+        means = mc.groupby("model")["log_loss"].mean()
+        verdict = ("adequate" if means["quadratic_logit"] <= means["isotonic"] + 0.005 else
+                   "possibly too rigid")
+        out.append(f"Model check (cross-validated log loss, mean over curves): quadratic logit "
+                   f"{means['quadratic_logit']:.4f}, linear logit {means['linear_logit']:.4f}, "
+                   f"isotonic {means['isotonic']:.4f}: the quadratic form looks {verdict}.")
+    return out
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.5}
+h1{font-size:1.7em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.85em;margin:1em 0}th,td{border:1px solid #ddd;padding:.25em .6em;
+text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+img{max-width:100%;border:1px solid #eee}.note{background:#f8f8f2;border-left:4px solid #bbb;padding:.5em 1em}
+details{margin:1em 0}summary{cursor:pointer;font-weight:600}.guide li{margin:.3em 0}
+"""
+
+
+def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None) -> str:
+    shown = df if max_rows is None else df.head(max_rows)
+    return shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True)
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def render_report(result, figure_paths: dict[str, Path]) -> str:
+    """The HTML report: findings, figures and every table (self-contained)."""
+    meta = result.meta
+    counts = meta.get("answer_counts", {})
+    title = f"satcal calibration report: {html.escape(str(meta.get('name') or 'study'))}"
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
+             f"<style>{_CSS}</style></head><body><h1>{title}</h1>"]
+    parts.append(f"<p>{meta.get('n_examples', 0)} answered examples "
+                 f"({', '.join(f'{k}: {v}' for k, v in counts.items())}); "
+                 f"{meta.get('n_sat_lists', 0)} lists judged both good or both bad; "
+                 f"{meta.get('n_formulations', 0)} formulations; preference population "
+                 f"<code>{html.escape(str(meta.get('population')))}</code>.</p>")
+    if meta.get("notice"):
+        parts.append(f"<p class='note'>{html.escape(meta['notice'])}</p>")
+    parts.append("<h2>Reading guide</h2><ul class='guide'>"
+                 + "".join(f"<li>{s}</li>" for s in reading_guide(result)) + "</ul>")
+    parts.append("<p>How to read the figures: in Figure 1 a curve above the diagonal means users "
+                 "are more satisfied than phi says (the measure underestimates satisfaction), below "
+                 "it that they are less. In Figure 2 the ideal is P = 1: the lower the curve, the "
+                 "larger a difference must be before users agree with it. Points are the observed "
+                 "proportions per bin (see the points table for their Wilson intervals).</p>")
+    captions = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
+                "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
+                "fig4_intervals": "Figure 4. Bootstrap intervals of each formulation's bias"}
+    parts.append("<h2>Figures</h2>")
+    for name, path in figure_paths.items():
+        parts.append(f"<h3>{captions.get(name, name)}</h3>{_img(path)}")
+    parts.append("<h2>Bias of each formulation</h2><p>b1 = mean |phi - P(Sat|phi)|, "
+                 "b2 = (P(Sat|0) + 1 - P(Sat|1))/2, b3 = mean (1 - P(Pref|dphi)), over a 1001-point "
+                 "grid; ordered by mean rank (1 = least biased).</p>")
+    ranking = result.ranking
+    if result.bootstrap is not None:
+        ranking = ranking.merge(result.bias.drop(columns=["b1", "b2", "b3", "gain", "discount"]),
+                                on="formulation")
+    parts.append(_table_html(ranking))
+    if result.bootstrap is not None:
+        pairs = result.bootstrap.pairwise
+        parts.append("<h3>Pairwise differences (bootstrap)</h3><p>Difference in each indicator "
+                     "between formulations, with 95% interval and two-sided bootstrap p-value; the "
+                     "30 smallest p-values for b1 are shown, all are in <code>bias_pairs.csv</code>."
+                     "</p>")
+        parts.append(_table_html(pairs[pairs.indicator == "b1"].sort_values("p").head(30)))
+    parts.append("<h2>ANOVA</h2><p>Additive model value ~ gain + discount over the formulations' "
+                 "point estimates; sequential sums of squares; eta squared = SS / total SS.</p>")
+    parts.append(_table_html(result.anova))
+    parts.append("<h2>Model check</h2><p>Cross-validated log loss and Brier score of the "
+                 "quadratic logit against a linear logit and an isotonic (monotone) fit.</p>")
+    if not result.model_check.empty:
+        summary = result.model_check.groupby(["curve", "model"], as_index=False)[["log_loss", "brier"]].mean()
+        parts.append(_table_html(summary))
+        parts.append("<details><summary>Per formulation</summary>"
+                     + _table_html(result.model_check) + "</details>")
+    parts.append("<h2>Fits</h2><details><summary>Coefficients of every curve</summary>"
+                 + _table_html(result.fits) + "</details>")
+    parts.append("<h2>Binned points</h2><details><summary>Per formulation, curve and bin</summary>"
+                 + _table_html(result.points) + "</details>")
+    parts.append("<p>Full curves (1001 points each, with 95% bands) are in <code>curves.csv</code>."
+                 "</p><footer><p><small>Made by satcal "
+                 f"{html.escape(_version())}.</small></p></footer></body></html>")
+    return "\n".join(parts)
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -> dict[str, str]:
+    """Write the tables (CSV), figures (PNG, PDF) and report.html into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    for name, table in result.tables().items():
+        path = out / f"{name}.csv"
+        atomic_write_text(path, table.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
+        written[name] = str(path)
+    pngs: dict[str, Path] = {}
+    if figures or report:
+        fig_dir = out / "figures"
+        fig_dir.mkdir(exist_ok=True)
+        makers = {"fig1_sat": figure_sat, "fig2_pref": figure_pref, "fig3_bias": figure_bias}
+        if result.bootstrap is not None:
+            makers["fig4_intervals"] = figure_intervals
+        for name, make in makers.items():
+            png, pdf = _save_figure(make(result), fig_dir / name)
+            pngs[name] = png
+            written[f"{name}.png"], written[f"{name}.pdf"] = str(png), str(pdf)
+    if report:
+        path = out / "report.html"
+        atomic_write_text(path, render_report(result, pngs))
+        written["report"] = str(path)
+    return written

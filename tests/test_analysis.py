@@ -1,0 +1,173 @@
+"""Calibration analysis against independent computations and the paper's findings."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+from scipy.special import expit
+
+from satcal.analysis import (GRID, anova_table, bias_indicators, binned_points, calibrate, design,
+                             fit_logit, fit_logit_batch, preference_data, satisfaction_data)
+
+
+def _simulated(rng, n=800, beta=(-1.2, 2.5, 0.8)):
+    x = rng.uniform(0, 1, n)
+    y = (rng.uniform(size=n) < expit(design(x) @ np.array(beta))).astype(float)
+    return x, y
+
+
+def test_fit_logit_equals_direct_likelihood_maximisation(rng):
+    x, y = _simulated(rng)
+    fit = fit_logit(x, y)
+    X = design(x)
+    nll = lambda b: -(y * (X @ b) - np.logaddexp(0, X @ b)).sum()
+    direct = minimize(nll, np.zeros(3), method="BFGS", options={"gtol": 1e-9}).x
+    np.testing.assert_allclose(fit.beta, direct, atol=1e-4)
+    assert fit.converged and fit.n == 800 and fit.successes == int(y.sum())
+
+
+def test_band_from_linear_predictor(rng):
+    x, y = _simulated(rng)
+    fit = fit_logit(x, y)
+    lo, hi = fit.band([0.5])
+    Xg = design(np.array([0.5]))
+    se = np.sqrt(Xg @ fit.cov @ Xg.T)[0, 0]
+    eta = (Xg @ fit.beta)[0]
+    assert lo[0] == pytest.approx(expit(eta - 1.959963985 * se))
+    assert hi[0] == pytest.approx(expit(eta + 1.959963985 * se))
+
+
+def test_batched_newton_equals_statsmodels(rng):
+    xs, ys = zip(*[_simulated(rng, 600, (rng.normal(), rng.normal(2), rng.normal())) for _ in range(6)])
+    beta, ok = fit_logit_batch(np.stack([design(x) for x in xs]), np.stack(ys))
+    assert ok.all()
+    for b, x, y in zip(beta, xs, ys):
+        np.testing.assert_allclose(b, fit_logit(x, y).beta, atol=1e-6)
+
+
+def test_batched_weights_equal_replicated_rows(rng):
+    x, y = _simulated(rng, 300)
+    w = rng.integers(0, 3, size=300).astype(float)
+    beta, _ = fit_logit_batch(design(x)[None], y[None], w[None])
+    rep = np.repeat(np.arange(300), w.astype(int))
+    np.testing.assert_allclose(beta[0], fit_logit(x[rep], y[rep]).beta, atol=1e-6)
+
+
+def test_wilson_points_by_hand():
+    x = np.array([0.05, 0.05, 0.05, 0.05, 0.31, 0.99])
+    y = np.array([1, 0, 0, 1, 1, 0])
+    pts = binned_points(x, y).set_index("bin")
+    assert pts.loc[0, "n"] == 4 and pts.loc[0, "successes"] == 2 and pts.loc[0, "proportion"] == 0.5
+    n, p, z = 4, 0.5, 1.959963985
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert pts.loc[0, "lo"] == pytest.approx(centre - half) and pts.loc[0, "hi"] == pytest.approx(centre + half)
+    assert pts.loc[3, "n"] == 1 and pts.loc[9, "proportion"] == 0.0 and np.isnan(pts.loc[5, "proportion"])
+    assert pts.loc[0, "x_mid"] == pytest.approx(0.05) and pts.loc[9, "x_mid"] == pytest.approx(0.95)
+
+
+def test_bias_indicators_by_hand():
+    ideal = bias_indicators(GRID.copy(), np.ones_like(GRID))
+    assert ideal["b1"] == 0 and ideal["b2"] == 0 and ideal["b3"] == 0
+    flat = bias_indicators(np.full_like(GRID, 0.5), np.full_like(GRID, 0.25))
+    assert flat["b1"] == pytest.approx(np.mean([abs(i / 1000 - 0.5) for i in range(1001)]))
+    assert flat["b2"] == pytest.approx(0.5) and flat["b3"] == pytest.approx(0.75)
+    assert GRID.size == 1001 and GRID[1] == 0.001
+
+
+def test_satisfaction_and_preference_rows():
+    phi_a = np.array([[0.9], [0.2], [0.5], [0.4], [0.3]])
+    phi_b = np.array([[0.1], [0.6], [0.5], [0.7], [0.3]])
+    answers = ["a_better", "a_better", "b_better", "both_good", "both_bad"]
+    x, y = satisfaction_data(phi_a, phi_b, answers)
+    np.testing.assert_allclose(x[:, 0], [0.4, 0.3, 0.7, 0.3]) and np.testing.assert_array_equal(y, [1, 0, 1, 0])
+    (xa, ya), = preference_data(phi_a, phi_b, answers, "all")
+    np.testing.assert_allclose(xa, [0.8, 0.4, 0.0, 0.3, 0.0])
+    np.testing.assert_array_equal(ya, [1, 0, 0, 0, 0])
+    (xp, yp), = preference_data(phi_a, phi_b, answers, "preferences_only")
+    np.testing.assert_allclose(xp, [0.8, 0.4]) and np.testing.assert_array_equal(yp, [1, 0])
+
+
+def test_anova_equals_hand_sums_of_squares(rng):
+    gains, discounts = ["g1", "g2", "g3"], ["d1", "d2", "d3", "d4"]
+    bias = pd.DataFrame([(g, d) for d in discounts for g in gains], columns=["gain", "discount"])
+    for b in ("b1", "b2", "b3"):
+        bias[b] = rng.normal(size=len(bias)) + (bias.gain == "g2") * 2
+    table = anova_table(bias)
+    v = bias["b1"].to_numpy().reshape(4, 3)  # discounts x gains, balanced
+    grand = v.mean()
+    ss_gain = 4 * ((v.mean(axis=0) - grand) ** 2).sum()
+    ss_disc = 3 * ((v.mean(axis=1) - grand) ** 2).sum()
+    ss_tot = ((v - grand) ** 2).sum()
+    t = table[table.indicator == "b1"].set_index("term")
+    assert t.loc["gain", "sum_sq"] == pytest.approx(ss_gain) and t.loc["discount", "sum_sq"] == pytest.approx(ss_disc)
+    assert t.loc["Residual", "df"] == 6 and t.loc["gain", "df"] == 2 and t.loc["discount", "df"] == 3
+    f_gain = (ss_gain / 2) / ((ss_tot - ss_gain - ss_disc) / 6)
+    assert t.loc["gain", "F"] == pytest.approx(f_gain)
+    assert t.loc["gain", "eta_sq"] == pytest.approx(ss_gain / ss_tot)
+
+
+def test_ecir2015_reproduces_the_papers_findings(ecir_result):
+    r = ecir_result
+    assert r.meta["n_sat_lists"] == 4050 and r.meta["n_sat_examples"] == 2025  # paper, section 4
+    assert r.fits.converged.all() and len(r.fits) == 72
+    bias = r.bias.set_index("formulation")
+    # "The Linear gain and Constant discount are the least biased overall."
+    assert r.ranking.formulation.iloc[0] == "lin-const"
+    assert bias.groupby("gain")[["b1", "b2", "b3"]].mean().idxmin().eq("lin").all()
+    assert bias.groupby("discount")[["b1", "b2", "b3"]].mean().idxmin().eq("const").all()
+    # "bias is proportional to the emphasis that gain functions give to highly relevant documents"
+    by_gain = bias.groupby("gain")["b1"].mean()
+    assert by_gain["lin"] < by_gain["exp2"] < by_gain["exp3"] < by_gain["exp5"]
+    # "an ANOVA analysis shows significant differences among gain and discount functions"
+    a = r.anova[r.anova.term != "Residual"]
+    assert (a.p < 0.05).all() and len(a) == 6
+    assert set(r.anova.df) == {5, 25}
+    # Bin(2) above the diagonal at mid phi, Bin(1) below (Fig. 1 discussion)
+    c = r.curves[(r.curves.curve == "sat") & (r.curves.x == 0.5)].set_index("formulation")
+    assert c.loc["bin2-log2", "p"] > 0.5 > c.loc["bin1-log2", "p"]
+    # "unless dphi >~ 0.5 users just can not decide"
+    p = r.curves[(r.curves.curve == "pref") & (r.curves.x == 0.3)]["p"]
+    assert (p < 0.5).all()
+
+
+def test_published_scores_give_the_same_bias(ecir_study, ecir_result):
+    from satcal.datasets import load_ecir2015_crowd, published_scores
+    crowd = load_ecir2015_crowd()
+    r = calibrate(phi_a=published_scores(crowd, "A"), phi_b=published_scores(crowd, "B"),
+                  answers=ecir_study.answers, model_check_folds=0)
+    diff = (r.bias[["b1", "b2", "b3"]] - ecir_result.bias[["b1", "b2", "b3"]]).abs().to_numpy()
+    assert diff.max() < 2e-3
+
+
+def test_preferences_only_population_counts(ecir_result, ecir_study):
+    r = calibrate(ecir_study, ["lin-const"], population="preferences_only", model_check_folds=0)
+    n = r.fits.set_index("curve").loc["pref", "n"]
+    phi = ecir_study.levels("a").sum(1) - ecir_study.levels("b").sum(1)
+    expected = (np.isin(ecir_study.answers, ["a_better", "b_better"]) & (phi != 0)).sum()
+    assert n == expected and n <= 2090
+
+
+def test_model_check_compares_three_models(ecir_result):
+    mc = ecir_result.model_check
+    assert set(mc.model) == {"quadratic_logit", "linear_logit", "isotonic"}
+    assert len(mc) == 72 * 3 and (mc.brier > 0).all() and (mc.brier < 0.25 + 1e-9).all()
+
+
+def test_outputs_on_disk(ecir_result, tmp_path):
+    written = ecir_result.save(tmp_path)
+    for name in ("bias", "anova", "fits", "curves", "points"):
+        assert (tmp_path / f"{name}.csv").exists()
+    for fig in ("fig1_sat", "fig2_pref", "fig3_bias"):
+        assert (tmp_path / "figures" / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (tmp_path / "figures" / f"{fig}.pdf").read_bytes()[:4] == b"%PDF"
+    bias = pd.read_csv(tmp_path / "bias.csv")
+    assert list(bias.columns[:6]) == ["formulation", "gain", "discount", "b1", "b2", "b3"]
+    anova = pd.read_csv(tmp_path / "anova.csv")
+    assert list(anova.columns) == ["indicator", "term", "df", "sum_sq", "mean_sq", "F", "p", "eta_sq"]
+    html = (tmp_path / "report.html").read_text()
+    assert "CC BY-SA 4.0" in html and "lin-const" in html and "Reading guide" in html
+    # Same inputs, same bytes.
+    again = tmp_path / "again"
+    ecir_result.save(again)
+    for rel in ("bias.csv", "figures/fig1_sat.png", "figures/fig1_sat.pdf", "report.html"):
+        assert (tmp_path / rel).read_bytes() == (again / rel).read_bytes(), rel

@@ -1,0 +1,85 @@
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from satcal.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory, ecir_study):
+    """The ECIR answers written as an external study, plus its judgments."""
+    d = tmp_path_factory.mktemp("external")
+    ex = ecir_study.examples
+    cols = ["query"] + [f"a{i}" for i in range(1, 6)] + [f"b{i}" for i in range(1, 6)] + ["answer"]
+    ex[cols].to_csv(d / "answers.csv", index=False)
+    ecir_study.judgments.to_trec(d / "qrels.txt")
+    return d
+
+
+def test_external_study_equals_the_dataset_analysis(external, ecir_result, tmp_path):
+    res = run("analyze", "--answers", external / "answers.csv", "--judgments", external / "qrels.txt",
+              "--out", tmp_path / "out", "-q")
+    assert res.exit_code == 0, res.output
+    bias = pd.read_csv(tmp_path / "out" / "bias.csv")
+    np.testing.assert_allclose(bias[["b1", "b2", "b3"]], ecir_result.bias[["b1", "b2", "b3"]], atol=1e-9)
+    assert "lin-const" in res.output.splitlines()[3]
+
+
+@pytest.mark.parametrize("mutate,fragment", [
+    (lambda t: t.drop(columns=["b3"]), "missing column(s) b3"),
+    (lambda t: t.assign(answer=["maybe"] + list(t.answer[1:])), ":2: column 'answer': answer 'maybe'"),
+    (lambda t: t.assign(a1=["nope"] + list(t.a1[1:])), "answers.csv:2: column 'a1': document 'nope'"),
+    (lambda t: t.assign(a2=t.a1), "answers.csv:2: list A repeats a document"),
+])
+def test_external_study_errors_are_one_line(external, tmp_path, mutate, fragment):
+    t = pd.read_csv(external / "answers.csv", dtype=str).head(50)
+    bad = tmp_path / "answers.csv"
+    mutate(t).to_csv(bad, index=False)
+    res = run("analyze", "--answers", bad, "--judgments", external / "qrels.txt", "--out", tmp_path / "o")
+    assert res.exit_code == 2
+    assert fragment in res.output and res.output.count("\n") == 1 and "Traceback" not in res.output
+
+
+def test_unjudged_as_zero_is_allowed(external, tmp_path):
+    t = pd.read_csv(external / "answers.csv", dtype=str).head(300)
+    t.loc[0, "a1"] = "unjudged-doc"
+    t.to_csv(tmp_path / "a.csv", index=False)
+    res = run("analyze", "--answers", tmp_path / "a.csv", "--judgments", external / "qrels.txt",
+              "--out", tmp_path / "o", "--unjudged", "zero", "-q")
+    assert res.exit_code == 0, res.output
+
+
+def test_refuses_to_overwrite(tmp_path):
+    (tmp_path / "keep.txt").write_text("x")
+    res = run("analyze", "--dataset", "ecir2015", "--out", tmp_path)
+    assert res.exit_code == 2 and "--force" in res.output
+
+
+def test_source_is_required():
+    res = run("analyze", "--out", "x")
+    assert res.exit_code == 2 and "exactly one of" in res.output
+
+
+def test_help_explains():
+    res = run("--help")
+    assert res.exit_code == 0 and "calibration studies" in res.output and "satcal demo" in res.output
+    res = run("analyze", "--help")
+    assert "--population" in res.output and "report.html" in res.output
+
+
+def test_console_script_reports_errors_without_traceback(tmp_path):
+    bad = tmp_path / "q.txt"
+    bad.write_text("q1 0 d1 x\n")
+    (tmp_path / "a.csv").write_text("query,a1,b1,answer\nq1,d1,d1,a\n")
+    proc = subprocess.run([sys.executable, "-m", "satcal", "analyze", "--answers", tmp_path / "a.csv",
+                           "--judgments", bad, "--out", tmp_path / "o"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"satcal: error: {bad}:1: level 'x' is not an integer"
