@@ -208,3 +208,21 @@ def test_ndcg_matches_trec_eval(rng):
     ours = formulation("lin-log2", normalization="ideal").score(levels, pools=pools,
                                                                  query_index=np.arange(len(queries)))
     np.testing.assert_allclose(ours, [trec[q]["ndcg_cut_5"] for q in queries], atol=1e-9)
+
+
+def test_pools_as_padded_array_equal_pools_as_list(rng):
+    pools = [rng.integers(-1, 4, size=n) for n in (3, 7, 1, 12)]
+    padded = np.full((4, 12), np.nan)
+    for i, p in enumerate(pools):
+        padded[i, : len(p)] = p
+    forms = [formulation("exp2-log2", "minmax"), formulation("lin-zipf", "ul2")]
+    for a, b in zip(pool_bounds(pools, forms, 5).values(), pool_bounds(padded, forms, 5).values()):
+        np.testing.assert_allclose(a, b)
+
+
+def test_pattern_table_path_equals_gather_path(rng):
+    """Many lists (pattern table) and few lists (per-position gathers) give the same scores."""
+    levels = rng.integers(0, 3, size=(5000, 5))
+    many = score_lists(levels)
+    few = np.vstack([score_lists(levels[i:i + 3]) for i in range(0, 60, 3)])
+    np.testing.assert_allclose(many[:60], few, rtol=1e-13)

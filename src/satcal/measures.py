@@ -383,15 +383,27 @@ def _resolve(formulations) -> list[Formulation]:
 # --------------------------------------------------------------------------------------------
 # Vectorised scoring
 # --------------------------------------------------------------------------------------------
-def _level_table(levels: np.ndarray):
-    """Map levels (with NaN = no document) to small integer codes and the table of values."""
-    lv = np.asarray(levels, dtype=float)
+def _level_table(levels) -> tuple[np.ndarray, np.ndarray]:
+    """Map levels (NaN = no document) to small integer codes and the table of their values.
+
+    Returns ``codes`` (same shape, the last code meaning "no document") and ``table`` (the
+    R level values followed by NaN).
+    """
+    lv = np.asarray(levels)
+    if lv.size == 0:
+        return np.zeros(lv.shape, dtype=np.intp), np.array([np.nan])
+    if np.issubdtype(lv.dtype, np.integer):  # the common case: no NaN, no fractions
+        lo, hi = int(lv.min()), int(lv.max())
+        if hi - lo <= 4096:
+            codes = lv - lo if lo else lv  # no copy when levels already start at 0
+            return codes, np.append(np.arange(lo, hi + 1, dtype=float), np.nan)
+    lv = lv.astype(float)
     finite = np.isfinite(lv)
     if not finite.any():
         return np.zeros(lv.shape, dtype=np.intp), np.array([np.nan])
     values = lv[finite]
     lo, hi = values.min(), values.max()
-    if np.all(values == np.round(values)) and hi - lo <= 4096:
+    if hi - lo <= 4096 and np.all(values == np.floor(values)):
         table = np.arange(lo, hi + 1)
         codes = np.where(finite, lv - lo, len(table)).astype(np.intp)
     else:
@@ -410,19 +422,41 @@ def _gain_table(forms: list[Formulation], table: np.ndarray) -> np.ndarray:
     return out
 
 
-def dcg_matrix(levels, formulations=None) -> np.ndarray:
+def dcg_matrix(levels, formulations=None, scale: np.ndarray | None = None) -> np.ndarray:
     """Raw DCG@k of n lists under F formulations, shape (n, F).
 
     ``levels`` is (n, k); NaN marks a missing document (a run shorter than k), gain 0.
-    Computed as k gathers of a (levels x formulations) table, so the cost is O(n k F) with
-    no Python loop over lists.
+    ``scale`` (F,) multiplies each column; a per-formulation normalisation applied to the small
+    gain table costs nothing, applied to the (n, F) result it costs a full pass.
+
+    When the number of possible relevance patterns R^k is small next to n (3^5 = 243 in the
+    study), every pattern is scored once and each list takes its pattern's row: one gather.
+    Otherwise the DCG is k gathers of a (level x formulation) table. Either way the cost is
+    O(n F) memory traffic with no Python loop over lists.
     """
     forms = _resolve(formulations)
-    lv = np.atleast_2d(np.asarray(levels, dtype=float))
+    lv = np.asarray(levels)
+    lv = lv[None, :] if lv.ndim == 1 else lv
     n, k = lv.shape
     codes, table = _level_table(lv)
-    gains = _gain_table(forms, table)                                    # (R+1, F)
+    used = int(codes.max()) + 1 if codes.size else 1
+    gains = _gain_table(forms, table)[:used]                             # (R, F)
     disc = np.stack([f.discount.factors(k) for f in forms], axis=1)      # (k, F)
+    if scale is not None:
+        disc = disc * np.asarray(scale, float)[None, :]
+    if used ** k <= min(n // 4, 1 << 16):
+        patterns = gains * disc[0]
+        for i in range(1, k):
+            patterns = (patterns[:, None, :] + gains[None, :, :] * disc[i]).reshape(-1, len(forms))
+        pattern_code = codes[:, 0].astype(np.int64)
+        for i in range(1, k):
+            pattern_code *= used
+            pattern_code += codes[:, i]
+        # take into a preallocated array: numpy's own allocation path is several times slower
+        # here on large outputs (measured in benchmarks/bench_core.py).
+        out = np.empty((n, len(forms)))
+        np.take(patterns, pattern_code, axis=0, out=out)
+        return out
     out = np.zeros((n, len(forms)))
     for i in range(k):
         out += np.take(gains * disc[i], codes[:, i], axis=0)
@@ -434,39 +468,70 @@ def _max_bound(forms: list[Formulation], k: int, top_level: float) -> np.ndarray
     return np.array([f.gains([top_level])[0] * f.discount.factors(k).sum() for f in forms])
 
 
-def pool_bounds(pools: Sequence[np.ndarray], formulations=None, k: int = 5) -> dict[str, np.ndarray]:
+def _pool_counts(pools):
+    """(Q, R) counts of each level in each pool, the level table and the pool sizes.
+
+    ``pools`` is a sequence of 1-D arrays or a 2-D array padded with NaN.
+    """
+    if isinstance(pools, np.ndarray) and pools.ndim == 2:
+        codes, table = _level_table(pools)
+        r = len(table) - 1
+        if r <= 16:  # a few vectorised comparisons beat a bincount over every cell
+            counts = np.stack([(codes == c).sum(axis=1) for c in range(max(r, 1))], axis=1)
+            counts = counts.astype(float)
+            return counts, table, counts.sum(axis=1).astype(np.int64)
+        q = pools.shape[0]
+        owner = np.repeat(np.arange(q), pools.shape[1])
+        codes = codes.reshape(-1)
+    else:
+        q = len(pools)
+        arrays = [np.asarray(p, float).reshape(-1) for p in pools]
+        flat = np.concatenate(arrays) if arrays else np.zeros(0)
+        owner = np.repeat(np.arange(q), [a.size for a in arrays])
+        codes, table = _level_table(flat)
+    r = len(table) - 1
+    real = codes < r
+    counts = np.bincount(owner[real] * max(r, 1) + codes[real], minlength=q * max(r, 1))
+    counts = counts.reshape(q, max(r, 1)).astype(float)
+    return counts, table, counts.sum(axis=1).astype(np.int64)
+
+
+def pool_bounds(pools, formulations=None, k: int = 5,
+                which: Iterable[str] = ("ideal", "worst", "rlb")) -> dict[str, np.ndarray]:
     """Per-query bounds from each query's judged pool, each of shape (Q, F).
 
     ``ideal``: IDCG@k, the pool sorted by decreasing gain;
     ``worst``: WDCG@k, the k lowest-gain documents in increasing gain (rearrangement
     inequality: the most harmful document goes where the discount is largest);
-    ``rlb``: E[DCG@k] of a uniformly random ordering = mean pool gain * sum_{i<=min(k,n)} d(i).
+    ``rlb``: E[DCG@k] of a uniformly random ordering = mean pool gain * sum_{i<=min(k,n)} d(i)
+    (paper 002).
+
+    ``pools``: a sequence of level arrays, or a (Q, n) array padded with NaN.
     """
     forms = _resolve(formulations)
-    q = len(pools)
-    sizes = np.array([len(p) for p in pools])
-    flat = np.concatenate([np.asarray(p, float) for p in pools]) if q and sizes.sum() else np.zeros(0)
-    owner = np.repeat(np.arange(q), sizes)
-    codes, table = _level_table(flat) if flat.size else (np.zeros(0, np.intp), np.array([np.nan]))
+    which = tuple(which)
+    counts, table, sizes = _pool_counts(pools)
     r = len(table) - 1
-    counts = np.zeros((q, max(r, 1)))
-    if flat.size:
-        np.add.at(counts, (owner, codes), 1)
+    q = counts.shape[0]
     positions = np.arange(k)
-    ideal, worst, rlb = (np.zeros((q, len(forms))) for _ in range(3))
+    filled = positions[None, :] < sizes[:, None]
+    out = {name: np.zeros((q, len(forms))) for name in which}
     for j, f in enumerate(forms):
         g = f.gains(table[:-1]) if r else np.zeros(1)
         d = f.discount.factors(k)
-        for target, order in ((ideal, np.argsort(-g, kind="stable")), (worst, np.argsort(g, kind="stable"))):
-            cum = np.cumsum(counts[:, order], axis=1)                       # (Q, R)
+        orders = {"ideal": np.argsort(-g, kind="stable"), "worst": np.argsort(g, kind="stable")}
+        for name in ("ideal", "worst"):
+            if name not in which:
+                continue
+            order = orders[name]
+            cum = np.cumsum(counts[:, order], axis=1)                         # (Q, R)
             slot = (positions[None, :, None] >= cum[:, None, :]).sum(axis=2)  # (Q, k)
-            filled = positions[None, :] < sizes[:, None]
             gk = np.where(filled, g[order][np.minimum(slot, len(order) - 1)], 0.0)
-            target[:, j] = gk @ d
-        total_gain = counts @ g
-        cum_d = np.concatenate([[0.0], np.cumsum(d)])
-        rlb[:, j] = _safe_div(total_gain, sizes) * cum_d[np.minimum(sizes, k)]
-    return {"ideal": ideal, "worst": worst, "rlb": rlb}
+            out[name][:, j] = gk @ d
+        if "rlb" in which:
+            cum_d = np.concatenate([[0.0], np.cumsum(d)])
+            out["rlb"][:, j] = _safe_div(counts @ g, sizes) * cum_d[np.minimum(sizes, k)]
+    return out
 
 
 def score_lists(levels, formulations=None, *, n_levels: int | None = None,
@@ -493,33 +558,37 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
     numpy.ndarray of shape (n, F)
     """
     forms = _resolve(formulations)
-    lv = np.atleast_2d(np.asarray(levels, dtype=float))
+    lv = np.asarray(levels)
+    lv = lv[None, :] if lv.ndim == 1 else lv
     k = lv.shape[1] if k is None else k
     if lv.shape[1] != k:
         raise ValueError(f"lists have {lv.shape[1]} positions but k = {k}")
-    dcg = dcg_matrix(lv, forms)
-    out = np.empty_like(dcg)
+    norms = [get_normalization(f.normalization) for f in forms]
+    pooled = [j for j, nm in enumerate(norms) if nm.uses_pool]
+    # raw and max are a constant per formulation: fold them into the gain table.
+    scale = np.ones(len(forms))
+    top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
+    for j, nm in enumerate(norms):
+        if "max" in nm.needs:
+            bound = _max_bound([forms[j]], k, top)[0]
+            scale[j] = 1.0 / bound if bound else 0.0
+    if not pooled:
+        return dcg_matrix(lv, forms, scale)
+    out = dcg_matrix(lv, forms, scale)
+    if pools is None or query_index is None:
+        raise ValueError(f"normalisation {norms[pooled[0]].id!r} needs each query's judged pool: "
+                         "pass pools= and query_index=")
+    qi = np.asarray(query_index, dtype=np.intp)
+    if qi.shape != (lv.shape[0],):
+        raise ValueError("query_index needs one entry per list")
     groups: dict[str, list[int]] = {}
-    for j, f in enumerate(forms):
-        groups.setdefault(f.normalization, []).append(j)
-    bounds_pool = None
+    for j in pooled:
+        groups.setdefault(norms[j].id, []).append(j)
     for norm_id, cols in groups.items():
-        norm = get_normalization(norm_id)
-        sub = [forms[j] for j in cols]
-        bounds: dict[str, np.ndarray] = {}
-        if "max" in norm.needs:
-            top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
-            bounds["max"] = _max_bound(sub, k, top)[None, :]
-        if norm.uses_pool:
-            if pools is None or query_index is None:
-                raise ValueError(f"normalisation {norm_id!r} needs each query's judged pool: "
-                                 "pass pools= and query_index=")
-            qi = np.asarray(query_index, dtype=np.intp)
-            if qi.shape != (lv.shape[0],):
-                raise ValueError("query_index needs one entry per list")
-            bounds_pool = pool_bounds(pools, sub, k)
-            bounds.update({name: b[qi] for name, b in bounds_pool.items()})
-        out[:, cols] = norm.fn(dcg[:, cols], bounds)
+        norm = NORMALIZATIONS[norm_id]
+        wanted = [n for n in norm.needs if n in ("ideal", "worst", "rlb")]
+        bounds = pool_bounds(pools, [forms[j] for j in cols], k, wanted)
+        out[:, cols] = norm.fn(out[:, cols], {name: b[qi] for name, b in bounds.items()})
     return out
 
 
