@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure"]
 
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
@@ -39,3 +39,21 @@ def sha256_file(path: "str | os.PathLike") -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
+    """Save a matplotlib figure as ``base.png`` (150 dpi) and ``base.pdf``, atomically and with
+    no creation date or software version inside, so the same figure gives the same bytes."""
+    import io
+    import matplotlib.pyplot as plt
+
+    base = Path(base)
+    paths = []
+    metadata = {"png": {"Software": None},
+                "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
+    for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {})):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, bbox_inches="tight", metadata=metadata[ext], **kwargs)
+        paths.append(atomic_write_bytes(base.with_suffix(f".{ext}"), buf.getvalue()))
+    plt.close(fig)
+    return paths

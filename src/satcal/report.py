@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
-from .fileio import atomic_write_bytes, atomic_write_text
+from .fileio import atomic_write_text, save_figure as _save_figure
 
 __all__ = ["write_analysis", "figure_sat", "figure_pref", "figure_bias", "figure_intervals",
            "render_report", "reading_guide"]
@@ -123,28 +123,6 @@ def figure_intervals(result):
     axes[0].invert_yaxis()
     fig.tight_layout()
     return fig
-
-
-def _save_figure(fig, base: Path) -> list[Path]:
-    plt = _plt()
-    paths = []
-    for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {})):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, bbox_inches="tight", metadata=_fixed_metadata(ext), **kwargs)
-        path = base.with_suffix(f".{ext}")
-        atomic_write_bytes(path, buf.getvalue())
-        paths.append(path)
-    plt.close(fig)
-    return paths
-
-
-def _fixed_metadata(ext: str) -> dict:
-    # No creation dates or software versions in the files: same inputs, same bytes.
-    if ext == "pdf":
-        return {"CreationDate": None, "Producer": None, "Creator": None}
-    if ext == "png":
-        return {"Software": None}
-    return {}
 
 
 # --------------------------------------------------------------------------------------------

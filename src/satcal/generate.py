@@ -1,0 +1,565 @@
+"""The coverage generator: examples that fill every phi and |dphi| cell of every formulation.
+
+An example is a query and two lists A and B of k judged documents. Under the study's ``max``
+normalisation a list's phi depends only on its relevance pattern, so the generator works on
+*pattern pairs* first and picks documents last:
+
+1. candidate patterns: all L^k patterns when that is small (243 for the study), otherwise a
+   seeded sample spread over the score range (no enumeration that would explode);
+2. candidate pairs (A, B) buildable from at least one query's judged documents under the
+   overlap policy, and the cell incidence matrix: which phi-cells (two lists) and which
+   |dphi|-cell (one) of every formulation each pair lands in;
+3. a selection of pairs, with repetition, that gives every feasible cell ``min_per_cell``:
+
+   - ``published`` (paper 003, section 3): repeat { take the (formulation, cell) with the
+     fewest so far; add a random example landing in it } until all cells are full;
+   - ``greedy``: the same, but among the candidates landing in the neediest cell take the one
+     that fills the most open deficits across all formulations;
+   - ``optimal`` (default): solve the covering LP (minimise examples subject to every cell's
+     count >= min_per_cell; scipy/HiGHS), round down, repair the remaining deficits greedily and
+     prune examples that no cell needs;
+
+4. documents: each selected pair goes to a query able to build it, the least used so far
+   (queries used evenly), and its positions are filled with random documents of the right
+   level, never one twice in a list; a concrete example is never repeated.
+
+A lower bound on the examples needed is ``min_per_cell * max_f (feasible |dphi|-cells of f)``:
+each example puts exactly one |dphi| value in each formulation's cells.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import SatcalError
+from .judgments import Judgments
+from .measures import Formulation, _resolve, bin_index, score_lists
+
+__all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap"]
+
+METHODS = ("optimal", "greedy", "published")
+OVERLAP_POLICIES = ("allow", "disjoint")
+MAX_ENUMERATED_PATTERNS = 4096
+SAMPLED_PATTERNS = 3000
+MAX_PAIRS = 80_000
+MAX_LP_COLUMNS = 8000
+
+
+@dataclass
+class Design:
+    """What the generator must achieve.
+
+    Parameters
+    ----------
+    k : int
+        Documents per list.
+    levels : sequence of int
+        The relevance levels lists are built from (default 0..2); the top one is L-1 of ``max``.
+    formulations : list, optional
+        Defaults to the 36 study formulations.
+    n_bins : int
+        Equal bins over [0, 1] (10 in the study).
+    min_per_cell : int
+        Target count for every feasible cell (200 in the study).
+    overlap : {"allow", "disjoint"}
+        Whether A and B may share documents.
+    method : {"optimal", "greedy", "published"}
+    seed : int
+    """
+
+    k: int = 5
+    levels: Sequence[int] = (0, 1, 2)
+    formulations: list = None
+    n_bins: int = 10
+    min_per_cell: int = 200
+    overlap: str = "allow"
+    method: str = "optimal"
+    seed: int = 2015
+
+    def __post_init__(self):
+        self.formulations = _resolve(self.formulations)
+        self.levels = tuple(sorted(int(v) for v in self.levels))
+        problems = []
+        if self.k < 1:
+            problems.append(f"k must be at least 1, got {self.k}")
+        if len(self.levels) < 2:
+            problems.append(f"levels needs at least two levels, got {list(self.levels)}")
+        if self.n_bins < 2:
+            problems.append(f"n_bins must be at least 2, got {self.n_bins}")
+        if self.min_per_cell < 1:
+            problems.append(f"min_per_cell must be at least 1, got {self.min_per_cell}")
+        if self.overlap not in OVERLAP_POLICIES:
+            problems.append(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {self.overlap!r}")
+        if self.method not in METHODS:
+            problems.append(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        for f in self.formulations:
+            if f.normalization != "max":
+                problems.append(f"formulation {f.id} uses normalisation {f.normalization!r}; the "
+                                "generator places lists by the study's 'max' normalisation, which "
+                                "depends on the relevance pattern only")
+                break
+        if problems:
+            raise SatcalError("; ".join(problems))
+
+    @property
+    def top_level(self) -> int:
+        return max(self.levels)
+
+
+@dataclass
+class GenerationResult:
+    """Examples, their scores and the coverage they reach."""
+
+    examples: pd.DataFrame
+    scores: pd.DataFrame
+    coverage: pd.DataFrame
+    design: Design
+    lower_bound: int
+    method: str
+    candidates: dict = field(default_factory=dict)
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.examples)
+
+    @property
+    def infeasible(self) -> pd.DataFrame:
+        return self.coverage[~self.coverage["feasible"]].reset_index(drop=True)
+
+    @property
+    def complete(self) -> bool:
+        c = self.coverage[self.coverage["feasible"]]
+        return bool((c["count"] >= self.design.min_per_cell).all())
+
+    def summary(self) -> dict:
+        return {"examples": self.n_examples, "lower_bound": self.lower_bound, "method": self.method,
+                "ratio_to_bound": round(self.n_examples / max(self.lower_bound, 1), 4),
+                "infeasible_cells": int((~self.coverage["feasible"]).sum()),
+                "complete": self.complete, **self.candidates}
+
+
+# --------------------------------------------------------------------------------------------
+# Candidates
+# --------------------------------------------------------------------------------------------
+def _availability(judgments: Judgments, levels: Sequence[int]):
+    """Queries and their judged document counts at each design level, (Q, L)."""
+    t = judgments.table[judgments.table["level"].isin(levels)]
+    counts = pd.crosstab(t["query"], t["level"]).reindex(columns=list(levels), fill_value=0)
+    return counts.index.to_numpy(), counts.to_numpy()
+
+
+def _requirements(patterns: np.ndarray, levels: Sequence[int]) -> np.ndarray:
+    """(P, L) documents each pattern needs at each level."""
+    return np.stack([(patterns == lv).sum(axis=1) for lv in levels], axis=1)
+
+
+def _log_arrangements(avail: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """log of the number of ordered choices of ``need`` distinct documents out of ``avail``,
+    per level, summed: log prod_l avail_l! / (avail_l - need_l)!  (-inf where impossible)."""
+    from scipy.special import gammaln
+    ok = (need <= avail).all(axis=-1)
+    val = (gammaln(avail + 1.0) - gammaln(np.maximum(avail - need, 0) + 1.0)).sum(axis=-1)
+    return np.where(ok, val, -np.inf)
+
+
+def _candidate_patterns(design: Design, avail: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+    """Every pattern if there are few, else a seeded sample spread over the score range."""
+    levels = np.array(design.levels)
+    max_avail = avail.max(axis=0)
+    n_all = len(levels) ** design.k
+    if n_all <= MAX_ENUMERATED_PATTERNS:
+        pats = np.array(list(itertools.product(levels, repeat=design.k)), dtype=np.int64)
+        exhaustive = True
+    else:
+        # Mixtures with a random share of each level (Dirichlet(0.4): many extreme lists),
+        # plus the constant lists, so both ends of every scale are reached.
+        shares = rng.dirichlet(np.full(len(levels), 0.4), size=SAMPLED_PATTERNS)
+        draws = np.array([rng.choice(levels, size=design.k, p=s) for s in shares])
+        const = np.repeat(levels[:, None], design.k, axis=1)
+        pats = np.unique(np.vstack([const, draws]), axis=0)
+        exhaustive = False
+    need = _requirements(pats, design.levels)
+    buildable = (need[:, None, :] <= avail[None, :, :]).all(axis=2).any(axis=1)
+    del max_avail
+    return pats[buildable], exhaustive
+
+
+def _candidate_pairs(need: np.ndarray, avail: np.ndarray, overlap: str, rng, exhaustive: bool):
+    """Unordered pairs (a <= b) of patterns some query can build together."""
+    p = len(need)
+    can = (need[:, None, :] <= avail[None, :, :]).all(axis=2)                 # (P, Q)
+    if p * (p + 1) // 2 <= MAX_PAIRS:
+        a, b = np.triu_indices(p)
+    else:
+        m = MAX_PAIRS
+        a, b = rng.integers(0, p, m), rng.integers(0, p, m)
+        a, b = np.minimum(a, b), np.maximum(a, b)
+        ab = np.unique(np.stack([a, b], 1), axis=0)
+        a, b = ab[:, 0], ab[:, 1]
+        exhaustive = False
+    if overlap == "allow":
+        ok = (can[a] & can[b]).any(axis=1)
+    else:
+        ok = np.zeros(len(a), dtype=bool)
+        for start in range(0, len(a), 4096):
+            sl = slice(start, start + 4096)
+            joint = need[a[sl]] + need[b[sl]]
+            ok[sl] = (joint[:, None, :] <= avail[None, :, :]).all(axis=2).any(axis=1)
+    return a[ok], b[ok], can, exhaustive
+
+
+def _incidence(bins_a: np.ndarray, bins_b: np.ndarray, dbins: np.ndarray, n_bins: int):
+    """Dense (cells, pairs) counts: rows are F*n_bins |dphi|-cells then F*n_bins phi-cells."""
+    n_pairs, n_f = dbins.shape
+    n_cells = 2 * n_f * n_bins
+    mat = np.zeros((n_cells, n_pairs), dtype=np.int16)
+    cols = np.arange(n_pairs)
+    f_off = np.arange(n_f) * n_bins
+    np.add.at(mat, ((f_off + dbins).T.ravel(), np.tile(cols, n_f)), 1)
+    phi_off = n_f * n_bins + f_off
+    np.add.at(mat, ((phi_off + bins_a).T.ravel(), np.tile(cols, n_f)), 1)
+    np.add.at(mat, ((phi_off + bins_b).T.ravel(), np.tile(cols, n_f)), 1)
+    return mat
+
+
+# --------------------------------------------------------------------------------------------
+# Selection
+# --------------------------------------------------------------------------------------------
+def _select_published(mat, need, capacity, rng, progress):
+    counts = np.zeros(mat.shape[0], dtype=np.int64)
+    chosen = np.zeros(mat.shape[1], dtype=np.int64)
+    open_cells = need > 0
+    while True:
+        deficit_cells = np.flatnonzero(open_cells & (counts < need))
+        if deficit_cells.size == 0:
+            break
+        c = deficit_cells[np.argmin(counts[deficit_cells])]
+        cand = np.flatnonzero((mat[c] > 0) & (chosen < capacity))
+        if cand.size == 0:
+            open_cells[c] = False  # capacity exhausted: reported as short, not chased
+            continue
+        j = rng.choice(cand)
+        chosen[j] += 1
+        counts += mat[:, j]
+        progress(1)
+    return chosen
+
+
+def _select_greedy(mat, need, capacity, rng, progress, chosen=None, sample: int = 600):
+    counts = mat @ (chosen if chosen is not None else np.zeros(mat.shape[1], np.int64))
+    chosen = np.zeros(mat.shape[1], dtype=np.int64) if chosen is None else chosen.copy()
+    open_cells = need > 0
+    matf = mat.astype(np.float32)
+    while True:
+        deficit = np.where(open_cells, np.maximum(need - counts, 0), 0)
+        deficit_cells = np.flatnonzero(deficit > 0)
+        if deficit_cells.size == 0:
+            break
+        c = deficit_cells[np.argmin(counts[deficit_cells])]
+        cand = np.flatnonzero((mat[c] > 0) & (chosen < capacity))
+        if cand.size == 0:
+            open_cells[c] = False
+            continue
+        if cand.size > sample:
+            cand = rng.choice(cand, sample, replace=False)
+        # Value of a candidate: the open deficits it fills, each capped by what is left.
+        gain = np.minimum(matf[np.ix_(deficit_cells, cand)], deficit[deficit_cells, None]).sum(axis=0)
+        best = cand[np.flatnonzero(gain == gain.max())]
+        j = rng.choice(best)
+        chosen[j] += 1
+        counts += mat[:, j]
+        progress(1)
+    return chosen
+
+
+def _prune(mat, need, chosen, rng):
+    """Drop examples no cell needs (largest surplus first), keeping every cell at its target."""
+    counts = mat.astype(np.int64) @ chosen
+    order = rng.permutation(np.flatnonzero(chosen))
+    for j in order:
+        col = mat[:, j]
+        while chosen[j] > 0 and np.all(counts - col >= np.minimum(need, counts)):
+            chosen[j] -= 1
+            counts -= col
+    return chosen
+
+
+def _select_optimal(mat, need, capacity, rng, progress):
+    """LP relaxation of the covering problem on the |dphi| cells, rounded down, then repaired.
+
+    The |dphi| cells bind (each example gives each formulation exactly one |dphi| value, but
+    two phi values), so the LP is solved over them alone, on pairs merged by their |dphi|
+    signature: 7,415 columns instead of 29,646 x 720 cells for the study, 1.4 s instead of
+    110 s. Members of each signature then share its count at random; a greedy pass fills what
+    rounding and the phi cells still lack, and a pruning pass drops examples no cell needs.
+    """
+    from scipy.optimize import linprog
+    from scipy.sparse import csc_matrix
+
+    n_dphi = mat.shape[0] // 2
+    rows = np.flatnonzero(need[:n_dphi] > 0)
+    signatures, group = np.unique(mat[rows].T, axis=0, return_inverse=True)
+    group = group.ravel()
+    if len(signatures) > MAX_LP_COLUMNS:
+        # A large sampled space: the LP keeps a random subset of signatures that still
+        # reaches every cell (HiGHS time grows fast with columns); the greedy repairs the rest.
+        keep = np.zeros(len(signatures), dtype=bool)
+        for r in range(len(rows)):
+            hits = np.flatnonzero(signatures[:, r])
+            keep[rng.choice(hits, min(20, hits.size), replace=False)] = True
+        rest = np.flatnonzero(~keep)
+        extra = MAX_LP_COLUMNS - int(keep.sum())
+        if extra > 0:
+            keep[rng.choice(rest, min(extra, rest.size), replace=False)] = True
+        remap = np.full(len(signatures), -1)
+        remap[keep] = np.arange(int(keep.sum()))
+        signatures, group = signatures[keep], remap[group]
+    in_lp = group >= 0
+    group_cap = np.bincount(group[in_lp], weights=capacity[in_lp].astype(float), minlength=len(signatures))
+    res = linprog(np.ones(len(signatures)), A_ub=-csc_matrix(signatures.T.astype(float)),
+                  b_ub=-need[rows].astype(float), bounds=np.stack([np.zeros(len(signatures)), group_cap], 1),
+                  method="highs-ipm")
+    chosen = np.zeros(mat.shape[1], dtype=np.int64)
+    if res.status == 0:
+        if len(signatures) == len(np.unique(group)):
+            _select_optimal.lp_bound = int(np.ceil(res.fun - 1e-6))
+        take = np.floor(res.x + 1e-7).astype(np.int64)
+        order = np.argsort(group, kind="stable")
+        order = order[group[order] >= 0]
+        starts = np.searchsorted(group[order], np.arange(len(signatures)))
+        ends = np.append(starts[1:], len(order))
+        # Members of a signature differ only in their phi cells: pick, one at a time, the
+        # member (of a sample) that fills the most open phi deficits.
+        counts = np.zeros(mat.shape[0], dtype=np.int64)
+        phi_rows = np.arange(n_dphi, mat.shape[0])
+        picks = np.repeat(np.flatnonzero(take), take[take > 0])
+        for g in rng.permutation(picks):
+            members = order[starts[g]:ends[g]]
+            members = members[chosen[members] < capacity[members]]
+            if members.size == 0:
+                continue
+            if members.size > 64:
+                members = rng.choice(members, 64, replace=False)
+            deficit = np.maximum(need[phi_rows] - counts[phi_rows], 0)
+            gain = np.minimum(mat[np.ix_(phi_rows, members)], deficit[:, None]).sum(axis=0)
+            j = rng.choice(members[gain == gain.max()])
+            chosen[j] += 1
+            counts += mat[:, j]
+        progress(int(chosen.sum()))
+    chosen = _select_greedy(mat, need, capacity, rng, progress, chosen=chosen)
+    return _prune(mat, need, chosen, rng)
+
+
+_SELECTORS: dict[str, Callable] = {"published": _select_published, "greedy": _select_greedy,
+                                   "optimal": _select_optimal}
+
+
+# --------------------------------------------------------------------------------------------
+# Documents
+# --------------------------------------------------------------------------------------------
+def _realise(pairs_a, pairs_b, chosen, patterns, can, queries, docs_by_level, design, rng):
+    """Turn selected pattern pairs into concrete examples with real documents."""
+    k = design.k
+    pair_ids = np.repeat(np.arange(len(chosen)), chosen)
+    rng.shuffle(pair_ids)
+    uses = np.zeros(len(queries), dtype=np.int64)
+    seen: set = set()
+    records = []
+    for pid in pair_ids:
+        pa, pb = patterns[pairs_a[pid]], patterns[pairs_b[pid]]
+        if rng.random() < 0.5:  # which pattern is A is arbitrary: spread it
+            pa, pb = pb, pa
+        ok = can[pairs_a[pid]] & can[pairs_b[pid]]
+        if design.overlap == "disjoint":
+            joint = _requirements(np.vstack([np.concatenate([pa, pb])]), design.levels)[0]
+            ok &= np.array([all(len(docs_by_level[q].get(lv, ())) >= n for lv, n in zip(design.levels, joint))
+                            for q in queries])
+        candidates = np.flatnonzero(ok)
+        for _attempt in range(20):
+            least = candidates[uses[candidates] == uses[candidates].min()]
+            qi = rng.choice(least)
+            a_docs, b_docs = _fill(pa, pb, docs_by_level[queries[qi]], design.overlap, rng)
+            key = (queries[qi], tuple(a_docs), tuple(b_docs))
+            if key not in seen:
+                break
+        seen.add(key)
+        uses[qi] += 1
+        records.append((queries[qi], a_docs, b_docs, pa, pb))
+    n = len(records)
+    width = len(str(max(n, 1)))
+    ex = pd.DataFrame({"example_id": [f"ex{i + 1:0{width}d}" for i in range(n)],
+                       "query": [r[0] for r in records]})
+    for side, idx in (("a", 1), ("b", 2)):
+        docs = np.array([r[idx] for r in records], dtype=object).reshape(n, k)
+        for i in range(k):
+            ex[f"{side}{i + 1}"] = docs[:, i]
+    for side, idx in (("a", 3), ("b", 4)):
+        lv = np.array([r[idx] for r in records], dtype=np.int64).reshape(n, k)
+        for i in range(k):
+            ex[f"r{side}{i + 1}"] = lv[:, i]
+    return ex, len(seen) < n
+
+
+def _fill(pa, pb, by_level, overlap, rng):
+    """Random documents of the pattern's levels, none twice in a list (nor across, if disjoint)."""
+    def draw(pattern, exclude):
+        out = np.empty(len(pattern), dtype=object)
+        for lv in np.unique(pattern):
+            pos = np.flatnonzero(pattern == lv)
+            pool = by_level[int(lv)]
+            if exclude:
+                pool = np.array([d for d in pool if d not in exclude], dtype=object)
+            out[pos] = rng.choice(pool, size=pos.size, replace=False)
+        return list(out)
+    a = draw(pa, None)
+    b = draw(pb, set(a) if overlap == "disjoint" else None)
+    return a, b
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+def generate(judgments: Judgments, design: Design | None = None, progress: bool = False,
+             **kwargs) -> GenerationResult:
+    """Build examples covering every feasible cell of every formulation (see module docstring).
+
+    Parameters
+    ----------
+    judgments : Judgments
+    design : Design, optional
+        Or pass its fields as keyword arguments (``k=5, min_per_cell=200, ...``).
+    progress : bool
+        Show a progress bar.
+
+    Raises
+    ------
+    SatcalError
+        Before any work, when no query has enough judged documents to build a list, or when a
+        feasible cell cannot hold ``min_per_cell`` distinct examples.
+    """
+    design = design or Design(**kwargs)
+    rng = np.random.default_rng(design.seed)
+    queries, avail = _availability(judgments, design.levels)
+    if len(queries) == 0 or avail.sum(axis=1).max() < design.k:
+        most = int(avail.sum(axis=1).max()) if len(queries) else 0
+        raise SatcalError(f"no query has {design.k} judged documents at levels "
+                          f"{list(design.levels)} (the most any query has is {most}); lower k or "
+                          "add judgments")
+    if design.overlap == "disjoint" and avail.sum(axis=1).max() < 2 * design.k:
+        raise SatcalError(f"overlap = 'disjoint' needs a query with {2 * design.k} judged documents; "
+                          "none has: use overlap = 'allow' or lower k")
+    patterns, exhaustive = _candidate_patterns(design, avail, rng)
+    need_pat = _requirements(patterns, design.levels)
+    forms = design.formulations
+    scores = score_lists(patterns, forms, top_level=design.top_level)        # (P, F)
+    pbins = bin_index(scores, design.n_bins)
+    pa, pb, can, exhaustive = _candidate_pairs(need_pat, avail, design.overlap, rng, exhaustive)
+    dbins = bin_index(np.abs(scores[pa] - scores[pb]), design.n_bins)
+    mat = _incidence(pbins[pa], pbins[pb], dbins, design.n_bins)
+    n_f, nb = len(forms), design.n_bins
+    feasible = mat.any(axis=1)
+    need = np.where(feasible, design.min_per_cell, 0)
+
+    # Distinct concrete examples each pair can give (capped): a cell whose candidates cannot
+    # supply min_per_cell distinct examples is refused up front.
+    log_arr = _log_arrangements(avail[None, :, :], need_pat[:, None, :])      # (P, Q)
+    with np.errstate(over="ignore"):
+        per_query = np.exp(np.minimum(log_arr[pa] + log_arr[pb], 50.0))
+    capacity = np.minimum(per_query.sum(axis=1), 1e9).astype(np.int64)
+    cell_capacity = mat.astype(float) @ np.minimum(capacity, design.min_per_cell * 4).astype(float)
+    short = np.flatnonzero(feasible & (cell_capacity < design.min_per_cell))
+    if short.size:
+        kind, f, b = _cell_name(short[0], n_f, nb)
+        raise SatcalError(f"min_per_cell = {design.min_per_cell} is unreachable: the {kind} cell "
+                          f"{b} of {forms[f].id} can hold at most {int(cell_capacity[short[0]])} "
+                          f"distinct examples from these judgments ({short.size} such cells); lower "
+                          "min_per_cell or add judgments")
+
+    total_hint = design.min_per_cell * nb * 2
+    bar = _progress_bar(progress, total_hint, f"selecting examples ({design.method})")
+    _select_optimal.lp_bound = None
+    chosen = _SELECTORS[design.method](mat, need, capacity, rng, lambda n: bar.update(n))
+    bar.close()
+    docs_by_level = judgments.docs_by_level()
+    examples, duplicates = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng)
+    counts = mat.astype(np.int64) @ chosen
+    coverage = _coverage_table(counts, feasible, forms, nb)
+    score_table = _score_table(examples, forms, design)
+    lower = design.min_per_cell * int(feasible[: n_f * nb].reshape(n_f, nb).sum(axis=1).max())
+    info = {"candidate_patterns": int(len(patterns)), "candidate_pairs": int(len(pa)),
+            "exhaustive": bool(exhaustive), "queries_used": int(examples["query"].nunique()),
+            "duplicates": bool(duplicates)}
+    if _select_optimal.lp_bound is not None:
+        # ceil of the LP optimum over all candidate pairs: a lower bound no design can beat
+        # when the candidates are exhaustive.
+        info["lp_bound"] = _select_optimal.lp_bound
+    return GenerationResult(examples, score_table, coverage, design, lower, design.method, info)
+
+
+def _cell_name(cell: int, n_f: int, nb: int):
+    kind = "|dphi|" if cell < n_f * nb else "phi"
+    cell = cell % (n_f * nb)
+    return kind, cell // nb, cell % nb
+
+
+def _coverage_table(counts, feasible, forms, nb) -> pd.DataFrame:
+    n_f = len(forms)
+    rows = []
+    for kind, off in (("phi", n_f * nb), ("dphi", 0)):
+        for j, f in enumerate(forms):
+            for b in range(nb):
+                c = off + j * nb + b
+                rows.append((f.id, kind, b, int(counts[c]), bool(feasible[c])))
+    return pd.DataFrame(rows, columns=["formulation", "kind", "bin", "count", "feasible"])
+
+
+def _score_table(examples: pd.DataFrame, forms, design) -> pd.DataFrame:
+    k = design.k
+    la = examples[[f"ra{i}" for i in range(1, k + 1)]].to_numpy()
+    lb = examples[[f"rb{i}" for i in range(1, k + 1)]].to_numpy()
+    sa = score_lists(la, forms, top_level=design.top_level)
+    sb = score_lists(lb, forms, top_level=design.top_level)
+    n, f = sa.shape
+    return pd.DataFrame({"example_id": np.repeat(examples["example_id"].to_numpy(), f),
+                         "formulation": np.tile([x.id for x in forms], n),
+                         "phi_a": sa.ravel(), "phi_b": sb.ravel()})
+
+
+def _progress_bar(enabled: bool, total: int, desc: str):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, unit="example", disable=not enabled)
+
+
+def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
+    """Heat map of counts, formulations x bins, for phi and |dphi| (infeasible cells hatched)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    forms = list(dict.fromkeys(coverage["formulation"]))
+    nb = int(coverage["bin"].max()) + 1
+    fig, axes = plt.subplots(1, 2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True)
+    for ax, kind, title in ((axes[0], "phi", "phi cells (lists)"), (axes[1], "dphi", "|dphi| cells (examples)")):
+        c = coverage[coverage["kind"] == kind]
+        grid = c.pivot(index="formulation", columns="bin", values="count").reindex(forms).to_numpy(float)
+        feas = c.pivot(index="formulation", columns="bin", values="feasible").reindex(forms).to_numpy(bool)
+        shown = np.ma.masked_where(~feas, np.minimum(grid / min_per_cell, 2.0))
+        im = ax.imshow(shown, aspect="auto", cmap="viridis", vmin=0, vmax=2)
+        ys, xs = np.nonzero(~feas)
+        ax.scatter(xs, ys, marker="x", color="0.5", s=18, label="infeasible")
+        ax.set_xticks(range(nb), [f"{(b + 0.5) / nb:.2f}" for b in range(nb)], rotation=90)
+        ax.set_title(title)
+        ax.set_xlabel("bin midpoint")
+    axes[0].set_yticks(range(len(forms)), forms, fontsize=7)
+    cb = fig.colorbar(im, ax=axes, shrink=0.8)
+    cb.set_label(f"count / min_per_cell ({min_per_cell}); capped at 2")
+    fig.suptitle("Coverage of every formulation's cells (x: infeasible)")
+    if path is not None:
+        from .fileio import save_figure
+        return save_figure(fig, path)
+    return fig
