@@ -175,6 +175,91 @@ def _analyze_ecir(scores: str, kwargs: dict):
 
 
 @main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--judgments", type=click.Path(path_type=Path), required=True,
+              help="TREC qrels or CSV/TSV with query, doc, level columns.")
+@click.option("--documents", type=click.Path(path_type=Path),
+              help="Optional CSV with doc and any of title, snippet, url, audio_url.")
+@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Documents per list.")
+@click.option("--levels", default=None, help="Levels to build lists from, e.g. 0,1,2 (default: the "
+              "judgments' non-negative levels).")
+@click.option("--min-per-cell", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv"]),
+              default="appen", show_default=True)
+@click.option("--seed", type=int, default=2015, show_default=True)
+@click.option("--force", is_flag=True, help="Start over in a directory that has a study.toml.")
+def init(directory, judgments, documents, k, levels, min_per_cell, platform, seed, force):
+    """Create a study workspace with a commented study.toml to edit.
+
+    The judgments (and documents table) are copied into DIRECTORY/inputs/ so the workspace is
+    self-contained; every later command reads study.toml.
+    """
+    from .workspace import Workspace
+    level_list = None
+    if levels:
+        try:
+            level_list = [int(v) for v in levels.split(",")]
+        except ValueError:
+            raise SatcalError(f"--levels {levels!r}: expected integers separated by commas, e.g. 0,1,2") from None
+    ws = Workspace.init(directory, judgments, documents, k=k, levels=level_list, seed=seed,
+                        min_per_cell=min_per_cell, platform=platform, force=force)
+    click.echo(f"Created {ws.path}/study.toml; edit it, then run: satcal generate {ws.path}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite examples generated before.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def generate(directory, force, quiet):
+    """Build examples that cover every phi and |dphi| cell of every formulation.
+
+    Writes examples.csv, traps.csv, scores.csv, coverage.csv and coverage.png/pdf, and reports
+    the examples used against the lower bound and the infeasible cells.
+    """
+    from .workspace import Workspace
+    ws = Workspace.open(directory)
+    result = ws.generate(force=force, progress=not quiet)
+    s = result.summary()
+    click.echo(f"{s['examples']} examples (lower bound {s['lower_bound']}"
+               + (f", LP bound {s['lp_bound']}" if "lp_bound" in s else "")
+               + f"; method {s['method']}); every feasible cell has >= "
+               f"{result.design.min_per_cell}: {'yes' if result.complete else 'NO'}")
+    inf = result.infeasible
+    if len(inf):
+        click.echo(f"{len(inf)} infeasible cells (no buildable example lands there): "
+                   + ", ".join(f"{r.formulation} {r.kind} bin {r.bin}" for r in inf.head(8).itertuples())
+                   + (" ..." if len(inf) > 8 else ""))
+    click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv"]),
+              help="Default: presentation.platform of study.toml.")
+@click.option("--force", is_flag=True, help="Replace an earlier export and its key.")
+def export(directory, platform, force):
+    """Write the task files a crowdsourcing platform accepts, into batches/<platform>/.
+
+    Examples and traps are shuffled, shown with A and B swapped at random, given opaque ids and
+    packed into pages; the answer key stays in key.csv, never in a worker-visible field.
+    """
+    from .workspace import Workspace
+    ws = Workspace.open(directory)
+    paths = ws.export(platform, force=force)
+    click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--n", "n", type=click.IntRange(min=1), default=6, show_default=True, help="Units to show.")
+def preview(directory, n):
+    """A static HTML page with a sample of units exactly as a worker sees them."""
+    from .workspace import Workspace
+    path = Workspace.open(directory).preview(n)
+    click.echo(f"Open {path} in a browser.")
+
+
+@main.command(context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("satcal-demo"),
               show_default=True, help="Where the demo writes everything.")
 @click.option("--seed", type=int, default=2015, show_default=True, help="Seed of every random step.")

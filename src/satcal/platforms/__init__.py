@@ -1,0 +1,203 @@
+"""Crowdsourcing platforms: task files out, result files in (SPEC 5.3-5.4).
+
+Each platform module declares a :class:`Platform` with a ``write_batch`` function (the files the
+platform accepts, plus its task template) and a ``read_results`` function (its result file ->
+a tidy table of raw answers). This package owns what is common: turning examples and traps
+into shuffled, counterbalanced *items* with opaque ids, the hidden key, and the HTML of one
+item as a worker sees it.
+
+Worker-visible columns never hold anything of the key: no example id, no orientation, no
+trap flag, no level, no score. Expected trap answers go only into a platform's gold columns,
+and only on platforms that hide them from workers (Appen, Toloka).
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SatcalError
+
+__all__ = ["Platform", "PLATFORMS", "get_platform", "build_items", "KEY_COLUMNS", "DISPLAY_FIELDS",
+           "render_item_html", "RAW_ANSWER_COLUMNS", "SHOWN_CODES", "swap_answer", "ANSWER_LABELS"]
+
+#: Optional document display fields (documents table columns), HTML-escaped on export.
+DISPLAY_FIELDS = ("title", "snippet", "url", "audio_url")
+#: Columns of key.csv: never shown to workers.
+KEY_COLUMNS = ("item_id", "source_id", "is_trap", "swapped", "expected", "expected_shown", "page")
+#: Columns every reader returns.
+RAW_ANSWER_COLUMNS = ("item_id", "worker_id", "answer", "submitted_at", "row_id", "trust", "status",
+                      "line")
+SHOWN_CODES = ("a_better", "b_better", "both_good", "both_bad")
+ANSWER_LABELS = {"a_better": "System A gives better results",
+                 "b_better": "System B gives better results",
+                 "both_good": "Both are equally good",
+                 "both_bad": "Both are equally bad"}
+_SWAP = {"a_better": "b_better", "b_better": "a_better", "both_good": "both_good", "both_bad": "both_bad"}
+
+
+def swap_answer(code: str) -> str:
+    """The same judgement seen with A and B exchanged."""
+    return _SWAP.get(code, code)
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    description: str
+    write_batch: Callable
+    read_results: Callable
+    result_suffix: str
+    write_results: Callable | None = None  # used by the simulated crowd
+
+
+def _registry() -> dict[str, Platform]:
+    from . import appen, generic, labelstudio, toloka
+    return {p.name: p for p in (appen.PLATFORM, toloka.PLATFORM, labelstudio.PLATFORM, generic.PLATFORM)}
+
+
+def PLATFORMS() -> dict[str, Platform]:  # noqa: N802 - a function so the modules load lazily
+    return _registry()
+
+
+def get_platform(name: str) -> Platform:
+    registry = _registry()
+    if name == "mturk":
+        raise SatcalError("Amazon Mechanical Turk closed on 2026-09-30; use one of: "
+                          + ", ".join(registry))
+    try:
+        return registry[name]
+    except KeyError:
+        raise SatcalError(f"unknown platform {name!r}; use one of: {', '.join(registry)}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Items
+# --------------------------------------------------------------------------------------------
+def _token(rng: np.random.Generator, n: int) -> list[str]:
+    """Opaque ids: 16 hex digits from the seeded generator, unique."""
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        for v in rng.integers(0, 2 ** 63, size=n - len(out)):
+            t = f"{int(v):016x}"
+            if t not in seen:
+                seen.add(t)
+                out.append(t)
+    return out
+
+
+def _display(doc_ids: pd.Series, documents: pd.DataFrame | None, field: str) -> np.ndarray:
+    if documents is None or field not in documents.columns:
+        return np.full(len(doc_ids), "", dtype=object)
+    values = doc_ids.map(documents[field]).fillna("")
+    return values.map(lambda v: html.escape(str(v), quote=True)).to_numpy(dtype=object)
+
+
+def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
+                items_per_page: int = 10, documents: pd.DataFrame | None = None,
+                swap: bool = True):
+    """Shuffle, counterbalance and pack examples and traps into worker-visible items.
+
+    Returns
+    -------
+    visible : DataFrame
+        ``item_id, page, query`` (+ ``query_title`` ...), then for each shown side ``A``/``B``
+        and rank i: ``A1`` (document id) and its display fields ``A1_title``, ... (escaped).
+    key : DataFrame
+        ``item_id, source_id, is_trap, swapped, expected, expected_shown, page``.
+    """
+    if items_per_page < 1:
+        raise SatcalError(f"items_per_page must be at least 1, got {items_per_page}")
+    rng = np.random.default_rng(seed)
+    src = pd.concat([
+        examples.assign(source_id=examples["example_id"], is_trap=False, expected=""),
+        traps.assign(source_id=traps["trap_id"], is_trap=True),
+    ], ignore_index=True) if len(traps) else examples.assign(source_id=examples["example_id"],
+                                                              is_trap=False, expected="")
+    n = len(src)
+    order = rng.permutation(n)
+    src = src.iloc[order].reset_index(drop=True)
+    swapped = rng.random(n) < 0.5 if swap else np.zeros(n, dtype=bool)
+    item_ids = _token(rng, n)
+    page = np.arange(n) // items_per_page + 1
+    docs = documents.set_index("doc") if documents is not None else None
+    visible = pd.DataFrame({"item_id": item_ids, "page": page, "query": src["query"].to_numpy()})
+    for field in DISPLAY_FIELDS:
+        if docs is not None and field in docs.columns:
+            visible[f"query_{field}"] = _display(src["query"], docs, field)
+    for shown, (canon_plain, canon_swapped) in (("A", ("a", "b")), ("B", ("b", "a"))):
+        for i in range(1, k + 1):
+            ids = np.where(swapped, src[f"{canon_swapped}{i}"], src[f"{canon_plain}{i}"])
+            visible[f"{shown}{i}"] = [html.escape(str(v), quote=True) for v in ids]
+            for field in DISPLAY_FIELDS:
+                if docs is not None and field in docs.columns:
+                    visible[f"{shown}{i}_{field}"] = _display(pd.Series(ids), docs, field)
+    expected = src["expected"].fillna("").astype(str)
+    expected_shown = [";".join(swap_answer(c) if s else c for c in e.split(";")) if e else ""
+                      for e, s in zip(expected, swapped)]
+    key = pd.DataFrame({"item_id": item_ids, "source_id": src["source_id"].to_numpy(),
+                        "is_trap": src["is_trap"].to_numpy(bool), "swapped": swapped,
+                        "expected": expected.to_numpy(), "expected_shown": expected_shown,
+                        "page": page})
+    return visible, key
+
+
+# --------------------------------------------------------------------------------------------
+# One item as a worker sees it
+# --------------------------------------------------------------------------------------------
+def _doc_html(row: pd.Series, side: str, i: int) -> str:
+    doc = row[f"{side}{i}"]
+    title = row.get(f"{side}{i}_title", "") or doc
+    parts = [f'<span class="title">{title}</span>']
+    if row.get(f"{side}{i}_url", ""):
+        parts[0] = f'<a class="title" href="{row[f"{side}{i}_url"]}" target="_blank" rel="noopener">{title}</a>'
+    if row.get(f"{side}{i}_snippet", ""):
+        parts.append(f'<div class="snippet">{row[f"{side}{i}_snippet"]}</div>')
+    if row.get(f"{side}{i}_audio_url", ""):
+        parts.append(f'<audio controls preload="none" src="{row[f"{side}{i}_audio_url"]}"></audio>')
+    return f'<li data-doc="{doc}">' + "".join(parts) + "</li>"
+
+
+def render_item_html(row: pd.Series, k: int, instructions: str = "") -> str:
+    """The HTML of one item: the query, lists A and B side by side, four options.
+
+    Every value in ``row`` is already HTML-escaped (see :func:`build_items`), so it is inserted
+    as is; the answer values are the shown-orientation codes.
+    """
+    item = row["item_id"]
+    query = row.get("query_title", "") or row["query"]
+    query_audio = row.get("query_audio_url", "")
+    lists = []
+    for side in ("A", "B"):
+        docs = "".join(_doc_html(row, side, i) for i in range(1, k + 1))
+        lists.append(f'<div class="list" id="list-{side}-{item}"><h3>System {side}</h3><ol>{docs}</ol></div>')
+    options = "".join(
+        f'<label><input type="radio" name="answer-{item}" value="{code}"> {html.escape(label)}</label>'
+        for code, label in ANSWER_LABELS.items())
+    audio = f'<audio controls preload="none" src="{query_audio}"></audio>' if query_audio else ""
+    return (f'<section class="item" data-item="{item}"><h2>Query: <span class="query">{query}</span>'
+            f'</h2>{audio}<div class="lists">{"".join(lists)}</div>'
+            f'<fieldset class="options"><legend>Which system gives better results?</legend>{options}'
+            f'</fieldset></section>')
+
+
+ITEM_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1000px;margin:1.5em auto;padding:0 1em;color:#222}
+.item{border:1px solid #ccc;border-radius:6px;padding:1em;margin:1.5em 0}
+.lists{display:flex;gap:1.5em}.list{flex:1;background:#fafafa;padding:.5em 1em;border-radius:4px}
+.list h3{margin:.2em 0}.snippet{font-size:.9em;color:#555}.options label{display:block;margin:.3em 0}
+.chosen{margin-top:.5em;font-family:monospace;color:#064}
+"""
+
+
+def check_worker_visible(columns) -> None:
+    """Refuse any worker-visible column that could carry the key."""
+    secret = {"source_id", "is_trap", "swapped", "expected", "expected_shown"}
+    leaks = [c for c in columns if c in secret or re.fullmatch(r"r[ab]\d+|phi.*|example_id|trap_id", c)]
+    if leaks:
+        raise AssertionError(f"key columns in a worker-visible file: {leaks}")

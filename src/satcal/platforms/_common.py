@@ -1,0 +1,98 @@
+"""Shared helpers of the platform readers and writers."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputFileError, SatcalError
+from . import RAW_ANSWER_COLUMNS
+
+__all__ = ["read_table", "require_columns", "raw_answers"]
+
+
+def read_text(path: Path) -> str:
+    """The file's text; UTF-8 (a BOM is fine). Latin-1 or other encodings are reported."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SatcalError(f"{path}: no such file") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputFileError(path, f"is not UTF-8 text (byte {raw[exc.start]:#x}; it looks like "
+                                   "Latin-1 or Windows-1252: re-save it as UTF-8)", line) from None
+
+
+def read_table(path, delimiter: str, required: list[str]) -> pd.DataFrame:
+    """A delimited file as strings, checked row by row (line numbers as in the file).
+
+    Raises one-line errors for: a missing required column (naming the delimiter found when it
+    looks like the wrong one), a row with the wrong number of fields (a truncated last line or
+    quoting broken by a spreadsheet program), an unclosed quote.
+    """
+    text = read_text(path)
+    if not text.strip():
+        raise InputFileError(path, f"is empty: expected a header with {', '.join(required)}")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader)
+    except csv.Error as exc:
+        raise InputFileError(path, f"unreadable header ({exc})", 1) from None
+    header = [h.strip() for h in header]
+    missing = [c for c in required if c not in header]
+    if missing:
+        other = "," if delimiter == "\t" else "\t"
+        hint = ""
+        if len(header) == 1 and other in header[0]:
+            hint = (f" (the header is split by {'commas' if other == ',' else 'tabs'}: wrong "
+                    f"delimiter, expected {'tabs' if delimiter == chr(9) else 'commas'})")
+        raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}", 1)
+    rows, lines = [], []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise InputFileError(path, f"broken quoting ({exc}); was the file re-saved by a "
+                                       "spreadsheet program?", reader.line_num) from None
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            problem = "truncated line" if len(row) < len(header) else "extra fields"
+            raise InputFileError(path, f"{problem}: {len(row)} fields, the header has {len(header)}",
+                                 reader.line_num)
+        rows.append(row)
+        lines.append(reader.line_num)
+    table = pd.DataFrame(rows, columns=header, dtype=object) if rows else pd.DataFrame(columns=header)
+    table["__line__"] = lines
+    return table
+
+
+def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None, trust=None,
+                status=None, line=None) -> pd.DataFrame:
+    """The tidy table every reader returns (RAW_ANSWER_COLUMNS), plus the source file."""
+    n = len(item_id)
+    blank = np.full(n, "", dtype=object)
+    out = pd.DataFrame({
+        "item_id": np.asarray(item_id, dtype=object),
+        "worker_id": np.asarray(worker_id, dtype=object),
+        "answer": np.asarray(answer, dtype=object),
+        "submitted_at": blank if submitted_at is None else np.asarray(submitted_at, dtype=object),
+        "row_id": np.asarray([str(i + 1) for i in range(n)] if row_id is None else row_id, dtype=object),
+        "trust": np.full(n, np.nan) if trust is None else pd.to_numeric(pd.Series(trust), errors="coerce").to_numpy(),
+        "status": blank if status is None else np.asarray(status, dtype=object),
+        "line": np.arange(2, n + 2) if line is None else np.asarray(line),
+    })
+    out["source_file"] = os.path.basename(str(path))
+    return out[list(RAW_ANSWER_COLUMNS) + ["source_file"]]
+
+
+def write_delimited(df: pd.DataFrame, delimiter: str) -> str:
+    return df.to_csv(index=False, sep=delimiter, lineterminator="\n")

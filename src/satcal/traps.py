@@ -1,0 +1,123 @@
+"""Trap questions: examples with known acceptable answers, used to score workers (SPEC 5.2).
+
+Built from the judgments, spread evenly over the four answers:
+
+- ``a_better``: A all at the query's highest level, B all at its lowest;
+- ``b_better``: the mirror image;
+- ``both_good``: A and B both all at the highest level;
+- ``both_bad``: A and B both all at the lowest level.
+
+Or read from a user file with ``query, a1..a<k>, b1..b<k>, expected`` where ``expected`` lists
+one or more acceptable codes separated by ``;`` or ``|``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputFileError, SatcalError
+from .judgments import Judgments
+
+__all__ = ["build_traps", "read_traps", "TRAP_KINDS", "parse_expected"]
+
+TRAP_KINDS = ("a_better", "b_better", "both_good", "both_bad")
+_CODES = set(TRAP_KINDS)
+
+
+def _trap_lists(kind: str):
+    """Which end of the scale list A and list B are drawn from."""
+    return {"a_better": ("top", "bottom"), "b_better": ("bottom", "top"),
+            "both_good": ("top", "top"), "both_bad": ("bottom", "bottom")}[kind]
+
+
+def build_traps(judgments: Judgments, k: int = 5, n: int = 20, seed: int = 0,
+                levels=None) -> pd.DataFrame:
+    """``n`` traps from the judgments, their expected answers spread evenly over the four codes.
+
+    Each trap uses a query with at least k judged documents at the top level and k at the
+    bottom level of ``levels`` (default: the judgments' scale), drawn without replacement;
+    queries are used evenly.
+
+    Returns
+    -------
+    DataFrame with ``trap_id, query, a1..a<k>, b1..b<k>, ra1..ra<k>, rb1..rb<k>, expected``.
+    """
+    if n < 0:
+        raise SatcalError(f"the number of traps must be >= 0, got {n}")
+    if n == 0:
+        return _empty(k)
+    levels = sorted(levels if levels is not None else judgments.levels)
+    top, bottom = max(levels), min(levels)
+    by_level = judgments.docs_by_level()
+    eligible = [q for q, d in by_level.items()
+                if len(d.get(top, ())) >= k and len(d.get(bottom, ())) >= k]
+    if not eligible:
+        raise SatcalError(f"no query has {k} documents at level {top} and {k} at level {bottom}, "
+                          "which the built-in traps need; give a traps file (traps.file in "
+                          "study.toml) or lower k")
+    rng = np.random.default_rng(seed)
+    kinds = [TRAP_KINDS[i % 4] for i in range(n)]
+    order = list(rng.permutation(eligible))
+    records = []
+    for i, kind in enumerate(kinds):
+        q = order[i % len(order)]
+        sides = {}
+        for side, end in zip(("a", "b"), _trap_lists(kind)):
+            level = top if end == "top" else bottom
+            sides[side] = (list(rng.choice(by_level[q][level], size=k, replace=False)), level)
+        records.append({"trap_id": f"trap{i + 1:02d}", "query": q,
+                        **{f"a{j + 1}": d for j, d in enumerate(sides["a"][0])},
+                        **{f"b{j + 1}": d for j, d in enumerate(sides["b"][0])},
+                        **{f"ra{j + 1}": sides["a"][1] for j in range(k)},
+                        **{f"rb{j + 1}": sides["b"][1] for j in range(k)},
+                        "expected": kind})
+    return pd.DataFrame(records)
+
+
+def _empty(k: int) -> pd.DataFrame:
+    cols = (["trap_id", "query"] + [f"a{i}" for i in range(1, k + 1)] + [f"b{i}" for i in range(1, k + 1)]
+            + [f"ra{i}" for i in range(1, k + 1)] + [f"rb{i}" for i in range(1, k + 1)] + ["expected"])
+    return pd.DataFrame(columns=cols)
+
+
+def parse_expected(text: str) -> list[str]:
+    """``"a_better;both_good"`` -> ``["a_better", "both_good"]`` (``|`` also separates)."""
+    parts = [p.strip().lower() for p in str(text).replace("|", ";").split(";") if p.strip()]
+    return parts
+
+
+def read_traps(path: "str | os.PathLike", judgments: Judgments, k: int) -> pd.DataFrame:
+    """Traps from a user CSV: ``query, a1..a<k>, b1..b<k>, expected`` (several codes allowed)."""
+    path = Path(path)
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise SatcalError(f"{path}: no such file (traps.file in study.toml)") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputFileError(path, f"is not a readable UTF-8 CSV ({str(exc).splitlines()[0]})") from None
+    cols = ["query"] + [f"a{i}" for i in range(1, k + 1)] + [f"b{i}" for i in range(1, k + 1)] + ["expected"]
+    missing = [c for c in cols if c not in table.columns]
+    if missing:
+        raise InputFileError(path, f"missing column(s) {', '.join(missing)}: expected {', '.join(cols)}", 1)
+    out = table[cols].copy()
+    out.insert(0, "trap_id", [f"trap{i + 1:02d}" for i in range(len(out))])
+    for row, text in enumerate(out["expected"], start=2):
+        codes = parse_expected(text)
+        bad = [c for c in codes if c not in _CODES]
+        if not codes or bad:
+            raise InputFileError(path, f"expected {text!r} is not one or more of {', '.join(TRAP_KINDS)} "
+                                       "separated by ';'", row, "expected")
+    out["expected"] = out["expected"].map(lambda t: ";".join(parse_expected(t)))
+    for side in ("a", "b"):
+        docs = out[[f"{side}{i}" for i in range(1, k + 1)]].to_numpy()
+        lv = judgments.lookup(out["query"], docs)
+        if np.isnan(lv).any():
+            r, c = map(int, np.argwhere(np.isnan(lv))[0])
+            raise InputFileError(path, f"document {docs[r, c]!r} of query {out['query'].iloc[r]!r} is "
+                                       "not in the judgments", r + 2, f"{side}{c + 1}")
+        for i in range(k):
+            out[f"r{side}{i + 1}"] = lv[:, i].astype(int)
+    return out

@@ -1,0 +1,395 @@
+"""The study workspace: one directory per study (SPEC section 10).
+
+``study.toml`` holds the design; every command reads and validates it. Outputs are written
+atomically, nothing is overwritten without ``force``, and ``manifest.json`` records the package
+versions, the seeds, the hashes of the inputs and the command history.
+"""
+from __future__ import annotations
+
+import json
+import platform as _platform
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .errors import InputFileError, SatcalError
+from .fileio import atomic_write_text, sha256_file
+from .judgments import Judgments, read_judgments
+from .measures import STUDY_DISCOUNTS, STUDY_GAINS, get_discount, get_gain
+
+__all__ = ["Workspace", "STUDY_TEMPLATE", "SCHEMA"]
+
+DEFAULT_INSTRUCTIONS = ("You will see a query and the results of two search systems, A and B. "
+                        "Look at (or listen to) the results of both and tell us whether A gives "
+                        "better results, B does, both are equally good, or both are equally bad.")
+
+STUDY_TEMPLATE = '''# satcal study design. Every satcal command in this directory reads this file.
+# Edit it, then run: satcal generate DIR, satcal export DIR, ...
+
+[study]
+name = "{name}"
+# Judgments (TREC qrels or CSV/TSV with query, doc, level), copied into inputs/.
+judgments = "{judgments}"
+# Optional documents table (CSV with doc and any of title, snippet, url, audio_url).
+documents = "{documents}"
+# Documents per ranked list.
+k = {k}
+# Relevance levels lists are built from; the top one is the L-1 of the max normalisation.
+levels = {levels}
+# Seed of every random step (generation, traps, presentation, simulation, bootstrap).
+seed = {seed}
+
+[formulations]
+# Gains: lin, exp<b> (b^l - 1), bin<m> (1 if l >= m). Discounts: zipf, lin, log<b>,
+# jarvelin<b>, const. Every gain is crossed with every discount.
+gains = {gains}
+discounts = {discounts}
+
+[generator]
+# optimal (fewest examples), greedy, or published (the algorithm of Urbano & Marrero 2015).
+method = "optimal"
+# Equal bins over [0, 1] for phi and |dphi|.
+n_bins = 10
+# Examples (|dphi|) or lists (phi) wanted in every feasible cell of every formulation.
+min_per_cell = {min_per_cell}
+# May lists A and B share documents? "allow" or "disjoint".
+overlap = "allow"
+
+[traps]
+# Built from the judgments, expected answers spread evenly over the four codes ...
+count = 20
+# ... or read from a CSV with query, a1..a<k>, b1..b<k>, expected (codes separated by ';').
+file = ""
+
+[presentation]
+# appen, toloka, labelstudio or csv.
+platform = "{platform}"
+# Items per page / task suite.
+items_per_page = 10
+# Show A and B swapped at random (recorded in key.csv)?
+swap = true
+instructions = """{instructions}"""
+
+[quality]
+# Workers whose trap accuracy is below this are excluded from the analysis.
+trust_threshold = 0.7
+# Traps a worker must have answered before their trust counts.
+min_traps = 1
+
+[simulation]
+# The simulated crowd (satcal simulate): the formulation whose phi drives the true
+# satisfaction curve, P(Sat|phi) = expit(intercept + slope * phi).
+formulation = "lin-const"
+intercept = -2.0
+slope = 4.0
+# Workers, the share of spammers (random answers), and the position bias (extra
+# probability of answering "A" when undecided).
+workers = 60
+spammers = 0.15
+position_bias = 0.05
+'''
+
+
+@dataclass(frozen=True)
+class Key:
+    section: str
+    name: str
+    kind: type | tuple
+    check: Any = None
+    what: str = ""
+
+
+def _positive(v):
+    return v >= 1
+
+
+SCHEMA = [
+    Key("study", "name", str),
+    Key("study", "judgments", str, lambda v: bool(v), "a path to the judgments"),
+    Key("study", "documents", str),
+    Key("study", "k", int, _positive, "a positive integer"),
+    Key("study", "levels", list, lambda v: len(v) >= 2 and all(isinstance(x, int) for x in v),
+        "a list of at least two integer levels, e.g. [0, 1, 2]"),
+    Key("study", "seed", int),
+    Key("formulations", "gains", list, lambda v: len(v) >= 1, "a non-empty list of gain ids"),
+    Key("formulations", "discounts", list, lambda v: len(v) >= 1, "a non-empty list of discount ids"),
+    Key("generator", "method", str, lambda v: v in ("optimal", "greedy", "published"),
+        "one of optimal, greedy, published"),
+    Key("generator", "n_bins", int, lambda v: v >= 2, "an integer >= 2"),
+    Key("generator", "min_per_cell", int, _positive, "a positive integer"),
+    Key("generator", "overlap", str, lambda v: v in ("allow", "disjoint"), "allow or disjoint"),
+    Key("traps", "count", int, lambda v: v >= 0, "an integer >= 0"),
+    Key("traps", "file", str),
+    Key("presentation", "platform", str, lambda v: v in ("appen", "toloka", "labelstudio", "csv"),
+        "one of appen, toloka, labelstudio, csv"),
+    Key("presentation", "items_per_page", int, _positive, "a positive integer"),
+    Key("presentation", "swap", bool),
+    Key("presentation", "instructions", str),
+    Key("quality", "trust_threshold", (int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    Key("quality", "min_traps", int, lambda v: v >= 0, "an integer >= 0"),
+    Key("simulation", "formulation", str),
+    Key("simulation", "intercept", (int, float)),
+    Key("simulation", "slope", (int, float)),
+    Key("simulation", "workers", int, _positive, "a positive integer"),
+    Key("simulation", "spammers", (int, float), lambda v: 0 <= v < 1, "a share in [0, 1)"),
+    Key("simulation", "position_bias", (int, float), lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
+]
+
+_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", bool: "true or false",
+               (int, float): "a number"}
+
+
+def validate_config(config: dict, path: Path) -> dict:
+    """Check every key of study.toml; one line naming the file, the key and what is expected."""
+    for key in SCHEMA:
+        section = config.get(key.section)
+        if not isinstance(section, dict) or key.name not in section:
+            raise SatcalError(f"{path}: missing key {key.section}.{key.name} (see the template "
+                              "written by satcal init)")
+        value = section[key.name]
+        ok_type = isinstance(value, key.kind) and not (key.kind is int and isinstance(value, bool))
+        if not ok_type or (key.check is not None and not key.check(value)):
+            what = key.what or _TYPE_NAMES.get(key.kind, str(key.kind))
+            raise SatcalError(f"{path}: {key.section}.{key.name} = {value!r}: expected {what}")
+    for g in config["formulations"]["gains"]:
+        try:
+            get_gain(str(g))
+        except ValueError as exc:
+            raise SatcalError(f"{path}: formulations.gains: {exc}") from None
+    for d in config["formulations"]["discounts"]:
+        try:
+            get_discount(str(d))
+        except ValueError as exc:
+            raise SatcalError(f"{path}: formulations.discounts: {exc}") from None
+    return config
+
+
+def _toml_list(values) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+@dataclass
+class Workspace:
+    """A study directory. Use :meth:`init` to create one and :meth:`open` to use it."""
+
+    path: Path
+    config: dict = field(default_factory=dict)
+
+    # -- creation and loading --------------------------------------------------------------
+    @classmethod
+    def init(cls, path, judgments, documents=None, k: int = 5, levels=None, seed: int = 2015,
+             min_per_cell: int = 200, platform: str = "appen", force: bool = False) -> "Workspace":
+        """Create a workspace: copy the inputs into ``inputs/`` and write a commented study.toml."""
+        path = Path(path)
+        if (path / "study.toml").exists() and not force:
+            raise SatcalError(f"{path}/study.toml exists; pass --force to start the study over")
+        judgments = Path(judgments)
+        qrels = read_judgments(judgments)  # validate before writing anything
+        if documents is not None:
+            _read_documents(Path(documents))
+        levels = list(levels) if levels is not None else [lv for lv in qrels.levels if lv >= 0]
+        inputs = path / "inputs"
+        inputs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(judgments, inputs / judgments.name)
+        doc_rel = ""
+        if documents is not None:
+            shutil.copyfile(documents, inputs / Path(documents).name)
+            doc_rel = f"inputs/{Path(documents).name}"
+        text = STUDY_TEMPLATE.format(name=path.name, judgments=f"inputs/{judgments.name}",
+                                     documents=doc_rel, k=k, levels=_toml_list(levels), seed=seed,
+                                     gains=_toml_list(STUDY_GAINS), discounts=_toml_list(STUDY_DISCOUNTS),
+                                     min_per_cell=min_per_cell, platform=platform,
+                                     instructions=DEFAULT_INSTRUCTIONS)
+        atomic_write_text(path / "study.toml", text)
+        ws = cls.open(path)
+        ws.record("init", {"judgments": str(judgments), "documents": str(documents or "")})
+        return ws
+
+    @classmethod
+    def open(cls, path) -> "Workspace":
+        path = Path(path)
+        toml = path / "study.toml"
+        if not toml.exists():
+            raise SatcalError(f"{path}: not a satcal workspace (no study.toml); create one with "
+                              "satcal init DIR --judgments FILE")
+        try:
+            config = tomllib.loads(toml.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise SatcalError(f"{toml}: {exc}") from None
+        return cls(path, validate_config(config, toml))
+
+    # -- accessors -------------------------------------------------------------------------
+    def __getitem__(self, dotted: str):
+        section, name = dotted.split(".")
+        return self.config[section][name]
+
+    @property
+    def k(self) -> int:
+        return self["study.k"]
+
+    @property
+    def seed(self) -> int:
+        return self["study.seed"]
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def judgments(self) -> Judgments:
+        return read_judgments(self.path / self["study.judgments"])
+
+    def documents(self) -> pd.DataFrame | None:
+        rel = self["study.documents"]
+        return _read_documents(self.path / rel) if rel else None
+
+    def formulations(self):
+        from .measures import study_formulations
+        return study_formulations(gains=self["formulations.gains"], discounts=self["formulations.discounts"])
+
+    def table(self, name: str, required: bool = True) -> pd.DataFrame | None:
+        path = self.path / name
+        if not path.exists():
+            if required:
+                step = {"examples.csv": "satcal generate", "key.csv": "satcal export",
+                        "answers.csv": "satcal ingest", "traps.csv": "satcal generate"}.get(name, "")
+                raise SatcalError(f"{path}: missing; run {step} {self.path} first")
+            return None
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+    def guard(self, names, force: bool) -> None:
+        """Refuse to overwrite outputs unless asked."""
+        existing = [n for n in names if (self.path / n).exists()]
+        if existing and not force:
+            raise SatcalError(f"{self.path}: {', '.join(existing)} already exist; pass --force to "
+                              "overwrite")
+
+    # -- manifest --------------------------------------------------------------------------
+    def record(self, command: str, details: dict | None = None, inputs: list[Path] | None = None) -> None:
+        """Append to manifest.json: versions, seeds, input hashes and the command."""
+        path = self.path / "manifest.json"
+        manifest = json.loads(path.read_text()) if path.exists() else {"history": [], "inputs": {}}
+        manifest["satcal_version"] = __version__
+        manifest["python"] = sys.version.split()[0]
+        manifest["platform"] = _platform.platform()
+        manifest["packages"] = _package_versions()
+        manifest["seeds"] = {"study": self.seed}
+        files = [self.path / self["study.judgments"]]
+        if self["study.documents"]:
+            files.append(self.path / self["study.documents"])
+        files += list(inputs or [])
+        for f in files:
+            if Path(f).exists():
+                manifest["inputs"][str(Path(f).relative_to(self.path) if Path(f).is_relative_to(self.path) else f)] = sha256_file(f)
+        manifest["history"].append({"command": command, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                    **({"details": details} if details else {})})
+        atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+    # -- stages ----------------------------------------------------------------------------
+    def generate(self, force: bool = False, progress: bool = False):
+        """Examples, traps, scores, coverage table and heat map."""
+        from .generate import Design, coverage_heatmap, generate
+        from .traps import build_traps, read_traps
+        self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force)
+        judgments = self.judgments()
+        design = Design(k=self.k, levels=self["study.levels"], formulations=self.formulations(),
+                        n_bins=self["generator.n_bins"], min_per_cell=self["generator.min_per_cell"],
+                        overlap=self["generator.overlap"], method=self["generator.method"], seed=self.seed)
+        if self["traps.file"]:
+            traps = read_traps(self.path / self["traps.file"], judgments, self.k)
+        else:
+            traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
+                                levels=self["study.levels"])
+        result = generate(judgments, design, progress=progress)
+        csv = lambda df: df.to_csv(index=False, lineterminator="\n", float_format="%.10g")
+        atomic_write_text(self.file("examples.csv"), csv(result.examples))
+        atomic_write_text(self.file("traps.csv"), csv(traps))
+        atomic_write_text(self.file("scores.csv"), csv(result.scores))
+        atomic_write_text(self.file("coverage.csv"), csv(result.coverage))
+        coverage_heatmap(result.coverage, design.min_per_cell, self.file("coverage"))
+        self.record("generate", {"seed": self.seed, **result.summary()})
+        return result
+
+    def export(self, platform: str | None = None, force: bool = False):
+        """Platform task files under batches/<platform>/ and the hidden key.csv."""
+        from .platforms import build_items, get_platform
+        plat = get_platform(platform or self["presentation.platform"])
+        out = self.path / "batches" / plat.name
+        self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) else [], force)
+        examples = self.table("examples.csv")
+        traps = self.table("traps.csv", required=False)
+        traps = traps if traps is not None else pd.DataFrame()
+        visible, key = build_items(examples, traps, self.k, seed=self.seed + 2,
+                                   items_per_page=self["presentation.items_per_page"],
+                                   documents=self.documents(), swap=self["presentation.swap"])
+        existing_key = self.table("key.csv", required=False)
+        if existing_key is not None and not existing_key["item_id"].equals(key["item_id"]) and not force:
+            raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
+                              "replace it (answers already collected would no longer map)")
+        atomic_write_text(self.file("key.csv"), key.to_csv(index=False, lineterminator="\n"))
+        atomic_write_text(self.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
+        paths = plat.write_batch(visible, key, out, self.k, self["presentation.instructions"],
+                                 self["presentation.items_per_page"])
+        self.record("export", {"platform": plat.name, "items": len(visible)})
+        return paths
+
+    def preview(self, n: int = 6, path: Path | None = None) -> Path:
+        """A static page with a sample of units exactly as a worker sees them."""
+        from .platforms.generic import html_form
+        visible = self.table("items.csv")
+        key = self.table("key.csv")
+        rng = np.random.default_rng(self.seed + 3)
+        # Show at least one trap, as workers meet them among the examples.
+        traps = key.index[key["is_trap"] == "True"].to_numpy()
+        picks = list(rng.choice(len(visible), size=min(n, len(visible)), replace=False))
+        if traps.size and not set(picks) & set(traps):
+            picks[-1] = int(rng.choice(traps))
+        sample = visible.iloc[sorted(picks)]
+        target = path or self.file("preview.html")
+        atomic_write_text(target, html_form(sample, self.k, self["presentation.instructions"],
+                                            f"Preview: {self['study.name']}"))
+        return target
+
+    def analyze(self, force: bool = True, **kwargs):
+        """Analyse the ingested answers into analysis/."""
+        from .analysis import calibrate
+        from .ingest import study_from_workspace
+        study = study_from_workspace(self)
+        result = calibrate(study, formulations=self.formulations(), **kwargs)
+        result.save(self.path / "analysis")
+        self.record("analyze", {k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")})
+        return result
+
+
+def _read_documents(path: Path) -> pd.DataFrame:
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise SatcalError(f"{path}: no such file") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputFileError(path, f"is not a readable UTF-8 CSV ({str(exc).splitlines()[0]})") from None
+    if "doc" not in table.columns:
+        raise InputFileError(path, "missing column doc (the documents table needs doc and any of "
+                                   "title, snippet, url, audio_url)", 1)
+    dup = table["doc"].duplicated()
+    if dup.any():
+        raise InputFileError(path, f"document {table['doc'][dup].iloc[0]!r} is listed twice",
+                             int(np.flatnonzero(dup)[0]) + 2, "doc")
+    return table
+
+
+def _package_versions() -> dict:
+    from importlib import metadata
+    out = {}
+    for name in ("numpy", "scipy", "pandas", "statsmodels", "scikit-learn", "matplotlib"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
