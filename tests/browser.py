@@ -1,0 +1,42 @@
+"""Headless Chromium for the browser tests (Debian's chromium + chromium-driver).
+
+The test setup installs them with apt-get when they are missing and it runs as root (CI and
+the project machines); elsewhere the browser tests are skipped with the reason.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def ensure_chromium() -> str | None:
+    """Install chromium and chromium-driver if needed; return a reason when impossible."""
+    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
+        return None
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"]):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return f"could not install chromium: {' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}"
+    return None
+
+
+def start_driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="satcal-chromium-")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return driver, profile

@@ -1,0 +1,72 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from satcal.cli import main
+from satcal.errors import SatcalError
+from satcal.fileio import sha256_file
+from satcal.workspace import Workspace
+
+
+@pytest.fixture
+def qrels(tmp_path, ecir_study):
+    p = tmp_path / "qrels.txt"
+    ecir_study.judgments.to_trec(p)
+    return p
+
+
+def test_init_writes_a_commented_valid_design(tmp_path, qrels):
+    ws = Workspace.init(tmp_path / "s", qrels, min_per_cell=50)
+    text = (ws.path / "study.toml").read_text()
+    assert text.count("\n#") > 10 and "min_per_cell = 50" in text
+    assert ws["study.levels"] == [0, 1, 2] and ws.k == 5
+    manifest = json.loads((ws.path / "manifest.json").read_text())
+    assert manifest["inputs"]["inputs/qrels.txt"] == sha256_file(qrels)
+    assert manifest["seeds"]["study"] == 2015 and "numpy" in manifest["packages"]
+    assert manifest["history"][0]["command"] == "init"
+
+
+@pytest.mark.parametrize("old,new,fragment", [
+    ("min_per_cell = 50", "min_per_cell = -3", "generator.min_per_cell = -3: expected a positive integer"),
+    ('method = "optimal"', 'method = "fast"', "generator.method = 'fast': expected one of optimal"),
+    ("k = 5", 'k = "five"', "study.k = 'five': expected a positive integer"),
+    ('platform = "appen"', 'platform = "mturk"', "presentation.platform = 'mturk'"),
+    ("trust_threshold = 0.7", "trust_threshold = 7", "quality.trust_threshold = 7: expected a number in [0, 1]"),
+    ('gains = ["bin2"', 'gains = ["quad"', "formulations.gains: unknown gain 'quad'"),
+    ("seed = 2015", "seed = ", "study.toml"),
+])
+def test_bad_design_is_explained(tmp_path, qrels, old, new, fragment):
+    ws = Workspace.init(tmp_path / "s", qrels, min_per_cell=50)
+    toml = ws.path / "study.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new, 1))
+    with pytest.raises(SatcalError) as info:
+        Workspace.open(ws.path)
+    assert fragment in str(info.value) and str(toml) in str(info.value)
+
+
+def test_not_a_workspace(tmp_path):
+    with pytest.raises(SatcalError, match="not a satcal workspace"):
+        Workspace.open(tmp_path)
+
+
+def test_cli_flow_and_no_silent_overwrite(tmp_path, qrels):
+    runner = CliRunner()
+    d = tmp_path / "study"
+    r = runner.invoke(main, ["init", str(d), "--judgments", str(qrels), "--min-per-cell", "10", "--platform", "toloka"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["generate", str(d), "-q"])
+    assert r.exit_code == 0 and "every feasible cell has >= 10: yes" in r.output
+    examples = (d / "examples.csv").read_bytes()
+    r = runner.invoke(main, ["generate", str(d), "-q"])
+    assert r.exit_code == 2 and "--force" in r.output
+    assert (d / "examples.csv").read_bytes() == examples
+    r = runner.invoke(main, ["export", str(d)])
+    assert r.exit_code == 0 and (d / "batches" / "toloka" / "tasks.tsv").exists()
+    r = runner.invoke(main, ["preview", str(d)])
+    assert r.exit_code == 0 and (d / "preview.html").exists()
+    assert (d / "coverage.png").exists() and (d / "coverage.pdf").exists()
+    history = [h["command"] for h in json.loads((d / "manifest.json").read_text())["history"]]
+    assert history == ["init", "generate", "export"]
