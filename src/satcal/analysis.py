@@ -49,6 +49,7 @@ POPULATIONS = ("all", "preferences_only")
 GRID = np.round(np.linspace(0.0, 1.0, 1001), 3)
 CURVES = ("sat", "pref")
 Z95 = norm.ppf(0.975)
+TIE_TOLERANCE = 1e-9
 
 
 # --------------------------------------------------------------------------------------------
@@ -76,6 +77,9 @@ def preference_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str]
         raise SatcalError(f"population must be one of {POPULATIONS}, got {population!r}")
     answers = np.asarray(answers)
     dphi = np.atleast_2d(phi_a) - np.atleast_2d(phi_b)
+    # Lists with equal scores in exact arithmetic can differ by rounding (sums in another
+    # order): such differences are ties, not preferences.
+    dphi = np.where(np.abs(dphi) < TIE_TOLERANCE, 0.0, dphi)
     a_pref = (answers == "a_better")[:, None]
     b_pref = (answers == "b_better")[:, None]
     agree = ((a_pref & (dphi > 0)) | (b_pref & (dphi < 0))).astype(float)

@@ -260,6 +260,49 @@ def preview(directory, n):
 
 
 @main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv"]),
+              help="Default: presentation.platform of study.toml.")
+@click.option("--force", is_flag=True, help="Overwrite an earlier simulation.")
+def simulate(directory, platform, force):
+    """Simulate a crowd: answers from a known user model, as the platform's result file.
+
+    The model ([simulation] in study.toml): a true P(Sat|phi) over one formulation's phi,
+    worker heterogeneity, spammers and position bias. Writes simulated/<platform>-results.<ext>
+    and simulated/truth.json; ingest the file like a real one to dry-run the study.
+    """
+    from .simulate import simulate_workspace
+    from .workspace import Workspace
+    ws = Workspace.open(directory)
+    path, truth = simulate_workspace(ws, platform, force=force)
+    click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
+               f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/truth.json")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv", "ecir2015"]),
+              help="Format of the files (default: detected from name and header).")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Trust threshold (default: quality.trust_threshold of study.toml).")
+def ingest(directory, files, platform, threshold):
+    """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
+    workers.csv.
+
+    Every row read ends in answers.csv (canonical A/B orientation) or rejects.csv (with the
+    reason); ingesting a file again changes nothing; a broken file is refused with its line
+    and leaves the workspace untouched.
+    """
+    from .ingest import ingest as run_ingest
+    from .workspace import Workspace
+    ws = Workspace.open(directory)
+    report = run_ingest(ws, files, platform=platform, threshold=threshold)
+    for line in report.lines():
+        click.echo(line)
+
+
+@main.command(context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("satcal-demo"),
               show_default=True, help="Where the demo writes everything.")
 @click.option("--seed", type=int, default=2015, show_default=True, help="Seed of every random step.")
@@ -268,9 +311,13 @@ def preview(directory, n):
 def demo(out, seed, force, quiet):
     """The main job on the embedded ECIR 2015 data, into ./satcal-demo/.
 
-    Analyses the published answers of Urbano & Marrero (ECIR 2015): P(Sat|phi) and P(Pref|dphi)
-    for the 36 formulations, bias b1-b3, ANOVA, figures and report; ends with the ranking of
-    formulations by bias and where each output is.
+    \b
+    1. a study of your own on the embedded judgments: init, generate (coverage of every cell
+       of the 36 formulations), export (Appen), simulate (a crowd with a known user model),
+       ingest (traps score the workers, spammers are excluded), analyze;
+    2. the published answers of Urbano & Marrero (ECIR 2015), analysed: P(Sat|phi) and
+       P(Pref|dphi) for the 36 formulations, bias b1-b3, ANOVA, figures and report.
+    Ends with the ranking of formulations by bias and where each output is.
     """
     from .pipeline import run_demo
     out = _prepare_out(out, force)

@@ -147,3 +147,198 @@ def _check_lists(docs: np.ndarray, cols: list[str], path) -> None:
     if dup.any():
         r = int(np.flatnonzero(dup)[0])
         raise InputFileError(path, f"list {cols[0][0].upper()} repeats a document", r + 2)
+
+
+# --------------------------------------------------------------------------------------------
+# Workspace ingest: result files in, one answers table out (SPEC section 6)
+# --------------------------------------------------------------------------------------------
+ANSWER_TABLE_COLUMNS = ["example_id", "worker_id", "answer", "is_trap", "correct", "submitted_at",
+                        "source_file", "row_id", "item_id", "swapped", "line"]
+REJECT_TABLE_COLUMNS = ["source_file", "line", "row_id", "item_id", "worker_id", "answer", "reason"]
+
+
+@dataclass
+class IngestReport:
+    """Row accounting of an ingest: every row read is an answer or a reject."""
+
+    files: pd.DataFrame      # per raw file: rows, answers, rejects, new (this call) or not
+    reasons: pd.Series       # rejects by reason
+    workers: pd.DataFrame
+    answers: pd.DataFrame
+    rejects: pd.DataFrame
+
+    def lines(self) -> list[str]:
+        out = []
+        for r in self.files.itertuples():
+            tag = "new" if r.new else "already ingested"
+            out.append(f"{r.source_file} ({r.platform}, {tag}): {r.rows} rows = {r.answers} answers "
+                       f"+ {r.rejects} rejects")
+        out.append(f"total: {int(self.files['rows'].sum())} rows = {len(self.answers)} answers "
+                   f"({int(self.answers['is_trap'].sum())} on traps) + {len(self.rejects)} rejects")
+        for reason, n in self.reasons.items():
+            out.append(f"  rejected, {reason}: {n}")
+        excl = self.workers[self.workers["excluded"]]
+        out.append(f"workers: {len(self.workers)}, excluded {len(excl)} "
+                   f"(trust below threshold), kept {len(self.workers) - len(excl)}")
+        return out
+
+
+def _normalise_shown(values: pd.Series) -> pd.Series:
+    key = values.fillna("").astype(str).str.strip().str.lower().str.replace("-", "_")
+    return key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")))
+
+
+def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
+                 min_traps: int):
+    """Raw rows -> (answers, rejects, workers), in canonical orientation.
+
+    Reasons, in order of precedence: platform status (tainted, rejected, cancelled), missing
+    worker id, unknown item id, malformed answer, duplicate / conflicting duplicate of an
+    earlier row (same worker and example), excluded worker.
+    """
+    from .platforms import swap_answer
+    from .platforms.ecir2015 import PREFIX
+    from .quality import worker_table
+
+    r = rows.reset_index(drop=True).copy()
+    k = key.set_index("item_id")
+    is_ecir = r["item_id"].astype(str).str.startswith(PREFIX)
+    known = r["item_id"].isin(k.index)
+    r["example_id"] = np.where(known, r["item_id"].map(k["source_id"]),
+                               np.where(is_ecir, r["item_id"].astype(str).str[len(PREFIX):], ""))
+    r["is_trap"] = np.where(known, r["item_id"].map(k["is_trap"]).astype(str) == "True", False)
+    r["swapped"] = np.where(known, r["item_id"].map(k["swapped"]).astype(str) == "True", False)
+    expected = np.where(known, r["item_id"].map(k["expected"]).fillna("").astype(str), "")
+    shown = _normalise_shown(r["answer"])
+    r["answer_canonical"] = [swap_answer(a) if s else a for a, s in zip(shown, r["swapped"])]
+
+    reason = pd.Series("", index=r.index, dtype=object)
+    def mark(mask, text):
+        nonlocal reason
+        fresh = (reason == "") & np.asarray(mask)
+        reason = reason.where(~fresh, text if isinstance(text, str) else pd.Series(text, index=r.index))
+    status = r["status"].fillna("").astype(str)
+    mark(status != "", "platform status: " + status)
+    mark(r["worker_id"].fillna("").astype(str).str.strip() == "", "missing worker id")
+    unknown_ecir = is_ecir & ~r["example_id"].isin(example_ids)
+    mark(~known & ~is_ecir, "unknown item id (not in key.csv: another study or export?)")
+    mark(unknown_ecir, "unknown example id")
+    mark(shown == "", "malformed answer " + r["answer"].astype(str).map(repr))
+    # Duplicates: one answer per worker and example; the first row read wins.
+    ok = reason == ""
+    ident = r["worker_id"].astype(str) + "\x1f" + r["example_id"].astype(str)
+    first = ~ident.where(ok).duplicated(keep="first") | ~ok
+    firsts = r[ok & first].assign(ident=ident[ok & first]).set_index("ident")
+    dup = ok & ~first
+    if dup.any():
+        prev = firsts.loc[ident[dup]]
+        same = prev["answer_canonical"].to_numpy() == r.loc[dup, "answer_canonical"].to_numpy()
+        where = prev["source_file"].astype(str).to_numpy() + ":" + prev["line"].astype(str).to_numpy()
+        text = np.where(same, "duplicate of " + where,
+                        "conflicting duplicate: " + where + " said " + prev["answer_canonical"].to_numpy())
+        full = pd.Series("", index=r.index, dtype=object)
+        full[dup] = text
+        mark(dup, full)
+    ok = reason == ""
+    r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
+    accepted = r[ok]
+    workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
+                           threshold, min_traps) if len(accepted) else pd.DataFrame(
+        columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
+                 "platform_trust", "trust", "trust_source", "excluded", "reason"])
+    excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
+    mark(ok & r["worker_id"].isin(excluded.index),
+         "excluded worker: " + r["worker_id"].map(excluded).fillna("").astype(str))
+    ok = reason == ""
+    answers = r[ok].assign(answer=r.loc[ok, "answer_canonical"])[ANSWER_TABLE_COLUMNS]
+    rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
+    return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers
+
+
+def ingest(ws, files, platform: str | None = None, threshold: float | None = None) -> IngestReport:
+    """Archive result files under raw/ and rebuild answers.csv, rejects.csv and workers.csv.
+
+    Every file is parsed before anything is written, so a broken file leaves the workspace
+    untouched. A file already ingested (same content hash) changes nothing; the tables are
+    rebuilt from all archived files, so the result does not depend on the order of calls.
+    """
+    from .fileio import atomic_write_bytes, atomic_write_text, sha256_bytes
+    from .platforms import detect_platform, get_platform
+
+    key = ws.table("key.csv", required=False)
+    if key is None:
+        key = pd.DataFrame(columns=["item_id", "source_id", "is_trap", "swapped", "expected"])
+    raw_dir = ws.path / "raw"
+    index_path = raw_dir / "index.csv"
+    index = (pd.read_csv(index_path, dtype=str, keep_default_na=False) if index_path.exists()
+             else pd.DataFrame(columns=["sha256", "file", "platform", "original"]))
+    new_files: list[tuple[str, str, str, bytes, pd.DataFrame]] = []
+    for f in files:
+        path = Path(f)
+        if not path.is_file():
+            raise SatcalError(f"{path}: no such file")
+        data = path.read_bytes()
+        digest = sha256_bytes(data)
+        if digest in set(index["sha256"]) or digest in {n[0] for n in new_files}:
+            continue
+        plat = platform or detect_platform(path, data[:4096].decode("utf-8", "replace"))
+        parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+        name = f"{digest[:12]}-{path.name}"
+        new_files.append((digest, name, plat, data, parsed))
+    for digest, name, plat, data, _ in new_files:
+        atomic_write_bytes(raw_dir / name, data)
+    if new_files:
+        index = pd.concat([index, pd.DataFrame([{"sha256": d, "file": n, "platform": p,
+                                                 "original": n.split("-", 1)[1]}
+                                                for d, n, p, _, _ in new_files])], ignore_index=True)
+        atomic_write_text(index_path, index.to_csv(index=False, lineterminator="\n"))
+    fresh = {n[0] for n in new_files}
+    frames = []
+    for row in index.itertuples():
+        parsed = next((n[4] for n in new_files if n[0] == row.sha256), None)
+        if parsed is None:
+            parsed = get_platform(row.platform).read_results(raw_dir / row.file)
+        frames.append(parsed.assign(source_file=row.file))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["item_id"])
+    examples = ws.table("examples.csv", required=False)
+    example_ids = set(examples["example_id"]) if examples is not None else set()
+    threshold = ws["quality.trust_threshold"] if threshold is None else threshold
+    answers, rejects, workers = resolve_rows(rows, key, example_ids, threshold, ws["quality.min_traps"])
+    csv = lambda df: df.to_csv(index=False, lineterminator="\n")
+    atomic_write_text(ws.file("answers.csv"), csv(answers))
+    atomic_write_text(ws.file("rejects.csv"), csv(rejects))
+    atomic_write_text(ws.file("workers.csv"), csv(workers))
+    per_file = []
+    for row in index.itertuples():
+        a = int((answers["source_file"] == row.file).sum())
+        rj = int((rejects["source_file"] == row.file).sum())
+        n_rows = int((rows["source_file"] == row.file).sum())
+        per_file.append({"source_file": row.file, "platform": row.platform, "rows": n_rows,
+                         "answers": a, "rejects": rj, "new": row.sha256 in fresh})
+    ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(answers),
+                         "rejects": len(rejects)}, inputs=[raw_dir / n[1] for n in new_files])
+    reasons = rejects["reason"].str.replace(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
+                                            lambda m: m.group(1) or m.group(2) or m.group(3),
+                                            regex=True).value_counts()
+    return IngestReport(pd.DataFrame(per_file), reasons, workers, answers, rejects)
+
+
+def study_from_workspace(ws) -> StudyData:
+    """The ingested, non-trap answers of kept workers, with both lists' levels."""
+    answers = ws.table("answers.csv")
+    examples = ws.table("examples.csv")
+    real = answers[answers["is_trap"] != "True"]
+    if real.empty:
+        raise SatcalError(f"{ws.path}/answers.csv has no answers to examples; ingest result files "
+                          "first (satcal ingest DIR FILE...)")
+    merged = real[["example_id", "worker_id", "answer"]].merge(examples, on="example_id", how="left",
+                                                               validate="many_to_one")
+    if merged["query"].isna().any():
+        missing = merged.loc[merged["query"].isna(), "example_id"].iloc[0]
+        raise SatcalError(f"{ws.path}/answers.csv: example {missing!r} is not in examples.csv")
+    k = ws.k
+    for side in "ab":
+        for i in range(1, k + 1):
+            merged[f"r{side}{i}"] = merged[f"r{side}{i}"].astype(int)
+    levels = ws["study.levels"]
+    return StudyData(merged, k, max(levels) + 1, None, name=ws["study.name"])

@@ -88,8 +88,10 @@ min_traps = 1
 # The simulated crowd (satcal simulate): the formulation whose phi drives the true
 # satisfaction curve, P(Sat|phi) = expit(intercept + slope * phi).
 formulation = "lin-const"
-intercept = -2.0
-slope = 4.0
+intercept = -3.0
+slope = 6.0
+# Standard deviation of each worker's own shift of the intercept.
+heterogeneity = 0.5
 # Workers, the share of spammers (random answers), and the position bias (extra
 # probability of answering "A" when undecided).
 workers = 60
@@ -138,6 +140,7 @@ SCHEMA = [
     Key("simulation", "formulation", str),
     Key("simulation", "intercept", (int, float)),
     Key("simulation", "slope", (int, float)),
+    Key("simulation", "heterogeneity", (int, float), lambda v: v >= 0, "a number >= 0"),
     Key("simulation", "workers", int, _positive, "a positive integer"),
     Key("simulation", "spammers", (int, float), lambda v: 0 <= v < 1, "a share in [0, 1)"),
     Key("simulation", "position_bias", (int, float), lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),

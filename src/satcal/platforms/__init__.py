@@ -56,8 +56,24 @@ class Platform:
 
 
 def _registry() -> dict[str, Platform]:
-    from . import appen, generic, labelstudio, toloka
-    return {p.name: p for p in (appen.PLATFORM, toloka.PLATFORM, labelstudio.PLATFORM, generic.PLATFORM)}
+    from . import appen, ecir2015, generic, labelstudio, toloka
+    return {p.name: p for p in (appen.PLATFORM, toloka.PLATFORM, labelstudio.PLATFORM, generic.PLATFORM,
+                                ecir2015.PLATFORM)}
+
+
+def detect_platform(path, head: str) -> str:
+    """Guess a result file's platform from its name and first line."""
+    name = str(path).lower()
+    first = head.lstrip("\ufeff").splitlines()[0] if head.strip() else ""
+    if name.endswith(".json"):
+        return "labelstudio"
+    if "ASSIGNMENT:" in first or "INPUT:" in first:
+        return "toloka"
+    if "_unit_id" in first and "_worker_id" in first:
+        return "appen"
+    if '"d1A"' in first or ",d1A," in first:
+        return "ecir2015"
+    return "csv"
 
 
 def PLATFORMS() -> dict[str, Platform]:  # noqa: N802 - a function so the modules load lazily

@@ -1,0 +1,188 @@
+"""A simulated crowd: seeded worker answers from a known user model (SPEC section 9).
+
+The user model, per worker w (honest) and list with score phi under the truth formulation:
+
+    P(list satisfies w) = expit(intercept + u_w + slope * phi),   u_w ~ N(0, heterogeneity^2)
+
+A worker judges both lists independently and answers ``both_good`` if both satisfy,
+``both_bad`` if neither does, else prefers the one that does (the preference behaviour). With
+probability ``position_bias`` an undecided answer (both good or both bad) becomes "A is
+better" in the order shown. Spammers answer uniformly at random. Each example is answered by
+one worker (as in the ECIR 2015 study); every worker answers every trap, as platforms show
+their test questions to each worker.
+
+The truth saved beside the result file holds the parameters, the spammers, the per-list curve
+(``p_sat_list``) and ``p_sat_true``: the P(Sat|phi) that the calibration analysis converges to
+under this model and design, which an analysis should recover (see ``_sat_estimand``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from .errors import SatcalError
+from .measures import formulation as parse_formulation
+from .measures import score_lists
+
+__all__ = ["UserModel", "simulate_answers", "simulate_workspace", "GRID_TRUTH"]
+
+GRID_TRUTH = np.round(np.linspace(0, 1, 101), 2)
+
+
+@dataclass
+class UserModel:
+    """Parameters of the simulated crowd (see module docstring)."""
+
+    formulation: str = "lin-const"
+    intercept: float = -3.0
+    slope: float = 6.0
+    heterogeneity: float = 0.5
+    workers: int = 60
+    spammers: float = 0.15
+    position_bias: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self):
+        problems = []
+        if self.workers < 1:
+            problems.append(f"workers must be >= 1, got {self.workers}")
+        if not 0 <= self.spammers < 1:
+            problems.append(f"spammers must be a share in [0, 1), got {self.spammers}")
+        if not 0 <= self.position_bias <= 0.5:
+            problems.append(f"position_bias must be in [0, 0.5], got {self.position_bias}")
+        if self.heterogeneity < 0:
+            problems.append(f"heterogeneity must be >= 0, got {self.heterogeneity}")
+        try:
+            parse_formulation(self.formulation)
+        except ValueError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise SatcalError("simulation: " + "; ".join(problems))
+
+
+def _canonical_answers(sat_a: np.ndarray, sat_b: np.ndarray) -> np.ndarray:
+    return np.select([sat_a & sat_b, ~sat_a & ~sat_b, sat_a], ["both_good", "both_bad", "a_better"], "b_better")
+
+
+def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int,
+                     top_level: int, model: UserModel) -> tuple[pd.DataFrame, dict]:
+    """Answers in the shown orientation for every item, and the truth.
+
+    Parameters
+    ----------
+    items, key : the worker-visible items and the hidden key (``satcal export``).
+    lists : examples and traps with ``source_id`` and levels ``ra1..``, ``rb1..``.
+    """
+    from .platforms import SHOWN_CODES, swap_answer
+
+    rng = np.random.default_rng(model.seed)
+    f = parse_formulation(model.formulation)
+    workers = np.array([f"w{i + 1:03d}" for i in range(model.workers)])
+    n_spam = int(round(model.spammers * model.workers))
+    spammers = set(rng.choice(workers, size=n_spam, replace=False).tolist()) if n_spam else set()
+    offsets = dict(zip(workers, rng.normal(0, model.heterogeneity, size=len(workers))))
+
+    k_ = key.set_index("item_id").loc[items["item_id"]]
+    is_trap = k_["is_trap"].astype(str).to_numpy() == "True"
+    swapped = k_["swapped"].astype(str).to_numpy() == "True"
+    by_source = lists.set_index("source_id")
+    src = by_source.loc[k_["source_id"].to_numpy()]
+    phi_a = score_lists(src[[f"ra{i}" for i in range(1, k + 1)]].to_numpy(float), [f], top_level=top_level)[:, 0]
+    phi_b = score_lists(src[[f"rb{i}" for i in range(1, k + 1)]].to_numpy(float), [f], top_level=top_level)[:, 0]
+
+    # Who answers what: each page of examples goes to one random worker; traps go to everyone.
+    pages = items["page"].astype(int).to_numpy()
+    page_worker = {p: rng.choice(workers) for p in np.unique(pages)}
+    rows_item, rows_worker, rows_page = [], [], []
+    for i in np.flatnonzero(~is_trap):
+        rows_item.append(i), rows_worker.append(page_worker[pages[i]]), rows_page.append(pages[i])
+    for w in workers:
+        for i in np.flatnonzero(is_trap):
+            rows_item.append(i), rows_worker.append(w), rows_page.append(pages[i])
+    idx = np.array(rows_item, dtype=np.int64)
+    who = np.array(rows_worker)
+    u = np.array([offsets[w] for w in who])
+    p_a = expit(model.intercept + u + model.slope * phi_a[idx])
+    p_b = expit(model.intercept + u + model.slope * phi_b[idx])
+    canonical = _canonical_answers(rng.random(idx.size) < p_a, rng.random(idx.size) < p_b)
+    shown = np.array([swap_answer(a) if s else a for a, s in zip(canonical, swapped[idx])], dtype=object)
+    undecided = np.isin(shown, ("both_good", "both_bad")) & (rng.random(idx.size) < model.position_bias)
+    shown[undecided] = "a_better"
+    spam = np.isin(who, list(spammers))
+    shown[spam] = rng.choice(list(SHOWN_CODES), size=int(spam.sum()))
+    start = np.datetime64("2026-11-01T08:00:00")
+    seconds = np.sort(rng.integers(0, 24 * 3600, size=idx.size))
+    order = rng.permutation(idx.size)  # results arrive interleaved
+    answers = pd.DataFrame({
+        "item_id": items["item_id"].to_numpy()[idx][order], "worker_id": who[order],
+        "answer": shown[order],
+        "submitted_at": [str(start + np.timedelta64(int(s), "s")) for s in seconds],
+        "assignment_id": [f"{w}-p{p}" for w, p in zip(who[order], np.array(rows_page)[order])],
+    })
+    honest_real = ~spam & ~is_trap[idx]
+    u_real = u[honest_real]
+    list_curve = (expit(model.intercept + u_real[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
+                  if u_real.size else expit(model.intercept + model.slope * GRID_TRUTH))
+    estimand = _sat_estimand(p_a[honest_real], p_b[honest_real], phi_a[idx][honest_real],
+                             phi_b[idx][honest_real])
+    truth = {"model": asdict(model), "spammers": sorted(spammers),
+             "worker_offsets": {w: round(float(v), 6) for w, v in offsets.items()},
+             "p_sat_grid": GRID_TRUTH.tolist(),
+             "p_sat_list": [round(float(v), 8) for v in list_curve],
+             "p_sat_true": [round(float(v), 8) for v in estimand],
+             "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum())}
+    return answers, truth
+
+
+def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:
+    """The curve the calibration analysis converges to under this model and design.
+
+    A ``both_*`` answer means the two lists agreed, so among those answers a list with score
+    phi is labelled satisfactory with P(s_A s_B = 1 | s_A = s_B), not with p(phi) itself: the
+    published method measures satisfaction *among undecided answers*. This is the quadratic
+    logit fitted to the expected data (each example weighted by its chance of a both_* answer,
+    with its expected share of both_good), i.e. the probability limit of the estimator.
+    ``p_sat_list`` keeps the per-list model curve for comparison.
+    """
+    from .analysis import design, fit_logit_batch
+    if p_a.size == 0:
+        return np.full(GRID_TRUTH.size, np.nan)
+    agree = p_a * p_b + (1 - p_a) * (1 - p_b)
+    share_good = p_a * p_b / np.maximum(agree, 1e-300)
+    x = np.concatenate([phi_a, phi_b])
+    beta, _ = fit_logit_batch(design(x)[None], np.concatenate([share_good, share_good])[None],
+                              np.concatenate([agree, agree])[None])
+    return expit(design(GRID_TRUTH) @ beta[0])
+
+
+def simulate_workspace(ws, platform: str | None = None, force: bool = False, model: UserModel | None = None):
+    """Write ``simulated/<platform>-results.<ext>`` and ``simulated/truth.json``."""
+    from .fileio import atomic_write_text
+    from .platforms import get_platform
+
+    plat = get_platform(platform or ws["presentation.platform"])
+    if plat.write_results is None:
+        raise SatcalError(f"platform {plat.name} has no result format to simulate")
+    out = ws.path / "simulated" / f"{plat.name}-results.{plat.result_suffix}"
+    ws.guard([str(out.relative_to(ws.path))], force)
+    items, key = ws.table("items.csv"), ws.table("key.csv")
+    examples = ws.table("examples.csv").assign(source_id=lambda d: d["example_id"])
+    traps = ws.table("traps.csv", required=False)
+    lists = pd.concat([examples, traps.assign(source_id=traps["trap_id"])] if traps is not None and len(traps)
+                      else [examples], ignore_index=True)
+    if model is None:
+        s = ws.config["simulation"]
+        model = UserModel(formulation=s["formulation"], intercept=s["intercept"], slope=s["slope"],
+                          heterogeneity=s["heterogeneity"],
+                          workers=s["workers"], spammers=s["spammers"], position_bias=s["position_bias"],
+                          seed=ws.seed + 4)
+    answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model)
+    plat.write_results(answers, items, key, out)
+    atomic_write_text(ws.path / "simulated" / "truth.json", json.dumps(truth, indent=1) + "\n")
+    ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed})
+    return out, truth
