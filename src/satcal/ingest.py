@@ -248,7 +248,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                  "platform_trust", "trust", "trust_source", "excluded", "reason"])
     excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
     mark(ok & r["worker_id"].isin(excluded.index),
-         "excluded worker: " + r["worker_id"].map(excluded).fillna("").astype(str))
+         "excluded worker: " + r["worker_id"].map(excluded).astype(object).fillna("").astype(str))
     ok = reason == ""
     answers = r[ok].assign(answer=r.loc[ok, "answer_canonical"])[ANSWER_TABLE_COLUMNS]
     rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]

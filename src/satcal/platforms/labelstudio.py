@@ -90,7 +90,7 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
     by_item: dict[str, list] = {}
     for i, r in enumerate(answers.itertuples()):
         by_item.setdefault(r.item_id, []).append({
-            "id": 9000 + i, "completed_by": {"id": r.worker_id, "email": f"{r.worker_id}@example.org"},
+            "id": 9000 + i, "completed_by": r.worker_id,
             "result": [{"from_name": "answer", "to_name": "lists", "type": "choices",
                         "value": {"choices": [r.answer]}}],
             "was_cancelled": False, "created_at": r.submitted_at})

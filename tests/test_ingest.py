@@ -1,0 +1,202 @@
+"""Ingest: readers for each platform's real layout, row accounting, idempotency, errors."""
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal.errors import InputFileError, SatcalError
+from satcal.ingest import ingest, study_from_workspace
+from satcal.platforms import get_platform
+from satcal.simulate import simulate_workspace
+from satcal.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, ecir_study):
+    d = tmp_path_factory.mktemp("ingest")
+    q = d / "qrels.tsv"
+    ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
+    ws = Workspace.init(d / "study", q, min_per_cell=10, platform="appen")
+    ws.generate()
+    ws.export()
+    return ws
+
+
+@pytest.fixture
+def ws(base, tmp_path):
+    """A fresh copy of the exported workspace for each test."""
+    target = tmp_path / "study"
+    shutil.copytree(base.path, target)
+    return Workspace.open(target)
+
+
+def _items(ws, trap=False, n=3):
+    key = ws.table("key.csv")
+    return key[key["is_trap"] == ("True" if trap else "False")].head(n)
+
+
+APPEN_HEADER = ("_unit_id,_created_at,_golden,_id,_missed,_started_at,_tainted,_channel,_trust,"
+                "_worker_id,_country,_region,_city,_ip,answer,item_id,query,answer_gold,answer_gold_reason")
+
+
+def _appen_fixture(ws, rows):
+    lines = [APPEN_HEADER]
+    for i, (item, worker, answer) in enumerate(rows):
+        lines.append(f'{1000 + i},11/02/2026 10:0{i % 10}:00,false,{5000 + i},,11/02/2026 10:00:00,false,'
+                     f'neodev,0.9{i % 10},{worker},ESP,,Barcelona,127.0.0.1,{answer},{item},q,"",""')
+    return "\n".join(lines) + "\n"
+
+
+def test_appen_reader(ws, tmp_path):
+    items = _items(ws)["item_id"].tolist()
+    f = tmp_path / "f1234.csv"
+    f.write_text(_appen_fixture(ws, [(items[0], "w1", "a_better"), (items[1], "w2", "both_bad")]))
+    raw = get_platform("appen").read_results(f)
+    assert raw["item_id"].tolist() == items[:2] and raw["worker_id"].tolist() == ["w1", "w2"]
+    assert raw["row_id"].tolist() == ["5000", "5001"] and raw["trust"].tolist() == [0.90, 0.91]
+    assert raw["line"].tolist() == [2, 3]
+
+
+def test_toloka_reader(ws, tmp_path):
+    items = _items(ws)["item_id"].tolist()
+    header = ["INPUT:item_id", "INPUT:query", "OUTPUT:answer", "GOLDEN:answer", "HINT:text", "ASSIGNMENT:link",
+              "ASSIGNMENT:task_id", "ASSIGNMENT:assignment_id", "ASSIGNMENT:task_suite_id", "ASSIGNMENT:worker_id",
+              "ASSIGNMENT:status", "ASSIGNMENT:started", "ASSIGNMENT:submitted", "ASSIGNMENT:accepted",
+              "ASSIGNMENT:reward"]
+    rows = [[items[0], "q", "b_better", "", "", "", "t1", "A1", "S1", "tw1", "ACCEPTED", "s", "2026-11-02T10:00:00", "", "0.03"],
+            [items[1], "q", "both_good", "", "", "", "t2", "A1", "S1", "tw1", "REJECTED", "s", "2026-11-02T10:01:00", "", "0.03"]]
+    f = tmp_path / "assignments.tsv"
+    f.write_text("\n".join("\t".join(r) for r in [header] + rows) + "\n")
+    raw = get_platform("toloka").read_results(f)
+    assert raw["answer"].tolist() == ["b_better", "both_good"] and raw["status"].tolist() == ["", "rejected"]
+    assert raw["row_id"].tolist() == [f"A1:{items[0]}", f"A1:{items[1]}"]
+
+
+def test_labelstudio_reader(ws, tmp_path):
+    items = _items(ws)["item_id"].tolist()
+    export = [{"id": 1, "data": {"item_id": items[0], "html": "..."}, "annotations": [
+        {"id": 31, "completed_by": {"id": 7, "email": "ann@example.org"}, "was_cancelled": False,
+         "created_at": "2026-11-02T10:00:00Z",
+         "result": [{"from_name": "answer", "to_name": "lists", "type": "choices",
+                     "value": {"choices": ["System B gives better results"]}}]},
+        {"id": 32, "completed_by": 8, "was_cancelled": True, "created_at": "2026-11-02T10:05:00Z", "result": []}]}]
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps(export))
+    raw = get_platform("labelstudio").read_results(f)
+    assert raw["answer"].tolist() == ["b_better", ""] and raw["worker_id"].tolist() == ["ann@example.org", "8"]
+    assert raw["status"].tolist() == ["", "cancelled"] and raw["row_id"].tolist() == ["31", "32"]
+
+
+def test_generic_and_ecir_readers(tmp_path):
+    f = tmp_path / "r.csv"
+    f.write_text("item_id,worker_id,answer,submitted_at\nx1,w1,A,2026-11-02\n")
+    raw = get_platform("csv").read_results(f)
+    assert raw[["item_id", "worker_id", "answer"]].values.tolist() == [["x1", "w1", "A"]]
+    from satcal.datasets import ecir2015_file
+    raw = get_platform("ecir2015").read_results(ecir2015_file("crowd.csv"))
+    assert len(raw) == 4115 and raw["answer"].iloc[0] == "a" and raw["item_id"].iloc[0] == "example:1"
+
+
+def test_row_accounting_and_orientation(ws, tmp_path):
+    key = ws.table("key.csv").set_index("item_id")
+    real = _items(ws, n=4)["item_id"].tolist()
+    trap = _items(ws, trap=True, n=1)["item_id"].tolist()
+    rows = [(real[0], "w1", "a_better"), (real[1], "w1", "both_good"), (real[2], "w2", "maybe"),
+            ("ffffffffffffffff", "w2", "a_better"), (real[0], "w1", "a_better"), (real[1], "w1", "both_bad"),
+            (trap[0], "w1", key.loc[trap[0], "expected_shown"].split(";")[0]), (real[3], "", "both_bad")]
+    f = tmp_path / "report.csv"
+    f.write_text(_appen_fixture(ws, rows))
+    rep = ingest(ws, [f], threshold=0.0)
+    assert len(rep.answers) + len(rep.rejects) == len(rows) == int(rep.files["rows"].sum())
+    reasons = rep.rejects.set_index("line")["reason"]
+    assert reasons[4].startswith("malformed answer 'maybe'")
+    assert reasons[5].startswith("unknown item id")
+    assert reasons[6].startswith("duplicate of ")
+    assert reasons[7].startswith("conflicting duplicate: ") and reasons[7].endswith("said both_good")
+    assert reasons[9] == "missing worker id"
+    a = rep.answers.set_index("line")
+    expected = "b_better" if key.loc[real[0], "swapped"] == "True" else "a_better"
+    assert a.loc[2, "answer"] == expected and a.loc[2, "example_id"] == key.loc[real[0], "source_id"]
+    assert a.loc[8, "is_trap"] and a.loc[8, "correct"]
+    assert (ws.path / "raw").exists() and len(list((ws.path / "raw").glob("*-report.csv"))) == 1
+
+
+def test_idempotent_and_overlapping(ws, tmp_path):
+    out, truth = simulate_workspace(ws, "appen")
+    first = ingest(ws, [out])
+    answers = (ws.path / "answers.csv").read_bytes()
+    again = ingest(ws, [out])
+    assert (ws.path / "answers.csv").read_bytes() == answers and not again.files["new"].any()
+    subset = tmp_path / "part.csv"
+    pd.read_csv(out, dtype=str, keep_default_na=False).head(40).to_csv(subset, index=False)
+    overlap = ingest(ws, [subset])
+    assert (ws.path / "answers.csv").read_bytes() == answers
+    part = overlap.files.set_index("platform").loc["appen"]
+    dup = overlap.rejects[overlap.rejects["source_file"].str.endswith("-part.csv")]
+    assert len(dup) == 40 and dup["reason"].str.contains("duplicate of|excluded worker").all()
+    assert len(overlap.answers) + len(overlap.rejects) == int(overlap.files["rows"].sum())
+
+
+@pytest.mark.parametrize("platform", ["appen", "toloka", "labelstudio", "csv"])
+def test_simulated_results_round_trip(ws, platform):
+    out, truth = simulate_workspace(ws, platform)
+    rep = ingest(ws, [out], platform=None)
+    assert int(rep.files["rows"].sum()) == truth["answers"] == len(rep.answers) + len(rep.rejects)
+    assert set(truth["spammers"]) <= set(rep.workers.loc[rep.workers["excluded"], "worker_id"])
+
+
+BROKEN = [
+    ("missing.csv", lambda t: t.replace("_worker_id", "_wrkr"), "missing column(s) _worker_id"),
+    ("tabs.csv", lambda t: t.replace(",", "\t"), "wrong delimiter"),
+    ("truncated.csv", lambda t: t.rstrip("\n").rsplit(",", 5)[0] + "\n", "truncated line"),
+    ("quoting.csv", lambda t: t.replace(',q,"",""', ',"q,"",""', 1), "broken quoting"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,fragment", BROKEN)
+def test_broken_files_leave_the_workspace_untouched(ws, tmp_path, name, mutate, fragment):
+    items = _items(ws)["item_id"].tolist()
+    good = tmp_path / "good.csv"
+    good.write_text(_appen_fixture(ws, [(items[0], "w1", "a_better"), (items[1], "w2", "b_better")]))
+    ingest(ws, [good], threshold=0.0)
+    before = {p.name: p.read_bytes() for p in ws.path.rglob("*") if p.is_file() and p.name != "manifest.json"}
+    bad = tmp_path / name
+    bad.write_text(mutate(good.read_text()))
+    with pytest.raises(InputFileError) as info:
+        ingest(ws, [bad], platform="appen")
+    assert str(bad) in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
+    after = {p.name: p.read_bytes() for p in ws.path.rglob("*") if p.is_file() and p.name != "manifest.json"}
+    assert before == after
+
+
+def test_latin1_and_bom(ws, tmp_path):
+    items = _items(ws)["item_id"].tolist()
+    text = _appen_fixture(ws, [(items[0], "wé", "a_better")])
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputFileError, match=r"latin.csv:2: is not UTF-8.*Latin-1"):
+        ingest(ws, [latin], platform="appen")
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(text.encode("utf-8-sig").replace(b"\n", b"\r\n"))
+    rep = ingest(ws, [bom], threshold=0.0)
+    assert rep.answers["worker_id"].tolist() == ["wé"]
+
+
+def test_cli_ingest_summary(ws):
+    from click.testing import CliRunner
+    from satcal.cli import main
+    out, truth = simulate_workspace(ws, "toloka")
+    r = CliRunner().invoke(main, ["ingest", str(ws.path), str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"{truth['answers']} rows =" in r.output and "excluded" in r.output
+
+
+def test_study_from_workspace_uses_kept_examples_only(ws):
+    out, truth = simulate_workspace(ws, "appen")
+    rep = ingest(ws, [out])
+    study = study_from_workspace(ws)
+    real = rep.answers[~rep.answers["is_trap"]]
+    assert len(study.examples) == len(real)
+    assert not set(study.examples["worker_id"]) & set(truth["spammers"])
