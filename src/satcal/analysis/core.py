@@ -24,9 +24,9 @@ import pandas as pd
 from scipy.special import expit
 from scipy.stats import norm
 
-from .errors import SatcalError
-from .ingest import ANSWER_CODES, StudyData
-from .measures import Formulation, bin_index, bin_midpoints, score_lists, study_formulations, _resolve
+from ..errors import SatcalError
+from ..ingest import ANSWER_CODES, StudyData
+from ..measures import Formulation, bin_index, bin_midpoints, score_lists, study_formulations, _resolve
 
 __all__ = [
     "POPULATIONS",
@@ -35,6 +35,7 @@ __all__ = [
     "LogitFit",
     "fit_logit",
     "fit_logit_batch",
+    "fit_logit_replicates",
     "satisfaction_data",
     "preference_data",
     "binned_points",
@@ -214,6 +215,66 @@ def fit_logit_batch(X: np.ndarray, Y: np.ndarray, W: np.ndarray | None = None,
     return beta, converged & finite
 
 
+def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: int = 50,
+                         tol: float = 1e-10):
+    """Many weighted fits of one logit model on the same rows: the bootstrap's workhorse.
+
+    Parameters
+    ----------
+    X : (n, p) design, y : (n,) outcomes in [0, 1], W : (B, n) case weights (bootstrap counts).
+
+    Returns
+    -------
+    beta : (B, p), converged : (B,) bool
+
+    Newton-Raphson with step-halving, vectorised over the B replicates: the gradient is one
+    (B, n) x (n, p) product and the Hessians one (B, n) x (n, p^2) product, so the cost is a
+    few matrix products per iteration whatever B is.
+    """
+    X, y, W = np.asarray(X, float), np.asarray(y, float), np.asarray(W, float)
+    n, p = X.shape
+    b_count = W.shape[0]
+    outer = (X[:, :, None] * X[:, None, :]).reshape(n, p * p)
+    ybar = np.clip((W @ y) / np.maximum(W.sum(1), 1e-12), 1e-6, 1 - 1e-6)
+    beta = np.zeros((b_count, p))
+    beta[:, 0] = np.log(ybar / (1 - ybar))
+
+    def loglik(b, w):
+        eta = b @ X.T
+        return (w * (y * eta - np.logaddexp(0.0, eta))).sum(1)
+
+    ll = loglik(beta, W)
+    converged = np.zeros(b_count, dtype=bool)
+    eye = np.eye(p)
+    for _ in range(max_iter):
+        idx = np.flatnonzero(~converged)
+        if idx.size == 0:
+            break
+        w = W[idx]
+        mu = expit(beta[idx] @ X.T)
+        grad = (w * (y - mu)) @ X
+        hess = ((w * mu * (1 - mu)) @ outer).reshape(-1, p, p)
+        try:
+            step = np.linalg.solve(hess + 1e-12 * eye, grad[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            step = np.stack([np.linalg.lstsq(h, g, rcond=None)[0] for h, g in zip(hess, grad)])
+        new = beta[idx] + step
+        new_ll = loglik(new, w)
+        for _half in range(30):
+            worse = new_ll < ll[idx] - 1e-12
+            if not worse.any():
+                break
+            step[worse] /= 2
+            new[worse] = beta[idx][worse] + step[worse]
+            new_ll[worse] = loglik(new[worse], w[worse])
+        done = np.abs(step).max(1) < tol * (1 + np.abs(new).max(1))
+        done |= np.abs(new_ll - ll[idx]) < tol * 1e-3 * (1 + np.abs(new_ll))
+        beta[idx], ll[idx] = new, new_ll
+        converged[idx[done]] = True
+    finite = np.isfinite(beta).all(1) & (np.abs(beta).max(1) < 1e6)
+    return beta, converged & finite
+
+
 def loglik_subset(X, Y, W, b):
     eta = np.einsum("mnp,mp->mn", X, b)
     return (W * (Y * eta - np.logaddexp(0.0, eta))).sum(1)
@@ -342,7 +403,7 @@ class CalibrationResult:
 
     def save(self, out_dir, figures: bool = True, report: bool = True) -> dict[str, str]:
         """Write the CSV tables, the figures (PNG and PDF) and ``report.html``."""
-        from .report import write_analysis
+        from ..report import write_analysis
         return write_analysis(self, out_dir, figures=figures, report=report)
 
 
@@ -436,7 +497,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         model_check=pd.DataFrame(check_rows, columns=order + ["model", "log_loss", "brier", "folds"]),
         meta=meta)
     if bootstrap:
-        from .uncertainty import bootstrap_calibration
+        from .bootstrap import bootstrap_calibration
         result.bootstrap = bootstrap_calibration(phi_a, phi_b, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
                                                  backend=backend, progress=progress)

@@ -1,0 +1,13 @@
+"""Calibration analysis (SPEC section 7): curves, bias, ANOVA, bootstrap, power, evaluation.
+
+- :mod:`.core`: satisfaction / preference data, quadratic-logit fits, points, b1-b3, ANOVA,
+  model check, :func:`calibrate`;
+- :mod:`.bootstrap`: bootstrap intervals over examples with batched fits, in parallel;
+- :mod:`.power`: power of a design by simulation;
+- :mod:`.evaluate`: expected satisfaction of systems from a calibration.
+"""
+from .core import *  # noqa: F401,F403
+from .core import __all__ as _core_all
+from .core import design, model_check, TIE_TOLERANCE  # noqa: F401
+
+__all__ = list(_core_all) + ["design", "model_check", "TIE_TOLERANCE"]

@@ -1,0 +1,251 @@
+"""Bootstrap over examples: intervals for every curve, point and bias value, and pairwise
+differences between formulations (B = 1000 by default, seeded).
+
+Each replicate resamples the answered examples with replacement; an example's two satisfaction
+rows and its preference row travel together. Replicate b draws from its own stream,
+``SeedSequence(seed).spawn(B)[b]``, so the numbers do not depend on how the work is split:
+the same on 1 or 8 processes, with joblib's local processes or on a Dask cluster.
+
+Curves and points get percentile intervals (2.5 %, 97.5 %). The bias indicators get
+bias-corrected (BC) percentile intervals (Efron 1981): b1 averages an absolute value, so its
+estimate is biased upward and plain percentile intervals under-cover (75 % instead of 95 %
+in our simulation; BC: 95 %, see tests/test_bootstrap.py). The two-sided bootstrap p-value of
+a difference d between formulations is ``min(1, 2 min(P*(d <= 0), P*(d >= 0)))``. Replicates whose fit does not
+converge (separation) are left out and counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from ..errors import SatcalError
+from .core import (GRID, bias_indicators, design, fit_logit_replicates, preference_data,
+                   satisfaction_data)
+from ..measures import bin_index
+
+__all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "parallel_map"]
+
+LEVEL = 0.95
+
+
+def replicate_weights(n: int, replicates: int, seed: int) -> np.ndarray:
+    """(B, n) resampling counts; replicate b uses child stream b of SeedSequence(seed)."""
+    children = np.random.SeedSequence(seed).spawn(replicates)
+    out = np.empty((replicates, n), dtype=np.float64)
+    for b, child in enumerate(children):
+        out[b] = np.bincount(np.random.default_rng(child).integers(0, n, n), minlength=n)
+    return out
+
+
+def _quantiles(values: np.ndarray, axis: int = 0):
+    q = [(1 - LEVEL) / 2 * 100, (1 + LEVEL) / 2 * 100]
+    if not np.isnan(values).any():  # np.percentile is several times faster than nanpercentile
+        lo, hi = np.percentile(values, q, axis=axis)
+        return lo, hi
+    with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanpercentile(values, q, axis=axis)
+    return lo, hi
+
+
+def _bc_interval(reps: np.ndarray, estimate: np.ndarray):
+    """Bias-corrected percentile interval along axis 0 (Efron 1981).
+
+    z0 = Phi^-1(P*(theta* < theta_hat)); the bounds are the Phi(2 z0 -+ z) quantiles.
+    """
+    from scipy.stats import norm
+    z = norm.ppf((1 + LEVEL) / 2)
+    valid = np.isfinite(reps)
+    share = np.where(valid, reps < estimate[None], False).sum(0) / np.maximum(valid.sum(0), 1)
+    z0 = norm.ppf(np.clip(share, 1e-3, 1 - 1e-3))
+    lo_q, hi_q = norm.cdf(2 * z0 - z) * 100, norm.cdf(2 * z0 + z) * 100
+    lo, hi = np.full(estimate.shape, np.nan), np.full(estimate.shape, np.nan)
+    for idx in np.ndindex(estimate.shape):
+        col = reps[(slice(None),) + idx]
+        col = col[np.isfinite(col)]
+        if col.size:
+            lo[idx], hi[idx] = np.percentile(col, [lo_q[idx], hi_q[idx]])
+    return lo, hi
+
+
+def _collapse(x: np.ndarray, y: np.ndarray, w: np.ndarray):
+    """Merge rows with equal (x, y), summing their weights: the likelihood is unchanged and
+    the fits run on a few hundred distinct rows instead of thousands."""
+    from scipy.sparse import csr_matrix
+    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
+    inv = inv.ravel()
+    group = csr_matrix((np.ones(x.size), (np.arange(x.size), inv)), shape=(x.size, len(xy)))
+    return xy[:, 0], xy[:, 1], np.asarray((group.T @ w.T).T)
+
+
+def _binned_rates(x, y, W, n_bins):
+    """(B, n_bins) weighted proportions per bin of x."""
+    onehot = np.zeros((x.size, n_bins))
+    onehot[np.arange(x.size), bin_index(x, n_bins)] = 1.0
+    n = W @ onehot
+    s = W @ (onehot * y[:, None])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, s / n, np.nan)
+
+
+def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
+    """All replicates of one formulation: curve bands, point bands, b1-b3 per replicate."""
+    out = {}
+    curves = {}
+    for curve, x, y, w in (("sat", x_sat, y_sat, w_sat), ("pref", x_pref, y_pref, w_pref)):
+        xu, yu, wu = _collapse(x, y, w)
+        beta, ok = fit_logit_replicates(design(xu), yu, wu)
+        p = expit(beta @ design(GRID).T)
+        p[~ok] = np.nan
+        curves[curve] = p
+        # row 0 is the full sample (the point estimate), the replicates follow
+        out[f"{curve}_band"] = _quantiles(p[1:])
+        out[f"{curve}_points"] = _quantiles(_binned_rates(x, y, w[1:], n_bins))
+        out[f"{curve}_failed"] = int((~ok[1:]).sum())
+    ind = bias_indicators(curves["sat"], curves["pref"])
+    out["indicators"] = np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)  # (B, 3)
+    return out
+
+
+def parallel_map(func, tasks, n_jobs: int = 1, backend: str = "loky", progress: bool = False,
+                 desc: str = "working"):
+    """``[func(*t) for t in tasks]`` through joblib: local processes, or a Dask cluster.
+
+    ``backend``: ``"loky"`` (local processes), ``"dask"`` (a new local Dask cluster) or
+    ``"dask:ADDRESS"`` (an existing scheduler). Results come back in task order.
+    """
+    from joblib import Parallel, delayed, parallel_config
+    from tqdm.auto import tqdm
+
+    tasks = list(tasks)
+    bar = tqdm(total=len(tasks), desc=desc, disable=not progress)
+    client = None
+    if backend.startswith("dask"):
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise SatcalError("the dask backend needs the optional dask extra: "
+                              "pip install 'satcal[dask]'") from None
+        address = backend.partition(":")[2] or None
+        client = Client(address) if address else Client(processes=False)
+        config = parallel_config(backend="dask")
+    elif backend == "loky":
+        config = parallel_config(backend="loky", n_jobs=n_jobs)
+    else:
+        raise SatcalError(f"unknown backend {backend!r}; use loky, dask or dask:ADDRESS")
+    try:
+        with config:
+            jobs = Parallel(n_jobs=n_jobs if backend == "loky" else -1, return_as="generator")(
+                delayed(func)(*t) for t in tasks)
+            results = []
+            for r in jobs:
+                results.append(r)
+                bar.update(1)
+    finally:
+        bar.close()
+        if client is not None:
+            client.close()
+    return results
+
+
+@dataclass
+class BootstrapResult:
+    """Bootstrap distributions and intervals; see the module docstring."""
+
+    formulations: list[str]
+    replicates: int
+    indicators: np.ndarray                  # (B, F, 3): b1, b2, b3 per replicate
+    curve_bands: dict = field(repr=False)   # (formulation, curve) -> (lo, hi) on GRID
+    point_bands: dict = field(repr=False)   # (formulation, curve) -> (lo, hi) per bin
+    failed: pd.DataFrame = None
+    seed: int = 0
+    estimates: np.ndarray = None            # (F, 3): the full-sample b1, b2, b3
+
+    @property
+    def bias_intervals(self) -> pd.DataFrame:
+        lo, hi = _bc_interval(self.indicators, self.estimates)
+        out = pd.DataFrame({"formulation": self.formulations})
+        for k, name in enumerate(("b1", "b2", "b3")):
+            out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
+            with np.errstate(all="ignore"):
+                out[f"{name}_se"] = np.nanstd(self.indicators[:, :, k], axis=0, ddof=1)
+        return out
+
+    @property
+    def pairwise(self) -> pd.DataFrame:
+        """Every pair of formulations, every indicator: difference, interval, p-value."""
+        rows = []
+        ids = self.formulations
+        for k, name in enumerate(("b1", "b2", "b3")):
+            vals = self.indicators[:, :, k]
+            for i, j in combinations(range(len(ids)), 2):
+                d = vals[:, i] - vals[:, j]
+                d = d[np.isfinite(d)]
+                if d.size == 0:
+                    continue
+                lo, hi = np.percentile(d, [2.5, 97.5])
+                p = min(1.0, 2 * min(np.mean(d <= 0), np.mean(d >= 0)))
+                rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
+                             "diff": float(np.nanmean(vals[:, i]) - np.nanmean(vals[:, j])),
+                             "lo": lo, "hi": hi, "p": p})
+        return pd.DataFrame(rows)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"bias_pairs": self.pairwise, "bootstrap_failures": self.failed}
+
+    def attach(self, result) -> None:
+        """Add interval columns to the result's bias, curves and points tables."""
+        result.bias = result.bias.merge(self.bias_intervals, on="formulation", how="left")
+        lo_c = np.full(len(result.curves), np.nan)
+        hi_c = np.full(len(result.curves), np.nan)
+        for (f, curve), (lo, hi) in self.curve_bands.items():
+            mask = ((result.curves["formulation"] == f) & (result.curves["curve"] == curve)).to_numpy()
+            lo_c[mask], hi_c[mask] = lo, hi
+        result.curves = result.curves.assign(boot_lo=lo_c, boot_hi=hi_c)
+        lo_p = np.full(len(result.points), np.nan)
+        hi_p = np.full(len(result.points), np.nan)
+        for (f, curve), (lo, hi) in self.point_bands.items():
+            mask = ((result.points["formulation"] == f) & (result.points["curve"] == curve)).to_numpy()
+            bins = result.points.loc[mask, "bin"].to_numpy()
+            lo_p[mask], hi_p[mask] = lo[bins], hi[bins]
+        result.points = result.points.assign(boot_lo=lo_p, boot_hi=hi_p)
+        result.meta.update(bootstrap=self.replicates, bootstrap_seed=self.seed,
+                           bootstrap_failed_fits=int(self.failed[["sat", "pref"]].to_numpy().sum()))
+
+
+def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
+                          replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
+                          backend: str = "loky", n_bins: int = 10, progress: bool = False) -> BootstrapResult:
+    """Bootstrap the whole calibration over examples (see module docstring)."""
+    if replicates < 2:
+        raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")
+    answers = np.asarray(answers)
+    n = len(answers)
+    # Row 0: the full sample (every weight 1), for the point estimates of the BC intervals.
+    W = np.vstack([np.ones((1, n)), replicate_weights(n, replicates, seed)])
+    keep = np.isin(answers, ("both_good", "both_bad"))
+    w_sat = np.concatenate([W[:, keep], W[:, keep]], axis=1)
+    x_sat, y_sat = satisfaction_data(phi_a, phi_b, answers)
+    pref = preference_data(phi_a, phi_b, answers, population)
+    if population == "all":
+        w_prefs = [W] * len(forms)
+    else:
+        dphi = np.atleast_2d(phi_a) - np.atleast_2d(phi_b)
+        chose = np.isin(answers, ("a_better", "b_better"))
+        w_prefs = [W[:, chose & (np.abs(dphi[:, j]) >= 1e-9)] for j in range(len(forms))]
+    tasks = [(x_sat[:, j], y_sat, w_sat, pref[j][0], pref[j][1], w_prefs[j], n_bins)
+             for j in range(len(forms))]
+    results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap")
+    ids = [f.id for f in forms]
+    indicators = np.stack([r["indicators"] for r in results], axis=1)  # (1 + B, F, 3)
+    return BootstrapResult(
+        formulations=ids, replicates=replicates, indicators=indicators[1:], estimates=indicators[0],
+        curve_bands={(f, c): r[f"{c}_band"] for f, r in zip(ids, results) for c in ("sat", "pref")},
+        point_bands={(f, c): r[f"{c}_points"] for f, r in zip(ids, results) for c in ("sat", "pref")},
+        failed=pd.DataFrame({"formulation": ids, "sat": [r["sat_failed"] for r in results],
+                             "pref": [r["pref_failed"] for r in results]}),
+        seed=seed)
