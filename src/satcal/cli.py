@@ -303,6 +303,76 @@ def ingest(directory, files, platform, threshold):
 
 
 @main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--budgets", default="250,500,1000,2000", show_default=True,
+              help="Budgets in answers, separated by commas.")
+@click.option("--answers-per-example", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--pair", default="lin-const,exp2-log2", show_default=True,
+              help="The two formulations whose bias difference should be detected.")
+@click.option("--sims", type=click.IntRange(min=2), default=50, show_default=True,
+              help="Simulated studies per budget.")
+@click.option("--boot", type=click.IntRange(min=10), default=100, show_default=True,
+              help="Bootstrap replicates inside each simulated study.")
+@click.option("--quiet", "-q", is_flag=True)
+def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
+    """Power of the design by simulation: P(detect the bias difference of two formulations)
+    and P(detect the ANOVA gain and discount effects), against budget.
+
+    Uses the workspace's examples.csv and the user model of [simulation] in study.toml;
+    writes power/power.csv and power/power.png.
+    """
+    from .analysis.power import power_analysis
+    from .simulate import UserModel
+    from .workspace import Workspace
+    ws = Workspace.open(directory)
+    try:
+        budget_list = [int(b) for b in budgets.split(",")]
+    except ValueError:
+        raise SatcalError(f"--budgets {budgets!r}: expected integers separated by commas") from None
+    pair_t = tuple(p.strip() for p in pair.split(","))
+    if len(pair_t) != 2:
+        raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
+    sim = ws.config["simulation"]
+    model = UserModel(formulation=sim["formulation"], intercept=sim["intercept"], slope=sim["slope"],
+                      heterogeneity=sim["heterogeneity"], workers=sim["workers"], seed=ws.seed + 5)
+    result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
+                            pair_t, budget_list, answers_per_example, sims, boot, seed=ws.seed + 5,
+                            progress=not quiet)
+    written = result.save(ws.path / "power")
+    ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)})
+    cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
+    click.echo(result.table[cols].to_string(index=False))
+    click.echo(f"Wrote {written['table']} and {written['figure']}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--judgments", type=click.Path(path_type=Path), required=True)
+@click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True, required=True,
+              help="A TREC run file (repeat for several systems).")
+@click.option("--calibration", type=click.Path(path_type=Path), required=True,
+              help="Output directory of satcal analyze (its fits.csv), or a workspace.")
+@click.option("--formulation", default="lin-const", show_default=True)
+@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--force", is_flag=True)
+def evaluate(judgments, runs, calibration, formulation, k, out, force):
+    """Expected user satisfaction of systems, from a calibration.
+
+    Per query phi and expected P(Sat|phi); per system the mean expected satisfaction with a
+    95% interval over queries; for each pair of systems the expected share of queries on which
+    users prefer either. Writes evaluation_*.csv and evaluation.png.
+    """
+    from .analysis.evaluate import evaluate_runs, load_calibration
+    from .judgments import read_judgments
+    from .runs import read_runs
+    out = _prepare_out(out, force)
+    result = evaluate_runs(read_judgments(judgments), read_runs(runs), load_calibration(calibration, formulation), k)
+    written = result.save(out)
+    click.echo(result.per_system.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    click.echo(f"Wrote {', '.join(written.values())}")
+
+
+@main.command(context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("satcal-demo"),
               show_default=True, help="Where the demo writes everything.")
 @click.option("--seed", type=int, default=2015, show_default=True, help="Seed of every random step.")
