@@ -373,6 +373,75 @@ def evaluate(judgments, runs, calibration, formulation, k, out, force):
 
 
 @main.command(context_settings=CONTEXT)
+@click.option("--judgments", type=click.Path(path_type=Path), required=True)
+@click.option("--runs", "runs", type=click.Path(path_type=Path), multiple=True,
+              help="A TREC run file (repeat for every system).")
+@click.option("--simulate-runs", type=click.IntRange(min=2), default=None,
+              help="No runs at hand: simulate this many systems of graded quality (labelled "
+                   "simulated; for trying the analysis only).")
+@click.option("--calibration", type=click.Path(path_type=Path),
+              help="An analysis directory (its bias.csv): user-side b1-b3 beside the system side.")
+@click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="Cutoff.")
+@click.option("--normalization", type=click.Choice(["ideal", "max", "minmax", "ul1", "ul2", "raw"]),
+              default="ideal", show_default=True)
+@click.option("--negatives", type=click.Choice(["keep", "zero"]), default="keep", show_default=True,
+              help="Negative levels: gain applied as given, or mapped to 0 first.")
+@click.option("--replicates", type=click.IntRange(min=100), default=1000, show_default=True,
+              help="Bootstrap replicates of the discriminative-power test.")
+@click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
+              show_default=True, help="Also find the gains (log2 discount) or discounts (linear "
+              "gain) that maximise Phi at one topic (paper 000).")
+@click.option("--seed", type=int, default=2015, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--force", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True)
+def reliability(judgments, runs, simulate_runs, calibration, k, normalization, negatives, replicates,
+                optimize, seed, out, force, quiet):
+    """System-side reliability of every formulation: G-study variance components, D-study
+    E rho^2 and Phi with intervals and topics needed, discriminative power (Sakai's paired
+    bootstrap, ASL curves), Buckley-Voorhees error rates, Kendall tau between formulations;
+    with --calibration, the user-side b1-b3 beside them in one table and one figure.
+    """
+    import pandas as pd
+    from .judgments import read_judgments
+    from .measures import study_formulations
+    from .reliability import optimal_discounts, optimal_gains, reliability_report, simulate_runs as sim_runs
+    from .runs import read_runs
+    if bool(runs) == bool(simulate_runs):
+        raise SatcalError("give run files with --runs, or --simulate-runs N to try it on simulated systems")
+    out = _prepare_out(out, force)
+    qrels = read_judgments(judgments)
+    if simulate_runs:
+        run_set = sim_runs(qrels, simulate_runs, seed=seed, out_dir=out / "simulated-runs")
+        click.echo(f"SIMULATED runs: {simulate_runs} systems of graded quality, in {out}/simulated-runs/")
+    else:
+        run_set = read_runs(runs)
+    bias = None
+    if calibration is not None:
+        path = Path(calibration) / "bias.csv"
+        if not path.exists():
+            path = Path(calibration) / "analysis" / "bias.csv"
+        if not path.exists():
+            raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
+        bias = pd.read_csv(path)
+    forms = study_formulations(normalization=normalization, negatives=negatives)
+    result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, seed=seed,
+                                calibration_bias=bias, progress=not quiet)
+    written = result.save(out)
+    if optimize != "none":
+        found = (optimal_gains(run_set, qrels, k=k, normalization=normalization) if optimize == "gains"
+                 else optimal_discounts(run_set, qrels, k=k, normalization=normalization))
+        item, phi_opt, phi_start = found
+        (out / f"optimal_{optimize}.txt").write_text(f"{item.formula}\nPhi(1 topic) = {phi_opt:.6f} "
+                                                     f"(start {phi_start:.6f})\n")
+        click.echo(f"optimal {optimize}: {item.formula}; Phi at one topic {phi_opt:.4f} (from {phi_start:.4f})")
+    shown = result.combined if result.combined is not None else result.gstudy
+    cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
+    click.echo(shown[cols].sort_values("phi", ascending=False).head(10).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    click.echo(f"Wrote {len(written)} tables and figures to {out}/")
+
+
+@main.command(context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("satcal-demo"),
               show_default=True, help="Where the demo writes everything.")
 @click.option("--seed", type=int, default=2015, show_default=True, help="Seed of every random step.")

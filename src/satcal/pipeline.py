@@ -27,7 +27,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     out = Path(out)
     study = load_ecir2015()
     echo(study.notice)
-    echo("1/2 A simulated study on the embedded judgments")
+    echo("1/3 A simulated study on the embedded judgments")
     ws = Workspace.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed,
                         min_per_cell=min_per_cell, platform="appen", force=True)
     gen = ws.generate(force=True, progress=progress)
@@ -52,10 +52,21 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     echo(f"    analyze: the true P(Sat|phi) of {f_true} lies in the fitted 95% band over "
          f"{100 * inside:.0f}% of [0, 1]; {f_true} ranks {rank} of {len(sim.ranking)} by bias")
 
-    echo("2/2 The published ECIR 2015 answers")
+    echo("2/3 The published ECIR 2015 answers")
     echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations")
     result = calibrate(study, seed=seed, progress=progress)
     written = result.save(out / "ecir2015")
+    echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "
+         "has no system runs)")
+    from .measures import study_formulations
+    from .reliability import reliability_report, simulate_runs
+    runs = simulate_runs(study.judgments, n_systems=12, seed=seed, out_dir=out / "reliability" / "simulated-runs")
+    rel = reliability_report(runs, study.judgments, study_formulations(normalization="ideal"), k=study.k,
+                             seed=seed, calibration_bias=result.bias, progress=progress)
+    rel_written = rel.save(out / "reliability")
+    best = rel.combined.sort_values("phi", ascending=False).iloc[0]
+    echo(f"    most dependable on the simulated runs: {best.formulation} (Phi = {best.phi:.3f}); see "
+         f"{rel_written['user_vs_system']}")
     outputs = {"ECIR 2015 report": written["report"],
                "ECIR 2015 bias table": written["bias"],
                "ECIR 2015 ANOVA": written["anova"],
@@ -64,6 +75,8 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
                "simulated study coverage map": str(ws.file("coverage.png")),
                "simulated study Appen batch": str(ws.path / "batches" / "appen"),
                "simulated study answers / workers": f"{ws.file('answers.csv')}, {ws.file('workers.csv')}",
-               "simulated study report": str(ws.path / "analysis" / "report.html")}
-    return {"result": result, "simulated": sim, "truth": truth, "band_coverage": inside,
+               "simulated study report": str(ws.path / "analysis" / "report.html"),
+               "reliability beside bias (simulated runs)": rel_written["user_vs_system"],
+               "reliability tables": str(out / "reliability")}
+    return {"result": result, "simulated": sim, "reliability": rel, "truth": truth, "band_coverage": inside,
             "truth_rank": rank, "spammers_caught": caught, "outputs": outputs}

@@ -1,0 +1,446 @@
+"""System-side reliability of every formulation (papers 000 and 004; SPEC section 8).
+
+For a set of runs and judgments, per formulation: the system x topic score matrix, then
+
+- **G-study** (two-way crossed, one observation per cell; Brennan 2001): from the ANOVA mean
+  squares MS_s, MS_t, MS_e,
+  sigma2_e = MS_e, sigma2_s = (MS_s - MS_e) / n_t, sigma2_t = (MS_t - MS_e) / n_s,
+  negative estimates set to 0;
+- **D-study** at n' topics: E rho^2 = s2_s / (s2_s + s2_e / n'),
+  Phi = s2_s / (s2_s + (s2_t + s2_e) / n'); topics needed for a target; intervals by Feldt
+  (1965) for E rho^2 and Arteaga, Jeyaratnam & Franklin (1982) for Phi (Brennan 2001, 6.1);
+- **discriminative power**: Sakai's paired bootstrap test (Sakai 2006) over every pair of
+  systems, ASL per pair (B = 1000), the share of pairs with ASL < alpha, and ASL curves;
+- **Buckley-Voorhees error rate** (2000) across topic-set sizes, fuzziness 5 %;
+- **Kendall tau** between the system rankings of the formulations;
+- **optimal gains / discounts** (paper 000): maximise Phi at one topic over gain values (or
+  discount factors) on the probability simplex, monotone, non-relevant gain 0, with SLSQP.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from .errors import SatcalError
+from .judgments import Judgments
+from .measures import Discount, Formulation, Gain, _resolve, score_lists
+from .runs import Runs, level_cube
+
+__all__ = ["score_matrix", "GStudy", "g_study", "d_study", "discriminative_power",
+           "buckley_voorhees", "kendall_matrix", "optimal_gains", "optimal_discounts",
+           "simulate_runs", "reliability_report", "ReliabilityResult"]
+
+
+# --------------------------------------------------------------------------------------------
+# Scores
+# --------------------------------------------------------------------------------------------
+def score_matrix(runs: Runs, judgments: Judgments, formulations, k: int = 10,
+                 top_level: int | None = None) -> tuple[np.ndarray, list[str], list[str]]:
+    """(F, S, Q) scores of every formulation, system and judged query.
+
+    Pool-based normalisations (``ideal``, ``minmax``, ``ul1``, ``ul2``) use each query's
+    judged pool; unjudged retrieved documents count as level 0; a run without documents for a
+    query scores its empty list.
+    """
+    forms = _resolve(formulations)
+    cube, systems, queries = level_cube(runs, judgments, k)
+    s, q = len(systems), len(queries)
+    pools = judgments.pools()
+    pool_list = [pools[x] for x in queries]
+    qi = np.tile(np.arange(q), s)
+    top = judgments.top_level if top_level is None else top_level
+    scores = score_lists(cube.reshape(s * q, k), forms, top_level=top, pools=pool_list, query_index=qi)
+    return scores.T.reshape(len(forms), s, q), systems, queries
+
+
+# --------------------------------------------------------------------------------------------
+# Generalizability theory
+# --------------------------------------------------------------------------------------------
+@dataclass
+class GStudy:
+    """Variance components and mean squares of a system x topic matrix."""
+
+    n_systems: int
+    n_topics: int
+    ms_system: float
+    ms_topic: float
+    ms_residual: float
+    var_system: float
+    var_topic: float
+    var_residual: float
+
+
+def g_study(scores: np.ndarray) -> GStudy:
+    """Two-way crossed G-study of a (systems, topics) matrix; negative components set to 0."""
+    x = np.asarray(scores, float)
+    ns, nt = x.shape
+    if ns < 2 or nt < 2:
+        raise SatcalError(f"a G-study needs at least 2 systems and 2 topics, got {ns} x {nt}")
+    grand = x.mean()
+    sm, tm = x.mean(axis=1), x.mean(axis=0)
+    ms_s = nt * ((sm - grand) ** 2).sum() / (ns - 1)
+    ms_t = ns * ((tm - grand) ** 2).sum() / (nt - 1)
+    resid = x - sm[:, None] - tm[None, :] + grand
+    ms_e = (resid ** 2).sum() / ((ns - 1) * (nt - 1))
+    return GStudy(ns, nt, ms_s, ms_t, ms_e, max((ms_s - ms_e) / nt, 0.0), max((ms_t - ms_e) / ns, 0.0),
+                  max(ms_e, 0.0))
+
+
+def d_study(g: GStudy, topics: Sequence[int] | int | None = None, target: float = 0.95,
+            alpha: float = 0.05) -> pd.DataFrame:
+    """E rho^2 and Phi at ``topics`` (default: the G-study's), with (1 - alpha) intervals, and
+    the topics needed to reach ``target``."""
+    topics = np.atleast_1d(g.n_topics if topics is None else topics).astype(float)
+    s, t, e = g.var_system, g.var_topic, g.var_residual
+    with np.errstate(divide="ignore", invalid="ignore"):
+        erho = s / (s + e / topics)
+        phi = s / (s + (t + e) / topics)
+        # (the 1e-9 keeps an exact integer from rounding up through floating-point noise)
+        need_erho = np.ceil(target * e / (s * (1 - target)) - 1e-9) if s > 0 else np.inf
+        need_phi = np.ceil(target * (t + e) / (s * (1 - target)) - 1e-9) if s > 0 else np.inf
+    df_s, df_t = g.n_systems - 1, g.n_topics - 1
+    df_e = df_s * df_t
+    a = alpha / 2
+
+    def feldt(q):
+        # Feldt (1965): F_obs (1 - rho2) ~ F(df_s, df_e); per-topic ratio, then n' topics.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = g.ms_system / (g.ms_residual * stats.f.ppf(q, df_s, df_e))
+            r = (r - 1) / g.n_topics
+            return topics * r / (1 + topics * r), r
+
+    def arteaga(q):
+        # Arteaga, Jeyaratnam & Franklin (1982), as given by Brennan (2001, p. 190).
+        # F(df_s, infinity) is chi2(df_s) / df_s
+        f_inf = stats.chi2.ppf(q, df_s) / df_s
+        f_e, f_t = stats.f.ppf(q, df_s, df_e), stats.f.ppf(q, df_s, df_t)
+        ms_s, ms_t, ms_e = g.ms_system, g.ms_topic, g.ms_residual
+        with np.errstate(divide="ignore", invalid="ignore"):
+            num = ms_s ** 2 - f_inf * ms_s * ms_e + (f_inf - f_e) * f_e * ms_e ** 2
+            den = (g.n_systems - 1) * f_inf * ms_s * ms_e + f_t * ms_s * ms_t
+            r = num / den
+            r = g.n_systems * r / (g.n_systems * r + g.n_topics)   # Phi for one topic
+            return topics * r / (1 + (topics - 1) * r), r
+
+    erho_lo, erho1_lo = feldt(1 - a)
+    erho_hi, erho1_hi = feldt(a)
+    phi_lo, phi1_lo = arteaga(1 - a)
+    phi_hi, phi1_hi = arteaga(a)
+    return pd.DataFrame({"topics": topics.astype(int), "erho2": erho, "erho2_lo": erho_lo, "erho2_hi": erho_hi,
+                         "phi": phi, "phi_lo": phi_lo, "phi_hi": phi_hi,
+                         "topics_for_erho2": need_erho, "topics_for_phi": need_phi})
+
+
+# --------------------------------------------------------------------------------------------
+# Discriminative power and stability
+# --------------------------------------------------------------------------------------------
+def discriminative_power(scores: np.ndarray, systems: Sequence[str], replicates: int = 1000,
+                         alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Sakai's paired bootstrap test for every pair of systems: ASL per pair.
+
+    z = per-topic differences, t0 = mean(z) / (sd(z)/sqrt(n)); the bootstrap resamples the
+    centred differences w = z - mean(z) (the same resampled topics for all pairs) and
+    ASL = share of replicates with |t*| >= |t0|.
+    """
+    x = np.asarray(scores, float)
+    n = x.shape[1]
+    pairs = list(combinations(range(len(systems)), 2))
+    if not pairs:
+        return pd.DataFrame(columns=["system_1", "system_2", "diff", "t", "asl", "significant"])
+    z = np.stack([x[i] - x[j] for i, j in pairs])                      # (P, n)
+    mean, sd = z.mean(1), z.std(1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t0 = np.where(sd > 0, mean / (sd / np.sqrt(n)), 0.0)
+    w = z - mean[:, None]
+    idx = np.random.default_rng(seed).integers(0, n, size=(replicates, n))
+    exceed = np.zeros(len(pairs))
+    for chunk in np.array_split(np.arange(replicates), max(1, replicates // 100)):
+        ws = w[:, idx[chunk]]                                         # (P, b, n)
+        m, s = ws.mean(2), ws.std(2, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(s > 0, m / (s / np.sqrt(n)), 0.0)
+        exceed += (np.abs(t) >= np.abs(t0)[:, None]).sum(1)
+    asl = np.where(sd > 0, exceed / replicates, 1.0)
+    return pd.DataFrame({"system_1": [systems[i] for i, _ in pairs], "system_2": [systems[j] for _, j in pairs],
+                         "diff": mean, "t": t0, "asl": asl, "significant": asl < alpha})
+
+
+def buckley_voorhees(scores: np.ndarray, sizes: Sequence[int] | None = None, trials: int = 100,
+                     fuzziness: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Buckley & Voorhees (2000) error rate across topic-set sizes.
+
+    For each size c and each of ``trials`` random topic subsets, every pair of systems is
+    A > B, A < B, or tied (|mean_A - mean_B| <= fuzziness * max(|mean_A|, |mean_B|)). The
+    error rate is sum over pairs of min(#A>B, #A<B) over sum of all outcomes; the tie rate is
+    the share of ties.
+    """
+    x = np.asarray(scores, float)
+    ns, nt = x.shape
+    sizes = list(sizes) if sizes is not None else sorted({max(2, nt * f // 10) for f in range(1, 11)})
+    rng = np.random.default_rng(seed)
+    i_idx, j_idx = np.triu_indices(ns, 1)
+    rows = []
+    for c in sizes:
+        c = min(int(c), nt)
+        gt = np.zeros(i_idx.size)
+        lt = np.zeros(i_idx.size)
+        eq = np.zeros(i_idx.size)
+        for _ in range(trials):
+            sub = rng.choice(nt, size=c, replace=False)
+            m = x[:, sub].mean(1)
+            a, b = m[i_idx], m[j_idx]
+            tie = np.abs(a - b) <= fuzziness * np.maximum(np.abs(a), np.abs(b))
+            gt += (a > b) & ~tie
+            lt += (a < b) & ~tie
+            eq += tie
+        total = (gt + lt + eq).sum()
+        rows.append({"topics": c, "error_rate": np.minimum(gt, lt).sum() / total if total else np.nan,
+                     "tie_rate": eq.sum() / total if total else np.nan})
+    return pd.DataFrame(rows)
+
+
+def kendall_matrix(means: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Kendall tau (tau-b) between the system rankings by mean score of every two formulations."""
+    rows = []
+    for a, b in combinations(list(means), 2):
+        tau, p = stats.kendalltau(means[a], means[b])
+        rows.append({"formulation_1": a, "formulation_2": b, "tau": tau, "p": p})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Optimal gains and discounts (paper 000)
+# --------------------------------------------------------------------------------------------
+def _phi_one_topic(scores: np.ndarray) -> float:
+    g = g_study(scores)
+    total = g.var_system + g.var_topic + g.var_residual
+    return g.var_system / total if total > 0 else 0.0
+
+
+def optimal_gains(runs: Runs, judgments: Judgments, discount="log2", k: int = 10,
+                  normalization: str = "ideal", seed: int = 0):
+    """Gain values maximising Phi at one topic (paper 000).
+
+    Levels 0 < l_1 < ... < l_m of the judgments (negative levels count as 0): g(0) = 0 fixed,
+    the others on the simplex (sum 1, each >= 0) and non-decreasing, by SLSQP. Returns the
+    custom :class:`Gain` and the Phi it reaches.
+    """
+    levels = [lv for lv in sorted(set(judgments.table["level"].tolist())) if lv > 0]
+    if len(levels) < 1:
+        raise SatcalError("optimal gains need at least one relevant level in the judgments")
+    cube, systems, queries = level_cube(runs, judgments, k)
+    cube = np.where(cube < 0, 0, cube)
+    pools = [np.maximum(p, 0) for p in (judgments.pools()[q] for q in queries)]
+    from .measures import get_discount
+    disc = get_discount(discount)
+    s, q = len(systems), len(queries)
+
+    def phi_of(values):
+        gain = Gain.from_mapping({0: 0.0, **{lv: float(v) for lv, v in zip(levels, values)}}, "optimal")
+        f = Formulation(gain, disc, normalization)
+        sc = score_lists(cube.reshape(s * q, k), [f], pools=pools, query_index=np.tile(np.arange(q), s),
+                         top_level=max(levels))[:, 0].reshape(s, q)
+        return _phi_one_topic(sc)
+
+    m = len(levels)
+    cons = [{"type": "eq", "fun": lambda v: v.sum() - 1.0}]
+    cons += [{"type": "ineq", "fun": (lambda v, i=i: v[i + 1] - v[i])} for i in range(m - 1)]
+    start = np.arange(1, m + 1, dtype=float)
+    start /= start.sum()
+    res = optimize.minimize(lambda v: -phi_of(v), start, method="SLSQP", bounds=[(0, 1)] * m,
+                            constraints=cons, options={"maxiter": 200, "ftol": 1e-10})
+    values = np.clip(res.x, 0, None)
+    values /= values.sum()
+    gain = Gain.from_mapping({0: 0.0, **{lv: float(v) for lv, v in zip(levels, values)}}, "optimal")
+    return gain, phi_of(values), phi_of(start)
+
+
+def optimal_discounts(runs: Runs, judgments: Judgments, gain="lin", k: int = 10,
+                      normalization: str = "ideal"):
+    """Discount factors d(1..k) maximising Phi at one topic (paper 000): on the simplex and
+    non-increasing, by SLSQP. Returns the custom :class:`Discount` and the Phi it reaches."""
+    from .measures import get_gain
+    g = get_gain(gain)
+    cube, systems, queries = level_cube(runs, judgments, k)
+    pools = [judgments.pools()[q] for q in queries]
+    s, q = len(systems), len(queries)
+
+    def phi_of(values):
+        f = Formulation(g, Discount.from_factors(values, "optimal"), normalization)
+        sc = score_lists(cube.reshape(s * q, k), [f], pools=pools, query_index=np.tile(np.arange(q), s),
+                         top_level=judgments.top_level)[:, 0].reshape(s, q)
+        return _phi_one_topic(sc)
+
+    cons = [{"type": "eq", "fun": lambda v: v.sum() - 1.0}]
+    cons += [{"type": "ineq", "fun": (lambda v, i=i: v[i] - v[i + 1])} for i in range(k - 1)]
+    start = 1 / np.log2(np.arange(2, k + 2))
+    start /= start.sum()
+    res = optimize.minimize(lambda v: -phi_of(v), start, method="SLSQP", bounds=[(0, 1)] * k,
+                            constraints=cons, options={"maxiter": 200, "ftol": 1e-10})
+    values = np.clip(res.x, 0, None)
+    values /= values.sum()
+    return Discount.from_factors(values, "optimal"), phi_of(values), phi_of(start)
+
+
+# --------------------------------------------------------------------------------------------
+# Simulated runs (demo data only)
+# --------------------------------------------------------------------------------------------
+def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, seed: int = 0,
+                  out_dir: Path | None = None) -> Runs:
+    """SIMULATED runs: systems of graded quality ranking each query's judged documents.
+
+    System s has quality q_s spread over [0.2, 2]; a document's score is q_s * level + noise
+    (standard normal) with a per (system, query) shift, so better systems put relevant documents
+    higher, and some queries are harder. Clearly labelled: tags ``simulated-sysNN``.
+    """
+    rng = np.random.default_rng(seed)
+    t = judgments.table
+    quality = np.linspace(0.2, 2.0, n_systems)
+    frames = []
+    for s, qs in enumerate(quality):
+        difficulty = dict(zip(judgments.queries, rng.normal(0, 0.5, len(judgments.queries))))
+        noise = rng.normal(0, 1, len(t))
+        score = qs * np.maximum(t["level"].to_numpy(), 0) * (1 + t["query"].map(difficulty).to_numpy()) + noise
+        f = pd.DataFrame({"system": f"simulated-sys{s + 1:02d}", "query": t["query"], "doc": t["doc"], "score": score})
+        f = f.sort_values(["query", "score"], ascending=[True, False]).groupby("query").head(depth)
+        frames.append(f)
+    runs = Runs(pd.concat(frames, ignore_index=True))
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, g in runs.table.groupby("system", sort=True):
+            g = g.assign(rank=g.groupby("query").cumcount() + 1)
+            lines = (g["query"] + " Q0 " + g["doc"] + " " + g["rank"].astype(str) + " " +
+                     g["score"].map(lambda v: f"{v:.6f}") + " " + name)
+            (out_dir / f"{name}.run").write_text("\n".join(lines) + "\n")
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# The whole report
+# --------------------------------------------------------------------------------------------
+@dataclass
+class ReliabilityResult:
+    gstudy: pd.DataFrame
+    dstudy: pd.DataFrame
+    discrimination: pd.DataFrame
+    asl: pd.DataFrame
+    bv: pd.DataFrame
+    kendall: pd.DataFrame
+    combined: pd.DataFrame | None = None
+    notice: str = ""
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        out = {"gstudy": self.gstudy, "dstudy": self.dstudy, "discrimination": self.discrimination,
+               "asl": self.asl, "bv_error": self.bv, "kendall": self.kendall}
+        if self.combined is not None:
+            out["user_vs_system"] = self.combined
+        return out
+
+    def save(self, out_dir) -> dict[str, str]:
+        from .fileio import atomic_write_text, save_figure
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = {}
+        for name, t in self.tables().items():
+            path = out / f"{name}.csv"
+            atomic_write_text(path, t.to_csv(index=False, lineterminator="\n", float_format="%.8g"))
+            written[name] = str(path)
+        figs = {"phi_vs_topics": self._fig_phi(), "asl_curves": self._fig_asl()}
+        if self.combined is not None:
+            figs["user_vs_system"] = self._fig_combined()
+        for name, fig in figs.items():
+            written[name] = str(save_figure(fig, out / name)[0])
+        return written
+
+    def _plt(self):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+
+    def _fig_phi(self):
+        plt = self._plt()
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, (f, d) in enumerate(self.dstudy.groupby("formulation", sort=False)):
+            ax.plot(d["topics"], d["phi"], lw=1, color=f"C{i % 10}", alpha=0.8, label=f if i < 12 else None)
+        ax.set_xlabel("topics")
+        ax.set_ylabel("Phi")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.set_title("Dependability Phi against topic-set size (D-study)")
+        ax.legend(fontsize=7, ncol=2)
+        return fig
+
+    def _fig_asl(self):
+        plt = self._plt()
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, (f, d) in enumerate(self.asl.groupby("formulation", sort=False)):
+            ax.plot(np.arange(1, len(d) + 1), np.sort(d["asl"].to_numpy()), lw=1, color=f"C{i % 10}",
+                    label=f if i < 12 else None)
+        ax.axhline(0.05, color="0.5", ls=":")
+        ax.set_xlabel("system pairs sorted by ASL")
+        ax.set_ylabel("achieved significance level")
+        ax.set_title("ASL curves (Sakai's paired bootstrap)")
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(alpha=0.3)
+        return fig
+
+    def _fig_combined(self):
+        plt = self._plt()
+        c = self.combined
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4.5), sharey=True)
+        for ax, ind in zip(axes, ("b1", "b2", "b3")):
+            ax.scatter(c[ind], c["phi"], s=18)
+            for r in c.itertuples():
+                ax.annotate(r.formulation, (getattr(r, ind), r.phi), fontsize=6, alpha=0.7)
+            ax.set_xlabel(f"user-side bias {ind} (lower is better)")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("system-side Phi (higher is better)")
+        fig.suptitle("User-side bias beside system-side dependability, per formulation")
+        fig.tight_layout()
+        return fig
+
+
+def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 10,
+                       replicates: int = 1000, alpha: float = 0.05, target: float = 0.95,
+                       seed: int = 0, calibration_bias: pd.DataFrame | None = None,
+                       progress: bool = False) -> ReliabilityResult:
+    """Every system-side indicator for every formulation, optionally beside user-side bias."""
+    from tqdm.auto import tqdm
+    forms = _resolve(formulations)
+    scores, systems, queries = score_matrix(runs, judgments, forms, k)
+    g_rows, d_frames, disc_rows, asl_frames, bv_frames, means = [], [], [], [], [], {}
+    n_topics = len(queries)
+    grid = np.unique(np.linspace(1, max(2 * n_topics, 10), 40).astype(int))
+    for f, x in tqdm(list(zip(forms, scores)), desc="reliability", disable=not progress):
+        g = g_study(x)
+        d = d_study(g, target=target, alpha=alpha).iloc[0]
+        g_rows.append({"formulation": f.id, "gain": f.gain.id, "discount": f.discount.id,
+                       "normalization": f.normalization, "negatives": f.negatives,
+                       "systems": g.n_systems, "topics": g.n_topics, "var_system": g.var_system,
+                       "var_topic": g.var_topic, "var_residual": g.var_residual,
+                       **{c: d[c] for c in ("erho2", "erho2_lo", "erho2_hi", "phi", "phi_lo", "phi_hi",
+                                            "topics_for_erho2", "topics_for_phi")}})
+        d_frames.append(d_study(g, grid, target, alpha).assign(formulation=f.id))
+        asl = discriminative_power(x, systems, replicates, alpha, seed)
+        asl_frames.append(asl.assign(formulation=f.id))
+        disc_rows.append({"formulation": f.id, "pairs": len(asl),
+                          "discriminative_power": float(asl["significant"].mean()) if len(asl) else np.nan})
+        bv_frames.append(buckley_voorhees(x, seed=seed).assign(formulation=f.id))
+        means[f.id] = x.mean(axis=1)
+    gst = pd.DataFrame(g_rows)
+    combined = None
+    if calibration_bias is not None:
+        keep = [c for c in calibration_bias.columns if c in ("formulation", "b1", "b2", "b3")]
+        combined = gst[["formulation", "phi", "erho2", "topics_for_phi", "topics_for_erho2"]].merge(
+            pd.DataFrame(disc_rows), on="formulation").merge(calibration_bias[keep], on="formulation", how="left")
+    return ReliabilityResult(gst, pd.concat(d_frames, ignore_index=True), pd.DataFrame(disc_rows),
+                             pd.concat(asl_frames, ignore_index=True), pd.concat(bv_frames, ignore_index=True),
+                             kendall_matrix(means), combined)

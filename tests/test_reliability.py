@@ -1,0 +1,160 @@
+"""Reliability: G-theory by hand and by simulation, discriminative power, BV, optimisation."""
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from satcal.judgments import Judgments
+from satcal.measures import formulation, study_formulations
+from satcal.reliability import (buckley_voorhees, d_study, discriminative_power, g_study, kendall_matrix,
+                                optimal_discounts, optimal_gains, reliability_report, score_matrix, simulate_runs)
+from satcal.runs import Runs
+
+# 3 systems x 4 topics, worked by hand:
+# grand mean 3; system means 2.5, 4, 2.5; topic means 1, 3, 4, 4
+# SS_s = 4 * (0.25 + 1 + 0.25) = 6 -> MS_s = 3;  SS_t = 3 * (4 + 0 + 1 + 1) = 18 -> MS_t = 6
+# SS_total = sum (x - 3)^2 = 6 + 10 + 10 = 26 -> SS_e = 26 - 6 - 18 = 2 -> MS_e = 2/6
+X = np.array([[1, 2, 3, 4],
+              [2, 4, 5, 5],
+              [0, 3, 4, 3]], dtype=float)
+
+
+def test_g_study_by_hand():
+    g = g_study(X)
+    assert g.ms_system == pytest.approx(3) and g.ms_topic == pytest.approx(6) and g.ms_residual == pytest.approx(2 / 6)
+    assert g.var_residual == pytest.approx(2 / 6)
+    assert g.var_system == pytest.approx((3 - 2 / 6) / 4)
+    assert g.var_topic == pytest.approx((6 - 2 / 6) / 3)
+    d = d_study(g, topics=[4, 10], target=0.9).set_index("topics")
+    s, t, e = (3 - 2 / 6) / 4, (6 - 2 / 6) / 3, 2 / 6
+    assert d.loc[10, "erho2"] == pytest.approx(s / (s + e / 10))
+    assert d.loc[10, "phi"] == pytest.approx(s / (s + (t + e) / 10))
+    assert d.loc[4, "erho2"] == pytest.approx(1 - 1 / (3 / (2 / 6)))   # E rho^2 = 1 - 1/F at n' = n
+    assert d.loc[4, "topics_for_phi"] == np.ceil(0.9 * (t + e) / (s * 0.1))
+
+
+def test_g_study_equals_statsmodels_anova():
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 9)) + rng.normal(size=(6, 1)) + rng.normal(size=(1, 9))
+    df = pd.DataFrame([(s, t, x[s, t]) for s in range(6) for t in range(9)], columns=["s", "t", "y"])
+    table = anova_lm(smf.ols("y ~ C(s) + C(t)", df).fit())
+    g = g_study(x)
+    assert g.ms_system == pytest.approx(table.loc["C(s)", "mean_sq"])
+    assert g.ms_topic == pytest.approx(table.loc["C(t)", "mean_sq"])
+    assert g.ms_residual == pytest.approx(table.loc["Residual", "mean_sq"])
+
+
+def test_negative_components_are_zero():
+    x = np.array([[1.0, 5.0, 2.0], [1.1, 4.9, 2.05]]) + np.array([[0.3, -0.3, 0.0], [-0.3, 0.3, 0.0]])
+    g = g_study(x)
+    assert g.ms_system < g.ms_residual and g.var_system == 0.0
+
+
+def test_feldt_interval_by_formula():
+    g = g_study(X)
+    d = d_study(g, alpha=0.05).iloc[0]
+    f = g.ms_system / g.ms_residual
+    assert d["erho2_lo"] == pytest.approx(1 - stats.f.ppf(0.975, 2, 6) / f)
+    assert d["erho2_hi"] == pytest.approx(1 - stats.f.ppf(0.025, 2, 6) / f)
+
+
+def test_intervals_cover_at_the_nominal_rate():
+    """Random-effects data with known components: the 95% intervals of E rho^2 and Phi cover."""
+    rng = np.random.default_rng(11)
+    ns, nt, s2, t2, e2 = 20, 25, 0.02, 0.03, 0.05
+    true_erho = s2 / (s2 + e2 / nt)
+    true_phi = s2 / (s2 + (t2 + e2) / nt)
+    hits_e = hits_p = 0
+    sims = 300
+    for _ in range(sims):
+        x = (rng.normal(0, np.sqrt(s2), (ns, 1)) + rng.normal(0, np.sqrt(t2), (1, nt))
+             + rng.normal(0, np.sqrt(e2), (ns, nt)))
+        d = d_study(g_study(x)).iloc[0]
+        hits_e += d["erho2_lo"] <= true_erho <= d["erho2_hi"]
+        hits_p += d["phi_lo"] <= true_phi <= d["phi_hi"]
+    assert 0.91 <= hits_e / sims <= 0.99 and 0.91 <= hits_p / sims <= 0.99
+
+
+def test_discriminative_power():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.2, 0.6, 30)
+    x = np.stack([base, base + 0.2 + rng.normal(0, 0.02, 30), base + rng.normal(0, 0.2, 30), base])
+    asl = discriminative_power(x, ["a", "b", "c", "d"], replicates=500, seed=2).set_index(["system_1", "system_2"])
+    assert asl.loc[("a", "b"), "asl"] < 0.01 and asl.loc[("a", "b"), "significant"]
+    assert asl.loc[("a", "d"), "asl"] == 1.0 and not asl.loc[("a", "d"), "significant"]
+    assert asl.loc[("a", "c"), "t"] == pytest.approx(stats.ttest_rel(x[0], x[2]).statistic)
+
+
+def test_buckley_voorhees_by_hand():
+    # two systems: A beats B on 3 topics, B beats A on 1; with all 4 topics A wins every trial.
+    x = np.array([[0.9, 0.9, 0.9, 0.1], [0.5, 0.5, 0.5, 0.5]])
+    r = buckley_voorhees(x, sizes=[4, 1], trials=400, seed=0).set_index("topics")
+    assert r.loc[4, "error_rate"] == 0 and r.loc[4, "tie_rate"] == 0
+    assert r.loc[1, "error_rate"] == pytest.approx(0.25, abs=0.06)     # min(3/4, 1/4) of the trials
+    same = buckley_voorhees(np.ones((3, 5)), sizes=[2], trials=10)
+    assert same["tie_rate"].iloc[0] == 1 and same["error_rate"].iloc[0] == 0
+
+
+def test_kendall_matrix():
+    k = kendall_matrix({"f1": np.array([1, 2, 3, 4.0]), "f2": np.array([1, 3, 2, 4.0])})
+    assert k["tau"].iloc[0] == pytest.approx(stats.kendalltau([1, 2, 3, 4], [1, 3, 2, 4]).statistic)
+
+
+@pytest.fixture(scope="module")
+def web_collection():
+    """A TREC Web style collection with levels -2..4 and simulated runs."""
+    rng = np.random.default_rng(3)
+    rows = [(f"q{q}", f"d{q}_{i}", int(rng.choice([-2, 0, 0, 0, 1, 1, 2, 3, 4]))) for q in range(25) for i in range(40)]
+    j = Judgments(pd.DataFrame(rows, columns=["query", "doc", "level"]))
+    return j, simulate_runs(j, n_systems=8, depth=20, seed=4)
+
+
+def test_minmax_with_negative_labels(web_collection):
+    j, runs = web_collection
+    forms = [formulation("exp2-log2", "minmax"), formulation("exp2-log2", "ideal"),
+             formulation("exp2-log2", "ideal", negatives="zero")]
+    s, systems, queries = score_matrix(runs, j, forms, k=10)
+    assert s[0].min() >= -1e-12 and s[0].max() <= 1 + 1e-12
+    assert s[2].min() >= 0
+
+
+def test_optimal_gains_respect_constraints_and_improve(web_collection):
+    j, runs = web_collection
+    gain, phi_opt, phi_start = optimal_gains(runs, j, k=10)
+    levels = [1, 2, 3, 4]
+    values = gain([0] + levels)
+    assert values[0] == 0 and values[1:].sum() == pytest.approx(1) and (np.diff(values[1:]) >= -1e-9).all()
+    assert phi_opt >= phi_start - 1e-9
+    disc, phi_d, phi_d0 = optimal_discounts(runs, j, k=10)
+    f = disc.factors(10)
+    assert f.sum() == pytest.approx(1) and (np.diff(f) <= 1e-9).all() and (f >= 0).all()
+    assert phi_d >= phi_d0 - 1e-9
+    # usable as a custom formulation elsewhere
+    from satcal.measures import Formulation
+    assert Formulation(gain, disc, "max").score([[4, 0, 1, 2, 3, 0, 0, 0, 0, 1]], top_level=4)[0] > 0
+
+
+def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
+    j, runs = web_collection
+    r = reliability_report(runs, j, study_formulations(normalization="minmax")[:6], k=10, replicates=200,
+                           calibration_bias=ecir_result.bias)
+    assert len(r.gstudy) == 6 and {"b1", "b2", "b3", "phi", "discriminative_power"} <= set(r.combined.columns)
+    assert (r.gstudy[["var_system", "var_topic", "var_residual"]] >= 0).all().all()
+    qrels = tmp_path / "qrels.txt"
+    j.to_trec(qrels)
+    run_dir = tmp_path / "runs"
+    simulate_runs(j, n_systems=5, depth=20, seed=1, out_dir=run_dir)
+    ecir_result.save(tmp_path / "cal", figures=False, report=False)
+    args = ["reliability", "--judgments", str(qrels), "--calibration", str(tmp_path / "cal"), "--k", "10",
+            "--replicates", "100", "--normalization", "minmax", "--out", str(tmp_path / "rel"), "-q"]
+    for f in sorted(run_dir.glob("*.run")):
+        args += ["--runs", str(f)]
+    from satcal.cli import main
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    for name in ("gstudy", "dstudy", "discrimination", "asl", "bv_error", "kendall", "user_vs_system"):
+        assert (tmp_path / "rel" / f"{name}.csv").exists()
+    assert (tmp_path / "rel" / "user_vs_system.png").exists() and (tmp_path / "rel" / "asl_curves.png").exists()
