@@ -305,6 +305,9 @@ class Workspace:
                         n_bins=self["generator.n_bins"], min_per_cell=self["generator.min_per_cell"],
                         overlap=self["generator.overlap"], method=self["generator.method"], seed=self.seed)
         if self["traps.file"]:
+            if (self.path / self["traps.file"]).resolve() == self.file("traps.csv").resolve():
+                raise SatcalError(f"{self.path}/study.toml: traps.file = 'traps.csv' is the name of the "
+                                  "generated traps table; rename your traps file (e.g. my-traps.csv)")
             traps = read_traps(self.path / self["traps.file"], judgments, self.k)
         else:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
