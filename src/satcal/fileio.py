@@ -57,3 +57,39 @@ def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
         paths.append(atomic_write_bytes(base.with_suffix(f".{ext}"), buf.getvalue()))
     plt.close(fig)
     return paths
+
+
+def read_utf8_text(path: "str | os.PathLike") -> str:
+    """A text file's content: UTF-8 with or without a BOM; CRLF is left to the line splitter.
+
+    Another encoding (Latin-1, Windows-1252) is a one-line error naming the line of the first
+    undecodable byte.
+    """
+    from .errors import InputFileError, SatcalError
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SatcalError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SatcalError(f"{path}: is a directory, expected a file") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputFileError(path, f"is not UTF-8 text (byte {raw[exc.start]:#x}; it looks like "
+                                   "Latin-1 or Windows-1252: re-save it as UTF-8)", line) from None
+
+
+def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
+    """A CSV with a header, every cell a string; unreadable files are one-line errors."""
+    import io
+    import pandas as pd
+    from .errors import InputFileError
+    text = read_utf8_text(path)
+    if not text.strip():
+        raise InputFileError(path, f"is empty: expected {what}")
+    try:
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as exc:
+        raise InputFileError(path, f"is not a readable CSV ({str(exc).splitlines()[0]})") from None

@@ -89,15 +89,9 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
     """
     if unjudged not in ("error", "zero"):
         raise SatcalError(f"unjudged must be 'error' or 'zero', got {unjudged!r}")
+    from .fileio import read_csv_strings
     path = Path(path)
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise SatcalError(f"{path}: no such file") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, f"is not a readable UTF-8 CSV ({str(exc).splitlines()[0]})") from None
-    except pd.errors.EmptyDataError:
-        raise InputFileError(path, "is empty: expected columns query, a1..a<k>, b1..b<k>, answer") from None
+    table = read_csv_strings(path, "columns query, a1..a<k>, b1..b<k>, answer")
     table.columns = [c.strip() for c in table.columns]
     a_cols, b_cols = _list_columns(table.columns, "a"), _list_columns(table.columns, "b")
     k = k or len(a_cols)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputFileError, SatcalError
+from .fileio import read_utf8_text
 
 __all__ = ["Judgments", "read_judgments", "QUERY_ALIASES", "DOC_ALIASES", "LEVEL_ALIASES"]
 
@@ -119,20 +120,6 @@ class Judgments:
 # ------------------------------------------------------------------------------------------
 # Reading
 # ------------------------------------------------------------------------------------------
-def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SatcalError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SatcalError(f"{path}: is a directory, expected a judgments file") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputFileError(path, "is not UTF-8 text (save it as UTF-8)", line) from None
-
-
 def _parse_level(text: str, path, line: int, column: str | None = None) -> int:
     try:
         value = float(text)
@@ -204,7 +191,7 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
         judged twice with different levels, a level outside the declared scale, no rows.
     """
     path = Path(path)
-    text = _read_text(path)
+    text = read_utf8_text(path)
     lines = text.splitlines()
     first = next((ln for ln in lines if ln.strip()), None)
     if first is None:

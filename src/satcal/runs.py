@@ -38,14 +38,8 @@ class Runs:
 
 
 def _read_run(path: Path) -> pd.DataFrame:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SatcalError(f"{path}: no such file") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(path, "is not UTF-8 text", raw[: exc.start].count(b"\n") + 1) from None
+    from .fileio import read_utf8_text
+    text = read_utf8_text(path)
     rows = []
     seen: dict[tuple[str, str], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):

@@ -91,13 +91,9 @@ def parse_expected(text: str) -> list[str]:
 
 def read_traps(path: "str | os.PathLike", judgments: Judgments, k: int) -> pd.DataFrame:
     """Traps from a user CSV: ``query, a1..a<k>, b1..b<k>, expected`` (several codes allowed)."""
+    from .fileio import read_csv_strings
     path = Path(path)
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise SatcalError(f"{path}: no such file (traps.file in study.toml)") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, f"is not a readable UTF-8 CSV ({str(exc).splitlines()[0]})") from None
+    table = read_csv_strings(path, "a traps CSV with query, a1..a<k>, b1..b<k>, expected")
     cols = ["query"] + [f"a{i}" for i in range(1, k + 1)] + [f"b{i}" for i in range(1, k + 1)] + ["expected"]
     missing = [c for c in cols if c not in table.columns]
     if missing:

@@ -374,12 +374,8 @@ class Workspace:
 
 
 def _read_documents(path: Path) -> pd.DataFrame:
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise SatcalError(f"{path}: no such file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, f"is not a readable UTF-8 CSV ({str(exc).splitlines()[0]})") from None
+    from .fileio import read_csv_strings
+    table = read_csv_strings(path, "a documents CSV with doc and any of title, snippet, url, audio_url")
     if "doc" not in table.columns:
         raise InputFileError(path, "missing column doc (the documents table needs doc and any of "
                                    "title, snippet, url, audio_url)", 1)

@@ -10,23 +10,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputFileError, SatcalError
+from ..fileio import read_utf8_text as read_text
 from . import RAW_ANSWER_COLUMNS
 
-__all__ = ["read_table", "require_columns", "raw_answers"]
-
-
-def read_text(path: Path) -> str:
-    """The file's text; UTF-8 (a BOM is fine). Latin-1 or other encodings are reported."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise SatcalError(f"{path}: no such file") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputFileError(path, f"is not UTF-8 text (byte {raw[exc.start]:#x}; it looks like "
-                                   "Latin-1 or Windows-1252: re-save it as UTF-8)", line) from None
+__all__ = ["read_table", "read_text", "raw_answers", "write_delimited"]
 
 
 def read_table(path, delimiter: str, required: list[str]) -> pd.DataFrame:
