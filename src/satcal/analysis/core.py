@@ -150,69 +150,83 @@ def fit_logit(x, y, degree: int = 2) -> LogitFit:
                     int(y.sum()), float(res.deviance), float(res.aic), converged)
 
 
-def fit_logit_batch(X: np.ndarray, Y: np.ndarray, W: np.ndarray | None = None,
-                    max_iter: int = 50, tol: float = 1e-10):
-    """Batched Newton-Raphson (IRLS) for many logit fits at once.
+def _newton(beta: np.ndarray, eta_of, y_of, w_of, design_of, max_iter: int, tol: float):
+    """Newton-Raphson with step-halving for m logit fits at once.
 
-    Parameters
-    ----------
-    X : (m, n, p) design matrices, Y : (m, n) 0/1 outcomes, W : (m, n) case weights
-        (bootstrap counts; 0 drops a row, so unequal sample sizes pad with W = 0).
-
-    Returns
-    -------
-    beta : (m, p), converged : (m,) bool
-
-    The log-likelihood is concave, so Newton steps with step-halving on a failed ascent
-    converge to statsmodels' estimates (the same maximum); a fit whose Hessian is singular
-    or that diverges (separation) is flagged not converged.
+    ``eta_of(b, idx)`` gives the linear predictors of fits ``idx`` at coefficients ``b``;
+    ``y_of(idx)`` and ``w_of(idx)`` their outcomes and case weights; ``design_of(idx, r, v)``
+    returns the gradients X^T r and the Hessians X^T diag(v) X. The log-likelihood is concave,
+    so halving any step that does not increase it converges to the maximum statsmodels finds.
     """
-    X = np.asarray(X, float)
-    Y = np.asarray(Y, float)
-    W = np.ones_like(Y) if W is None else np.asarray(W, float)
-    m, n, p = X.shape
-    beta = np.zeros((m, p))
-    # Start from the intercept-only fit, a good and always finite point.
-    ybar = np.clip((W * Y).sum(1) / np.maximum(W.sum(1), 1e-12), 1e-6, 1 - 1e-6)
-    beta[:, 0] = np.log(ybar / (1 - ybar))
+    m, p = beta.shape
+
+    def loglik(b, idx):
+        eta = eta_of(b, idx)
+        return (w_of(idx) * (y_of(idx) * eta - np.logaddexp(0.0, eta))).sum(1)
+
+    all_idx = np.arange(m)
+    ll = loglik(beta, all_idx)
     converged = np.zeros(m, dtype=bool)
-
-    def loglik(b):
-        eta = np.einsum("mnp,mp->mn", X, b)
-        return (W * (Y * eta - np.logaddexp(0.0, eta))).sum(1)
-
-    ll = loglik(beta)
+    eye = np.eye(p)
     for _ in range(max_iter):
-        active = ~converged
-        if not active.any():
+        idx = np.flatnonzero(~converged)
+        if idx.size == 0:
             break
-        eta = np.einsum("mnp,mp->mn", X[active], beta[active])
-        mu = expit(eta)
-        w = W[active] * mu * (1 - mu)
-        grad = np.einsum("mnp,mn->mp", X[active], W[active] * (Y[active] - mu))
-        hess = np.einsum("mnp,mn,mnq->mpq", X[active], w, X[active])
+        mu = expit(eta_of(beta[idx], idx))
+        w = w_of(idx)
+        grad, hess = design_of(idx, w * (y_of(idx) - mu), w * mu * (1 - mu))
         try:
-            step = np.linalg.solve(hess + 1e-12 * np.eye(p), grad[..., None])[..., 0]
+            step = np.linalg.solve(hess + 1e-12 * eye, grad[..., None])[..., 0]
         except np.linalg.LinAlgError:
             step = np.stack([np.linalg.lstsq(h, g, rcond=None)[0] for h, g in zip(hess, grad)])
-        idx = np.flatnonzero(active)
         new = beta[idx] + step
-        new_ll = loglik_subset(X[idx], Y[idx], W[idx], new)
-        # Step-halving where the likelihood did not improve.
+        new_ll = loglik(new, idx)
         for _half in range(30):
             worse = new_ll < ll[idx] - 1e-12
             if not worse.any():
                 break
             step[worse] /= 2
             new[worse] = beta[idx][worse] + step[worse]
-            new_ll[worse] = loglik_subset(X[idx][worse], Y[idx][worse], W[idx][worse], new[worse])
+            new_ll[worse] = loglik(new[worse], idx[worse])
         done = np.abs(step).max(1) < tol * (1 + np.abs(new).max(1))
         done |= np.abs(new_ll - ll[idx]) < tol * 1e-3 * (1 + np.abs(new_ll))
-        beta[idx] = new
-        ll[idx] = new_ll
+        beta[idx], ll[idx] = new, new_ll
         converged[idx[done]] = True
     finite = np.isfinite(beta).all(1) & (np.abs(beta).max(1) < 1e6)
     return beta, converged & finite
+
+
+def _intercept_start(Y: np.ndarray, W: np.ndarray, p: int) -> np.ndarray:
+    """Start every fit at its intercept-only estimate: always finite, usually close."""
+    ybar = np.clip((W * Y).sum(1) / np.maximum(W.sum(1), 1e-12), 1e-6, 1 - 1e-6)
+    beta = np.zeros((Y.shape[0], p))
+    beta[:, 0] = np.log(ybar / (1 - ybar))
+    return beta
+
+
+def fit_logit_batch(X: np.ndarray, Y: np.ndarray, W: np.ndarray | None = None,
+                    max_iter: int = 50, tol: float = 1e-10):
+    """Batched Newton-Raphson (IRLS) for many logit fits, each with its own design.
+
+    Parameters
+    ----------
+    X : (m, n, p) design matrices, Y : (m, n) outcomes in [0, 1], W : (m, n) case weights
+        (0 drops a row, so unequal sample sizes pad with W = 0).
+
+    Returns
+    -------
+    beta : (m, p), converged : (m,) bool (False also for a diverging fit: separation)
+    """
+    X = np.asarray(X, float)
+    Y = np.asarray(Y, float)
+    W = np.ones_like(Y) if W is None else np.asarray(W, float)
+
+    def grad_hess(idx, r, v):
+        Xi = X[idx]
+        return np.einsum("mnp,mn->mp", Xi, r), np.einsum("mnp,mn,mnq->mpq", Xi, v, Xi)
+
+    return _newton(_intercept_start(Y, W, X.shape[2]), lambda b, idx: np.einsum("mnp,mp->mn", X[idx], b),
+                   lambda idx: Y[idx], lambda idx: W[idx], grad_hess, max_iter, tol)
 
 
 def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: int = 50,
@@ -227,57 +241,19 @@ def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: 
     -------
     beta : (B, p), converged : (B,) bool
 
-    Newton-Raphson with step-halving, vectorised over the B replicates: the gradient is one
-    (B, n) x (n, p) product and the Hessians one (B, n) x (n, p^2) product, so the cost is a
-    few matrix products per iteration whatever B is.
+    As the rows are shared, the gradients are one (B, n) x (n, p) product and the Hessians one
+    (B, n) x (n, p^2) product per iteration, whatever B is.
     """
     X, y, W = np.asarray(X, float), np.asarray(y, float), np.asarray(W, float)
     n, p = X.shape
-    b_count = W.shape[0]
     outer = (X[:, :, None] * X[:, None, :]).reshape(n, p * p)
-    ybar = np.clip((W @ y) / np.maximum(W.sum(1), 1e-12), 1e-6, 1 - 1e-6)
-    beta = np.zeros((b_count, p))
-    beta[:, 0] = np.log(ybar / (1 - ybar))
+    Y = np.broadcast_to(y, W.shape)
 
-    def loglik(b, w):
-        eta = b @ X.T
-        return (w * (y * eta - np.logaddexp(0.0, eta))).sum(1)
+    def grad_hess(idx, r, v):
+        return r @ X, (v @ outer).reshape(-1, p, p)
 
-    ll = loglik(beta, W)
-    converged = np.zeros(b_count, dtype=bool)
-    eye = np.eye(p)
-    for _ in range(max_iter):
-        idx = np.flatnonzero(~converged)
-        if idx.size == 0:
-            break
-        w = W[idx]
-        mu = expit(beta[idx] @ X.T)
-        grad = (w * (y - mu)) @ X
-        hess = ((w * mu * (1 - mu)) @ outer).reshape(-1, p, p)
-        try:
-            step = np.linalg.solve(hess + 1e-12 * eye, grad[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            step = np.stack([np.linalg.lstsq(h, g, rcond=None)[0] for h, g in zip(hess, grad)])
-        new = beta[idx] + step
-        new_ll = loglik(new, w)
-        for _half in range(30):
-            worse = new_ll < ll[idx] - 1e-12
-            if not worse.any():
-                break
-            step[worse] /= 2
-            new[worse] = beta[idx][worse] + step[worse]
-            new_ll[worse] = loglik(new[worse], w[worse])
-        done = np.abs(step).max(1) < tol * (1 + np.abs(new).max(1))
-        done |= np.abs(new_ll - ll[idx]) < tol * 1e-3 * (1 + np.abs(new_ll))
-        beta[idx], ll[idx] = new, new_ll
-        converged[idx[done]] = True
-    finite = np.isfinite(beta).all(1) & (np.abs(beta).max(1) < 1e6)
-    return beta, converged & finite
-
-
-def loglik_subset(X, Y, W, b):
-    eta = np.einsum("mnp,mp->mn", X, b)
-    return (W * (Y * eta - np.logaddexp(0.0, eta))).sum(1)
+    return _newton(_intercept_start(Y, W, p), lambda b, idx: b @ X.T, lambda idx: y[None, :],
+                   lambda idx: W[idx], grad_hess, max_iter, tol)
 
 
 # --------------------------------------------------------------------------------------------
