@@ -83,3 +83,35 @@ def test_console_script_reports_errors_without_traceback(tmp_path):
                            "--judgments", bad, "--out", tmp_path / "o"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"satcal: error: {bad}:1: level 'x' is not an integer"
+
+
+def test_analyze_with_bootstrap_on_both_backends(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    res = run("analyze", "--dataset", "ecir2015", "--bootstrap", "20", "--jobs", "2", "--out", tmp_path / "a", "-q")
+    assert res.exit_code == 0, res.output
+    local = pd.read_csv(tmp_path / "a" / "bias.csv")
+    assert {"b1_lo", "b1_hi", "b3_lo", "b3_hi"} <= set(local.columns)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
+        res = run("analyze", "--dataset", "ecir2015", "--bootstrap", "20", "--backend", "dask",
+                  "--scheduler", c.scheduler_address, "--out", tmp_path / "b", "-q")
+    assert res.exit_code == 0, res.output
+    pd.testing.assert_frame_equal(local, pd.read_csv(tmp_path / "b" / "bias.csv"))
+
+
+def test_workspace_journey_through_the_cli(tmp_path, ecir_study):
+    q = tmp_path / "qrels.txt"
+    ecir_study.judgments.to_trec(q)
+    d = tmp_path / "study"
+    for args in (["init", d, "--judgments", q, "--min-per-cell", "15", "--platform", "labelstudio"],
+                 ["generate", d, "-q"], ["export", d], ["simulate", d]):
+        res = run(*args)
+        assert res.exit_code == 0, (args, res.output)
+    results = d / "simulated" / "labelstudio-results.json"
+    res = run("ingest", d, results)
+    assert res.exit_code == 0 and "rows =" in res.output
+    res = run("analyze", d, "-q")
+    assert res.exit_code == 0, res.output
+    assert (d / "analysis" / "report.html").exists() and "Workers" in (d / "analysis" / "report.html").read_text()
+    res = run("power", d, "--budgets", "100,400", "--sims", "3", "--boot", "10", "-q")
+    assert res.exit_code == 0, res.output
+    assert (d / "power" / "power.csv").exists()

@@ -70,3 +70,34 @@ def test_cli_flow_and_no_silent_overwrite(tmp_path, qrels):
     assert (d / "coverage.png").exists() and (d / "coverage.pdf").exists()
     history = [h["command"] for h in json.loads((d / "manifest.json").read_text())["history"]]
     assert history == ["init", "generate", "export"]
+
+
+def test_custom_formulations_from_the_optimiser(tmp_path, qrels):
+    """The TOML snippet written by reliability --optimize makes a study calibrate the optimum."""
+    import tomllib
+    import numpy as np
+    from satcal.reliability import simulate_runs
+    from satcal.judgments import read_judgments
+    runs_dir = tmp_path / "runs"
+    simulate_runs(read_judgments(qrels), n_systems=4, depth=10, seed=1, out_dir=runs_dir)
+    args = ["reliability", "--judgments", str(qrels), "--k", "5", "--replicates", "100", "--optimize", "gains",
+            "--out", str(tmp_path / "rel"), "-q"] + sum((["--runs", str(p)] for p in sorted(runs_dir.glob("*.run"))), [])
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    snippet = (tmp_path / "rel" / "optimal_gains.toml").read_text()
+    values = tomllib.loads(snippet)["custom_gains"]["optimal"]
+    assert len(values) == 3 and values[0] == 0 and abs(sum(values) - 1) < 1e-5
+    ws = Workspace.init(tmp_path / "s", qrels, min_per_cell=10)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("[generator]", snippet + "\n[generator]"))
+    forms = Workspace.open(ws.path).formulations()
+    assert len(forms) == 42 and forms[6].id == "optimal-zipf"
+    assert np.allclose(forms[6].gain([0, 1, 2]), values)
+
+
+def test_custom_gain_of_the_wrong_size(tmp_path, qrels):
+    ws = Workspace.init(tmp_path / "s", qrels, min_per_cell=10)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("[generator]", "custom_gains = { mine = [0, 1] }\n[generator]"))
+    with pytest.raises(SatcalError, match=r"formulations.custom_gains.mine = \[0, 1\]: expected one value per level"):
+        Workspace.open(ws.path)

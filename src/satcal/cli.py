@@ -432,8 +432,16 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
         found = (optimal_gains(run_set, qrels, k=k, normalization=normalization) if optimize == "gains"
                  else optimal_discounts(run_set, qrels, k=k, normalization=normalization))
         item, phi_opt, phi_start = found
-        (out / f"optimal_{optimize}.txt").write_text(f"{item.formula}\nPhi(1 topic) = {phi_opt:.6f} "
-                                                     f"(start {phi_start:.6f})\n")
+        if optimize == "gains":
+            levels = [0] + [lv for lv in sorted(set(qrels.table["level"])) if lv > 0]
+            values = item(levels)
+        else:
+            values = item.factors(k)
+        snippet = f"custom_{optimize} = {{ optimal = [{', '.join(f'{v:.6g}' for v in values)}] }}"
+        (out / f"optimal_{optimize}.toml").write_text(
+            f"# Phi at one topic {phi_opt:.6f} (from {phi_start:.6f}); paste under [formulations] of a\n"
+            f"# study.toml to calibrate it like the others{' (levels ' + str(levels) + ')' if optimize == 'gains' else ''}\n"
+            f"{snippet}\n")
         click.echo(f"optimal {optimize}: {item.formula}; Phi at one topic {phi_opt:.4f} (from {phi_start:.4f})")
     shown = result.combined if result.combined is not None else result.gstudy
     cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]

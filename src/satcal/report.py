@@ -255,6 +255,14 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         parts.append(_table_html(summary))
         parts.append("<details><summary>Per formulation</summary>"
                      + _table_html(result.model_check) + "</details>")
+    if getattr(result, "workers", None) is not None and len(result.workers):
+        w = result.workers
+        excluded = w[w["excluded"].astype(str) == "True"]
+        parts.append(f"<h2>Workers</h2><p>{len(w)} workers answered; {len(excluded)} were excluded "
+                     f"because their trust (share of traps answered correctly) fell below the "
+                     f"threshold, and their answers left out of every table above"
+                     f"{'; ' + str(result.meta['rejected_rows']) + ' rows were rejected in all (see rejects.csv)' if 'rejected_rows' in result.meta else ''}.</p>")
+        parts.append(_table_html(w.sort_values(["excluded", "trust"], ascending=[False, True])))
     parts.append("<h2>Fits</h2><details><summary>Coefficients of every curve</summary>"
                  + _table_html(result.fits) + "</details>")
     parts.append("<h2>Binned points</h2><details><summary>Per formulation, curve and bin</summary>"

@@ -52,6 +52,10 @@ seed = {seed}
 # jarvelin<b>, const. Every gain is crossed with every discount.
 gains = {gains}
 discounts = {discounts}
+# Custom gains (one value per level of study.levels) and discounts (k factors), e.g. the
+# optimal ones found by satcal reliability --optimize; each is crossed like the others:
+# custom_gains = {{ optimal = [0.0, 0.17, 0.83] }}
+# custom_discounts = {{ optimal = [0.26, 0.21, 0.19, 0.17, 0.17] }}
 
 [generator]
 # optimal (fewest examples), greedy, or published (the algorithm of Urbano & Marrero 2015).
@@ -162,6 +166,18 @@ def validate_config(config: dict, path: Path) -> dict:
         if not ok_type or (key.check is not None and not key.check(value)):
             what = key.what or _TYPE_NAMES.get(key.kind, str(key.kind))
             raise SatcalError(f"{path}: {key.section}.{key.name} = {value!r}: expected {what}")
+    section = config["formulations"]
+    levels, k = config["study"]["levels"], config["study"]["k"]
+    for kind, size, what in (("custom_gains", len(levels), f"one value per level of study.levels ({len(levels)})"),
+                             ("custom_discounts", k, f"k = {k} factors")):
+        custom = section.get(kind, {})
+        if not isinstance(custom, dict):
+            raise SatcalError(f"{path}: formulations.{kind}: expected a table of name = [values]")
+        for name, values in custom.items():
+            ok = isinstance(values, list) and len(values) == size and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            if not ok:
+                raise SatcalError(f"{path}: formulations.{kind}.{name} = {values!r}: expected {what}")
     for g in config["formulations"]["gains"]:
         try:
             get_gain(str(g))
@@ -253,8 +269,17 @@ class Workspace:
         return _read_documents(self.path / rel) if rel else None
 
     def formulations(self):
-        from .measures import study_formulations
-        return study_formulations(gains=self["formulations.gains"], discounts=self["formulations.discounts"])
+        """The study's gains crossed with its discounts, custom ones included."""
+        from .measures import Discount, Gain, study_formulations
+        section = self.config["formulations"]
+        levels = self["study.levels"]
+        gains = list(self["formulations.gains"])
+        for name, values in section.get("custom_gains", {}).items():
+            gains.append(Gain.from_mapping(dict(zip(levels, map(float, values))), name))
+        discounts = list(self["formulations.discounts"])
+        for name, values in section.get("custom_discounts", {}).items():
+            discounts.append(Discount.from_factors([float(v) for v in values], name))
+        return study_formulations(gains=gains, discounts=discounts)
 
     def table(self, name: str, required: bool = True) -> pd.DataFrame | None:
         path = self.path / name
@@ -368,6 +393,10 @@ class Workspace:
         from .ingest import study_from_workspace
         study = study_from_workspace(self)
         result = calibrate(study, formulations=self.formulations(), **kwargs)
+        result.workers = self.table("workers.csv", required=False)
+        rejects = self.table("rejects.csv", required=False)
+        if rejects is not None:
+            result.meta["rejected_rows"] = int(len(rejects))
         result.save(self.path / "analysis")
         self.record("analyze", {k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")})
         return result

@@ -365,6 +365,7 @@ class CalibrationResult:
     model_check: pd.DataFrame
     meta: dict = field(default_factory=dict)
     bootstrap: object | None = None
+    workers: pd.DataFrame | None = None     # a workspace's worker table, shown in the report
 
     @property
     def ranking(self) -> pd.DataFrame:
