@@ -58,6 +58,24 @@ def _prepare_out(out: Path, force: bool) -> Path:
     return out
 
 
+def _expand_runs(values) -> list[Path]:
+    """Run arguments: files, directories (every file inside) or glob patterns."""
+    import glob
+    out: list[Path] = []
+    for v in values:
+        p = Path(v)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+        elif any(ch in str(v) for ch in "*?["):
+            found = sorted(Path(f) for f in glob.glob(str(v)))
+        else:
+            found = [p]
+        if not found:
+            raise SatcalError(f"{v}: no run files there")
+        out.extend(found)
+    return out
+
+
 def _echo_ranking(result, top: int = 10) -> None:
     rank = result.ranking.head(top)
     click.echo("\nFormulations ranked by bias (mean rank over b1, b2, b3; 1 = least biased):")
@@ -348,7 +366,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
 @main.command(context_settings=CONTEXT)
 @click.option("--judgments", type=click.Path(path_type=Path), required=True)
 @click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True, required=True,
-              help="A TREC run file (repeat for several systems).")
+              help="A TREC run file, a directory of them, or a glob (repeatable).")
 @click.option("--calibration", type=click.Path(path_type=Path), required=True,
               help="Output directory of satcal analyze (its fits.csv), or a workspace.")
 @click.option("--formulation", default="lin-const", show_default=True)
@@ -366,7 +384,8 @@ def evaluate(judgments, runs, calibration, formulation, k, out, force):
     from .judgments import read_judgments
     from .runs import read_runs
     out = _prepare_out(out, force)
-    result = evaluate_runs(read_judgments(judgments), read_runs(runs), load_calibration(calibration, formulation), k)
+    result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)),
+                           load_calibration(calibration, formulation), k)
     written = result.save(out)
     click.echo(result.per_system.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     click.echo(f"Wrote {', '.join(written.values())}")
@@ -375,7 +394,7 @@ def evaluate(judgments, runs, calibration, formulation, k, out, force):
 @main.command(context_settings=CONTEXT)
 @click.option("--judgments", type=click.Path(path_type=Path), required=True)
 @click.option("--runs", "runs", type=click.Path(path_type=Path), multiple=True,
-              help="A TREC run file (repeat for every system).")
+              help="A TREC run file, a directory of them, or a glob (repeatable).")
 @click.option("--simulate-runs", type=click.IntRange(min=2), default=None,
               help="No runs at hand: simulate this many systems of graded quality (labelled "
                    "simulated; for trying the analysis only).")
@@ -415,7 +434,7 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
         run_set = sim_runs(qrels, simulate_runs, seed=seed, out_dir=out / "simulated-runs")
         click.echo(f"SIMULATED runs: {simulate_runs} systems of graded quality, in {out}/simulated-runs/")
     else:
-        run_set = read_runs(runs)
+        run_set = read_runs(_expand_runs(runs))
     bias = None
     if calibration is not None:
         path = Path(calibration) / "bias.csv"
@@ -463,7 +482,9 @@ def demo(out, seed, force, quiet):
        of the 36 formulations), export (Appen), simulate (a crowd with a known user model),
        ingest (traps score the workers, spammers are excluded), analyze;
     2. the published answers of Urbano & Marrero (ECIR 2015), analysed: P(Sat|phi) and
-       P(Pref|dphi) for the 36 formulations, bias b1-b3, ANOVA, figures and report.
+       P(Pref|dphi) for the 36 formulations, bias b1-b3, ANOVA, figures and report;
+    3. system-side reliability (Phi, E rho^2, discriminative power) of every formulation
+       beside its user-side bias, on SIMULATED runs (the embedded data has none).
     Ends with the ranking of formulations by bias and where each output is.
     """
     from .pipeline import run_demo

@@ -43,7 +43,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     excluded = set(report.workers.loc[report.workers["excluded"], "worker_id"])
     caught = len(set(truth["spammers"]) & excluded)
     echo(f"    traps caught {caught} of {len(truth['spammers'])} spammers")
-    sim = ws.analyze(seed=seed, progress=progress)
+    sim = ws.analyze(force=True, seed=seed, progress=progress)
     f_true = truth["model"]["formulation"]
     curve = sim.curves[(sim.curves.formulation == f_true) & (sim.curves.curve == "sat")]
     true_p = np.interp(curve.x, truth["p_sat_grid"], truth["p_sat_true"])

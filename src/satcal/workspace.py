@@ -387,10 +387,14 @@ class Workspace:
                                             f"Preview: {self['study.name']}"))
         return target
 
-    def analyze(self, force: bool = True, **kwargs):
-        """Analyse the ingested answers into analysis/."""
+    def analyze(self, force: bool = False, **kwargs):
+        """Analyse the ingested answers into analysis/ (an earlier analysis is kept unless
+        ``force``)."""
         from .analysis import calibrate
         from .ingest import study_from_workspace
+        previous = self.path / "analysis"
+        if previous.exists() and any(previous.iterdir()):
+            self.guard(["analysis"], force)
         study = study_from_workspace(self)
         result = calibrate(study, formulations=self.formulations(), **kwargs)
         result.workers = self.table("workers.csv", required=False)
