@@ -191,22 +191,32 @@ def test_all_published_scores_match(ecir_study):
         assert np.abs(ours - published).max() < 5e-4
 
 
-def test_ndcg_matches_trec_eval(rng):
-    """Classic nDCG@5 (linear gain, 1/log2(i+1), ideal over the judged pool) = trec_eval ndcg_cut_5."""
+def test_ndcg_matches_trec_eval(rng, tmp_path):
+    """Classic nDCG@5 from TREC-format qrels and run files, read by satcal, equals trec_eval's
+    ndcg_cut_5 (pytrec_eval) on the same files: linear gain, 1/log2(i+1), ideal over the pool,
+    ties in score broken by document id."""
     pytrec_eval = pytest.importorskip("pytrec_eval")
-    qrels, run = {}, {}
+    from satcal.judgments import read_judgments
+    from satcal.runs import level_cube, read_runs
+    qrel_lines, run_lines = [], []
     for q in range(30):
-        docs = [f"d{q}_{i}" for i in range(25)]
-        qrels[f"q{q}"] = {d: int(rng.integers(0, 4)) for d in docs[:15]}
+        docs = [f"d{q}_{i:02d}" for i in range(25)]
+        for d in docs[:15]:
+            qrel_lines.append(f"q{q} 0 {d} {int(rng.integers(0, 4))}")
         retrieved = rng.choice(docs, size=12, replace=False)
-        run[f"q{q}"] = {d: float(12 - i) for i, d in enumerate(retrieved)}
-    trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.5"}).evaluate(run)
-    queries = sorted(run)
-    ranked = [[d for d, _ in sorted(run[q].items(), key=lambda kv: -kv[1])][:5] for q in queries]
-    levels = np.array([[qrels[q].get(d, 0) for d in r] for q, r in zip(queries, ranked)])
-    pools = [np.array(list(qrels[q].values())) for q in queries]
-    ours = formulation("lin-log2", normalization="ideal").score(levels, pools=pools,
-                                                                 query_index=np.arange(len(queries)))
+        scores = rng.integers(0, 6, size=12)          # many ties, to check tie-breaking
+        for rank, (d, sc) in enumerate(zip(retrieved, scores), start=1):
+            run_lines.append(f"q{q} Q0 {d} {rank} {sc} myrun")
+    (tmp_path / "qrels").write_text("\n".join(qrel_lines) + "\n")
+    (tmp_path / "run").write_text("\n".join(run_lines) + "\n")
+    with open(tmp_path / "qrels") as fq, open(tmp_path / "run") as fr:
+        trec = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(fq), {"ndcg_cut.5"}).evaluate(
+            pytrec_eval.parse_run(fr))
+    judgments = read_judgments(tmp_path / "qrels")
+    cube, systems, queries = level_cube(read_runs([tmp_path / "run"]), judgments, 5)
+    pools = judgments.pools()
+    ours = formulation("lin-log2", normalization="ideal").score(
+        cube[0], pools=[pools[q] for q in queries], query_index=np.arange(len(queries)))
     np.testing.assert_allclose(ours, [trec[q]["ndcg_cut_5"] for q in queries], atol=1e-9)
 
 

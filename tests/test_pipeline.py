@@ -18,7 +18,7 @@ def test_truth_is_recovered(demo):
     out, s, _ = demo
     assert s["band_coverage"] >= 0.8          # the true curve lies in the fitted 95% band
     assert s["truth_rank"] <= 5                # the generating formulation is among the least biased
-    truth = json.loads((out / "study" / "simulated" / "truth.json").read_text())
+    truth = json.loads((out / "study" / "simulated" / "appen-truth.json").read_text())
     assert s["spammers_caught"] == len(truth["spammers"]) > 0
 
 
@@ -26,7 +26,7 @@ def test_spammers_are_excluded_and_reported(demo):
     import pandas as pd
     out, s, _ = demo
     w = pd.read_csv(out / "study" / "workers.csv")
-    truth = json.loads((out / "study" / "simulated" / "truth.json").read_text())
+    truth = json.loads((out / "study" / "simulated" / "appen-truth.json").read_text())
     spam = w[w.worker_id.isin(truth["spammers"])]
     assert spam["excluded"].all() and spam["reason"].str.startswith("trust").all()
     honest = w[~w.worker_id.isin(truth["spammers"])]

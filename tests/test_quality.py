@@ -33,3 +33,14 @@ def test_dawid_skene_is_an_optional_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "crowdkit.aggregation", None)
     with pytest.raises(SatcalError, match=r"pip install 'satcal\[crowd\]'"):
         dawid_skene(pd.DataFrame({"example_id": ["e"], "worker_id": ["w"], "answer": ["a_better"]}))
+
+
+def test_cli_dawid_skene_without_crowdkit_writes_nothing(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+    from satcal.cli import main
+    monkeypatch.setitem(sys.modules, "crowdkit", None)
+    monkeypatch.setitem(sys.modules, "crowdkit.aggregation", None)
+    (tmp_path / "r.csv").write_text("item_id,worker_id,answer\nx,w,a_better\n")
+    (tmp_path / "study.toml").write_text("")  # not even a valid workspace is touched first
+    res = CliRunner().invoke(main, ["ingest", str(tmp_path), str(tmp_path / "r.csv"), "--dawid-skene"])
+    assert res.exit_code == 2 and "satcal[crowd]" in res.output or "study.toml" in res.output

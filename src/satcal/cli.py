@@ -287,14 +287,14 @@ def simulate(directory, platform, force):
 
     The model ([simulation] in study.toml): a true P(Sat|phi) over one formulation's phi,
     worker heterogeneity, spammers and position bias. Writes simulated/<platform>-results.<ext>
-    and simulated/truth.json; ingest the file like a real one to dry-run the study.
+    and simulated/<platform>-truth.json; ingest the file like a real one to dry-run the study.
     """
     from .simulate import simulate_workspace
     from .workspace import Workspace
     ws = Workspace.open(directory)
     path, truth = simulate_workspace(ws, platform, force=force)
     click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
-               f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/truth.json")
+               f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
 
 
 @main.command(context_settings=CONTEXT)
@@ -304,7 +304,10 @@ def simulate(directory, platform, force):
               help="Format of the files (default: detected from name and header).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Trust threshold (default: quality.trust_threshold of study.toml).")
-def ingest(directory, files, platform, threshold):
+@click.option("--dawid-skene", is_flag=True,
+              help="Also fit Dawid-Skene worker models (optional crowd-kit extra); writes "
+                   "workers_ds.csv with each worker's estimated accuracy.")
+def ingest(directory, files, platform, threshold, dawid_skene):
     """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
     workers.csv.
 
@@ -315,9 +318,18 @@ def ingest(directory, files, platform, threshold):
     from .ingest import ingest as run_ingest
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    if dawid_skene:
+        from .quality import require_crowdkit
+        require_crowdkit()  # before anything is written
     report = run_ingest(ws, files, platform=platform, threshold=threshold)
     for line in report.lines():
         click.echo(line)
+    if dawid_skene:
+        from .fileio import atomic_write_text
+        from .quality import dawid_skene as fit_ds
+        labels, accuracy = fit_ds(report.answers[~report.answers["is_trap"]])
+        atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
+        click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')}")
 
 
 @main.command(context_settings=CONTEXT)

@@ -49,17 +49,23 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     return table.reset_index()
 
 
+def require_crowdkit():
+    """The optional crowd-kit package, or a one-line error saying how to install it."""
+    try:
+        from crowdkit.aggregation import DawidSkene
+    except ImportError:
+        raise SatcalError("Dawid-Skene needs the optional crowd-kit package: "
+                          "pip install 'satcal[crowd]'") from None
+    return DawidSkene
+
+
 def dawid_skene(answers: pd.DataFrame, n_iter: int = 100) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Dawid-Skene worker models (crowd-kit, an optional extra).
 
     Returns the aggregated label of each example and each worker's estimated accuracy (the
     trace of their confusion matrix weighted by the label priors).
     """
-    try:
-        from crowdkit.aggregation import DawidSkene
-    except ImportError:
-        raise SatcalError("Dawid-Skene needs the optional crowd-kit package: "
-                          "pip install 'satcal[crowd]'") from None
+    DawidSkene = require_crowdkit()
     data = answers.rename(columns={"example_id": "task", "worker_id": "worker", "answer": "label"})
     ds = DawidSkene(n_iter=n_iter).fit(data[["task", "worker", "label"]])
     labels = ds.labels_.rename("label").reset_index()

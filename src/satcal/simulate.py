@@ -161,7 +161,7 @@ def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:
 
 
 def simulate_workspace(ws, platform: str | None = None, force: bool = False, model: UserModel | None = None):
-    """Write ``simulated/<platform>-results.<ext>`` and ``simulated/truth.json``."""
+    """Write ``simulated/<platform>-results.<ext>`` and ``simulated/<platform>-truth.json``."""
     from .fileio import atomic_write_text
     from .platforms import get_platform
 
@@ -183,6 +183,6 @@ def simulate_workspace(ws, platform: str | None = None, force: bool = False, mod
                           seed=ws.seed + 4)
     answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model)
     plat.write_results(answers, items, key, out)
-    atomic_write_text(ws.path / "simulated" / "truth.json", json.dumps(truth, indent=1) + "\n")
+    atomic_write_text(ws.path / "simulated" / f"{plat.name}-truth.json", json.dumps(truth, indent=1) + "\n")
     ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed})
     return out, truth
