@@ -38,9 +38,12 @@ def test_dawid_skene_is_an_optional_extra(monkeypatch):
 def test_cli_dawid_skene_without_crowdkit_writes_nothing(monkeypatch, tmp_path):
     from click.testing import CliRunner
     from satcal.cli import main
+    from satcal.workspace import Workspace
+    (tmp_path / "q.txt").write_text("q1 0 d1 0\nq1 0 d2 1\nq1 0 d3 2\n")
+    ws = Workspace.init(tmp_path / "s", tmp_path / "q.txt", k=2, min_per_cell=1)
     monkeypatch.setitem(sys.modules, "crowdkit", None)
     monkeypatch.setitem(sys.modules, "crowdkit.aggregation", None)
     (tmp_path / "r.csv").write_text("item_id,worker_id,answer\nx,w,a_better\n")
-    (tmp_path / "study.toml").write_text("")  # not even a valid workspace is touched first
-    res = CliRunner().invoke(main, ["ingest", str(tmp_path), str(tmp_path / "r.csv"), "--dawid-skene"])
-    assert res.exit_code == 2 and "satcal[crowd]" in res.output or "study.toml" in res.output
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(tmp_path / "r.csv"), "--dawid-skene"])
+    assert res.exit_code == 2 and "pip install 'satcal[crowd]'" in res.output
+    assert not (ws.path / "answers.csv").exists() and not (ws.path / "raw").exists()
