@@ -17,3 +17,26 @@ def ecir_result(ecir_study):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def make_workspace(tmp_path_factory, ecir_study):
+    """Build a generated workspace on the embedded judgments, with a documents table whose
+    titles are ``title(doc)`` (so escaping can be checked wherever a document shows up)."""
+    import pandas as pd
+    from satcal.workspace import Workspace
+
+    def build(title, min_per_cell=15, platform="appen", audio=False):
+        d = tmp_path_factory.mktemp("ws")
+        qrels = d / "qrels.tsv"
+        ecir_study.judgments.table.to_csv(qrels, sep="\t", index=False)
+        docs = pd.DataFrame({"doc": ecir_study.judgments.table["doc"].unique()})
+        docs["title"] = docs["doc"].map(title)
+        if audio:
+            docs["audio_url"] = "https://example.org/" + docs["doc"] + ".mp3"
+        docs.to_csv(d / "docs.csv", index=False)
+        ws = Workspace.init(d / "study", qrels, d / "docs.csv", min_per_cell=min_per_cell, platform=platform)
+        ws.generate()
+        return ws
+
+    return build

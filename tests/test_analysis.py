@@ -154,7 +154,7 @@ def test_model_check_compares_three_models(ecir_result):
 
 
 def test_outputs_on_disk(ecir_result, tmp_path):
-    written = ecir_result.save(tmp_path)
+    ecir_result.save(tmp_path)
     for name in ("bias", "anova", "fits", "curves", "points"):
         assert (tmp_path / f"{name}.csv").exists()
     for fig in ("fig1_sat", "fig2_pref", "fig3_bias"):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from satcal.analysis import calibrate, design, fit_logit, fit_logit_batch, fit_logit_replicates
+from satcal.analysis import calibrate, design, fit_logit_batch, fit_logit_replicates
 from satcal.analysis.bootstrap import bootstrap_calibration, replicate_weights
 from satcal.measures import formulation
 

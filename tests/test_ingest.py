@@ -2,11 +2,10 @@
 import json
 import shutil
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from satcal.errors import InputFileError, SatcalError
+from satcal.errors import InputFileError
 from satcal.ingest import ingest, study_from_workspace
 from satcal.platforms import get_platform
 from satcal.simulate import simulate_workspace
@@ -125,7 +124,7 @@ def test_row_accounting_and_orientation(ws, tmp_path):
 
 def test_idempotent_and_overlapping(ws, tmp_path):
     out, truth = simulate_workspace(ws, "appen")
-    first = ingest(ws, [out])
+    ingest(ws, [out])
     answers = (ws.path / "answers.csv").read_bytes()
     again = ingest(ws, [out])
     assert (ws.path / "answers.csv").read_bytes() == answers and not again.files["new"].any()
@@ -133,7 +132,6 @@ def test_idempotent_and_overlapping(ws, tmp_path):
     pd.read_csv(out, dtype=str, keep_default_na=False).head(40).to_csv(subset, index=False)
     overlap = ingest(ws, [subset])
     assert (ws.path / "answers.csv").read_bytes() == answers
-    part = overlap.files.set_index("platform").loc["appen"]
     dup = overlap.rejects[overlap.rejects["source_file"].str.endswith("-part.csv")]
     assert len(dup) == 40 and dup["reason"].str.contains("duplicate of|excluded worker").all()
     assert len(overlap.answers) + len(overlap.rejects) == int(overlap.files["rows"].sum())

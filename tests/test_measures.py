@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 
-from satcal import measures as M
 from satcal.measures import (Discount, Formulation, Gain, bin_index, formulation, get_discount,
                              get_gain, pool_bounds, score_lists, study_formulations)
 

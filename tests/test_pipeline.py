@@ -1,7 +1,6 @@
 """End to end: a simulated crowd with a known user model, recovered by the whole pipeline."""
 import json
 
-import numpy as np
 import pytest
 
 

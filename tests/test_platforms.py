@@ -1,30 +1,19 @@
 """Exports: each platform's files, no key in any worker-visible field, escaping, counterbalancing."""
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from satcal.platforms import build_items, get_platform, swap_answer
+from satcal.platforms import get_platform, swap_answer
 from satcal.errors import SatcalError
-from satcal.workspace import Workspace
 
 PLATFORMS = ["appen", "toloka", "labelstudio", "csv"]
 SECRET_WORDS = ("source_id", "is_trap", "swapped", "expected", "example_id", "trap_id")
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, ecir_study):
-    d = tmp_path_factory.mktemp("ws")
-    j = d / "qrels.tsv"
-    ecir_study.judgments.table.to_csv(j, sep="\t", index=False)
-    docs = pd.DataFrame({"doc": ecir_study.judgments.table["doc"].unique()})
-    # Every title carries markup, so escaping is checked wherever a document shows up.
-    docs["title"] = '<script>alert("x")</script> & "' + docs["doc"] + '"'
-    docs["audio_url"] = "https://example.org/" + docs["doc"] + ".mp3"
-    docs.to_csv(d / "docs.csv", index=False)
-    ws = Workspace.init(d / "study", j, d / "docs.csv", min_per_cell=15)
-    ws.generate()
+def workspace(make_workspace):
+    ws = make_workspace(lambda doc: f'<script>alert("x")</script> & "{doc}"', audio=True)
     for p in PLATFORMS:
         ws.export(p, force=True)
     return ws
@@ -42,7 +31,6 @@ def _visible_frames(ws):
 
 def test_no_key_field_is_worker_visible(workspace):
     frames = _visible_frames(workspace)
-    key = workspace.table("key.csv")
     examples = workspace.table("examples.csv")
     hidden_gold = {"appen": {"_golden", "answer_gold", "answer_gold_reason"},
                    "toloka": {"GOLDEN:answer", "HINT:text"}}

@@ -1,10 +1,8 @@
 """satcal preview, driven in headless Chromium: what a worker sees and what a click records."""
 import shutil
 
-import pandas as pd
 import pytest
 
-from satcal.workspace import Workspace
 
 from browser import ensure_chromium, start_driver
 
@@ -22,15 +20,9 @@ def driver():
 
 
 @pytest.fixture(scope="module")
-def preview(tmp_path_factory, ecir_study):
-    d = tmp_path_factory.mktemp("preview")
-    j = d / "qrels.tsv"
-    ecir_study.judgments.table.to_csv(j, sep="\t", index=False)
-    docs = pd.DataFrame({"doc": ecir_study.judgments.table["doc"].unique()})
-    docs["title"] = "<script>document.title='pwned'</script>Song " + docs["doc"]
-    docs.to_csv(d / "docs.csv", index=False)
-    ws = Workspace.init(d / "study", j, d / "docs.csv", min_per_cell=10, platform="csv")
-    ws.generate()
+def preview(make_workspace):
+    ws = make_workspace(lambda doc: f"<script>document.title='pwned'</script>Song {doc}",
+                        min_per_cell=10, platform="csv")
     ws.export()
     return ws, ws.preview(n=4)
 

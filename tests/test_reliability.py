@@ -9,7 +9,7 @@ from satcal.judgments import Judgments
 from satcal.measures import formulation, study_formulations
 from satcal.reliability import (buckley_voorhees, d_study, discriminative_power, g_study, kendall_matrix,
                                 optimal_discounts, optimal_gains, reliability_report, score_matrix, simulate_runs)
-from satcal.runs import Runs
+
 
 # 3 systems x 4 topics, worked by hand:
 # grand mean 3; system means 2.5, 4, 2.5; topic means 1, 3, 4, 4

@@ -29,7 +29,6 @@ each example puts exactly one |dphi| value in each formulation's cells.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -38,7 +37,7 @@ import pandas as pd
 
 from .errors import SatcalError
 from .judgments import Judgments
-from .measures import Formulation, _resolve, bin_index, score_lists
+from .measures import _resolve, bin_index, score_lists
 
 __all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap"]
 

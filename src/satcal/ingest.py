@@ -93,7 +93,7 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
     path = Path(path)
     table = read_csv_strings(path, "columns query, a1..a<k>, b1..b<k>, answer")
     table.columns = [c.strip() for c in table.columns]
-    a_cols, b_cols = _list_columns(table.columns, "a"), _list_columns(table.columns, "b")
+    a_cols = _list_columns(table.columns, "a")
     k = k or len(a_cols)
     expected_a, expected_b = [f"a{i}" for i in range(1, k + 1)], [f"b{i}" for i in range(1, k + 1)]
     missing = [c for c in ["query", *expected_a, *expected_b, "answer"] if c not in table.columns]

@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import InputFileError, SatcalError
+from .errors import InputFileError
 from .fileio import read_utf8_text
 
 __all__ = ["Judgments", "read_judgments", "QUERY_ALIASES", "DOC_ALIASES", "LEVEL_ALIASES"]

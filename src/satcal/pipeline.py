@@ -1,7 +1,6 @@
 """End-to-end runs that chain the stages: the demo."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 

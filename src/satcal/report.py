@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
-import os
 from pathlib import Path
 
 import numpy as np

@@ -26,7 +26,7 @@ from scipy.stats import norm
 
 from ..errors import SatcalError
 from ..ingest import ANSWER_CODES, StudyData
-from ..measures import Formulation, bin_index, bin_midpoints, score_lists, study_formulations, _resolve
+from ..measures import Formulation, bin_index, bin_midpoints, score_lists, _resolve
 
 __all__ = [
     "POPULATIONS",

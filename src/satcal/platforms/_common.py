@@ -4,12 +4,11 @@ from __future__ import annotations
 import csv
 import io
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InputFileError, SatcalError
+from ..errors import InputFileError
 from ..fileio import read_utf8_text as read_text
 from . import RAW_ANSWER_COLUMNS
 
