@@ -9,7 +9,7 @@ def demo(tmp_path_factory):
     from satcal.pipeline import run_demo
     out = tmp_path_factory.mktemp("demo")
     lines = []
-    summary = run_demo(out, seed=7, progress=False, echo=lines.append, min_per_cell=100)
+    summary = run_demo(out, seed=7, progress=False, echo=lines.append, min_per_cell=100, bootstrap=50)
     return out, summary, lines
 
 
@@ -39,3 +39,22 @@ def test_demo_writes_every_output(demo):
             assert __import__("pathlib").Path(p).exists(), label
     assert (out / "ecir2015" / "report.html").exists() and (out / "study" / "analysis" / "bias.csv").exists()
     assert any("CC BY-SA 4.0" in l for l in lines)
+
+
+def test_demo_report_has_intervals(demo):
+    import pandas as pd
+    out, s, _ = demo
+    bias = pd.read_csv(out / "ecir2015" / "bias.csv")
+    assert (bias.b1_lo <= bias.b1).all() and (bias.b1 <= bias.b1_hi).all()
+    assert (out / "ecir2015" / "figures" / "fig4_intervals.png").exists()
+
+
+def test_reproduction_script(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "analysis" / "reproduce_ecir2015.py"
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), "--bootstrap", "0"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "lin-const" in proc.stdout and (tmp_path / "figures" / "fig3_bias.pdf").exists()

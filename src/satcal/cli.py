@@ -78,10 +78,15 @@ def _expand_runs(values) -> list[Path]:
 
 def _echo_ranking(result, top: int = 10) -> None:
     rank = result.ranking.head(top)
+    intervals = "b1_lo" in result.bias.columns
+    if intervals:
+        rank = rank.merge(result.bias[["formulation", "b1_lo", "b1_hi"]], on="formulation")
     click.echo("\nFormulations ranked by bias (mean rank over b1, b2, b3; 1 = least biased):")
-    click.echo(f"  {'#':>2}  {'formulation':<14} {'b1':>7} {'b2':>7} {'b3':>7}")
+    click.echo(f"  {'#':>2}  {'formulation':<14} {'b1':>7}{'  b1 95% interval' if intervals else ''} "
+               f"{'b2':>7} {'b3':>7}")
     for i, r in enumerate(rank.itertuples(), start=1):
-        click.echo(f"  {i:>2}  {r.formulation:<14} {r.b1:7.4f} {r.b2:7.4f} {r.b3:7.4f}")
+        iv = f"  [{r.b1_lo:.4f}, {r.b1_hi:.4f}]" if intervals else ""
+        click.echo(f"  {i:>2}  {r.formulation:<14} {r.b1:7.4f}{iv} {r.b2:7.4f} {r.b3:7.4f}")
 
 
 def _analysis_options(f):
@@ -504,8 +509,9 @@ def demo(out, seed, force, quiet):
     summary = run_demo(out, seed=seed, progress=not quiet, echo=click.echo)
     _echo_ranking(summary["result"])
     click.echo("\nOutputs:")
+    width = max(len(label) for label in summary["outputs"])
     for label, path in summary["outputs"].items():
-        click.echo(f"  {label:<34} {path}")
+        click.echo(f"  {label:<{width}}  {path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

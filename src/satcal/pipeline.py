@@ -13,7 +13,8 @@ __all__ = ["run_demo"]
 
 
 def run_demo(out: Path, seed: int = 2015, progress: bool = True,
-             echo: Callable[[str], None] = print, min_per_cell: int = 200) -> dict:
+             echo: Callable[[str], None] = print, min_per_cell: int = 200,
+             bootstrap: int = 1000) -> dict:
     """The demo: a simulated study on the embedded judgments, then the real ECIR 2015 answers.
 
     Returns a summary with the ECIR analysis result, the simulated study's recovery check and
@@ -52,8 +53,9 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
          f"{100 * inside:.0f}% of [0, 1]; {f_true} ranks {rank} of {len(sim.ranking)} by bias")
 
     echo("2/3 The published ECIR 2015 answers")
-    echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations")
-    result = calibrate(study, seed=seed, progress=progress)
+    echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "
+         f"{bootstrap} bootstrap replicates")
+    result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, n_jobs=2)
     written = result.save(out / "ecir2015")
     echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "
          "has no system runs)")
