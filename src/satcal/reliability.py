@@ -394,17 +394,29 @@ class ReliabilityResult:
 
     def _fig_combined(self):
         plt = self._plt()
-        c = self.combined
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4.5), sharey=True)
+        c = self.combined.merge(self.gstudy[["formulation", "gain", "discount"]], on="formulation")
+        gains, discounts = list(dict.fromkeys(c["gain"])), list(dict.fromkeys(c["discount"]))
+        markers = "os^vDPX*<>"
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), sharey=True)
         for ax, ind in zip(axes, ("b1", "b2", "b3")):
-            ax.scatter(c[ind], c["phi"], s=18)
-            for r in c.itertuples():
-                ax.annotate(r.formulation, (getattr(r, ind), r.phi), fontsize=6, alpha=0.7)
+            for gi, g in enumerate(gains):
+                for di, d in enumerate(discounts):
+                    sel = c[(c["gain"] == g) & (c["discount"] == d)]
+                    ax.scatter(sel[ind], sel["phi"], color=f"C{gi % 10}", marker=markers[di % len(markers)], s=30)
+            best = c.nsmallest(3, ind)   # name the least biased only: the cloud stays readable
+            for r in best.itertuples():
+                ax.annotate(r.formulation, (getattr(r, ind), r.phi), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
             ax.set_xlabel(f"user-side bias {ind} (lower is better)")
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("system-side Phi (higher is better)")
+        from matplotlib.lines import Line2D
+        handles = ([Line2D([], [], color=f"C{i % 10}", marker="o", ls="", label=f"gain {g}") for i, g in enumerate(gains)]
+                   + [Line2D([], [], color="0.3", marker=markers[i % len(markers)], ls="", label=f"discount {d}")
+                      for i, d in enumerate(discounts)])
+        fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
         fig.suptitle("User-side bias beside system-side dependability, per formulation")
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 0.88, 0.95))
         return fig
 
 
