@@ -58,6 +58,11 @@ def _prepare_out(out: Path, force: bool) -> Path:
     return out
 
 
+PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv"]
+_workspace_platform_option = click.option(
+    "--platform", type=click.Choice(PLATFORM_NAMES), help="Default: presentation.platform of study.toml.")
+
+
 def _expand_runs(values) -> list[Path]:
     """Run arguments: files, directories (every file inside) or glob patterns."""
     import glob
@@ -207,8 +212,7 @@ def _analyze_ecir(scores: str, kwargs: dict):
 @click.option("--levels", default=None, help="Levels to build lists from, e.g. 0,1,2 (default: the "
               "judgments' non-negative levels).")
 @click.option("--min-per-cell", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv"]),
-              default="appen", show_default=True)
+@click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="appen", show_default=True)
 @click.option("--seed", type=int, default=2015, show_default=True)
 @click.option("--force", is_flag=True, help="Start over in a directory that has a study.toml.")
 def init(directory, judgments, documents, k, levels, min_per_cell, platform, seed, force):
@@ -257,8 +261,7 @@ def generate(directory, force, quiet):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv"]),
-              help="Default: presentation.platform of study.toml.")
+@_workspace_platform_option
 @click.option("--force", is_flag=True, help="Replace an earlier export and its key.")
 def export(directory, platform, force):
     """Write the task files a crowdsourcing platform accepts, into batches/<platform>/.
@@ -284,8 +287,7 @@ def preview(directory, n):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv"]),
-              help="Default: presentation.platform of study.toml.")
+@_workspace_platform_option
 @click.option("--force", is_flag=True, help="Overwrite an earlier simulation.")
 def simulate(directory, platform, force):
     """Simulate a crowd: answers from a known user model, as the platform's result file.
@@ -305,7 +307,7 @@ def simulate(directory, platform, force):
 @main.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--platform", type=click.Choice(["appen", "toloka", "labelstudio", "csv", "ecir2015"]),
+@click.option("--platform", type=click.Choice(PLATFORM_NAMES + ["ecir2015"]),
               help="Format of the files (default: detected from name and header).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Trust threshold (default: quality.trust_threshold of study.toml).")
