@@ -169,7 +169,6 @@ def _log_arrangements(avail: np.ndarray, need: np.ndarray) -> np.ndarray:
 def _candidate_patterns(design: Design, avail: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
     """Every pattern if there are few, else a seeded sample spread over the score range."""
     levels = np.array(design.levels)
-    max_avail = avail.max(axis=0)
     n_all = len(levels) ** design.k
     if n_all <= MAX_ENUMERATED_PATTERNS:
         pats = np.array(list(itertools.product(levels, repeat=design.k)), dtype=np.int64)
@@ -184,7 +183,6 @@ def _candidate_patterns(design: Design, avail: np.ndarray, rng: np.random.Genera
         exhaustive = False
     need = _requirements(pats, design.levels)
     buildable = (need[:, None, :] <= avail[None, :, :]).all(axis=2).any(axis=1)
-    del max_avail
     return pats[buildable], exhaustive
 
 
@@ -229,7 +227,7 @@ def _incidence(bins_a: np.ndarray, bins_b: np.ndarray, dbins: np.ndarray, n_bins
 # --------------------------------------------------------------------------------------------
 # Selection
 # --------------------------------------------------------------------------------------------
-def _select_published(mat, need, capacity, rng, progress):
+def _select_published(mat, need, capacity, rng, progress, info):
     counts = np.zeros(mat.shape[0], dtype=np.int64)
     chosen = np.zeros(mat.shape[1], dtype=np.int64)
     open_cells = need > 0
@@ -249,7 +247,7 @@ def _select_published(mat, need, capacity, rng, progress):
     return chosen
 
 
-def _select_greedy(mat, need, capacity, rng, progress, chosen=None, sample: int = 600):
+def _select_greedy(mat, need, capacity, rng, progress, info=None, chosen=None, sample: int = 600):
     counts = mat @ (chosen if chosen is not None else np.zeros(mat.shape[1], np.int64))
     chosen = np.zeros(mat.shape[1], dtype=np.int64) if chosen is None else chosen.copy()
     open_cells = need > 0
@@ -288,7 +286,7 @@ def _prune(mat, need, chosen, rng):
     return chosen
 
 
-def _select_optimal(mat, need, capacity, rng, progress):
+def _select_optimal(mat, need, capacity, rng, progress, info):
     """LP relaxation of the covering problem on the |dphi| cells, rounded down, then repaired.
 
     The |dphi| cells bind (each example gives each formulation exactly one |dphi| value, but
@@ -326,7 +324,9 @@ def _select_optimal(mat, need, capacity, rng, progress):
     chosen = np.zeros(mat.shape[1], dtype=np.int64)
     if res.status == 0:
         if len(signatures) == len(np.unique(group)):
-            _select_optimal.lp_bound = int(np.ceil(res.fun - 1e-6))
+            # ceil of the LP optimum over all candidate pairs: a lower bound no design can
+            # beat when the candidates are exhaustive.
+            info["lp_bound"] = int(np.ceil(res.fun - 1e-6))
         take = np.floor(res.x + 1e-7).astype(np.int64)
         order = np.argsort(group, kind="stable")
         order = order[group[order] >= 0]
@@ -481,8 +481,8 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
 
     total_hint = design.min_per_cell * nb * 2
     bar = _progress_bar(progress, total_hint, f"selecting examples ({design.method})")
-    _select_optimal.lp_bound = None
-    chosen = _SELECTORS[design.method](mat, need, capacity, rng, lambda n: bar.update(n))
+    selection: dict = {}
+    chosen = _SELECTORS[design.method](mat, need, capacity, rng, lambda n: bar.update(n), selection)
     bar.close()
     docs_by_level = judgments.docs_by_level()
     examples, duplicates = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng)
@@ -493,10 +493,7 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
     info = {"candidate_patterns": int(len(patterns)), "candidate_pairs": int(len(pa)),
             "exhaustive": bool(exhaustive), "queries_used": int(examples["query"].nunique()),
             "duplicates": bool(duplicates)}
-    if _select_optimal.lp_bound is not None:
-        # ceil of the LP optimum over all candidate pairs: a lower bound no design can beat
-        # when the candidates are exhaustive.
-        info["lp_bound"] = _select_optimal.lp_bound
+    info.update(selection)
     return GenerationResult(examples, score_table, coverage, design, lower, design.method, info)
 
 
