@@ -12,26 +12,51 @@ The public surface, re-exported here::
     satcal.Workspace.init(dir, judgments)          a study directory (then .generate(), .export(), ...)
     satcal.ingest.ingest(workspace, files)         result files -> answers, rejects, workers
     satcal.read_runs(paths), satcal.reliability_report(runs, judgments, formulations)
+
+Names are imported on first use (PEP 562), so ``import satcal`` and ``satcal --help`` do not
+pay for pandas, SciPy, statsmodels or matplotlib before they are needed.
 """
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
 
-from .errors import InputFileError, SatcalError
-from .measures import (Discount, Formulation, Gain, formulation, get_discount, get_gain,
-                       score_lists, study_formulations)
-from .judgments import Judgments, read_judgments
-from .ingest import StudyData, read_external_study
-from .datasets import load_ecir2015
-from .analysis import CalibrationResult, calibrate
-from .generate import Design, GenerationResult
-from .traps import build_traps, read_traps
-from .runs import read_runs
-from .reliability import reliability_report
-from .workspace import Workspace
+# public name -> the module that defines it
+_EXPORTS = {
+    "SatcalError": "errors", "InputFileError": "errors",
+    "Gain": "measures", "Discount": "measures", "Formulation": "measures",
+    "formulation": "measures", "get_gain": "measures", "get_discount": "measures",
+    "score_lists": "measures", "study_formulations": "measures",
+    "Judgments": "judgments", "read_judgments": "judgments",
+    "StudyData": "ingest", "read_external_study": "ingest",
+    "load_ecir2015": "datasets",
+    "CalibrationResult": "analysis", "calibrate": "analysis",
+    "Design": "generate", "GenerationResult": "generate",
+    "build_traps": "traps", "read_traps": "traps",
+    "read_runs": "runs",
+    "reliability_report": "reliability",
+    "Workspace": "workspace",
+}
 
-__all__ = [
-    "__version__", "SatcalError", "InputFileError", "Gain", "Discount", "Formulation",
-    "formulation", "get_gain", "get_discount", "score_lists", "study_formulations", "Judgments",
-    "read_judgments", "StudyData", "read_external_study", "load_ecir2015", "CalibrationResult",
-    "calibrate", "Design", "GenerationResult", "build_traps", "read_traps", "read_runs",
-    "reliability_report", "Workspace",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+# submodules reachable as attributes (``satcal.generate.generate``) without an explicit import
+_SUBMODULES = {"analysis", "datasets", "errors", "fileio", "generate", "ingest", "judgments",
+               "measures", "pipeline", "platforms", "quality", "reliability", "report", "runs",
+               "simulate", "traps", "workspace"}
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'satcal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -534,9 +534,14 @@ def pool_bounds(pools, formulations=None, k: int = 5,
     return out
 
 
+#: Lists scored per block: bounds the temporaries to a few hundred MB whatever n is.
+CHUNK_LISTS = 1_000_000
+
+
 def score_lists(levels, formulations=None, *, n_levels: int | None = None,
                 top_level: float | None = None, pools: Sequence[np.ndarray] | None = None,
-                query_index: Sequence[int] | None = None, k: int | None = None) -> np.ndarray:
+                query_index: Sequence[int] | None = None, k: int | None = None,
+                dtype=np.float64, chunk_size: int = CHUNK_LISTS) -> np.ndarray:
     """phi of n lists under F formulations, shape (n, F).
 
     Parameters
@@ -552,6 +557,13 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
         levels of each query's pool.
     query_index : sequence of int, optional
         For each list, the index of its query in ``pools``.
+    dtype : numpy dtype, default float64
+        Of the result. ``np.float32`` halves the memory of a large result (10,000,000 lists x
+        36 formulations: 1.4 GB instead of 2.9 GB) at about 7 significant digits; the
+        computation itself is in float64 either way.
+    chunk_size : int
+        Lists scored per block. The result is allocated once and filled block by block, so
+        the temporaries stay at a few block-sized arrays however many lists there are.
 
     Returns
     -------
@@ -563,6 +575,8 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
     k = lv.shape[1] if k is None else k
     if lv.shape[1] != k:
         raise ValueError(f"lists have {lv.shape[1]} positions but k = {k}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive number of lists, got {chunk_size}")
     norms = [get_normalization(f.normalization) for f in forms]
     pooled = [j for j, nm in enumerate(norms) if nm.uses_pool]
     # raw and max are a constant per formulation: fold them into the gain table.
@@ -572,23 +586,37 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
         if "max" in nm.needs:
             bound = _max_bound([forms[j]], k, top)[0]
             scale[j] = 1.0 / bound if bound else 0.0
+    pool_groups = _pool_groups(forms, norms, pooled, pools, query_index, lv.shape[0], k)
+    n = lv.shape[0]
+    out = np.empty((n, len(forms)), dtype=dtype)
+    for start in range(0, n, chunk_size):
+        rows = slice(start, min(start + chunk_size, n))
+        block = dcg_matrix(lv[rows], forms, scale)
+        for cols, norm, bounds, qi in pool_groups:
+            block[:, cols] = norm.fn(block[:, cols], {name: b[qi[rows]] for name, b in bounds.items()})
+        out[rows] = block
+    return out
+
+
+def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> list:
+    """Per pool-based normalisation: its columns, the normalisation, each query's bounds
+    (computed once for all lists) and the query of each list."""
     if not pooled:
-        return dcg_matrix(lv, forms, scale)
-    out = dcg_matrix(lv, forms, scale)
+        return []
     if pools is None or query_index is None:
         raise ValueError(f"normalisation {norms[pooled[0]].id!r} needs each query's judged pool: "
                          "pass pools= and query_index=")
     qi = np.asarray(query_index, dtype=np.intp)
-    if qi.shape != (lv.shape[0],):
+    if qi.shape != (n,):
         raise ValueError("query_index needs one entry per list")
     groups: dict[str, list[int]] = {}
     for j in pooled:
         groups.setdefault(norms[j].id, []).append(j)
+    out = []
     for norm_id, cols in groups.items():
         norm = NORMALIZATIONS[norm_id]
-        wanted = [n for n in norm.needs if n in ("ideal", "worst", "rlb")]
-        bounds = pool_bounds(pools, [forms[j] for j in cols], k, wanted)
-        out[:, cols] = norm.fn(out[:, cols], {name: b[qi] for name, b in bounds.items()})
+        wanted = [name for name in norm.needs if name in ("ideal", "worst", "rlb")]
+        out.append((cols, norm, pool_bounds(pools, [forms[j] for j in cols], k, wanted), qi))
     return out
 
 

@@ -23,8 +23,8 @@ import pandas as pd
 from scipy.special import expit
 
 from ..errors import SatcalError
-from .core import (GRID, bias_indicators, design, fit_logit_replicates, preference_data,
-                   satisfaction_data)
+from .core import (GRID, AnswerTypes, bias_indicators, collapse_answers, design,
+                   fit_logit_replicates, preference_curves, satisfaction_curves)
 from ..measures import bin_index
 
 __all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "parallel_map"]
@@ -32,12 +32,20 @@ __all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "par
 LEVEL = 0.95
 
 
-def replicate_weights(n: int, replicates: int, seed: int) -> np.ndarray:
-    """(B, n) resampling counts; replicate b uses child stream b of SeedSequence(seed)."""
+def replicate_weights(n: int, replicates: int, seed: int, groups: np.ndarray | None = None,
+                      n_groups: int | None = None) -> np.ndarray:
+    """Resampling counts; replicate b uses child stream b of SeedSequence(seed).
+
+    Without ``groups``: (B, n), how often each of the n answers is drawn. With ``groups`` (the
+    distinct row of each answer, :class:`~satcal.analysis.core.AnswerTypes`): (B, n_groups),
+    the same draws summed per distinct row, so memory grows with distinct rows, not answers.
+    """
     children = np.random.SeedSequence(seed).spawn(replicates)
-    out = np.empty((replicates, n), dtype=np.float64)
+    width = n if groups is None else int(n_groups)
+    out = np.empty((replicates, width), dtype=np.float64)
     for b, child in enumerate(children):
-        out[b] = np.bincount(np.random.default_rng(child).integers(0, n, n), minlength=n)
+        draws = np.random.default_rng(child).integers(0, n, n)
+        out[b] = np.bincount(draws if groups is None else groups[draws], minlength=width)
     return out
 
 
@@ -112,17 +120,19 @@ def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
 
 
 def parallel_map(func, tasks, n_jobs: int = 1, backend: str = "loky", progress: bool = False,
-                 desc: str = "working"):
+                 desc: str = "working", total: int | None = None):
     """``[func(*t) for t in tasks]`` through joblib: local processes, or a Dask cluster.
 
     ``backend``: ``"loky"`` (local processes), ``"dask"`` (a new local Dask cluster) or
-    ``"dask:ADDRESS"`` (an existing scheduler). Results come back in task order.
+    ``"dask:ADDRESS"`` (an existing scheduler). Results come back in task order. ``tasks``
+    may be a generator (built as the workers take them; ``total`` sizes the progress bar).
     """
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
 
-    tasks = list(tasks)
-    bar = tqdm(total=len(tasks), desc=desc, disable=not progress)
+    if total is None and hasattr(tasks, "__len__"):
+        total = len(tasks)
+    bar = tqdm(total=total, desc=desc, disable=not progress)
     client = None
     if backend.startswith("dask"):
         try:
@@ -219,27 +229,33 @@ class BootstrapResult:
 
 def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
-                          backend: str = "loky", n_bins: int = 10, progress: bool = False) -> BootstrapResult:
-    """Bootstrap the whole calibration over examples (see module docstring)."""
+                          backend: str = "loky", n_bins: int = 10, progress: bool = False,
+                          types: AnswerTypes | None = None) -> BootstrapResult:
+    """Bootstrap the whole calibration over examples (see module docstring).
+
+    Answers are drawn with replacement; each replicate's draws are then counted per distinct
+    (phi_A, phi_B, answer) row (``types``, computed when not given), so the fits cost what the
+    distinct rows cost.
+    """
     if replicates < 2:
         raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")
-    answers = np.asarray(answers)
-    n = len(answers)
-    # Row 0: the full sample (every weight 1), for the point estimates of the BC intervals.
-    W = np.vstack([np.ones((1, n)), replicate_weights(n, replicates, seed)])
-    keep = np.isin(answers, ("both_good", "both_bad"))
-    w_sat = np.concatenate([W[:, keep], W[:, keep]], axis=1)
-    x_sat, y_sat = satisfaction_data(phi_a, phi_b, answers)
-    pref = preference_data(phi_a, phi_b, answers, population)
-    if population == "all":
-        w_prefs = [W] * len(forms)
-    else:
-        dphi = np.atleast_2d(phi_a) - np.atleast_2d(phi_b)
-        chose = np.isin(answers, ("a_better", "b_better"))
-        w_prefs = [W[:, chose & (np.abs(dphi[:, j]) >= 1e-9)] for j in range(len(forms))]
-    tasks = [(x_sat[:, j], y_sat, w_sat, pref[j][0], pref[j][1], w_prefs[j], n_bins)
-             for j in range(len(forms))]
-    results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap")
+    if types is None:
+        types = collapse_answers(phi_a, phi_b, answers)
+    n = types.n_answers
+    # Row 0: the full sample (every answer once), for the point estimates of the BC intervals.
+    W = np.vstack([types.counts[None, :],
+                   replicate_weights(n, replicates, seed, types.inverse, types.counts.size)])
+    sat = satisfaction_curves(types)
+    pref = preference_curves(types, population)
+    w_sat = W[:, sat[0].types]  # the same rows for every formulation
+
+    def weights(curve):
+        return W if curve.types is None else W[:, curve.types]
+
+    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins)
+             for j in range(len(forms)))
+    results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap",
+                           total=len(forms))
     ids = [f.id for f in forms]
     indicators = np.stack([r["indicators"] for r in results], axis=1)  # (1 + B, F, 3)
     return BootstrapResult(

@@ -21,8 +21,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
-from scipy.stats import norm
+from scipy.special import expit, ndtri
 
 from ..errors import SatcalError
 from ..ingest import ANSWER_CODES, StudyData
@@ -38,6 +37,12 @@ __all__ = [
     "fit_logit_replicates",
     "satisfaction_data",
     "preference_data",
+    "AnswerTypes",
+    "collapse_answers",
+    "CurveData",
+    "satisfaction_curves",
+    "preference_curves",
+    "sufficient_statistics",
     "binned_points",
     "bias_indicators",
     "anova_table",
@@ -49,7 +54,7 @@ __all__ = [
 POPULATIONS = ("all", "preferences_only")
 GRID = np.round(np.linspace(0.0, 1.0, 1001), 3)
 CURVES = ("sat", "pref")
-Z95 = norm.ppf(0.975)
+Z95 = float(ndtri(0.975))
 TIE_TOLERANCE = 1e-9
 
 
@@ -69,10 +74,11 @@ def satisfaction_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[st
 
 
 def preference_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str],
-                    population: str = "all"):
+                    population: str = "all", _masks: bool = False):
     """Per formulation, (x = |dphi|, agree) of the preference curve.
 
-    Returns a list with one ``(x, y)`` pair per formulation column.
+    Returns a list with one ``(x, y)`` pair per formulation column (with ``_masks``, a triple
+    whose third item is the boolean mask of kept rows, or None when every row is kept).
     """
     if population not in POPULATIONS:
         raise SatcalError(f"population must be one of {POPULATIONS}, got {population!r}")
@@ -86,11 +92,116 @@ def preference_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str]
     agree = ((a_pref & (dphi > 0)) | (b_pref & (dphi < 0))).astype(float)
     x = np.abs(dphi)
     if population == "all":
-        return [(x[:, j], agree[:, j]) for j in range(x.shape[1])]
+        return [(x[:, j], agree[:, j]) + ((None,) if _masks else ()) for j in range(x.shape[1])]
     out = []
     for j in range(x.shape[1]):
         keep = (a_pref[:, 0] | b_pref[:, 0]) & (dphi[:, j] != 0)
-        out.append((x[keep, j], agree[keep, j]))
+        out.append((x[keep, j], agree[keep, j]) + ((keep,) if _masks else ()))
+    return out
+
+
+@dataclass(frozen=True)
+class AnswerTypes:
+    """Distinct answered examples: the sufficient statistics of a calibration.
+
+    Two answers with the same scores under every formulation and the same answer code carry
+    the same information, so an analysis needs only each distinct (phi_A, phi_B, answer) row
+    and how often it occurs. A study with k = 5 and 3 levels has at most a few thousand such
+    rows however many answers it collects, and every fit, point and bootstrap replicate costs
+    what the distinct rows cost (the binomial likelihood with counts is exactly the likelihood
+    of the rows it replaces).
+
+    Attributes
+    ----------
+    phi_a, phi_b : (T, F) scores of each distinct row
+    answers : (T,) answer codes
+    counts : (T,) how many answers each row stands for
+    inverse : (n,) the row of each input answer, in input order (for folds and resampling)
+    """
+
+    phi_a: np.ndarray
+    phi_b: np.ndarray
+    answers: np.ndarray
+    counts: np.ndarray
+    inverse: np.ndarray
+
+    @property
+    def n_answers(self) -> int:
+        return int(self.inverse.size)
+
+
+def collapse_answers(phi_a, phi_b, answers) -> AnswerTypes:
+    """Group answers by (phi_A row, phi_B row, answer code); see :class:`AnswerTypes`."""
+    phi_a, phi_b = np.atleast_2d(np.asarray(phi_a, float)), np.atleast_2d(np.asarray(phi_b, float))
+    answers = np.asarray(answers, dtype=object)
+    code = np.full(len(answers), -1.0)
+    for i, c in enumerate(ANSWER_CODES):
+        code[answers == c] = i
+    if (code < 0).any():
+        bad = sorted(set(answers[code < 0].tolist()), key=str)
+        raise SatcalError(f"unknown answer code(s) {bad}; expected {', '.join(ANSWER_CODES)}")
+    key = np.ascontiguousarray(np.concatenate([phi_a, phi_b, code[:, None]], axis=1))
+    key[key == 0] = 0.0  # -0.0 and 0.0 are one score
+    rows = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1])))[:, 0]
+    _, first, inverse, counts = np.unique(rows, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    return AnswerTypes(phi_a[first], phi_b[first], answers[first], counts.astype(float),
+                       inverse.ravel().astype(np.intp))
+
+
+@dataclass(frozen=True)
+class CurveData:
+    """The rows of one curve of one formulation, with counts.
+
+    ``x``, ``y`` and ``w`` are the rows (score, outcome, count); ``obs`` gives, for every
+    observation in the order the per-answer data would list it, its row: the cross-validation
+    folds are drawn over observations, as if nothing had been collapsed. ``types`` is the
+    :class:`AnswerTypes` row behind each row (None: the rows are the types, in order), so a
+    bootstrap replicate's counts per type give its counts per row.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+    obs: np.ndarray
+    types: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.obs.size)
+
+
+def _positions(mask: np.ndarray) -> np.ndarray:
+    """For each row, its index among the rows where ``mask`` holds (-1 elsewhere)."""
+    pos = np.full(mask.size, -1, dtype=np.intp)
+    pos[mask] = np.arange(int(mask.sum()))
+    return pos
+
+
+def satisfaction_curves(types: AnswerTypes) -> list[CurveData]:
+    """Per formulation, the P(Sat|phi) data: both_good / both_bad rows, A side then B side."""
+    keep = np.isin(types.answers, ("both_good", "both_bad"))
+    sat = (types.answers[keep] == "both_good").astype(float)
+    w = np.concatenate([types.counts[keep], types.counts[keep]])
+    obs = _positions(keep)[types.inverse]
+    obs = obs[obs >= 0]
+    obs = np.concatenate([obs, obs + int(keep.sum())])
+    y = np.concatenate([sat, sat])
+    x = np.concatenate([types.phi_a[keep], types.phi_b[keep]], axis=0)
+    rows = np.tile(np.flatnonzero(keep), 2)
+    return [CurveData(x[:, j], y, w, obs, rows) for j in range(x.shape[1])]
+
+
+def preference_curves(types: AnswerTypes, population: str = "all") -> list[CurveData]:
+    """Per formulation, the P(Pref||dphi|) data of the chosen population."""
+    pairs = preference_data(types.phi_a, types.phi_b, types.answers, population, _masks=True)
+    out = []
+    for x, y, keep in pairs:
+        if keep is None:
+            out.append(CurveData(x, y, types.counts, types.inverse))
+            continue
+        obs = _positions(keep)[types.inverse]
+        out.append(CurveData(x, y, types.counts[keep], obs[obs >= 0], np.flatnonzero(keep)))
     return out
 
 
@@ -123,12 +234,31 @@ class LogitFit:
         X = design(x, len(self.beta) - 1)
         eta = X @ self.beta
         se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, self.cov, X), 0.0))
-        z = norm.ppf(0.5 + level / 2)
+        z = ndtri(0.5 + level / 2)
         return expit(eta - z * se), expit(eta + z * se)
 
 
-def fit_logit(x, y, degree: int = 2) -> LogitFit:
+def sufficient_statistics(x, y, w=None):
+    """Distinct (x, y) rows and their summed weights: (x, y, count), sorted by x then y.
+
+    A binomial likelihood over these rows with the counts as frequency weights is the
+    likelihood of the original rows, term for term.
+    """
+    x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
+    w = np.ones_like(x) if w is None else np.asarray(w, float).ravel()
+    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
+    counts = np.bincount(inv.ravel(), weights=w, minlength=len(xy))
+    nz = counts > 0
+    return xy[nz, 0], xy[nz, 1], counts[nz]
+
+
+def fit_logit(x, y, degree: int = 2, weights=None) -> LogitFit:
     """Unpenalised binomial GLM with logit link on (1, x, ..., x^degree) (statsmodels).
+
+    The rows are first collapsed to their sufficient statistics (distinct (x, y) with counts,
+    fitted with frequency weights), so the cost depends on the number of distinct scores, not
+    on the number of answers; coefficients, covariance, deviance and AIC are those of the
+    per-row fit. ``weights`` are frequency weights of the given rows.
 
     scikit-learn's ``LogisticRegression`` is penalised by default and flips the quadratic
     coefficient's sign on this kind of data, so statsmodels is used.
@@ -136,18 +266,19 @@ def fit_logit(x, y, degree: int = 2) -> LogitFit:
     import statsmodels.api as sm
     from statsmodels.tools.sm_exceptions import PerfectSeparationWarning, ConvergenceWarning
 
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.size < degree + 1:
+    xs, ys, ws = sufficient_statistics(x, y, weights)
+    n = float(ws.sum())
+    if n < degree + 1:
         raise SatcalError(f"a logit of degree {degree} needs at least {degree + 1} observations, "
-                          f"got {x.size}")
+                          f"got {n:g}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = sm.GLM(y, design(x, degree), family=sm.families.Binomial()).fit()
+        res = sm.GLM(ys, design(xs, degree), family=sm.families.Binomial(), freq_weights=ws).fit()
     separated = any(issubclass(w.category, (PerfectSeparationWarning, ConvergenceWarning))
                     for w in caught)
     converged = bool(res.converged) and not separated
-    return LogitFit(np.asarray(res.params), np.asarray(res.cov_params()), int(x.size),
-                    int(y.sum()), float(res.deviance), float(res.aic), converged)
+    return LogitFit(np.asarray(res.params), np.asarray(res.cov_params()), int(round(n)),
+                    int(round(float((ws * ys).sum()))), float(res.deviance), float(res.aic), converged)
 
 
 def _newton(beta: np.ndarray, eta_of, y_of, w_of, design_of, max_iter: int, tol: float):
@@ -259,19 +390,23 @@ def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: 
 # --------------------------------------------------------------------------------------------
 # Points and indicators
 # --------------------------------------------------------------------------------------------
-def binned_points(x, y, n_bins: int = 10) -> pd.DataFrame:
-    """Per bin of x: n, successes, proportion and its Wilson 95% interval."""
+def binned_points(x, y, n_bins: int = 10, weights=None) -> pd.DataFrame:
+    """Per bin of x: n, successes, proportion and its Wilson 95% interval.
+
+    ``weights`` are frequency weights (counts) of the rows.
+    """
     from statsmodels.stats.proportion import proportion_confint
 
     b = bin_index(x, n_bins)
-    n = np.bincount(b, minlength=n_bins)
-    s = np.bincount(b, weights=np.asarray(y, float), minlength=n_bins)
+    w = np.ones(b.size) if weights is None else np.asarray(weights, float)
+    n = np.rint(np.bincount(b, weights=w, minlength=n_bins)).astype(np.int64)
+    s = np.bincount(b, weights=w * np.asarray(y, float), minlength=n_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
         prop = np.where(n > 0, s / np.maximum(n, 1), np.nan)
         lo, hi = proportion_confint(s, np.maximum(n, 1), alpha=0.05, method="wilson")
     lo, hi = np.where(n > 0, lo, np.nan), np.where(n > 0, hi, np.nan)
     return pd.DataFrame({"bin": np.arange(n_bins), "x_mid": np.round(bin_midpoints(n_bins), 10),
-                         "n": n, "successes": s.astype(int), "proportion": prop, "lo": lo, "hi": hi})
+                         "n": n, "successes": np.rint(s).astype(int), "proportion": prop, "lo": lo, "hi": hi})
 
 
 def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GRID) -> dict:
@@ -319,28 +454,48 @@ def rank_formulations(bias: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 # Model check
 # --------------------------------------------------------------------------------------------
-def model_check(x, y, folds: int = 5, seed: int = 0) -> list[dict]:
-    """Cross-validated log loss and Brier score of quadratic vs linear logit vs isotonic."""
-    from sklearn.isotonic import IsotonicRegression
+def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
+    """Cross-validated log loss and Brier score of quadratic vs linear logit vs isotonic.
+
+    ``x`` and ``y`` are rows; ``obs`` (optional) lists the row of every observation, so that
+    rows with counts (:class:`CurveData`) are checked as if each observation were its own row.
+    The folds are stratified and drawn over observations; each fold's fits and losses run on
+    the distinct (x, y) rows weighted by how many of the fold's observations they hold.
+    """
     from sklearn.model_selection import StratifiedKFold
 
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(np.unique(y)) < 2 or min(np.bincount(y.astype(int))) < folds:
+    obs = np.arange(x.size) if obs is None else np.asarray(obs, np.intp)
+    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
+    xd, yd = xy[:, 0], xy[:, 1]
+    row_of = inv.ravel()[obs]  # the distinct (x, y) row of every observation
+    y_obs = yd[row_of]
+    if len(np.unique(y_obs)) < 2 or min(np.bincount(y_obs.astype(int))) < folds:
         return []
-    preds = {m: np.empty_like(y) for m in ("quadratic_logit", "linear_logit", "isotonic")}
+    losses = {m: [0.0, 0.0] for m in ("quadratic_logit", "linear_logit", "isotonic")}
     cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
-    for train, test in cv.split(x, y):
+    for train, test in cv.split(np.zeros((y_obs.size, 1)), y_obs):
+        w_train = np.bincount(row_of[train], minlength=xd.size).astype(float)
+        w_test = np.bincount(row_of[test], minlength=xd.size).astype(float)
+        preds = {}
         for model, degree in (("quadratic_logit", 2), ("linear_logit", 1)):
-            beta, _ = fit_logit_batch(design(x[train], degree)[None], y[train][None])
-            preds[model][test] = expit(design(x[test], degree) @ beta[0])
-        iso = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(x[train], y[train])
-        preds["isotonic"][test] = iso.predict(x[test])
-    out = []
-    for model, p in preds.items():
-        pc = np.clip(p, 1e-4, 1 - 1e-4)  # the same floor for all, so isotonic 0/1 stays finite
-        out.append({"model": model, "log_loss": float(-np.mean(y * np.log(pc) + (1 - y) * np.log(1 - pc))),
-                    "brier": float(np.mean((p - y) ** 2)), "folds": folds})
-    return out
+            beta, _ = fit_logit_batch(design(xd, degree)[None], yd[None], w_train[None])
+            preds[model] = expit(design(xd, degree) @ beta[0])
+        preds["isotonic"] = _isotonic_fit(xd, yd, w_train).predict(xd)
+        for model, p in preds.items():
+            pc = np.clip(p, 1e-4, 1 - 1e-4)  # the same floor for all, so isotonic 0/1 stays finite
+            losses[model][0] += float(w_test @ -(yd * np.log(pc) + (1 - yd) * np.log(1 - pc)))
+            losses[model][1] += float(w_test @ (p - yd) ** 2)
+    return [{"model": model, "log_loss": ll / y_obs.size, "brier": br / y_obs.size, "folds": folds}
+            for model, (ll, br) in losses.items()]
+
+
+def _isotonic_fit(x, y, w):
+    """Isotonic regression on weighted rows (rows of weight 0 left out)."""
+    from sklearn.isotonic import IsotonicRegression
+    keep = w > 0
+    return IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(
+        x[keep], y[keep], sample_weight=w[keep])
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,13 +583,15 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     phi_a, phi_b = np.atleast_2d(phi_a), np.atleast_2d(phi_b)
     if phi_a.shape != (len(answers), len(forms)) or phi_b.shape != phi_a.shape:
         raise SatcalError(f"phi_a and phi_b need shape ({len(answers)}, {len(forms)})")
-    x_sat, y_sat = satisfaction_data(phi_a, phi_b, answers)
-    pref = preference_data(phi_a, phi_b, answers, population)
+    types = collapse_answers(phi_a, phi_b, answers)
+    sat_curves = satisfaction_curves(types)
+    pref_curves = preference_curves(types, population)
     counts = pd.Series(answers).value_counts()
-    meta.update(n_examples=int(len(answers)), n_sat_lists=int(len(y_sat)),
-                n_sat_examples=int(len(y_sat) // 2),
+    n_sat = sat_curves[0].n if sat_curves else 0
+    meta.update(n_examples=int(len(answers)), n_sat_lists=n_sat, n_sat_examples=n_sat // 2,
+                n_distinct_rows=int(types.counts.size),
                 answer_counts={c: int(counts.get(c, 0)) for c in ANSWER_CODES})
-    if len(y_sat) < 3:
+    if n_sat < 3:
         raise SatcalError("fewer than 2 both_good/both_bad answers: P(Sat|phi) cannot be fitted")
 
     fcols = _formulation_columns(forms)
@@ -446,8 +603,9 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         iterator = tqdm(iterator, desc="fitting curves", unit="formulation")
     for j in iterator:
         ident = fcols.iloc[j].to_dict()
-        for curve, (x, y), store in (("sat", (x_sat[:, j], y_sat), p_sat), ("pref", pref[j], p_pref)):
-            fit = fit_logit(x, y)
+        for curve, data, store in (("sat", sat_curves[j], p_sat), ("pref", pref_curves[j], p_pref)):
+            x, y, w = data.x, data.y, data.w
+            fit = fit_logit(x, y, weights=w)
             store[j] = fit.predict(GRID)
             lo, hi = fit.band(GRID)
             fit_rows.append({**ident, "curve": curve, "n": fit.n, "successes": fit.successes,
@@ -455,13 +613,14 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                              "se0": np.sqrt(fit.cov[0, 0]), "se1": np.sqrt(fit.cov[1, 1]),
                              "se2": np.sqrt(fit.cov[2, 2]), "deviance": fit.deviance,
                              "aic": fit.aic, "converged": fit.converged})
-            iso = _isotonic_curve(x, y)
+            iso = _isotonic_curve(x, y, w)
             curve_frames.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
                                               "curve": curve, "x": GRID, "p": store[j], "lo": lo,
                                               "hi": hi, "p_isotonic": iso}))
-            pts = binned_points(x, y, n_bins)
+            pts = binned_points(x, y, n_bins, weights=w)
             point_frames.append(pts.assign(**ident, curve=curve))
-            for row in (model_check(x, y, model_check_folds, seed) if model_check_folds else []):
+            checks = model_check(x, y, model_check_folds, seed, obs=data.obs) if model_check_folds else []
+            for row in checks:
                 check_rows.append({**ident, "curve": curve, **row})
     ind = bias_indicators(p_sat, p_pref)
     bias = fcols.assign(**ind)
@@ -477,13 +636,13 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         from .bootstrap import bootstrap_calibration
         result.bootstrap = bootstrap_calibration(phi_a, phi_b, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
-                                                 backend=backend, progress=progress)
+                                                 backend=backend, progress=progress, types=types)
         result.bootstrap.attach(result)
     return result
 
 
-def _isotonic_curve(x, y) -> np.ndarray:
-    from sklearn.isotonic import IsotonicRegression
-    if len(np.unique(x)) < 2:
+def _isotonic_curve(x, y, w=None) -> np.ndarray:
+    w = np.ones(np.size(x)) if w is None else np.asarray(w, float)
+    if len(np.unique(np.asarray(x)[w > 0])) < 2:
         return np.full(GRID.size, np.nan)
-    return IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(x, y).predict(GRID)
+    return _isotonic_fit(np.asarray(x, float), np.asarray(y, float), w).predict(GRID)

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from scipy.stats import t as student_t
 
 from ..errors import SatcalError
 from ..judgments import Judgments
@@ -112,6 +111,7 @@ def evaluate_runs(judgments: Judgments, runs: Runs, calibration: Calibration, k:
     n = len(queries)
     mean = p_sat.mean(axis=1)
     sd = p_sat.std(axis=1, ddof=1) if n > 1 else np.zeros(len(systems))
+    from scipy.stats import t as student_t
     half = student_t.ppf(0.975, max(n - 1, 1)) * sd / np.sqrt(n) if n > 1 else np.full(len(systems), np.nan)
     per_system = pd.DataFrame({"system": systems, "queries": n, "mean_phi": phi.mean(axis=1),
                                "expected_sat": mean, "sat_lo": mean - half, "sat_hi": mean + half})

@@ -1,0 +1,192 @@
+"""Issue 14: fits on sufficient statistics equal the per-row fits; a light ``import satcal``;
+memory-bounded scoring. References are computed row by row, independently of satcal's collapse."""
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+from sklearn.isotonic import IsotonicRegression
+from sklearn.model_selection import StratifiedKFold
+from scipy.special import expit
+
+from satcal.analysis import calibrate, collapse_answers, design, fit_logit, model_check
+from satcal.analysis.bootstrap import replicate_weights
+from satcal.ingest import ANSWER_CODES
+from satcal.measures import score_lists, study_formulations
+
+FORMS = ["lin-const", "exp2-log2", "bin1-zipf"]
+
+
+def _many_answers(rng, n_examples=60, answers_per_example=25):
+    """Few distinct examples, many answers each: the case the collapse is for."""
+    la = rng.integers(0, 3, size=(n_examples, 5))
+    lb = rng.integers(0, 3, size=(n_examples, 5))
+    rows = np.repeat(np.arange(n_examples), answers_per_example)
+    answers = np.asarray(ANSWER_CODES, dtype=object)[rng.integers(0, 4, rows.size)]
+    return score_lists(la[rows], FORMS), score_lists(lb[rows], FORMS), answers
+
+
+def _per_row_glm(x, y):
+    res = sm.GLM(y, design(x), family=sm.families.Binomial()).fit()
+    return res
+
+
+def test_point_fits_equal_per_row_glm(rng):
+    phi_a, phi_b, answers = _many_answers(rng)
+    result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=FORMS,
+                       model_check_folds=0)
+    assert result.meta["n_distinct_rows"] < len(answers) / 5
+    sat = np.isin(answers, ("both_good", "both_bad"))
+    y_sat = np.tile((answers[sat] == "both_good").astype(float), 2)
+    for j, f in enumerate(FORMS):
+        ref = _per_row_glm(np.concatenate([phi_a[sat, j], phi_b[sat, j]]), y_sat)
+        row = result.fits.query("formulation == @f and curve == 'sat'").iloc[0]
+        np.testing.assert_allclose(row[["beta0", "beta1", "beta2"]].to_numpy(float), ref.params,
+                                   rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(row[["se0", "se1", "se2"]].to_numpy(float), ref.bse, rtol=1e-9)
+        assert row["deviance"] == pytest.approx(ref.deviance, rel=1e-9)
+        assert row["aic"] == pytest.approx(ref.aic, rel=1e-9)
+        assert row["n"] == sat.sum() * 2
+        d = phi_a[:, j] - phi_b[:, j]
+        agree = ((answers == "a_better") & (d > 1e-9)) | ((answers == "b_better") & (d < -1e-9))
+        ref = _per_row_glm(np.abs(d), agree.astype(float))
+        row = result.fits.query("formulation == @f and curve == 'pref'").iloc[0]
+        np.testing.assert_allclose(row[["beta0", "beta1", "beta2"]].to_numpy(float), ref.params,
+                                   rtol=1e-9, atol=1e-9)
+
+
+def _model_check_per_row(x, y, folds, seed):
+    """The model check as a per-row computation: every observation its own row."""
+    out = {m: (np.empty_like(y)) for m in ("quadratic_logit", "linear_logit", "isotonic")}
+    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x[:, None], y):
+        for model, degree in (("quadratic_logit", 2), ("linear_logit", 1)):
+            res = sm.GLM(y[train], design(x[train], degree), family=sm.families.Binomial()).fit(tol=1e-12)
+            out[model][test] = expit(design(x[test], degree) @ res.params)
+        iso = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(x[train], y[train])
+        out["isotonic"][test] = iso.predict(x[test])
+    rows = {}
+    for model, p in out.items():
+        pc = np.clip(p, 1e-4, 1 - 1e-4)
+        rows[model] = (-np.mean(y * np.log(pc) + (1 - y) * np.log(1 - pc)), np.mean((p - y) ** 2))
+    return rows
+
+
+def test_model_check_on_counts_equals_per_row(rng):
+    x = rng.choice(np.linspace(0, 1, 17), size=3000)
+    y = (rng.uniform(size=x.size) < expit(-1 + 2.5 * x)).astype(float)
+    ref = _model_check_per_row(x, y, 5, seed=7)
+    # the same observations given as distinct rows and an observation -> row map
+    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
+    got = {r["model"]: (r["log_loss"], r["brier"])
+           for r in model_check(xy[:, 0], xy[:, 1], 5, seed=7, obs=inv.ravel())}
+    for model, (ll, br) in ref.items():
+        assert got[model][0] == pytest.approx(ll, rel=1e-8)
+        assert got[model][1] == pytest.approx(br, rel=1e-8)
+
+
+def test_fit_logit_weights_are_frequency_weights(rng):
+    x = rng.choice(np.linspace(0, 1, 11), size=400)
+    y = (rng.uniform(size=400) < expit(-0.5 + 2 * x)).astype(float)
+    w = rng.integers(0, 4, size=400).astype(float)
+    rep = np.repeat(np.arange(400), w.astype(int))
+    a, b = fit_logit(x, y, weights=w), _per_row_glm(x[rep], y[rep])
+    np.testing.assert_allclose(a.beta, b.params, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(a.cov, b.cov_params(), rtol=1e-8, atol=1e-12)
+    assert a.n == len(rep) and a.deviance == pytest.approx(b.deviance, rel=1e-10)
+
+
+def test_collapse_keeps_every_answer(rng):
+    phi_a, phi_b, answers = _many_answers(rng)
+    t = collapse_answers(phi_a, phi_b, answers)
+    assert t.counts.sum() == len(answers)
+    np.testing.assert_array_equal(t.phi_a[t.inverse], phi_a)
+    np.testing.assert_array_equal(t.phi_b[t.inverse], phi_b)
+    np.testing.assert_array_equal(t.answers[t.inverse], answers)
+
+
+def test_grouped_replicate_weights_sum_the_per_answer_draws(rng):
+    groups = rng.integers(0, 7, size=200)
+    per_answer = replicate_weights(200, 12, seed=5)
+    grouped = replicate_weights(200, 12, seed=5, groups=groups, n_groups=7)
+    expected = np.stack([np.bincount(groups, weights=w, minlength=7) for w in per_answer])
+    np.testing.assert_array_equal(grouped, expected)
+
+
+def test_bootstrap_equals_the_bootstrap_of_the_rows(rng):
+    """Resampling answers then counting per distinct row is the per-answer bootstrap: the
+    replicate indicators of a collapsed study equal those recomputed from per-answer weights."""
+    phi_a, phi_b, answers = _many_answers(rng, 40, 10)
+    res = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=FORMS,
+                    model_check_folds=0, bootstrap=30, seed=2)
+    W = replicate_weights(len(answers), 30, seed=2)
+    sat = np.isin(answers, ("both_good", "both_bad"))
+    y_sat = np.tile((answers[sat] == "both_good").astype(float), 2)
+    from satcal.analysis import GRID, bias_indicators
+    for b in (0, 17):
+        w = W[b]
+        for j in range(len(FORMS)):
+            s = fit_logit(np.concatenate([phi_a[sat, j], phi_b[sat, j]]), y_sat,
+                          weights=np.tile(w[sat], 2))
+            d = phi_a[:, j] - phi_b[:, j]
+            agree = ((answers == "a_better") & (d > 1e-9)) | ((answers == "b_better") & (d < -1e-9))
+            p = fit_logit(np.abs(d), agree.astype(float), weights=w)
+            ind = bias_indicators(s.predict(GRID)[None], p.predict(GRID)[None])
+            got = res.bootstrap.indicators[b, j]
+            np.testing.assert_allclose(got, [ind["b1"][0], ind["b2"][0], ind["b3"][0]], atol=1e-7)
+
+
+def test_import_satcal_is_light():
+    code = ("import sys, satcal; heavy = [m for m in ('statsmodels', 'scipy.stats', 'matplotlib', "
+            "'pandas', 'sklearn') if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_cli_help_and_version_do_not_load_the_analysis_stack():
+    code = ("import sys; from click.testing import CliRunner; from satcal.cli import main; "
+            "r = CliRunner().invoke(main, ['--help']); v = CliRunner().invoke(main, ['--version']); "
+            "heavy = [m for m in ('statsmodels', 'scipy', 'matplotlib', 'pandas') if m in sys.modules]; "
+            "print(r.exit_code, v.exit_code, v.output.strip(), ','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    import satcal
+    assert out.stdout.split() == ["0", "0", "satcal,", "version", satcal.__version__]
+
+
+def test_public_names_resolve():
+    import satcal
+    for name in satcal.__all__:
+        assert getattr(satcal, name) is not None
+    assert satcal.generate.generate is not None  # submodules stay reachable as attributes
+    with pytest.raises(AttributeError):
+        satcal.no_such_name
+
+
+@pytest.mark.parametrize("normalization", ["max", "ideal", "minmax", "ul2"])
+def test_scoring_in_blocks_equals_one_pass(rng, normalization):
+    levels = rng.integers(-1, 4, size=(1000, 5)).astype(float)
+    levels[rng.uniform(size=levels.shape) < 0.05] = np.nan  # short lists
+    pools = [rng.integers(-1, 4, size=rng.integers(3, 30)) for _ in range(40)]
+    qi = rng.integers(0, 40, size=1000)
+    forms = study_formulations(normalization)
+    kw = dict(n_levels=4, pools=pools, query_index=qi)
+    whole = score_lists(levels, forms, chunk_size=10_000, **kw)
+    blocks = score_lists(levels, forms, chunk_size=37, **kw)
+    np.testing.assert_array_equal(blocks, whole)
+    single = score_lists(levels, forms, chunk_size=10_000, dtype=np.float32, **kw)
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, whole, rtol=1e-6, atol=1e-6)
+
+
+def test_scoring_memory_is_bounded():
+    """2,000,000 lists x 36 formulations: the result (576 MB) plus the input and at most a few
+    block-sized temporaries (measured in a fresh process: its peak resident set)."""
+    code = ("import numpy as np, resource; from satcal.measures import score_lists; "
+            "lv = np.random.default_rng(0).integers(0, 3, size=(2_000_000, 5), dtype=np.int8); "
+            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; phi = score_lists(lv); "
+            "print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, phi.nbytes)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    base_kb, peak_kb, out_bytes = map(int, out.stdout.split())
+    extra_mb = (peak_kb - base_kb) / 1024 - out_bytes / 2**20
+    assert extra_mb < 900, f"{extra_mb:.0f} MB of temporaries beyond the result"
