@@ -190,3 +190,29 @@ def test_scoring_memory_is_bounded():
     base_kb, peak_kb, out_bytes = map(int, out.stdout.split())
     extra_mb = (peak_kb - base_kb) / 1024 - out_bytes / 2**20
     assert extra_mb < 900, f"{extra_mb:.0f} MB of temporaries beyond the result"
+
+
+@pytest.mark.parametrize("seed", [0, 3, 11])
+@pytest.mark.parametrize("folds", [2, 5])
+def test_stratified_folds_equal_sklearn(seed, folds):
+    from satcal.analysis.core import stratified_folds
+    rng = np.random.default_rng(seed)
+    y = (rng.uniform(size=503) < rng.uniform(0.1, 0.9)).astype(float)
+    ours = stratified_folds(y, folds, seed)
+    theirs = np.empty(y.size, dtype=int)
+    for f, (_, test) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=seed).split(y[:, None], y)):
+        theirs[test] = f
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_calibrate_from_levels_equals_from_scores(rng):
+    """Grouping a study by relevance patterns before scoring changes nothing."""
+    from satcal import load_ecir2015
+    study = load_ecir2015()
+    study.examples = study.examples.iloc[rng.integers(0, len(study.examples), 3000)].reset_index(drop=True)
+    forms = study_formulations()[:6]
+    a = calibrate(study, forms, model_check_folds=3)
+    b = calibrate(phi_a=score_lists(study.levels("a"), forms), phi_b=score_lists(study.levels("b"), forms),
+                  answers=study.answers, formulations=forms, model_check_folds=3)
+    for name in ("fits", "bias", "points", "model_check"):
+        pd.testing.assert_frame_equal(a.tables()[name], b.tables()[name], rtol=1e-12)

@@ -23,7 +23,7 @@ import pandas as pd
 from scipy.special import expit
 
 from ..errors import SatcalError
-from .core import (GRID, AnswerTypes, bias_indicators, collapse_answers, design,
+from .core import (GRID, AnswerTypes, _distinct_pairs, bias_indicators, collapse_answers, design,
                    fit_logit_replicates, preference_curves, satisfaction_curves)
 from ..measures import bin_index
 
@@ -84,10 +84,9 @@ def _collapse(x: np.ndarray, y: np.ndarray, w: np.ndarray):
     """Merge rows with equal (x, y), summing their weights: the likelihood is unchanged and
     the fits run on a few hundred distinct rows instead of thousands."""
     from scipy.sparse import csr_matrix
-    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
-    inv = inv.ravel()
-    group = csr_matrix((np.ones(x.size), (np.arange(x.size), inv)), shape=(x.size, len(xy)))
-    return xy[:, 0], xy[:, 1], np.asarray((group.T @ w.T).T)
+    xd, yd, inv = _distinct_pairs(np.asarray(x, float), np.asarray(y, float))
+    group = csr_matrix((np.ones(x.size), (np.arange(x.size), inv)), shape=(x.size, xd.size))
+    return xd, yd, np.asarray((group.T @ w.T).T)
 
 
 def _binned_rates(x, y, W, n_bins):

@@ -130,23 +130,50 @@ class AnswerTypes:
         return int(self.inverse.size)
 
 
-def collapse_answers(phi_a, phi_b, answers) -> AnswerTypes:
-    """Group answers by (phi_A row, phi_B row, answer code); see :class:`AnswerTypes`."""
-    phi_a, phi_b = np.atleast_2d(np.asarray(phi_a, float)), np.atleast_2d(np.asarray(phi_b, float))
-    answers = np.asarray(answers, dtype=object)
+def _answer_codes(answers: np.ndarray) -> np.ndarray:
+    """Index of each answer in ANSWER_CODES; an unknown code is an error."""
     code = np.full(len(answers), -1.0)
     for i, c in enumerate(ANSWER_CODES):
         code[answers == c] = i
     if (code < 0).any():
         bad = sorted(set(answers[code < 0].tolist()), key=str)
         raise SatcalError(f"unknown answer code(s) {bad}; expected {', '.join(ANSWER_CODES)}")
-    key = np.ascontiguousarray(np.concatenate([phi_a, phi_b, code[:, None]], axis=1))
-    key[key == 0] = 0.0  # -0.0 and 0.0 are one score
+    return code
+
+
+def _unique_rows(key: np.ndarray):
+    """Distinct rows of a float matrix: (first index, inverse, counts), one sort of n keys."""
+    key = np.ascontiguousarray(key, dtype=float)
+    key[key == 0] = 0.0  # -0.0 and 0.0 are one value
     rows = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1])))[:, 0]
     _, first, inverse, counts = np.unique(rows, return_index=True, return_inverse=True,
                                           return_counts=True)
-    return AnswerTypes(phi_a[first], phi_b[first], answers[first], counts.astype(float),
-                       inverse.ravel().astype(np.intp))
+    return first, inverse.ravel().astype(np.intp), counts.astype(float)
+
+
+def collapse_answers(phi_a, phi_b, answers) -> AnswerTypes:
+    """Group answers by (phi_A row, phi_B row, answer code); see :class:`AnswerTypes`."""
+    phi_a, phi_b = np.atleast_2d(np.asarray(phi_a, float)), np.atleast_2d(np.asarray(phi_b, float))
+    answers = np.asarray(answers, dtype=object)
+    code = _answer_codes(answers)
+    first, inverse, counts = _unique_rows(np.concatenate([phi_a, phi_b, code[:, None]], axis=1))
+    return AnswerTypes(phi_a[first], phi_b[first], answers[first], counts, inverse)
+
+
+def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
+    """:func:`collapse_answers` of a study, grouped by relevance patterns before scoring.
+
+    Lists with the same levels have the same phi under every ``max``-normalised formulation,
+    so the key is the two patterns and the answer (2k + 1 numbers instead of 2F + 1), and only
+    the distinct rows are scored.
+    """
+    la, lb = study.levels("a"), study.levels("b")
+    answers = np.asarray(study.answers, dtype=object)
+    code = _answer_codes(answers)
+    first, inverse, counts = _unique_rows(np.concatenate([la, lb, code[:, None]], axis=1))
+    phi_a = score_lists(la[first], forms, n_levels=study.n_levels)
+    phi_b = score_lists(lb[first], forms, n_levels=study.n_levels)
+    return AnswerTypes(phi_a, phi_b, answers[first], counts, inverse)
 
 
 @dataclass(frozen=True)
@@ -238,6 +265,17 @@ class LogitFit:
         return expit(eta - z * se), expit(eta + z * se)
 
 
+def _distinct_pairs(x: np.ndarray, y: np.ndarray):
+    """Distinct (x, y) pairs sorted by x then y, and the pair of each input row."""
+    order = np.lexsort((y, x))
+    xs, ys = x[order], y[order]
+    new = np.ones(x.size, dtype=bool)
+    new[1:] = (xs[1:] != xs[:-1]) | (ys[1:] != ys[:-1])
+    inverse = np.empty(x.size, dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return xs[new], ys[new], inverse
+
+
 def sufficient_statistics(x, y, w=None):
     """Distinct (x, y) rows and their summed weights: (x, y, count), sorted by x then y.
 
@@ -246,10 +284,10 @@ def sufficient_statistics(x, y, w=None):
     """
     x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
     w = np.ones_like(x) if w is None else np.asarray(w, float).ravel()
-    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
-    counts = np.bincount(inv.ravel(), weights=w, minlength=len(xy))
+    xd, yd, inv = _distinct_pairs(x, y)
+    counts = np.bincount(inv, weights=w, minlength=xd.size)
     nz = counts > 0
-    return xy[nz, 0], xy[nz, 1], counts[nz]
+    return xd[nz], yd[nz], counts[nz]
 
 
 def fit_logit(x, y, degree: int = 2, weights=None) -> LogitFit:
@@ -462,21 +500,20 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
     The folds are stratified and drawn over observations; each fold's fits and losses run on
     the distinct (x, y) rows weighted by how many of the fold's observations they hold.
     """
-    from sklearn.model_selection import StratifiedKFold
-
     x, y = np.asarray(x, float), np.asarray(y, float)
     obs = np.arange(x.size) if obs is None else np.asarray(obs, np.intp)
-    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
-    xd, yd = xy[:, 0], xy[:, 1]
-    row_of = inv.ravel()[obs]  # the distinct (x, y) row of every observation
-    y_obs = yd[row_of]
-    if len(np.unique(y_obs)) < 2 or min(np.bincount(y_obs.astype(int))) < folds:
+    xd, yd, inv = _distinct_pairs(x, y)
+    row_of = inv[obs]  # the distinct (x, y) row of every observation
+    fold_of = stratified_folds(yd[row_of], folds, seed)
+    if fold_of is None:
         return []
+    # (folds, rows): how many of each fold's test observations each distinct row holds
+    w_test_all = np.bincount(fold_of * xd.size + row_of, minlength=folds * xd.size)
+    w_test_all = w_test_all.reshape(folds, xd.size).astype(float)
+    total = w_test_all.sum(0)
     losses = {m: [0.0, 0.0] for m in ("quadratic_logit", "linear_logit", "isotonic")}
-    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
-    for train, test in cv.split(np.zeros((y_obs.size, 1)), y_obs):
-        w_train = np.bincount(row_of[train], minlength=xd.size).astype(float)
-        w_test = np.bincount(row_of[test], minlength=xd.size).astype(float)
+    for w_test in w_test_all:
+        w_train = total - w_test
         preds = {}
         for model, degree in (("quadratic_logit", 2), ("linear_logit", 1)):
             beta, _ = fit_logit_batch(design(xd, degree)[None], yd[None], w_train[None])
@@ -486,8 +523,37 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
             pc = np.clip(p, 1e-4, 1 - 1e-4)  # the same floor for all, so isotonic 0/1 stays finite
             losses[model][0] += float(w_test @ -(yd * np.log(pc) + (1 - yd) * np.log(1 - pc)))
             losses[model][1] += float(w_test @ (p - yd) ** 2)
-    return [{"model": model, "log_loss": ll / y_obs.size, "brier": br / y_obs.size, "folds": folds}
+    n_obs = row_of.size
+    return [{"model": model, "log_loss": ll / n_obs, "brier": br / n_obs, "folds": folds}
             for model, (ll, br) in losses.items()]
+
+
+def stratified_folds(y, folds: int, seed: int) -> np.ndarray | None:
+    """The test fold of each observation, as scikit-learn's ``StratifiedKFold(folds,
+    shuffle=True, random_state=seed)`` assigns them, computed from class counts in O(n).
+
+    Classes are numbered by first appearance; fold i takes the round-robin share of each class
+    over the sorted labels; each class's fold labels are shuffled by one ``RandomState(seed)``
+    in class order (sklearn's algorithm; a test checks the two agree). None when a class has
+    fewer observations than folds (no stratified split exists).
+    """
+    encoded, classes = pd.factorize(np.asarray(y), sort=False)  # hashing, no sort of n values
+    counts = np.bincount(encoded, minlength=classes.size)
+    if classes.size < 2 or counts.min() < folds:
+        return None
+    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    i = np.arange(folds)[:, None]
+    allocation = (np.maximum(ends[None] - i, 0) + folds - 1) // folds \
+        - (np.maximum(starts[None] - i, 0) + folds - 1) // folds   # (folds, classes)
+    rng = np.random.RandomState(seed)
+    fold_of = np.empty(encoded.size, dtype=np.intp)
+    for c in range(classes.size):
+        labels = np.arange(folds).repeat(allocation[:, c])
+        rng.shuffle(labels)
+        fold_of[encoded == c] = labels
+    return fold_of
 
 
 def _isotonic_fit(x, y, w):
@@ -570,20 +636,17 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         raise SatcalError(f"population must be one of {', '.join(POPULATIONS)}, got {population!r}")
     meta: dict = {"population": population, "seed": seed, "n_formulations": len(forms)}
     if study is not None:
-        phi_a = score_lists(study.levels("a"), forms, n_levels=study.n_levels)
-        phi_b = score_lists(study.levels("b"), forms, n_levels=study.n_levels)
-        answers = study.answers
+        types = collapse_study(study, forms)
+        answers = np.asarray(study.answers, dtype=object)
         meta.update(name=study.name, notice=study.notice, k=study.k, n_levels=study.n_levels)
-    if phi_a is None or phi_b is None or answers is None:
-        raise SatcalError("calibrate needs a study, or phi_a, phi_b and answers")
-    answers = np.asarray(answers, dtype=object)
-    unknown = sorted(set(answers.tolist()) - set(ANSWER_CODES))
-    if unknown:
-        raise SatcalError(f"unknown answer code(s) {unknown}; expected {', '.join(ANSWER_CODES)}")
-    phi_a, phi_b = np.atleast_2d(phi_a), np.atleast_2d(phi_b)
-    if phi_a.shape != (len(answers), len(forms)) or phi_b.shape != phi_a.shape:
-        raise SatcalError(f"phi_a and phi_b need shape ({len(answers)}, {len(forms)})")
-    types = collapse_answers(phi_a, phi_b, answers)
+    else:
+        if phi_a is None or phi_b is None or answers is None:
+            raise SatcalError("calibrate needs a study, or phi_a, phi_b and answers")
+        answers = np.asarray(answers, dtype=object)
+        phi_a, phi_b = np.atleast_2d(phi_a), np.atleast_2d(phi_b)
+        if phi_a.shape != (len(answers), len(forms)) or phi_b.shape != phi_a.shape:
+            raise SatcalError(f"phi_a and phi_b need shape ({len(answers)}, {len(forms)})")
+        types = collapse_answers(phi_a, phi_b, answers)
     sat_curves = satisfaction_curves(types)
     pref_curves = preference_curves(types, population)
     counts = pd.Series(answers).value_counts()
@@ -634,7 +697,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         meta=meta)
     if bootstrap:
         from .bootstrap import bootstrap_calibration
-        result.bootstrap = bootstrap_calibration(phi_a, phi_b, answers, forms, population=population,
+        result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
                                                  backend=backend, progress=progress, types=types)
         result.bootstrap.attach(result)
