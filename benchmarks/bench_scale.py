@@ -102,6 +102,42 @@ RESULT = {{'seconds': time.perf_counter() - t, 'output_mb': phi.nbytes / 2**20}}
     return _child(code)
 
 
+def make_ingest_workspace(root: Path, n_rows: int, seed: int = 0) -> tuple[Path, Path]:
+    """A workspace (embedded judgments, generic CSV batch) and an ``n_rows`` result file: its
+    items answered by many workers, some rows repeated (duplicates are rejects, as in life)."""
+    import pandas as pd
+    from satcal import Workspace
+    from satcal.datasets import ecir2015_file
+    from satcal.ingest import ANSWER_CODES
+
+    ws = Workspace.init(root / "ws", ecir2015_file("judgments.tsv"), platform="csv")
+    ws.generate()
+    ws.export()
+    items = ws.table("key.csv")["item_id"].to_numpy()
+    rng = np.random.default_rng(seed)
+    workers = np.array([f"w{i:05d}" for i in range(max(n_rows // 400, 1))], dtype=object)
+    table = pd.DataFrame({"item_id": items[rng.integers(0, items.size, n_rows)],
+                          "worker_id": workers[rng.integers(0, workers.size, n_rows)],
+                          "answer": np.asarray(ANSWER_CODES, dtype=object)[rng.integers(0, 4, n_rows)],
+                          "submitted_at": "2026-11-01T10:00:00Z",
+                          "row_id": [f"r{i}" for i in range(n_rows)]})
+    results = root / f"results-{n_rows}.csv"
+    table.to_csv(results, index=False)
+    return ws.path, results
+
+
+def bench_ingest_memory(ws: Path, results: Path) -> dict:
+    code = f"""
+import time
+from satcal import Workspace
+from satcal.ingest import ingest
+t = time.perf_counter()
+rep = ingest(Workspace.open({str(ws)!r}), [{str(results)!r}], platform="csv", threshold=0.0)
+RESULT = {{'seconds': time.perf_counter() - t, 'answers': len(rep.answers), 'rejects': len(rep.rejects)}}
+"""
+    return _child(code)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
@@ -133,6 +169,13 @@ def main(argv=None):
     for dtype in ("float64", "float32"):
         r = bench_score_memory(n_lists, dtype)
         print(f"   {dtype}: {r['seconds']:.2f} s, output {r['output_mb']:.0f} MB, peak {r['peak_mb']:.0f} MB")
+    n_rows = 100_000 if args.quick else 1_000_000
+    print(f"5. ingest of a {n_rows:,}-row result file (generic CSV; goal: peak under 2 GB)")
+    with tempfile.TemporaryDirectory() as tmp:
+        ws, results = make_ingest_workspace(Path(tmp), n_rows)
+        r = bench_ingest_memory(ws, results)
+        print(f"   {r['seconds']:.1f} s, {r['answers']:,} answers + {r['rejects']:,} rejects, "
+              f"peak {r['peak_mb']:.0f} MB")
 
 
 if __name__ == "__main__":

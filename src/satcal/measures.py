@@ -535,7 +535,7 @@ def pool_bounds(pools, formulations=None, k: int = 5,
 
 
 #: Lists scored per block: bounds the temporaries to a few hundred MB whatever n is.
-CHUNK_LISTS = 1_000_000
+CHUNK_LISTS = 250_000
 
 
 def score_lists(levels, formulations=None, *, n_levels: int | None = None,
