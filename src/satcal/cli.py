@@ -110,6 +110,11 @@ def _analysis_options(f):
         click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
                      show_default=True, help="Parallel backend for the bootstrap."),
         click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
+        click.option("--formulations", "formulations", default=None, metavar="IDS",
+                     help="What to calibrate: 'study' (the 36 gain x discount formulations, or a "
+                          "workspace's own), 'all' (those plus RBP, ERR, RR, AP and P), or a "
+                          "comma-separated list of ids such as exp2-log2,lin-geo0.8,err,ap "
+                          "('study' and 'all' may appear in the list)."),
         click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
     ]
@@ -136,7 +141,7 @@ def _analysis_options(f):
 @click.option("--out", type=click.Path(path_type=Path), help="Output directory.")
 @_analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
-            bootstrap, seed, jobs, backend, scheduler, force, quiet):
+            bootstrap, seed, jobs, backend, scheduler, formulations, force, quiet):
     """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
 
     \b
@@ -160,11 +165,15 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     if workspace is not None:
         from .workspace import Workspace
         ws = Workspace.open(workspace)
+        if formulations is not None:
+            kwargs["formulations"] = parse_formulations(formulations, ws.formulations())
         result = ws.analyze(force=force, **kwargs)
         out = ws.path / "analysis"
     else:
         if out is None:
             raise SatcalError("--out DIR is required with --dataset or --answers")
+        if formulations is not None:
+            kwargs["formulations"] = parse_formulations(formulations)
         out = _prepare_out(out, force)
         if dataset:
             result = _analyze_ecir(scores, kwargs)
@@ -183,6 +192,28 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     click.echo(f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)")
 
 
+def parse_formulations(text: str, study=None) -> list:
+    """``--formulations``: comma-separated ids; 'study' and 'all' expand (see ``analyze --help``)."""
+    from .measures import EXTRA_MEASURES, formulation, study_formulations
+    study = list(study) if study is not None else study_formulations()
+    out, seen = [], set()
+    for token in (t.strip() for t in text.split(",")):
+        if not token:
+            continue
+        expanded = {"study": study, "all": study + list(EXTRA_MEASURES)}.get(token, [token])
+        for spec in expanded:
+            try:
+                f = formulation(spec)
+            except ValueError as exc:
+                raise SatcalError(f"--formulations: {exc}") from None
+            if f.id not in seen:
+                seen.add(f.id)
+                out.append(f)
+    if not out:
+        raise SatcalError("--formulations: no formulation given; use study, all or a list of ids")
+    return out
+
+
 def _backend(name: str, scheduler: str | None):
     if name == "dask":
         return f"dask:{scheduler}" if scheduler else "dask"
@@ -192,12 +223,19 @@ def _backend(name: str, scheduler: str | None):
 def _analyze_ecir(scores: str, kwargs: dict):
     from .analysis import calibrate
     from .datasets import ECIR2015_NOTICE, load_ecir2015, load_ecir2015_crowd, published_scores
+    from .measures import study_formulations
     study = load_ecir2015()
     if scores == "exact":
         return calibrate(study, **kwargs)
+    forms = kwargs.pop("formulations", None)
+    published = {f.id for f in study_formulations()}
+    if forms is not None and any(f.id not in published for f in forms):
+        other = next(f.id for f in forms if f.id not in published)
+        raise SatcalError(f"--scores published has the 36 study formulations only, not {other}; "
+                          "use --scores exact (the default) for other measures")
     crowd = load_ecir2015_crowd()
-    result = calibrate(phi_a=published_scores(crowd, "A"), phi_b=published_scores(crowd, "B"),
-                       answers=study.answers, **kwargs)
+    result = calibrate(phi_a=published_scores(crowd, "A", forms), phi_b=published_scores(crowd, "B", forms),
+                       answers=study.answers, formulations=forms, **kwargs)
     result.meta.update(name="ecir2015 (published scores)", notice=ECIR2015_NOTICE)
     return result
 

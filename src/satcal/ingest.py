@@ -335,4 +335,4 @@ def study_from_workspace(ws) -> StudyData:
         for i in range(1, k + 1):
             merged[f"r{side}{i}"] = merged[f"r{side}{i}"].astype(int)
     levels = ws["study.levels"]
-    return StudyData(merged, k, max(levels) + 1, None, name=ws["study.name"])
+    return StudyData(merged, k, max(levels) + 1, ws.judgments(), name=ws["study.name"])

@@ -38,6 +38,9 @@ __all__ = [
     "NEGATIVE_POLICIES",
     "score_lists",
     "pool_bounds",
+    "ListMeasure",
+    "EXTRA_MEASURES",
+    "measure_labels",
     "bin_index",
     "bin_midpoints",
     "N_BINS",
@@ -201,12 +204,23 @@ def _const(_m):
     return Discount("const", lambda i, k: np.ones_like(i), "d(i) = 1")
 
 
+def _geo(m):
+    p = float(m.group("p"))
+    if not 0 < p < 1:
+        raise ValueError(f"discount geo{m.group('p')}: the persistence p must be in (0, 1)")
+    # Rank-biased precision's user model (Moffat & Zobel, TOIS 2008): the user goes on to the
+    # next document with probability p. With the 'max' normalisation and g = l/(L-1) this is
+    # graded RBP@k / (1 - p^k).
+    return Discount(f"geo{m.group('p')}", lambda i, k: p ** (i - 1.0), f"d(i) = {m.group('p')}^(i-1)")
+
+
 DISCOUNT_FAMILIES: dict[str, Callable[[re.Match], Discount]] = {
     r"zipf": _zipf,
     r"lin": _lin_discount,
     r"log(?P<b>\d+(?:\.\d+)?)": _log_discount,
     r"jarvelin(?P<b>\d+(?:\.\d+)?)": _jarvelin,
     r"const": _const,
+    r"geo(?P<p>0?\.\d+)": _geo,
 }
 
 
@@ -216,6 +230,7 @@ def _lookup(families: dict, name: str, kind: str):
         if m:
             return make(m)
     known = ", ".join(p.replace("(?P<b>\\d+(?:\\.\\d+)?)", "<b>").replace("(?P<m>\\d+)", "<m>")
+                      .replace("(?P<p>0?\\.\\d+)", "<p>").replace("(?P<m>\\d+)?", "[<m>]")
                       for p in families)
     raise ValueError(f"unknown {kind} {name!r}; use one of: {known}")
 
@@ -336,6 +351,14 @@ class Formulation:
     def id(self) -> str:
         return f"{self.gain.id}-{self.discount.id}"
 
+    @property
+    def uses_pool(self) -> bool:
+        return get_normalization(self.normalization).uses_pool
+
+    @property
+    def labels(self) -> dict:
+        return {"gain": self.gain.id, "discount": self.discount.id, "family": "dcg"}
+
     def gains(self, levels) -> np.ndarray:
         """Gains of levels under this formulation's negative-level policy."""
         lv = np.asarray(levels, dtype=float)
@@ -351,15 +374,197 @@ class Formulation:
         return self.id
 
 
-def formulation(spec: "str | Formulation", normalization: str = "max",
-                negatives: str = "keep") -> Formulation:
-    """Parse ``"<gain>-<discount>"`` (e.g. ``"exp2-log2"``) into a :class:`Formulation`."""
-    if isinstance(spec, Formulation):
+# --------------------------------------------------------------------------------------------
+# Beyond DCG (SPEC 3.4): measures of a list that are not a discounted sum of gains
+# --------------------------------------------------------------------------------------------
+def _relevant(levels: np.ndarray, m: int) -> np.ndarray:
+    """Documents at level >= m (an empty position, NaN, never is)."""
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(levels, nan=-np.inf) >= m
+
+
+def _err_grades(levels: np.ndarray, top: float) -> np.ndarray:
+    """Chapelle et al.'s stopping probabilities R(l) = (2^l - 1) / 2^top, negatives and empty
+    positions as 0."""
+    lv = np.maximum(np.nan_to_num(levels, nan=0.0), 0.0)
+    return (2.0 ** lv - 1.0) / 2.0 ** top
+
+
+def _err(levels: np.ndarray, ctx: dict) -> np.ndarray:
+    """ERR@k = sum_i (1/i) R_i prod_{j<i} (1 - R_j)   (Chapelle et al., CIKM 2009)."""
+    r = _err_grades(levels, ctx["top"])
+    reach = np.cumprod(np.concatenate([np.ones((r.shape[0], 1)), 1.0 - r[:, :-1]], axis=1), axis=1)
+    return (r * reach / np.arange(1, r.shape[1] + 1)).sum(axis=1)
+
+
+def _err_max(k: int, top: float) -> float:
+    """ERR@k of k documents at the top level: its maximum over lists of k."""
+    return float(_err(np.full((1, k), float(top)), {"top": top})[0])
+
+
+def _rr(m: int):
+    def fn(levels: np.ndarray, ctx: dict) -> np.ndarray:
+        """1 / rank of the first document with level >= m; 0 when none is in the top k."""
+        rel = _relevant(levels, m)
+        return np.where(rel.any(axis=1), 1.0 / (rel.argmax(axis=1) + 1.0), 0.0)
+    return fn
+
+
+def _precision(m: int):
+    def fn(levels: np.ndarray, ctx: dict) -> np.ndarray:
+        """Share of the k positions holding a document with level >= m (trec_eval P_k)."""
+        return _relevant(levels, m).sum(axis=1) / levels.shape[1]
+    return fn
+
+
+def _ap(m: int):
+    def fn(levels: np.ndarray, ctx: dict) -> np.ndarray:
+        """AP@k = (1/R) sum_{i<=k, l_i >= m} P@i, R = pool documents with level >= m
+        (trec_eval map_cut_k); 0 when R = 0. R is at least the list's own relevant documents
+        (always so when the list's documents come from the pool), which keeps AP in [0, 1]."""
+        rel = _relevant(levels, m)
+        precision_at = np.cumsum(rel, axis=1) / np.arange(1, rel.shape[1] + 1)
+        r = np.maximum(ctx["relevant"](m), rel.sum(axis=1))
+        return _safe_div((rel * precision_at).sum(axis=1), r)
+    return fn
+
+
+@dataclass(frozen=True)
+class ListMeasure:
+    """A measure of one ranked list that is not a DCG sum: ERR, RR, P, AP (SPEC 3.4).
+
+    Used wherever a :class:`Formulation` is: ``id`` names it in every table, ``phi`` is in
+    [0, 1]. ``fn(levels, ctx)`` gives the raw score of (n, k) levels (NaN: empty position);
+    ``ctx`` holds ``top`` (the top level) and, for pool-based measures, ``relevant(m)``: the
+    number of documents at level >= m in each list's query pool. ``max_fn(k, top)``, when set,
+    is the raw score of k top-level documents, which phi divides by (``max`` normalisation);
+    pool-based measures are already in [0, 1] and use their pool instead.
+    """
+
+    id: str
+    family: str
+    fn: Callable[[np.ndarray, dict], np.ndarray] = field(repr=False, compare=False)
+    formula: str = ""
+    reference: str = ""
+    pool: bool = False
+    max_fn: Callable[[int, float], float] | None = field(default=None, repr=False, compare=False)
+    raw: bool = False
+
+    @property
+    def normalization(self) -> str:
+        return "raw" if self.raw else ("pool" if self.pool else "max")
+
+    @property
+    def negatives(self) -> str:
+        return "zero"
+
+    @property
+    def uses_pool(self) -> bool:
+        return self.pool
+
+    @property
+    def labels(self) -> dict:
+        return {"gain": self.id, "discount": "", "family": self.family}
+
+    def scale(self, k: int, top: float) -> float:
+        """1 / the maximum raw score over k documents (1 when the raw score is phi already)."""
+        if self.raw or self.max_fn is None:
+            return 1.0
+        bound = self.max_fn(k, top)
+        return 1.0 / bound if bound else 0.0
+
+    def score(self, levels, **kwargs) -> np.ndarray:
+        """phi of each list (rows of ``levels``); see :func:`score_lists`."""
+        return score_lists(levels, [self], **kwargs)[:, 0]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def _err_measure(m: re.Match) -> ListMeasure:
+    return ListMeasure("err", "err", _err,
+                       "ERR@k / ERR@k of k top-level documents; ERR@k = sum_i (1/i) R_i "
+                       "prod_{j<i} (1 - R_j), R(l) = (2^l - 1) / 2^(L-1)",
+                       "Chapelle, Metzler, Zhang & Grinspan, CIKM 2009", max_fn=_err_max)
+
+
+def _rr_measure(m: re.Match) -> ListMeasure:
+    lmin = int(m.group("m") or 1)
+    return ListMeasure(m.group(0), "rr", _rr(lmin),
+                       f"1 / rank of the first document with level >= {lmin} in the top k, else 0",
+                       "Voorhees, TREC-8 QA track, 1999 (mean reciprocal rank)")
+
+
+def _p_measure(m: re.Match) -> ListMeasure:
+    lmin = int(m.group("m") or 1)
+    return ListMeasure(m.group(0), "p", _precision(lmin),
+                       f"share of the top k with level >= {lmin} (= bin{lmin}-const with max)",
+                       "precision at k (trec_eval P_k)")
+
+
+def _ap_measure(m: re.Match) -> ListMeasure:
+    lmin = int(m.group("m") or 1)
+    return ListMeasure(m.group(0), "ap", _ap(lmin),
+                       f"(1/R) sum over ranks i <= k with level >= {lmin} of P@i; R = documents "
+                       f"of the query's pool with level >= {lmin}",
+                       "average precision at k (trec_eval map_cut_k)", pool=True)
+
+
+#: Measures beyond DCG: id pattern -> constructor (declared once; parsed by :func:`formulation`).
+LIST_MEASURE_FAMILIES: dict[str, Callable[[re.Match], ListMeasure]] = {
+    r"err": _err_measure,
+    r"rr(?P<m>\d+)?": _rr_measure,
+    r"p(?P<m>\d+)?": _p_measure,
+    r"ap(?P<m>\d+)?": _ap_measure,
+}
+
+#: The other measures calibrated beside the 36 by ``--formulations all``: graded and binary
+#: RBP (persistence 0.8), ERR, RR, AP and P.
+EXTRA_MEASURES = ("lin-geo0.8", "bin1-geo0.8", "err", "rr", "ap", "p")
+
+
+def _list_measure(spec: str, normalization: str) -> ListMeasure | None:
+    for pattern, make in LIST_MEASURE_FAMILIES.items():
+        m = re.fullmatch(pattern, spec)
+        if m:
+            measure = make(m)
+            if normalization == "raw":
+                from dataclasses import replace
+                measure = replace(measure, raw=True)
+            return measure
+    return None
+
+
+def measure_labels(f: "Formulation | ListMeasure") -> dict:
+    """``gain``, ``discount`` and ``family`` columns of a formulation or measure in tables."""
+    return f.labels
+
+
+def uses_pool(f: "Formulation | ListMeasure") -> bool:
+    """Whether phi needs the list's query pool (``ideal``-type normalisations, AP)."""
+    return f.uses_pool
+
+
+def formulation(spec: "str | Formulation | ListMeasure", normalization: str = "max",
+                negatives: str = "keep") -> "Formulation | ListMeasure":
+    """Parse ``"<gain>-<discount>"`` (e.g. ``"exp2-log2"``) into a :class:`Formulation`, or a
+    measure id beyond DCG (``err``, ``rr``, ``rr<m>``, ``p``, ``p<m>``, ``ap``, ``ap<m>``)
+    into a :class:`ListMeasure`.
+
+    A :class:`ListMeasure` carries its own normalisation (ERR by its maximum over k
+    documents, AP by its pool; RR and P are in [0, 1] already); ``normalization="raw"`` gives
+    its unnormalised value, any other value leaves it as declared.
+    """
+    if isinstance(spec, (Formulation, ListMeasure)):
         return spec
+    measure = _list_measure(str(spec), normalization)
+    if measure is not None:
+        return measure
     gain_id, sep, discount_id = str(spec).partition("-")
     if not sep or not gain_id or not discount_id:
-        raise ValueError(f"formulation {spec!r} is not of the form <gain>-<discount>, "
-                         "e.g. 'exp2-log2'")
+        raise ValueError(f"formulation {spec!r} is not of the form <gain>-<discount> (e.g. "
+                         "'exp2-log2', 'lin-geo0.8') nor a measure id (err, rr, rr<m>, p, p<m>, "
+                         "ap, ap<m>)")
     return Formulation(get_gain(gain_id), get_discount(discount_id), normalization, negatives)
 
 
@@ -375,7 +580,7 @@ def study_formulations(normalization: str = "max", negatives: str = "keep",
 def _resolve(formulations) -> list[Formulation]:
     if formulations is None:
         return study_formulations()
-    if isinstance(formulations, (str, Formulation)):
+    if isinstance(formulations, (str, Formulation, ListMeasure)):
         formulations = [formulations]
     return [formulation(f) for f in formulations]
 
@@ -577,25 +782,58 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
         raise ValueError(f"lists have {lv.shape[1]} positions but k = {k}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive number of lists, got {chunk_size}")
-    norms = [get_normalization(f.normalization) for f in forms]
+    top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
+    n = lv.shape[0]
+    dcg_cols = [j for j, f in enumerate(forms) if isinstance(f, Formulation)]
+    other_cols = [j for j, f in enumerate(forms) if not isinstance(f, Formulation)]
+    dcg_forms = [forms[j] for j in dcg_cols]
+    norms = [get_normalization(f.normalization) for f in dcg_forms]
     pooled = [j for j, nm in enumerate(norms) if nm.uses_pool]
     # raw and max are a constant per formulation: fold them into the gain table.
-    scale = np.ones(len(forms))
-    top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
+    scale = np.ones(len(dcg_forms))
     for j, nm in enumerate(norms):
         if "max" in nm.needs:
-            bound = _max_bound([forms[j]], k, top)[0]
+            bound = _max_bound([dcg_forms[j]], k, top)[0]
             scale[j] = 1.0 / bound if bound else 0.0
-    pool_groups = _pool_groups(forms, norms, pooled, pools, query_index, lv.shape[0], k)
-    n = lv.shape[0]
+    pool_groups = _pool_groups(dcg_forms, norms, pooled, pools, query_index, n, k)
+    needs_pool = [forms[j] for j in other_cols if forms[j].uses_pool]
+    relevant = _relevant_counts(pools, query_index, n, needs_pool[0].id) if needs_pool else None
     out = np.empty((n, len(forms)), dtype=dtype)
     for start in range(0, n, chunk_size):
         rows = slice(start, min(start + chunk_size, n))
-        block = dcg_matrix(lv[rows], forms, scale)
-        for cols, norm, bounds, qi in pool_groups:
-            block[:, cols] = norm.fn(block[:, cols], {name: b[qi[rows]] for name, b in bounds.items()})
-        out[rows] = block
+        if dcg_forms:
+            block = dcg_matrix(lv[rows], dcg_forms, scale)
+            for cols, norm, bounds, qi in pool_groups:
+                block[:, cols] = norm.fn(block[:, cols], {name: b[qi[rows]] for name, b in bounds.items()})
+            if other_cols:
+                out[rows, dcg_cols] = block
+            else:
+                out[rows] = block
+        if other_cols:
+            chunk = np.asarray(lv[rows], dtype=float)
+            ctx = {"top": top, "relevant": (lambda m, rows=rows: relevant(m)[rows])}
+            for j in other_cols:
+                out[rows, j] = forms[j].fn(chunk, ctx) * forms[j].scale(k, top)
     return out
+
+
+def _relevant_counts(pools, query_index, n: int, measure_id: str):
+    """For pool-based list measures: m -> per-list count of pool documents at level >= m."""
+    if pools is None or query_index is None:
+        raise ValueError(f"measure {measure_id!r} needs each query's judged pool: pass pools= "
+                         "and query_index=")
+    qi = np.asarray(query_index, dtype=np.intp)
+    if qi.shape != (n,):
+        raise ValueError("query_index needs one entry per list")
+    counts, table, _ = _pool_counts(pools)
+    cache: dict[int, np.ndarray] = {}
+
+    def relevant(m: int) -> np.ndarray:
+        if m not in cache:
+            cache[m] = (counts[:, table[:-1] >= m].sum(axis=1) if counts.size else
+                        np.zeros(len(pools)))[qi]
+        return cache[m]
+    return relevant
 
 
 def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> list:

@@ -58,7 +58,9 @@ def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diag
             col = _colour(gain, i)
             ax.plot(c["x"], c["p"], color=col, lw=1.8, label=gain)
             ax.scatter(p["x_mid"], p["proportion"], color=col, s=14, alpha=0.8, zorder=3)
-        ax.set_title(f"discount: {disc}", fontsize=11)
+        ax.set_title(f"discount: {disc}" if disc else "other measures", fontsize=11)
+        if not disc:  # measures beyond DCG: one line each, named in the panel
+            ax.legend(fontsize=8, loc="upper left", frameon=False)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.25)
@@ -92,6 +94,8 @@ def figure_bias(result):
     """Figure 3: boxplots of b1, b2, b3 over formulations, grouped by gain and by discount."""
     plt = _plt()
     bias = result.bias
+    if "family" in bias.columns:  # gain and discount exist in the DCG family only
+        bias = bias[bias["family"] == "dcg"]
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for row, factor, order in ((0, "gain", STUDY_GAINS), (1, "discount", STUDY_DISCOUNTS)):
         levels = _ordered(bias[factor], order)

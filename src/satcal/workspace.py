@@ -23,7 +23,7 @@ from . import __version__
 from .errors import InputFileError, SatcalError
 from .fileio import atomic_write_text, sha256_file
 from .judgments import Judgments, read_judgments
-from .measures import STUDY_DISCOUNTS, STUDY_GAINS, get_discount, get_gain
+from .measures import STUDY_DISCOUNTS, STUDY_GAINS, formulation, get_discount, get_gain
 
 __all__ = ["Workspace", "STUDY_TEMPLATE", "SCHEMA"]
 
@@ -56,6 +56,9 @@ discounts = {discounts}
 # optimal ones found by satcal reliability --optimize; each is crossed like the others:
 # custom_gains = {{ optimal = [0.0, 0.17, 0.83] }}
 # custom_discounts = {{ optimal = [0.26, 0.21, 0.19, 0.17, 0.17] }}
+# Other measures calibrated beside them on the same answers: RBP as lin-geo<p> or
+# bin1-geo<p>, err, rr (rr<m>), p (p<m>), ap (ap<m>), e.g.
+# extra = ["lin-geo0.8", "err", "rr", "ap"]
 
 [generator]
 # optimal (fewest examples), greedy, or published (the algorithm of Urbano & Marrero 2015).
@@ -178,6 +181,15 @@ def validate_config(config: dict, path: Path) -> dict:
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
             if not ok:
                 raise SatcalError(f"{path}: formulations.{kind}.{name} = {values!r}: expected {what}")
+    extra = section.get("extra", [])
+    if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
+        raise SatcalError(f"{path}: formulations.extra = {extra!r}: expected a list of measure ids, "
+                          "e.g. [\"lin-geo0.8\", \"err\", \"rr\", \"ap\"]")
+    for m in extra:
+        try:
+            formulation(m)
+        except ValueError as exc:
+            raise SatcalError(f"{path}: formulations.extra: {exc}") from None
     for g in config["formulations"]["gains"]:
         try:
             get_gain(str(g))
@@ -269,8 +281,9 @@ class Workspace:
         return _read_documents(self.path / rel) if rel else None
 
     def formulations(self):
-        """The study's gains crossed with its discounts, custom ones included."""
-        from .measures import Discount, Gain, study_formulations
+        """The study's gains crossed with its discounts, custom ones included, then the extra
+        measures of ``formulations.extra``."""
+        from .measures import Discount, Gain, formulation, study_formulations
         section = self.config["formulations"]
         levels = self["study.levels"]
         gains = list(self["formulations.gains"])
@@ -279,7 +292,9 @@ class Workspace:
         discounts = list(self["formulations.discounts"])
         for name, values in section.get("custom_discounts", {}).items():
             discounts.append(Discount.from_factors([float(v) for v in values], name))
-        return study_formulations(gains=gains, discounts=discounts)
+        forms = study_formulations(gains=gains, discounts=discounts)
+        known = {f.id for f in forms}
+        return forms + [formulation(m) for m in section.get("extra", []) if m not in known]
 
     def table(self, name: str, required: bool = True) -> pd.DataFrame | None:
         path = self.path / name
@@ -396,13 +411,15 @@ class Workspace:
         if previous.exists() and any(previous.iterdir()):
             self.guard(["analysis"], force)
         study = study_from_workspace(self)
-        result = calibrate(study, formulations=self.formulations(), **kwargs)
+        kwargs.setdefault("formulations", self.formulations())
+        result = calibrate(study, **kwargs)
         result.workers = self.table("workers.csv", required=False)
         rejects = self.table("rejects.csv", required=False)
         if rejects is not None:
             result.meta["rejected_rows"] = int(len(rejects))
         result.save(self.path / "analysis")
-        self.record("analyze", {k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")})
+        self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
+                                "formulations": result.bias["formulation"].tolist()})
         return result
 
 

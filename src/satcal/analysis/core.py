@@ -165,14 +165,29 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
 
     Lists with the same levels have the same phi under every ``max``-normalised formulation,
     so the key is the two patterns and the answer (2k + 1 numbers instead of 2F + 1), and only
-    the distinct rows are scored.
+    the distinct rows are scored. When a formulation normalises by the query's pool (``ideal``,
+    ``minmax``, ``ul1``, ``ul2``, AP), the query is part of the key and each list is scored
+    against its query's judged pool.
     """
     la, lb = study.levels("a"), study.levels("b")
     answers = np.asarray(study.answers, dtype=object)
     code = _answer_codes(answers)
-    first, inverse, counts = _unique_rows(np.concatenate([la, lb, code[:, None]], axis=1))
-    phi_a = score_lists(la[first], forms, n_levels=study.n_levels)
-    phi_b = score_lists(lb[first], forms, n_levels=study.n_levels)
+    pooled = [f.id for f in forms if f.uses_pool]
+    columns = [la, lb, code[:, None]]
+    if pooled:
+        if study.judgments is None:
+            raise SatcalError(f"{', '.join(pooled)}: these need each query's judged pool, and this "
+                              "study has no judgments attached")
+        qcode, qnames = pd.factorize(study.examples["query"].astype(str))
+        columns.append(qcode[:, None].astype(float))
+    first, inverse, counts = _unique_rows(np.concatenate(columns, axis=1))
+    kwargs: dict = {"n_levels": study.n_levels}
+    if pooled:
+        pools = study.judgments.pools()
+        empty = np.zeros(0)
+        kwargs.update(pools=[pools.get(q, empty) for q in qnames], query_index=qcode[first])
+    phi_a = score_lists(la[first], forms, **kwargs)
+    phi_b = score_lists(lb[first], forms, **kwargs)
     return AnswerTypes(phi_a, phi_b, answers[first], counts, inverse)
 
 
@@ -460,9 +475,15 @@ def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GR
 
 
 def anova_table(bias: pd.DataFrame, indicators: Sequence[str] = ("b1", "b2", "b3")) -> pd.DataFrame:
-    """Additive two-way ANOVA value ~ gain + discount per indicator (sequential SS), eta^2."""
+    """Additive two-way ANOVA value ~ gain + discount per indicator (sequential SS), eta^2.
+
+    Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
+    structure and are left out.
+    """
     import statsmodels.formula.api as smf
     from statsmodels.stats.anova import anova_lm
+
+    bias = crossed_design(bias)
 
     terms = [t for t in ("gain", "discount") if bias[t].nunique() > 1]
     if not terms or len(bias) <= sum(bias[t].nunique() - 1 for t in terms) + 1:
@@ -478,6 +499,22 @@ def anova_table(bias: pd.DataFrame, indicators: Sequence[str] = ("b1", "b2", "b3
                          "mean_sq": r["mean_sq"], "F": r["F"], "p": r["PR(>F)"],
                          "eta_sq": r["sum_sq"] / total if total > 0 else np.nan})
     return pd.DataFrame(rows)
+
+
+def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the largest complete gain x discount grid of the DCG family.
+
+    An extra formulation outside the grid (``lin-geo0.8`` beside the 36) or a measure beyond
+    DCG would unbalance the two-way design, so the ANOVA leaves them out.
+    """
+    if "family" in bias.columns:
+        bias = bias[bias["family"] == "dcg"]
+    per_discount = bias.groupby("discount")["gain"].nunique()
+    discounts = per_discount.index[per_discount == per_discount.max()] if len(bias) else []
+    bias = bias[bias["discount"].isin(discounts)]
+    per_gain = bias.groupby("gain")["discount"].nunique()
+    gains = per_gain.index[per_gain == len(discounts)] if len(bias) else []
+    return bias[bias["gain"].isin(gains)]
 
 
 def rank_formulations(bias: pd.DataFrame) -> pd.DataFrame:
@@ -606,8 +643,11 @@ class CalibrationResult:
 
 
 def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:
-    return pd.DataFrame({"formulation": [f.id for f in forms], "gain": [f.gain.id for f in forms],
-                         "discount": [f.discount.id for f in forms]})
+    labels = [f.labels for f in forms]
+    return pd.DataFrame({"formulation": [f.id for f in forms],
+                         "gain": [x["gain"] for x in labels],
+                         "discount": [x["discount"] for x in labels],
+                         "family": [x["family"] for x in labels]})
 
 
 def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
@@ -686,7 +726,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
             for row in checks:
                 check_rows.append({**ident, "curve": curve, **row})
     ind = bias_indicators(p_sat, p_pref)
-    bias = fcols.assign(**ind)
+    bias = fcols.assign(**ind)[["formulation", "gain", "discount", "b1", "b2", "b3", "family"]]
     order = ["formulation", "gain", "discount", "curve"]
     points = pd.concat(point_frames, ignore_index=True)
     points = points[order + [c for c in points.columns if c not in order]]

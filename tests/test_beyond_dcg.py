@@ -1,0 +1,131 @@
+"""Measures beyond DCG (SPEC 3.4): RBP, ERR, RR, P, AP, checked against trec_eval (pytrec_eval)
+and gdeval (through ir_measures) on TREC-format files read by satcal, and by hand."""
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal.analysis import anova_table, calibrate
+from satcal.analysis.core import crossed_design
+from satcal.judgments import read_judgments
+from satcal.measures import EXTRA_MEASURES, formulation, score_lists, study_formulations
+from satcal.runs import level_cube, read_runs
+
+
+def _trec_files(rng, tmp_path, levels=(0, 1, 2, 3), numeric_ids=False, n_queries=30):
+    """Qrels and one run with distinct scores (so the top k is the same for every tool)."""
+    qrel_lines, run_lines = [], []
+    for q in range(n_queries):
+        qid = f"{q + 1}" if numeric_ids else f"q{q}"
+        docs = [f"d{q}_{i:02d}" for i in range(25)]
+        for d in docs[:15]:
+            qrel_lines.append(f"{qid} 0 {d} {int(rng.choice(levels))}")
+        retrieved = rng.choice(docs, size=12, replace=False)
+        for rank, d in enumerate(retrieved, start=1):
+            run_lines.append(f"{qid} Q0 {d} {rank} {100 - rank} myrun")
+    (tmp_path / "qrels").write_text("\n".join(qrel_lines) + "\n")
+    (tmp_path / "run").write_text("\n".join(run_lines) + "\n")
+    judgments = read_judgments(tmp_path / "qrels")
+    cube, _, queries = level_cube(read_runs([tmp_path / "run"]), judgments, 5)
+    pools = judgments.pools()
+    return cube[0], queries, [pools[q] for q in queries], judgments
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_ap_p_rr_equal_trec_eval(rng, tmp_path, m):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    levels, queries, pools, _ = _trec_files(rng, tmp_path, levels=(-1, 0, 1, 2, 3))
+    ours = score_lists(levels, [f"ap{m}", f"p{m}", f"rr{m}"], n_levels=4, pools=pools,
+                       query_index=np.arange(len(queries)))
+    with open(tmp_path / "qrels") as fq, open(tmp_path / "run") as fr:
+        qrels, run = pytrec_eval.parse_qrel(fq), pytrec_eval.parse_run(fr)
+    top5 = {q: dict(sorted(d.items(), key=lambda kv: -kv[1])[:5]) for q, d in run.items()}
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"map_cut.5", "P.5", "recip_rank"}, relevance_level=m)
+    full, cut = ev.evaluate(run), ev.evaluate(top5)  # RR@5: reciprocal rank of the top 5
+    np.testing.assert_allclose(ours[:, 0], [full[q]["map_cut_5"] for q in queries], atol=1e-9)
+    np.testing.assert_allclose(ours[:, 1], [full[q]["P_5"] for q in queries], atol=1e-9)
+    np.testing.assert_allclose(ours[:, 2], [cut[q]["recip_rank"] for q in queries], atol=1e-9)
+
+
+def test_err_equals_gdeval(rng, tmp_path):
+    """gdeval (the TREC Web track's ERR) fixes the top grade at 4: R(l) = (2^l - 1)/16."""
+    ir_measures = pytest.importorskip("ir_measures")
+    if shutil.which("perl") is None:
+        pytest.skip("gdeval needs perl")
+    levels, queries, pools, _ = _trec_files(rng, tmp_path, levels=(0, 1, 2, 3, 4), numeric_ids=True)
+    err = formulation("err")
+    ours = err.score(levels, n_levels=5) * (1.0 / err.scale(5, 4))
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "qrels")))
+    run = list(ir_measures.read_trec_run(str(tmp_path / "run")))
+    theirs = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.ERR @ 5], qrels, run)}
+    np.testing.assert_allclose(ours, [theirs[q] for q in queries], atol=6e-6)  # gdeval prints 5 decimals
+
+
+def test_err_by_hand():
+    # R = (2^l - 1)/4 with L = 3: levels 2, 0, 1 -> 3/4, 0, 1/4
+    raw = 0.75 + 0 + (1 / 3) * 0.25 * (1 - 0.75) * (1 - 0)
+    best = 0.75 + 0.5 * 0.75 * 0.25 + (1 / 3) * 0.75 * 0.25 ** 2
+    assert formulation("err").score([[2, 0, 1]], n_levels=3)[0] == pytest.approx(raw / best)
+    assert formulation("err", normalization="raw").score([[2, 0, 1]], n_levels=3)[0] == pytest.approx(raw)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.8, 0.95])
+def test_geo_discount_is_normalised_rbp(rng, p):
+    """lin-geo<p> with max = graded RBP@k / (1 - p^k), g = l/(L-1) (Moffat & Zobel 2008);
+    bin1-geo<p> the binary RBP likewise. RBP computed here by its definition."""
+    levels = rng.integers(0, 4, size=(50, 7))
+    for gain, g in (("lin", levels / 3.0), ("bin1", (levels >= 1).astype(float))):
+        rbp = np.array([(1 - p) * sum(row[i] * p ** i for i in range(7)) for row in g])
+        ours = formulation(f"{gain}-geo{p}").score(levels, n_levels=4)
+        np.testing.assert_allclose(ours, rbp / (1 - p ** 7), rtol=1e-12)
+
+
+def test_measures_in_unit_interval_and_unknown_ids_explained(rng):
+    levels = rng.integers(-2, 4, size=(400, 5)).astype(float)
+    levels[rng.uniform(size=levels.shape) < 0.1] = np.nan
+    pools = [rng.integers(-2, 4, size=rng.integers(1, 20)) for _ in range(10)]
+    forms = [formulation(m, negatives="zero") for m in EXTRA_MEASURES + ("rr2", "ap3", "p3")]
+    phi = score_lists(levels, forms, n_levels=4, pools=pools, query_index=rng.integers(0, 10, 400))
+    assert phi.min() >= 0 and phi.max() <= 1 + 1e-12
+    with pytest.raises(ValueError, match="measure id"):
+        formulation("ndcg")
+    with pytest.raises(ValueError, match="pools"):
+        score_lists(levels, ["ap"])
+
+
+def test_anova_keeps_the_crossed_gain_discount_family(ecir_study):
+    forms = study_formulations() + [formulation(m) for m in EXTRA_MEASURES]
+    phi_a = score_lists(ecir_study.levels("a"), [f for f in forms if not f.uses_pool], n_levels=3)
+    phi_b = score_lists(ecir_study.levels("b"), [f for f in forms if not f.uses_pool], n_levels=3)
+    result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=ecir_study.answers,
+                       formulations=[f for f in forms if not f.uses_pool], model_check_folds=0)
+    only36 = result.bias[result.bias["formulation"].isin([f.id for f in study_formulations()])]
+    assert len(crossed_design(result.bias)) == 36
+    pd.testing.assert_frame_equal(result.anova, anova_table(only36))
+    assert result.anova.groupby("indicator")["df"].apply(list).tolist() == [[5, 5, 25]] * 3
+    assert {"err", "rr", "p", "lin-geo0.8"} <= set(result.bias["formulation"])
+
+
+def test_ecir_calibrates_extra_measures_with_pools(ecir_study):
+    """AP needs the query pools: calibrate takes them from the study's judgments."""
+    result = calibrate(ecir_study, ["exp2-log2", "ap", "err"], model_check_folds=0)
+    assert result.bias.set_index("formulation").loc["ap", "family"] == "ap"
+    # AP@5 of each list, scored directly from the pools, is what the curve was fitted on
+    pools = ecir_study.judgments.pools()
+    q = ecir_study.examples["query"].to_numpy()
+    names = sorted(set(q))
+    phi = score_lists(ecir_study.levels("a"), ["ap"], pools=[pools[n] for n in names],
+                      query_index=pd.Index(names).get_indexer(q))[:, 0]
+    sat = np.isin(ecir_study.answers, ("both_good", "both_bad"))
+    fit = result.fits.query("formulation == 'ap' and curve == 'sat'").iloc[0]
+    assert fit["n"] == 2 * sat.sum()
+    assert phi.max() <= 1 and phi[sat].mean() > 0
+
+
+def test_generator_refuses_pool_based_measures_with_the_reason():
+    from satcal.errors import SatcalError
+    from satcal.generate import Design
+    Design(formulations=[formulation("err"), formulation("rr")])  # pattern-only measures: fine
+    with pytest.raises(SatcalError, match="ap uses normalisation 'pool'"):
+        Design(formulations=[formulation("ap")])
