@@ -129,3 +129,29 @@ def test_generator_refuses_pool_based_measures_with_the_reason():
     Design(formulations=[formulation("err"), formulation("rr")])  # pattern-only measures: fine
     with pytest.raises(SatcalError, match="ap uses normalisation 'pool'"):
         Design(formulations=[formulation("ap")])
+
+
+def test_evaluate_puts_several_measures_on_one_scale(rng, tmp_path):
+    """Each measure's column equals a one-measure evaluation; phi is the measure's own score of
+    the run's top k (AP against the query pools)."""
+    from scipy.special import expit
+    from satcal.analysis.evaluate import Calibration, evaluate_runs
+    levels, queries, pools, judgments = _trec_files(rng, tmp_path)
+    # a second system: the same run reversed
+    lines = (tmp_path / "run").read_text().splitlines()
+    (tmp_path / "run2").write_text("\n".join(
+        " ".join(p[:4] + [str(float(p[4]) * -1), "other"]) for p in (l.split() for l in lines)) + "\n")
+    runs = read_runs([tmp_path / "run", tmp_path / "run2"])
+    cals = [Calibration(f, np.array([-2.0, 3.0, 1.0]), np.array([-1.0, 4.0, 0.0]))
+            for f in ("lin-log2", "ap", "err", "lin-geo0.8")]
+    both = evaluate_runs(judgments, runs, cals, k=5)
+    assert list(both.side_by_side.columns) == ["system", "lin-log2", "ap", "err", "lin-geo0.8"]
+    for cal in cals:
+        alone = evaluate_runs(judgments, runs, cal, k=5)
+        pd.testing.assert_frame_equal(
+            both.per_system[both.per_system["formulation"] == cal.formulation].reset_index(drop=True),
+            alone.per_system.reset_index(drop=True))
+    ap = both.per_query[(both.per_query["formulation"] == "ap") & (both.per_query["system"] == "myrun")]
+    expected = score_lists(levels, ["ap"], pools=pools, query_index=np.arange(len(queries)))[:, 0]
+    np.testing.assert_allclose(ap.set_index("query").loc[queries, "phi"], expected)
+    np.testing.assert_allclose(ap["p_sat"], expit(-2 + 3 * ap["phi"] + ap["phi"] ** 2))

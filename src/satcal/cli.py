@@ -426,25 +426,33 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
               help="A TREC run file, a directory of them, or a glob (repeatable).")
 @click.option("--calibration", type=click.Path(path_type=Path), required=True,
               help="Output directory of satcal analyze (its fits.csv), or a workspace.")
-@click.option("--formulation", default="lin-const", show_default=True)
+@click.option("--formulation", "formulations", default=None, metavar="IDS",
+              help="Comma-separated formulations or measures to evaluate under (default: every "
+                   "one the calibration holds), e.g. lin-const,lin-geo0.8,err,ap.")
 @click.option("--k", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--force", is_flag=True)
-def evaluate(judgments, runs, calibration, formulation, k, out, force):
-    """Expected user satisfaction of systems, from a calibration.
+def evaluate(judgments, runs, calibration, formulations, k, out, force):
+    """Expected user satisfaction of systems, from a calibration, under several measures at
+    once.
 
-    Per query phi and expected P(Sat|phi); per system the mean expected satisfaction with a
-    95% interval over queries; for each pair of systems the expected share of queries on which
-    users prefer either. Writes evaluation_*.csv and evaluation.png.
+    Per query phi and expected P(Sat|phi) under every calibrated measure; per system the mean
+    expected satisfaction with a 95% interval over queries; for each pair of systems the
+    expected share of queries on which users prefer either. Systems scored by different
+    measures (nDCG, RBP, ERR, AP ...) land on one scale: the probability that users are
+    satisfied. Writes evaluation_*.csv (evaluation_side_by_side.csv: systems x measures) and
+    evaluation.png.
     """
-    from .analysis.evaluate import evaluate_runs, load_calibration
+    from .analysis.evaluate import evaluate_runs, load_calibrations
     from .judgments import read_judgments
     from .runs import read_runs
+    wanted = None if formulations is None else [t.strip() for t in formulations.split(",") if t.strip()]
+    cals = load_calibrations(calibration, wanted)
     out = _prepare_out(out, force)
-    result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)),
-                           load_calibration(calibration, formulation), k)
+    result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)), cals, k)
     written = result.save(out)
-    click.echo(result.per_system.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    click.echo("Expected P(Sat) per query, mean over queries, under each measure:")
+    click.echo(result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     click.echo(f"Wrote {', '.join(written.values())}")
 
 

@@ -1,7 +1,8 @@
 """Calibrated evaluation of systems: from DCG to expected user satisfaction (paper 003, sec. 5).
 
-For each system and query, phi under a chosen formulation (study ``max`` normalisation) and
-the expected satisfaction P(Sat|phi) from a calibration's fitted curve; per system, the mean
+For each system and query, phi under each calibrated formulation or measure (DCG family, RBP,
+ERR, RR, AP, P) and the expected satisfaction P(Sat|phi) from its fitted curve, so systems
+scored by different measures are compared on one scale; per system, the mean
 expected satisfaction with a t interval over queries; for each pair of systems, the expected
 share of queries on which users prefer either one:
 
@@ -26,7 +27,7 @@ from ..measures import score_lists
 from ..runs import Runs, level_cube
 from .core import TIE_TOLERANCE, design
 
-__all__ = ["Calibration", "load_calibration", "evaluate_runs", "EvaluationResult"]
+__all__ = ["Calibration", "load_calibration", "load_calibrations", "evaluate_runs", "EvaluationResult"]
 
 
 @dataclass
@@ -44,86 +45,159 @@ class Calibration:
         return expit(design(np.abs(np.asarray(dphi, float))) @ self.pref)
 
 
-def load_calibration(directory, formulation: str = "lin-const") -> Calibration:
-    """Read ``fits.csv`` of an analysis directory (or of a workspace's ``analysis/``)."""
+def _fits_path(directory) -> Path:
     d = Path(directory)
     path = d / "fits.csv" if (d / "fits.csv").exists() else d / "analysis" / "fits.csv"
     if not path.exists():
         raise SatcalError(f"{d}: no fits.csv; give the output directory of satcal analyze")
-    fits = pd.read_csv(path)
-    rows = fits[fits["formulation"] == formulation].set_index("curve")
-    if not {"sat", "pref"} <= set(rows.index):
-        raise SatcalError(f"{path}: no fits for formulation {formulation!r}; it has "
-                          f"{', '.join(sorted(fits['formulation'].unique())[:6])} ...")
-    beta = lambda c: rows.loc[c, ["beta0", "beta1", "beta2"]].to_numpy(float)
-    return Calibration(formulation, beta("sat"), beta("pref"))
+    return path
+
+
+def load_calibration(directory, formulation: str = "lin-const") -> Calibration:
+    """Read one formulation's curves from ``fits.csv`` of an analysis directory (or of a
+    workspace's ``analysis/``)."""
+    return load_calibrations(directory, [formulation])[0]
+
+
+def load_calibrations(directory, formulations=None) -> list[Calibration]:
+    """Every calibrated formulation (or the ones named) of an analysis directory, in its
+    order. Only the paper's curves (``sat_model`` published, where the column exists)."""
+    path = _fits_path(directory)
+    fits = pd.read_csv(path, keep_default_na=False)
+    if "sat_model" in fits.columns:
+        fits = fits[fits["sat_model"].isin(["published", ""])]
+    available = list(dict.fromkeys(fits["formulation"]))
+    wanted = available if formulations is None else list(formulations)
+    out = []
+    for f in wanted:
+        rows = fits[fits["formulation"] == f].set_index("curve")
+        if not {"sat", "pref"} <= set(rows.index):
+            raise SatcalError(f"{path}: no fits for formulation {f!r}; it has "
+                              f"{', '.join(available[:8])}{' ...' if len(available) > 8 else ''}")
+        beta = lambda c: rows.loc[c, ["beta0", "beta1", "beta2"]].to_numpy(float)
+        out.append(Calibration(f, beta("sat"), beta("pref")))
+    return out
 
 
 @dataclass
 class EvaluationResult:
+    """Per query, per system and per pair of systems, under every calibrated measure.
+
+    Tables are long (one row per measure) with a ``formulation`` column; :attr:`side_by_side`
+    puts each system's expected P(Sat) under every measure in one row.
+    """
+
     per_query: pd.DataFrame
     per_system: pd.DataFrame
     pairs: pd.DataFrame
-    formulation: str
+    formulations: list
+
+    @property
+    def formulation(self) -> str:
+        return self.formulations[0]
+
+    @property
+    def side_by_side(self) -> pd.DataFrame:
+        """Systems x measures: mean expected P(Sat), one scale for every measure."""
+        wide = self.per_system.pivot(index="system", columns="formulation", values="expected_sat")
+        wide = wide[self.formulations]
+        return wide.loc[wide.mean(axis=1).sort_values(ascending=False).index].reset_index()
 
     def save(self, out_dir) -> dict[str, str]:
         from ..fileio import atomic_write_text, save_figure
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = {}
-        for name in ("per_query", "per_system", "pairs"):
+        tables = {"per_query": self.per_query, "per_system": self.per_system, "pairs": self.pairs,
+                  "side_by_side": self.side_by_side}
+        for name, table in tables.items():
             path = out / f"evaluation_{name}.csv"
-            atomic_write_text(path, getattr(self, name).to_csv(index=False, lineterminator="\n",
-                                                               float_format="%.10g"))
+            atomic_write_text(path, table.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
             written[name] = str(path)
         png, pdf = save_figure(self.figure(), out / "evaluation")
         written["figure"] = str(png)
         return written
 
     def figure(self):
+        """Each system's expected P(Sat) (95% interval over queries) under every measure."""
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        s = self.per_system.sort_values("expected_sat")
-        fig, ax = plt.subplots(figsize=(7, 0.35 * len(s) + 1.5))
-        err = np.vstack([s["expected_sat"] - s["sat_lo"], s["sat_hi"] - s["expected_sat"]])
-        ax.errorbar(s["expected_sat"], np.arange(len(s)), xerr=err, fmt="o", color="k", capsize=3)
-        ax.scatter(s["mean_phi"], np.arange(len(s)), marker="|", s=120, color="C1", label="mean phi")
-        ax.set_yticks(np.arange(len(s)), s["system"])
+        order = self.side_by_side["system"].tolist()[::-1]
+        shown = self.formulations[:12]
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(order) * max(1, len(shown) / 4) + 1.8))
+        ypos = {s: i for i, s in enumerate(order)}
+        width = 0.8 / max(len(shown), 1)
+        for j, f in enumerate(shown):
+            rows = self.per_system[self.per_system["formulation"] == f]
+            y = rows["system"].map(ypos).to_numpy() - 0.4 + width * (j + 0.5)
+            err = np.vstack([rows["expected_sat"] - rows["sat_lo"], rows["sat_hi"] - rows["expected_sat"]])
+            ax.errorbar(rows["expected_sat"], y, xerr=err, fmt="osD^v<>ph*XP"[j % 12], ms=4, capsize=2,
+                        color=f"C{j % 10}", label=f)
+        ax.set_yticks(np.arange(len(order)), order)
         ax.set_xlim(0, 1)
-        ax.set_xlabel(f"expected P(Sat) per query ({self.formulation}; 95% interval over queries)")
-        ax.legend(loc="lower right")
+        ax.set_xlabel("expected P(Sat) per query (95% interval over queries)")
+        title = "Systems on one scale: expected user satisfaction"
+        if len(shown) < len(self.formulations):
+            title += f" (first {len(shown)} of {len(self.formulations)} measures shown)"
+        ax.set_title(title, fontsize=11)
+        ax.legend(title="measure", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         ax.grid(axis="x", alpha=0.3)
         fig.tight_layout()
         return fig
 
 
-def evaluate_runs(judgments: Judgments, runs: Runs, calibration: Calibration, k: int = 5,
+def _score_cube(judgments: Judgments, cube: np.ndarray, queries, forms, k: int, top: int) -> np.ndarray:
+    """phi of every (system, query) top k under every formulation: (S, Q, F)."""
+    kwargs = {"top_level": top}
+    if any(f.uses_pool for f in forms):
+        pools = judgments.pools()
+        kwargs.update(pools=[pools[q] for q in queries],
+                      query_index=np.tile(np.arange(len(queries)), cube.shape[0]))
+    phi = score_lists(cube.reshape(-1, k), forms, **kwargs)
+    return phi.reshape(cube.shape[0], cube.shape[1], len(forms))
+
+
+def evaluate_runs(judgments: Judgments, runs: Runs, calibration, k: int = 5,
                   top_level: int | None = None) -> EvaluationResult:
-    """Expected satisfaction of every system and preference between every pair (see module)."""
-    f = parse_formulation(calibration.formulation)
+    """Expected satisfaction of every system and preference between every pair (see module),
+    under one calibration or a list of them (one per measure), side by side."""
+    calibrations = [calibration] if isinstance(calibration, Calibration) else list(calibration)
+    if not calibrations:
+        raise SatcalError("evaluate needs at least one calibrated formulation")
+    forms = [parse_formulation(c.formulation) for c in calibrations]
     cube, systems, queries = level_cube(runs, judgments, k)
     top = judgments.top_level if top_level is None else top_level
-    phi = score_lists(cube.reshape(-1, k), [f], top_level=top)[:, 0].reshape(len(systems), len(queries))
-    p_sat = calibration.p_sat(phi)
-    per_query = pd.DataFrame({"system": np.repeat(systems, len(queries)), "query": np.tile(queries, len(systems)),
-                              "phi": phi.ravel(), "p_sat": p_sat.ravel()})
+    phi_all = _score_cube(judgments, cube, queries, forms, k, top)
     n = len(queries)
-    mean = p_sat.mean(axis=1)
-    sd = p_sat.std(axis=1, ddof=1) if n > 1 else np.zeros(len(systems))
     from scipy.stats import t as student_t
-    half = student_t.ppf(0.975, max(n - 1, 1)) * sd / np.sqrt(n) if n > 1 else np.full(len(systems), np.nan)
-    per_system = pd.DataFrame({"system": systems, "queries": n, "mean_phi": phi.mean(axis=1),
-                               "expected_sat": mean, "sat_lo": mean - half, "sat_hi": mean + half})
-    rows = []
-    for i, j in combinations(range(len(systems)), 2):
-        d = phi[i] - phi[j]
-        d = np.where(np.abs(d) < TIE_TOLERANCE, 0.0, d)
-        pref = calibration.p_pref(d)
-        p1 = np.where(d > 0, pref, 0.0).mean()
-        p2 = np.where(d < 0, pref, 0.0).mean()
-        rows.append({"system_1": systems[i], "system_2": systems[j], "mean_dphi": d.mean(),
-                     "queries_1_higher": int((d > 0).sum()), "queries_2_higher": int((d < 0).sum()),
-                     "p_prefer_1": p1, "p_prefer_2": p2, "p_undecided": 1 - p1 - p2})
-    return EvaluationResult(per_query, per_system.sort_values("expected_sat", ascending=False).reset_index(drop=True),
-                            pd.DataFrame(rows), calibration.formulation)
+    t_crit = student_t.ppf(0.975, max(n - 1, 1))
+    query_frames, system_frames, rows = [], [], []
+    for j, cal in enumerate(calibrations):
+        phi = phi_all[:, :, j]
+        p_sat = cal.p_sat(phi)
+        query_frames.append(pd.DataFrame({"system": np.repeat(systems, n), "query": np.tile(queries, len(systems)),
+                                          "formulation": cal.formulation, "phi": phi.ravel(),
+                                          "p_sat": p_sat.ravel()}))
+        mean = p_sat.mean(axis=1)
+        sd = p_sat.std(axis=1, ddof=1) if n > 1 else np.zeros(len(systems))
+        half = t_crit * sd / np.sqrt(n) if n > 1 else np.full(len(systems), np.nan)
+        system_frames.append(pd.DataFrame({"system": systems, "formulation": cal.formulation, "queries": n,
+                                           "mean_phi": phi.mean(axis=1), "expected_sat": mean,
+                                           "sat_lo": mean - half, "sat_hi": mean + half}))
+        for a, b in combinations(range(len(systems)), 2):
+            d = phi[a] - phi[b]
+            d = np.where(np.abs(d) < TIE_TOLERANCE, 0.0, d)
+            pref = cal.p_pref(d)
+            p1 = np.where(d > 0, pref, 0.0).mean()
+            p2 = np.where(d < 0, pref, 0.0).mean()
+            rows.append({"system_1": systems[a], "system_2": systems[b], "formulation": cal.formulation,
+                         "mean_dphi": d.mean(), "queries_1_higher": int((d > 0).sum()),
+                         "queries_2_higher": int((d < 0).sum()), "p_prefer_1": p1, "p_prefer_2": p2,
+                         "p_undecided": 1 - p1 - p2})
+    per_system = pd.concat(system_frames, ignore_index=True)
+    order = {c.formulation: i for i, c in enumerate(calibrations)}
+    per_system = per_system.sort_values(["formulation", "expected_sat"], ascending=[True, False],
+                                        key=lambda col: col.map(order) if col.name == "formulation" else col)
+    return EvaluationResult(pd.concat(query_frames, ignore_index=True), per_system.reset_index(drop=True),
+                            pd.DataFrame(rows), [c.formulation for c in calibrations])
