@@ -28,6 +28,8 @@ __all__ = ["Judgments", "read_judgments", "QUERY_ALIASES", "DOC_ALIASES", "LEVEL
 QUERY_ALIASES = ("query", "qid", "query_id", "topic", "topic_id")
 DOC_ALIASES = ("doc", "docid", "doc_id", "docno", "document")
 LEVEL_ALIASES = ("level", "relevance", "rel", "label", "grade", "judgment")
+#: Largest |level| accepted: relevance scales are small; a larger number is a broken file.
+MAX_LEVEL = 1000
 
 
 @dataclass
@@ -49,16 +51,32 @@ class Judgments:
     source: str = "<judgments>"
 
     def __post_init__(self):
-        t = self.table.loc[:, ["query", "doc", "level"]].copy()
-        t["query"] = t["query"].astype(str)
-        t["doc"] = t["doc"].astype(str)
-        t["level"] = t["level"].astype(np.int64)
-        self.table = t.reset_index(drop=True)
+        t = self.table.loc[:, ["query", "doc", "level"]]
+        t = pd.DataFrame({"query": t["query"].astype(str), "doc": t["doc"].astype(str),
+                          "level": t["level"].to_numpy(dtype=np.int64)})
+        self.table = t
         if not self.levels:
-            present = sorted(set(t["level"].tolist())) if len(t) else [0]
+            present = np.unique(t["level"].to_numpy()).tolist() if len(t) else [0]
             top = max(present[-1], 0)
-            self.levels = tuple(sorted(set(range(0, top + 1)) | set(present)))
-        self._index = pd.Index(self.table["query"] + "\x1f" + self.table["doc"])
+            # the scale 0..top, plus any negative levels present (top is bounded by the reader)
+            self.levels = tuple(sorted(set(range(0, min(top, MAX_LEVEL) + 1)) | set(present)))
+        self._codes = None
+
+    def _keys(self):
+        """Integer codes of the table, built on first use: sorted query names and each row's
+        query code, a doc index and each row's doc code, and the sorted (query, doc) keys."""
+        if self._codes is None:
+            qcode, qnames = pd.factorize(self.table["query"], sort=True)
+            dcode, dnames = pd.factorize(self.table["doc"])
+            self._codes = self._index_codes(qcode, qnames, dcode, dnames)
+        return self._codes
+
+    def _index_codes(self, qcode, qnames, dcode, dnames) -> dict:
+        key = qcode.astype(np.int64) * max(len(dnames), 1) + dcode
+        order = np.argsort(key, kind="stable")
+        return {"qcode": qcode, "qnames": pd.Index(qnames, dtype=object),
+                "dnames": pd.Index(dnames, dtype=object), "keys": key[order],
+                "key_levels": self.table["level"].to_numpy()[order]}
 
     # -- summary ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -78,8 +96,12 @@ class Judgments:
         return self.top_level + 1
 
     def pools(self) -> dict[str, np.ndarray]:
-        """Each query's judged levels (its pool), as an array."""
-        return {q: g.to_numpy() for q, g in self.table.groupby("query", sort=True)["level"]}
+        """Each query's judged levels (its pool), as an array, queries in sorted order."""
+        c = self._keys()
+        order = np.argsort(c["qcode"], kind="stable")
+        bounds = np.searchsorted(c["qcode"][order], np.arange(1, len(c["qnames"])))
+        parts = np.split(self.table["level"].to_numpy()[order], bounds)
+        return dict(zip(c["qnames"].tolist(), parts))
 
     def docs_by_level(self) -> dict[str, dict[int, np.ndarray]]:
         """For each query, the judged documents at each level."""
@@ -98,13 +120,17 @@ class Judgments:
         docs = np.asarray(docs, dtype=object)
         if docs.ndim == 1:
             docs = docs[:, None]
-        q = np.repeat(np.asarray(queries, dtype=str), docs.shape[1])
+        c = self._keys()
+        q = np.repeat(np.asarray(queries, dtype=object), docs.shape[1]).astype(str)
         d = docs.reshape(-1).astype(str)
-        keys = pd.Index(np.char.add(np.char.add(q, "\x1f"), d))
-        pos = self._index.get_indexer(keys)
-        levels = np.where(pos >= 0, self.table["level"].to_numpy()[np.maximum(pos, 0)], unjudged)
+        qc = c["qnames"].get_indexer(q)
+        dc = c["dnames"].get_indexer(d)
+        key = qc.astype(np.int64) * max(len(c["dnames"]), 1) + dc
+        pos = np.minimum(np.searchsorted(c["keys"], key), max(len(c["keys"]) - 1, 0))
+        found = (qc >= 0) & (dc >= 0) & (c["keys"][pos] == key) if len(c["keys"]) else np.zeros(key.size, bool)
+        levels = np.where(found, c["key_levels"][pos] if len(c["keys"]) else 0, unjudged).astype(float)
         empty = (d == "") | (d == "nan")
-        levels = np.where(empty, np.nan, levels.astype(float))
+        levels = np.where(empty, np.nan, levels)
         return levels.reshape(docs.shape)
 
     def to_trec(self, path: "str | os.PathLike") -> None:
@@ -127,6 +153,9 @@ def _parse_level(text: str, path, line: int, column: str | None = None) -> int:
         value = None
     if value is None or not np.isfinite(value) or value != int(value):
         raise InputFileError(path, f"level {text!r} is not an integer", line, column)
+    if abs(value) > MAX_LEVEL:
+        raise InputFileError(path, f"level {text} is not a relevance level (expected an integer "
+                                   f"between -{MAX_LEVEL} and {MAX_LEVEL})", line, column)
     return int(value)
 
 
@@ -192,23 +221,32 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
     """
     path = Path(path)
     text = read_utf8_text(path)
-    lines = text.splitlines()
-    first = next((ln for ln in lines if ln.strip()), None)
+    first = next((ln for ln in text[:65536].splitlines() if ln.strip()), None)
+    if first is None and text.strip():
+        first = text.strip().splitlines()[0]
     if first is None:
         raise InputFileError(path, "is empty: expected judgments (qid iter docid level, or a CSV/TSV "
                                    "with query, doc, level columns)")
     header = _header_columns(first) if fmt in ("auto", "csv", "tsv") else None
     if fmt in ("csv", "tsv") and header is None:
         raise InputFileError(path, "expected a header naming query, doc and level columns", 1)
+    allowed = None
+    if levels is not None:
+        allowed = set(range(levels)) if isinstance(levels, (int, np.integer)) else set(int(v) for v in levels)
+    declared = tuple(sorted(allowed)) if allowed is not None else ()
+    fast = _read_fast(text, header, allowed)
+    if fast is not None:
+        table, codes = fast
+        judgments = Judgments(table, declared, str(path))
+        judgments._codes = judgments._index_codes(*codes)
+        return judgments
+    # Something in the file is off: read it line by line to name the first offending line.
     if header:
         rows = _rows_named(text, path, *header)
         level_col = "level"
     else:
-        rows = _rows_trec(lines, path)
+        rows = _rows_trec(text.splitlines(), path)
         level_col = None
-    allowed = None
-    if levels is not None:
-        allowed = set(range(levels)) if isinstance(levels, (int, np.integer)) else set(int(v) for v in levels)
 
     seen: dict[tuple[str, str], tuple[int, int]] = {}
     records = []
@@ -231,5 +269,55 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
     if not records:
         raise InputFileError(path, "has no judgments, only blank or comment lines")
     table = pd.DataFrame.from_records(records, columns=["query", "doc", "level"])
-    declared = tuple(sorted(allowed)) if allowed is not None else ()
     return Judgments(table, declared, str(path))
+
+
+def _read_fast(text: str, header, allowed):
+    """The whole file in columns (pandas' C parser), checked column by column.
+
+    Returns the (query, doc, level) table of a valid file with the codes it computed on the
+    way (handed to :class:`Judgments`, which needs them), or None as soon as any check fails:
+    the line-by-line reader then finds the first offending line and names it. Files with '#'
+    (comment lines) or quotes also go line by line, where their rules are spelt out.
+    """
+    if "#" in text or '"' in text:
+        return None
+    try:
+        if header:
+            delim, names = header
+            table = pd.read_csv(io.StringIO(text), sep=delim, dtype=str, engine="c",
+                                keep_default_na=False, quoting=csv.QUOTE_NONE)
+            table.columns = [c.strip().lower() for c in table.columns]
+            pick = lambda aliases: next((a for a in aliases if a in table.columns), None)
+            cols = [pick(QUERY_ALIASES), pick(DOC_ALIASES), pick(LEVEL_ALIASES)]
+            if None in cols or len(set(table.columns)) != len(table.columns):
+                return None
+            q, d = table[cols[0]].str.strip(), table[cols[1]].str.strip()
+            level = pd.to_numeric(table[cols[2]].str.strip(), errors="coerce").to_numpy(dtype=float)
+        else:
+            # names=4: a line with a field too many or too few makes the parser raise
+            table = pd.read_csv(io.StringIO(text), sep=r"\s+", header=None, names=range(4),
+                                dtype={0: object, 1: object, 2: object, 3: np.float64}, engine="c",
+                                quoting=csv.QUOTE_NONE, na_filter=False)
+            q, d, level = table[0], table[2], table[3].to_numpy(dtype=float)
+    except (ValueError, pd.errors.ParserError):
+        return None
+    if len(table) == 0 or not np.isfinite(level).all() or (level != np.round(level)).any():
+        return None
+    if np.abs(level).max() > MAX_LEVEL or (header and ((q == "").any() or (d == "").any())):
+        return None
+    level = level.astype(np.int64)
+    if allowed is not None and not np.isin(level, sorted(allowed)).all():
+        return None
+    out = pd.DataFrame({"query": q.to_numpy(dtype=object), "doc": d.to_numpy(dtype=object), "level": level})
+    qcode, qnames = pd.factorize(out["query"], sort=True)
+    dcode, dnames = pd.factorize(out["doc"])
+    pair = pd.Series(qcode.astype(np.int64) * max(len(dnames), 1) + dcode)
+    dup = pair.duplicated().to_numpy()
+    if dup.any():
+        same = pd.Series(pair.to_numpy() * (2 * MAX_LEVEL + 1) + level + MAX_LEVEL).duplicated().to_numpy()
+        if (dup & ~same).any():
+            return None  # a pair judged twice with different levels
+        out = out[~dup].reset_index(drop=True)  # an exact repeat adds nothing
+        qcode, dcode = qcode[~dup], dcode[~dup]
+    return out, (qcode, qnames, dcode, dnames)

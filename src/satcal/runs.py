@@ -5,6 +5,8 @@ broken by decreasing document id, as trec_eval does (the rank column is ignored,
 """
 from __future__ import annotations
 
+import csv
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +29,78 @@ class Runs:
 
     @property
     def systems(self) -> list[str]:
-        return list(dict.fromkeys(self.table["system"]))
+        return pd.unique(self.table["system"].to_numpy(dtype=object)).tolist()
 
     def ranked(self, k: int) -> pd.DataFrame:
-        """The top k of every (system, query), with ``position`` 0..k-1."""
-        t = self.table.sort_values(["system", "query", "score", "doc"], ascending=[True, True, False, False],
-                                   kind="mergesort")
-        t = t.assign(position=t.groupby(["system", "query"], sort=False).cumcount())
-        return t[t["position"] < k]
+        """The top k of every (system, query), with ``position`` 0..k-1.
+
+        Sorted by system and query, then by decreasing score, ties by decreasing document id
+        (trec_eval). One numeric sort: document ids are compared only inside groups of tied
+        scores, where they decide the order.
+        """
+        t = self.table
+        scode, _ = pd.factorize(t["system"], sort=True)
+        qcode, _ = pd.factorize(t["query"], sort=True)
+        score = t["score"].to_numpy(dtype=float)
+        order = np.lexsort((-score, qcode, scode))
+        group = scode[order].astype(np.int64) * (int(qcode.max()) + 1 if qcode.size else 1) + qcode[order]
+        tied = np.zeros(order.size, dtype=bool)
+        same = (group[1:] == group[:-1]) & (score[order][1:] == score[order][:-1])
+        tied[1:] |= same
+        tied[:-1] |= same
+        if tied.any():
+            rows = order[tied]
+            doc_rank = np.zeros(order.size, dtype=np.int64)
+            doc_rank[rows] = pd.factorize(t["doc"].to_numpy()[rows], sort=True)[0]
+            order = np.lexsort((-doc_rank, -score, qcode, scode))
+            group = scode[order].astype(np.int64) * (int(qcode.max()) + 1) + qcode[order]
+        start = np.ones(order.size, dtype=bool)
+        start[1:] = group[1:] != group[:-1]
+        first = np.maximum.accumulate(np.where(start, np.arange(order.size), 0))
+        position = np.arange(order.size) - first
+        keep = position < k
+        out = t.iloc[order[keep]].assign(position=position[keep])
+        return out
 
 
 def _read_run(path: Path) -> pd.DataFrame:
     from .fileio import read_utf8_text
     text = read_utf8_text(path)
+    table = _read_run_fast(text)
+    if table is None:  # something is off: read line by line to name the first offending line
+        table = _read_run_lines(path, text)
+    tags = table["system"].unique()
+    if len(tags) > 1:
+        raise InputFileError(path, f"holds several run tags ({', '.join(tags[:3])}); one run per file")
+    return table
+
+
+def _read_run_fast(text: str) -> pd.DataFrame | None:
+    """The whole run in columns (pandas' C parser), checked column by column; None as soon
+    as a check fails (the line-by-line reader then names the offending line)."""
+    if '"' in text:
+        return None
+    try:
+        # names=6: a line with a field too many or too few makes the parser raise (a missing
+        # tag leaves an empty one, caught below)
+        t = pd.read_csv(io.StringIO(text), sep=r"\s+", header=None, names=range(6),
+                        dtype={0: object, 1: object, 2: object, 3: object, 4: np.float64, 5: object},
+                        engine="c", quoting=csv.QUOTE_NONE, na_filter=False)
+    except (ValueError, pd.errors.ParserError):
+        return None
+    score = t[4].to_numpy(dtype=float)
+    tags = pd.unique(t[5].to_numpy(dtype=object))
+    if len(t) == 0 or "" in tags or not np.isfinite(score).all():
+        return None
+    qcode, _ = pd.factorize(t[0].to_numpy(dtype=object))
+    dcode, dnames = pd.factorize(t[2].to_numpy(dtype=object))
+    if pd.Series(qcode.astype(np.int64) * max(len(dnames), 1) + dcode).duplicated().any():
+        return None  # a document retrieved twice for a query
+    return pd.DataFrame({"system": t[5].to_numpy(dtype=object), "query": t[0].to_numpy(dtype=object),
+                         "doc": t[2].to_numpy(dtype=object), "score": score})
+
+
+def _read_run_lines(path: Path, text: str) -> pd.DataFrame:
     rows = []
     seen: dict[tuple[str, str], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -63,11 +124,7 @@ def _read_run(path: Path) -> pd.DataFrame:
         rows.append((tag, q, doc, value))
     if not rows:
         raise InputFileError(path, "is empty: expected lines 'qid Q0 docid rank score tag'")
-    table = pd.DataFrame(rows, columns=["system", "query", "doc", "score"])
-    tags = table["system"].unique()
-    if len(tags) > 1:
-        raise InputFileError(path, f"holds several run tags ({', '.join(tags[:3])}); one run per file")
-    return table
+    return pd.DataFrame(rows, columns=["system", "query", "doc", "score"])
 
 
 def read_runs(paths: Sequence["str | os.PathLike"]) -> Runs:
