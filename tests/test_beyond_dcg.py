@@ -155,3 +155,24 @@ def test_evaluate_puts_several_measures_on_one_scale(rng, tmp_path):
     expected = score_lists(levels, ["ap"], pools=pools, query_index=np.arange(len(queries)))[:, 0]
     np.testing.assert_allclose(ap.set_index("query").loc[queries, "phi"], expected)
     np.testing.assert_allclose(ap["p_sat"], expit(-2 + 3 * ap["phi"] + ap["phi"] ** 2))
+
+
+def test_analyze_all_ranks_dcg_and_other_measures_in_one_report(tmp_path):
+    """The published answers calibrate RBP, ERR, RR, AP and P beside the 36, with intervals;
+    the report places them in the joint ranking and says how sure the comparison is."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    out = tmp_path / "all"
+    res = CliRunner().invoke(main, ["analyze", "--dataset", "ecir2015", "--formulations", "all",
+                                    "--bootstrap", "30", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    bias = pd.read_csv(out / "bias.csv", keep_default_na=False).set_index("formulation")
+    assert set(EXTRA_MEASURES) <= set(bias.index) and len(bias) == 36 + len(EXTRA_MEASURES)
+    assert bias.loc[list(EXTRA_MEASURES), ["b1_lo", "b1_hi"]].notna().all().all()
+    anova = pd.read_csv(out / "anova.csv")
+    assert anova.groupby("indicator")["df"].apply(list).tolist() == [[5, 5, 25]] * 3
+    report = (out / "report.html").read_text()
+    assert "Measures beyond DCG" in report and "err #" in report
+    bad = CliRunner().invoke(main, ["analyze", "--dataset", "ecir2015", "--formulations", "ndcg",
+                                    "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "--formulations" in bad.output and "Traceback" not in bad.output

@@ -357,7 +357,9 @@ class Formulation:
 
     @property
     def labels(self) -> dict:
-        return {"gain": self.gain.id, "discount": self.discount.id, "family": "dcg"}
+        # a geometric discount makes the DCG sum rank-biased precision (Moffat & Zobel 2008)
+        family = "rbp" if self.discount.id.startswith("geo") else "dcg"
+        return {"gain": self.gain.id, "discount": self.discount.id, "family": family}
 
     def gains(self, levels) -> np.ndarray:
         """Gains of levels under this formulation's negative-level policy."""

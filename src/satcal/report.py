@@ -173,6 +173,9 @@ def reading_guide(result) -> list[str]:
                    f"{half:.2f}." if half is not None else
                    "P(Pref|dphi) never reaches 0.5: most users do not side with the measure's "
                    "preference at any difference.")
+    other = _beyond_dcg_paragraph(result)
+    if other:
+        out.append(other)
     mc = result.model_check
     if not mc.empty:
         means = mc.groupby("model")["log_loss"].mean()
@@ -182,6 +185,45 @@ def reading_guide(result) -> list[str]:
                    f"{means['quadratic_logit']:.4f}, linear logit {means['linear_logit']:.4f}, "
                    f"isotonic {means['isotonic']:.4f}: the quadratic form looks {verdict}.")
     return out
+
+
+def _beyond_dcg_paragraph(result) -> str | None:
+    """What the joint ranking says about the measures beyond DCG, and how sure it is."""
+    bias = result.bias
+    if "family" not in bias.columns or (bias["family"] == "dcg").all():
+        return None
+    rank = result.ranking.reset_index(drop=True)
+    family = bias.set_index("formulation")["family"]
+    is_dcg = rank["formulation"].map(family).eq("dcg")
+    n = len(rank)
+    placed = ", ".join(f"{html.escape(f)} #{i + 1}" for i, f in rank.loc[~is_dcg, "formulation"].items())
+    text = (f"Measures beyond DCG (RBP as a geometric discount, ERR, RR, AP, P), ranked with the DCG "
+            f"formulations on the same scale (mean rank "
+            f"over b1-b3, 1 to {n}): {placed}.")
+    if not is_dcg.any():
+        return text
+    best_dcg = rank.loc[is_dcg, "formulation"].iloc[0]
+    best_other = rank.loc[~is_dcg, "formulation"].iloc[0]
+    if result.bootstrap is None:
+        return text + (" How sure this is needs the bootstrap (run the analysis with --bootstrap "
+                       "1000): without intervals, nearby ranks may be noise.")
+    pairs = result.bootstrap.pairwise
+    pair = pairs[(pairs.indicator == "b1") & (((pairs.formulation_1 == best_dcg) & (pairs.formulation_2 == best_other))
+                                             | ((pairs.formulation_1 == best_other) & (pairs.formulation_2 == best_dcg)))]
+    if pair.empty:
+        return text
+    r = pair.iloc[0]
+    sign = 1 if r.formulation_1 == best_other else -1
+    d, lo, hi = sign * r["diff"], *sorted((sign * r["lo"], sign * r["hi"]))
+    p_text = f"p < {1 / result.bootstrap.replicates:.2g}" if r["p"] == 0 else f"p = {r['p']:.2g}"
+    verdict = ("the answers cannot tell the two apart" if lo <= 0 <= hi else
+               f"{html.escape(best_other if d < 0 else best_dcg)} is less biased, beyond the "
+               "bootstrap's doubt")
+    return text + (f" The best of them, {html.escape(best_other)}, against the best DCG formulation, "
+                   f"{html.escape(best_dcg)}: b1 differs by {d:+.3f} (95% interval {lo:+.3f} to "
+                   f"{hi:+.3f}, {p_text}), so {verdict}. A measure's rank says how closely its "
+                   "score tracks the probability that users are satisfied, not how well it ranks "
+                   "systems (see satcal reliability).")
 
 
 _CSS = """
