@@ -337,7 +337,8 @@ def simulate(directory, platform, force):
     from .simulate import simulate_workspace
     from .workspace import Workspace
     ws = Workspace.open(directory)
-    path, truth = simulate_workspace(ws, platform, force=force)
+    with ws.locked():
+        path, truth = simulate_workspace(ws, platform, force=force)
     click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
                f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
 
@@ -373,7 +374,8 @@ def ingest(directory, files, platform, threshold, dawid_skene):
         from .fileio import atomic_write_text
         from .quality import dawid_skene as fit_ds
         labels, accuracy = fit_ds(report.answers[~report.answers["is_trap"]])
-        atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
+        with ws.locked():
+            atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')}")
 
 
@@ -413,8 +415,9 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
                             pair_t, budget_list, answers_per_example, sims, boot, seed=ws.seed + 5,
                             progress=not quiet)
-    written = result.save(ws.path / "power")
-    ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)})
+    with ws.locked():
+        written = result.save(ws.path / "power")
+        ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)})
     cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
     click.echo(result.table[cols].to_string(index=False))
     click.echo(f"Wrote {written['table']} and {written['figure']}")

@@ -16,6 +16,7 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the user's umask
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
@@ -23,6 +24,12 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: "str | os.PathLike", text: str) -> Path:

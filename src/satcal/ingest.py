@@ -6,6 +6,7 @@ judgments file (SPEC section 6).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -218,10 +219,18 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     mark(~known & ~is_ecir, "unknown item id (not in key.csv: another study or export?)")
     mark(unknown_ecir, "unknown example id")
     mark(shown == "", "malformed answer " + r["answer"].astype(str).map(repr))
-    # Duplicates: one answer per worker and example; the first row read wins.
+    # Duplicates: one answer per worker and example. The earliest submission wins, then the
+    # file (archived under its content hash) and the line: the same winner whatever order the
+    # files were ingested in. Rows without a submission time come after those with one.
     ok = reason == ""
     ident = r["worker_id"].astype(str) + "\x1f" + r["example_id"].astype(str)
-    first = ~ident.where(ok).duplicated(keep="first") | ~ok
+    when = r["submitted_at"].fillna("").astype(str).str.strip().to_numpy()
+    order = np.lexsort((pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy(),
+                        r["source_file"].astype(str).to_numpy(), when, when == ""))
+    later = ident.where(ok).iloc[order].duplicated(keep="first").to_numpy()
+    first = pd.Series(True, index=r.index)
+    first.iloc[order] = ~later
+    first |= ~ok
     firsts = r[ok & first].assign(ident=ident[ok & first]).set_index("ident")
     dup = ok & ~first
     if dup.any():
@@ -249,23 +258,37 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers
 
 
+INDEX_COLUMNS = ["sha256", "file", "platform", "original"]
+PENDING = ".ingest-pending.json"
+SETTINGS = "ingest-settings.json"
+
+
+def _read_index(raw_dir: Path) -> pd.DataFrame:
+    path = raw_dir / "index.csv"
+    return (pd.read_csv(path, dtype=str, keep_default_na=False) if path.exists()
+            else pd.DataFrame(columns=INDEX_COLUMNS))
+
+
 def ingest(ws, files, platform: str | None = None, threshold: float | None = None) -> IngestReport:
     """Archive result files under raw/ and rebuild answers.csv, rejects.csv and workers.csv.
 
     Every file is parsed before anything is written, so a broken file leaves the workspace
     untouched. A file already ingested (same content hash) changes nothing; the tables are
     rebuilt from all archived files, so the result does not depend on the order of calls.
+    The workspace lock makes concurrent ingests take turns; a pending marker written first and
+    removed last lets the next command undo an ingest that was killed half-way.
     """
+    with ws.locked():
+        repair_interrupted_ingest(ws)
+        return _ingest_locked(ws, files, platform, threshold)
+
+
+def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
     from .fileio import atomic_write_bytes, atomic_write_text, sha256_bytes
     from .platforms import detect_platform, get_platform
 
-    key = ws.table("key.csv", required=False)
-    if key is None:
-        key = pd.DataFrame(columns=["item_id", "source_id", "is_trap", "swapped", "expected"])
     raw_dir = ws.path / "raw"
-    index_path = raw_dir / "index.csv"
-    index = (pd.read_csv(index_path, dtype=str, keep_default_na=False) if index_path.exists()
-             else pd.DataFrame(columns=["sha256", "file", "platform", "original"]))
+    index = _read_index(raw_dir)
     new_files: list[tuple[str, str, str, bytes, pd.DataFrame]] = []
     for f in files:
         path = Path(f)
@@ -279,42 +302,108 @@ def ingest(ws, files, platform: str | None = None, threshold: float | None = Non
         parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
         name = f"{digest[:12]}-{path.name}"
         new_files.append((digest, name, plat, data, parsed))
-    for digest, name, plat, data, _ in new_files:
-        atomic_write_bytes(raw_dir / name, data)
+    added = pd.DataFrame([{"sha256": d, "file": n, "platform": p, "original": n.split("-", 1)[1]}
+                          for d, n, p, _, _ in new_files], columns=INDEX_COLUMNS)
     if new_files:
-        index = pd.concat([index, pd.DataFrame([{"sha256": d, "file": n, "platform": p,
-                                                 "original": n.split("-", 1)[1]}
-                                                for d, n, p, _, _ in new_files])], ignore_index=True)
-        atomic_write_text(index_path, index.to_csv(index=False, lineterminator="\n"))
-    fresh = {n[0] for n in new_files}
+        # The marker names what this ingest adds; if the command dies before it is removed,
+        # the next command takes those files back out (repair_interrupted_ingest).
+        atomic_write_text(raw_dir / PENDING, added.to_json(orient="records") + "\n")
+        for digest, name, plat, data, _ in new_files:
+            atomic_write_bytes(raw_dir / name, data)
+        index = pd.concat([index, added], ignore_index=True)
+    parsed_new = {n[0]: n[4] for n in new_files}
+    threshold = ws["quality.trust_threshold"] if threshold is None else float(threshold)
+    report = _rebuild(ws, index, parsed_new, threshold)
+    # the tables' threshold, so that a repair rebuilds exactly these tables
+    atomic_write_text(raw_dir / SETTINGS, json.dumps({"trust_threshold": threshold}) + "\n")
+    if new_files:
+        atomic_write_text(raw_dir / "index.csv", index.to_csv(index=False, lineterminator="\n"))
+        ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(report.answers),
+                             "rejects": len(report.rejects)}, inputs=[raw_dir / n[1] for n in new_files])
+        (raw_dir / PENDING).unlink(missing_ok=True)
+    return report
+
+
+def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
+    """answers.csv, rejects.csv and workers.csv from every file of ``index``."""
+    from .fileio import atomic_write_text
+    from .platforms import get_platform
+
+    raw_dir = ws.path / "raw"
+    key = ws.table("key.csv", required=False)
+    if key is None:
+        key = pd.DataFrame(columns=["item_id", "source_id", "is_trap", "swapped", "expected"])
     frames = []
     for row in index.itertuples():
-        parsed = next((n[4] for n in new_files if n[0] == row.sha256), None)
-        if parsed is None:
-            parsed = get_platform(row.platform).read_results(raw_dir / row.file)
-        frames.append(parsed.assign(source_file=row.file))
+        table = parsed.get(row.sha256)
+        if table is None:
+            table = get_platform(row.platform).read_results(raw_dir / row.file)
+        frames.append(table.assign(source_file=row.file))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["item_id"])
     examples = ws.table("examples.csv", required=False)
     example_ids = set(examples["example_id"]) if examples is not None else set()
     threshold = ws["quality.trust_threshold"] if threshold is None else threshold
     answers, rejects, workers = resolve_rows(rows, key, example_ids, threshold, ws["quality.min_traps"])
-    csv = lambda df: df.to_csv(index=False, lineterminator="\n")
-    atomic_write_text(ws.file("answers.csv"), csv(answers))
-    atomic_write_text(ws.file("rejects.csv"), csv(rejects))
-    atomic_write_text(ws.file("workers.csv"), csv(workers))
+    for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers)):
+        atomic_write_text(ws.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
     per_file = []
+    fresh = set(parsed)
     for row in index.itertuples():
-        a = int((answers["source_file"] == row.file).sum())
-        rj = int((rejects["source_file"] == row.file).sum())
-        n_rows = int((rows["source_file"] == row.file).sum())
-        per_file.append({"source_file": row.file, "platform": row.platform, "rows": n_rows,
-                         "answers": a, "rejects": rj, "new": row.sha256 in fresh})
-    ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(answers),
-                         "rejects": len(rejects)}, inputs=[raw_dir / n[1] for n in new_files])
+        per_file.append({"source_file": row.file, "platform": row.platform,
+                         "rows": int((rows["source_file"] == row.file).sum()),
+                         "answers": int((answers["source_file"] == row.file).sum()),
+                         "rejects": int((rejects["source_file"] == row.file).sum()),
+                         "new": row.sha256 in fresh})
     reasons = rejects["reason"].str.replace(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
                                             lambda m: m.group(1) or m.group(2) or m.group(3),
                                             regex=True).value_counts()
-    return IngestReport(pd.DataFrame(per_file), reasons, workers, answers, rejects)
+    return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
+                                                        "rejects", "new"]),
+                        reasons, workers, answers, rejects)
+
+
+def repair_interrupted_ingest(ws) -> bool:
+    """Undo an ingest that was killed before it finished (its pending marker is still there):
+    the files it was adding leave raw/ and the index, and the tables are rebuilt from the
+    files ingested before it. Returns whether anything was repaired. Call with the lock held."""
+    raw_dir = ws.path / "raw"
+    marker = raw_dir / PENDING
+    if not marker.exists():
+        return False
+    from .fileio import atomic_write_text
+    settings = raw_dir / SETTINGS
+    threshold = json.loads(settings.read_text())["trust_threshold"] if settings.exists() else None
+    pending = pd.DataFrame(json.loads(marker.read_text(encoding="utf-8") or "[]"), columns=INDEX_COLUMNS)
+    index = _read_index(raw_dir)
+    index = index[~index["sha256"].isin(pending["sha256"])].reset_index(drop=True)
+    for name in pending["file"]:
+        (raw_dir / name).unlink(missing_ok=True)
+    atomic_write_text(raw_dir / "index.csv", index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
+    _rebuild(ws, index, {}, threshold)
+    marker.unlink()
+    return True
+
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that a spreadsheet would run as a formula get a leading apostrophe (the OWASP
+    rule); numbers, including negative ones, are left alone. The raw value stays in the file
+    archived under raw/."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
+            continue
+        text = values.astype(str)
+        risky = text.str.startswith(FORMULA_PREFIXES) & values.notna()
+        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
+        risky &= ~numeric
+        if risky.any():
+            out[col] = values.astype(object).where(~risky, "'" + text)
+    return out
 
 
 def study_from_workspace(ws) -> StudyData:

@@ -7,10 +7,12 @@ versions, the seeds, the hashes of the inputs and the command history.
 from __future__ import annotations
 
 import json
+import os
 import platform as _platform
 import shutil
 import sys
 import tomllib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +26,9 @@ from .errors import InputFileError, SatcalError
 from .fileio import atomic_write_text, sha256_file
 from .judgments import Judgments, read_judgments
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS, formulation, get_discount, get_gain
+
+#: Seconds a command waits for another one holding the workspace lock.
+LOCK_WAIT = 600
 
 __all__ = ["Workspace", "STUDY_TEMPLATE", "SCHEMA"]
 
@@ -306,12 +311,54 @@ class Workspace:
             return None
         return pd.read_csv(path, dtype=str, keep_default_na=False)
 
-    def guard(self, names, force: bool) -> None:
-        """Refuse to overwrite outputs unless asked."""
+    def guard(self, names, force: bool, command: str | None = None) -> None:
+        """Refuse to overwrite outputs unless asked. Outputs that an interrupted run of
+        ``command`` left behind (its pending marker is still there) are no one's results:
+        they are replaced without --force."""
+        if command is not None and self._pending(command).exists():
+            return
         existing = [n for n in names if (self.path / n).exists()]
         if existing and not force:
             raise SatcalError(f"{self.path}: {', '.join(existing)} already exist; pass --force to "
                               "overwrite")
+
+    # -- concurrency and interrupted commands ----------------------------------------------
+    @contextmanager
+    def locked(self):
+        """Hold the workspace lock (``.satcal.lock``): one writing command at a time.
+
+        Re-entrant within a process. Another process's command is waited for, with a line on
+        stderr, up to ``LOCK_WAIT`` seconds.
+        """
+        from filelock import FileLock, Timeout
+        lock = FileLock(str(self.path / ".satcal.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            print(f"satcal: waiting for another satcal command working on {self.path} ...",
+                  file=sys.stderr, flush=True)
+            try:
+                lock.acquire(timeout=LOCK_WAIT)
+            except Timeout:
+                raise SatcalError(f"{self.path}: another satcal command has held the workspace "
+                                  f"for over {LOCK_WAIT} s; let it finish, or stop it and run "
+                                  "this one again") from None
+        try:
+            yield self
+        finally:
+            lock.release()
+
+    def _pending(self, command: str) -> Path:
+        return self.path / f".satcal-pending-{command}"
+
+    @contextmanager
+    def staged(self, command: str):
+        """Mark ``command``'s outputs as being written: if the command is killed, the marker
+        stays, and the next run replaces the incomplete set without asking for --force."""
+        marker = self._pending(command)
+        atomic_write_text(marker, f"{os.getpid()}\n")
+        yield
+        marker.unlink(missing_ok=True)
 
     # -- manifest --------------------------------------------------------------------------
     def record(self, command: str, details: dict | None = None, inputs: list[Path] | None = None) -> None:
@@ -337,9 +384,13 @@ class Workspace:
     # -- stages ----------------------------------------------------------------------------
     def generate(self, force: bool = False, progress: bool = False):
         """Examples, traps, scores, coverage table and heat map."""
+        with self.locked():
+            return self._generate(force, progress)
+
+    def _generate(self, force: bool, progress: bool):
         from .generate import Design, coverage_heatmap, generate
         from .traps import build_traps, read_traps
-        self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force)
+        self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force, "generate")
         judgments = self.judgments()
         design = Design(k=self.k, levels=self["study.levels"], formulations=self.formulations(),
                         n_bins=self["generator.n_bins"], min_per_cell=self["generator.min_per_cell"],
@@ -354,16 +405,21 @@ class Workspace:
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
         csv = lambda df: df.to_csv(index=False, lineterminator="\n", float_format="%.10g")
-        atomic_write_text(self.file("examples.csv"), csv(result.examples))
-        atomic_write_text(self.file("traps.csv"), csv(traps))
-        atomic_write_text(self.file("scores.csv"), csv(result.scores))
-        atomic_write_text(self.file("coverage.csv"), csv(result.coverage))
-        coverage_heatmap(result.coverage, design.min_per_cell, self.file("coverage"))
-        self.record("generate", {"seed": self.seed, **result.summary()})
+        with self.staged("generate"):
+            atomic_write_text(self.file("examples.csv"), csv(result.examples))
+            atomic_write_text(self.file("traps.csv"), csv(traps))
+            atomic_write_text(self.file("scores.csv"), csv(result.scores))
+            atomic_write_text(self.file("coverage.csv"), csv(result.coverage))
+            coverage_heatmap(result.coverage, design.min_per_cell, self.file("coverage"))
+            self.record("generate", {"seed": self.seed, **result.summary()})
         return result
 
     def export(self, platform: str | None = None, force: bool = False):
         """Platform task files under batches/<platform>/ and the hidden key.csv."""
+        with self.locked():
+            return self._export(platform, force)
+
+    def _export(self, platform: str | None, force: bool):
         from .platforms import build_items, get_platform
         plat = get_platform(platform or self["presentation.platform"])
         out = self.path / "batches" / plat.name
@@ -378,15 +434,20 @@ class Workspace:
         if existing_key is not None and not existing_key["item_id"].equals(key["item_id"]) and not force:
             raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
                               "replace it (answers already collected would no longer map)")
-        atomic_write_text(self.file("key.csv"), key.to_csv(index=False, lineterminator="\n"))
-        atomic_write_text(self.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
-        paths = plat.write_batch(visible, key, out, self.k, self["presentation.instructions"],
-                                 self["presentation.items_per_page"])
-        self.record("export", {"platform": plat.name, "items": len(visible)})
+        with self.staged("export"):
+            atomic_write_text(self.file("key.csv"), key.to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(self.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
+            paths = plat.write_batch(visible, key, out, self.k, self["presentation.instructions"],
+                                     self["presentation.items_per_page"])
+            self.record("export", {"platform": plat.name, "items": len(visible)})
         return paths
 
     def preview(self, n: int = 6, path: Path | None = None) -> Path:
         """A static page with a sample of units exactly as a worker sees them."""
+        with self.locked():
+            return self._preview(n, path)
+
+    def _preview(self, n: int, path: Path | None) -> Path:
         from .platforms.generic import html_form
         visible = self.table("items.csv")
         key = self.table("key.csv")
@@ -405,11 +466,16 @@ class Workspace:
     def analyze(self, force: bool = False, **kwargs):
         """Analyse the ingested answers into analysis/ (an earlier analysis is kept unless
         ``force``)."""
+        with self.locked():
+            return self._analyze(force, **kwargs)
+
+    def _analyze(self, force: bool, **kwargs):
         from .analysis import calibrate
-        from .ingest import study_from_workspace
+        from .ingest import repair_interrupted_ingest, study_from_workspace
+        repair_interrupted_ingest(self)
         previous = self.path / "analysis"
         if previous.exists() and any(previous.iterdir()):
-            self.guard(["analysis"], force)
+            self.guard(["analysis"], force, "analyze")
         study = study_from_workspace(self)
         kwargs.setdefault("formulations", self.formulations())
         result = calibrate(study, **kwargs)
@@ -417,7 +483,8 @@ class Workspace:
         rejects = self.table("rejects.csv", required=False)
         if rejects is not None:
             result.meta["rejected_rows"] = int(len(rejects))
-        result.save(self.path / "analysis")
+        with self.staged("analyze"):
+            result.save(self.path / "analysis")
         self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
                                 "formulations": result.bias["formulation"].tolist()})
         return result

@@ -1,0 +1,135 @@
+"""Issue 13: one writer at a time, interrupted commands undone, spreadsheet-safe tables,
+outputs with the user's umask."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal.ingest import ingest, spreadsheet_safe
+from satcal.simulate import simulate_workspace
+from satcal.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, ecir_study):
+    d = tmp_path_factory.mktemp("hardening")
+    q = d / "qrels.tsv"
+    ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
+    ws = Workspace.init(d / "study", q, min_per_cell=10, platform="csv")
+    ws.generate()
+    ws.export()
+    return ws
+
+
+@pytest.fixture
+def ws(base, tmp_path):
+    target = tmp_path / "study"
+    shutil.copytree(base.path, target)
+    return Workspace.open(target)
+
+
+def _split_results(ws, tmp_path, parts):
+    out, _ = simulate_workspace(ws, "csv")
+    table = pd.read_csv(out, dtype=str, keep_default_na=False)
+    files = []
+    for i, chunk in enumerate(np.array_split(np.arange(len(table)), parts)):
+        f = tmp_path / f"part{i}.csv"
+        table.iloc[chunk].to_csv(f, index=False)
+        files.append(f)
+    return table, files
+
+
+def test_concurrent_ingests_lose_nothing(ws, tmp_path):
+    """Ten pairs of `satcal ingest` started together on one workspace, disjoint files: every
+    file indexed, every row an answer or a reject."""
+    table, files = _split_results(ws, tmp_path, 20)
+    for a, b in zip(files[0::2], files[1::2]):
+        procs = [subprocess.Popen([sys.executable, "-m", "satcal", "ingest", str(ws.path), str(f),
+                                   "--threshold", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for f in (a, b)]
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err.decode()
+    index = pd.read_csv(ws.path / "raw" / "index.csv", dtype=str)
+    assert sorted(index["original"]) == sorted(f.name for f in files)
+    answers = pd.read_csv(ws.path / "answers.csv", dtype=str, keep_default_na=False)
+    rejects = pd.read_csv(ws.path / "rejects.csv", dtype=str, keep_default_na=False)
+    assert len(answers) + len(rejects) == len(table)
+
+
+def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
+    _, (first, second) = _split_results(ws, tmp_path, 2)
+    ingest(ws, [first], threshold=0.0)
+    before = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "raw/index.csv")}
+    import satcal.ingest as mod
+    real = mod._rebuild
+
+    def dies(*args, **kwargs):  # the process dies after archiving, before the tables
+        raise KeyboardInterrupt
+    monkeypatch.setattr(mod, "_rebuild", dies)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(ws, [second], threshold=0.0)
+    assert (ws.path / "raw" / mod.PENDING).exists()
+    monkeypatch.setattr(mod, "_rebuild", real)
+    assert mod.repair_interrupted_ingest(ws)
+    assert not (ws.path / "raw" / mod.PENDING).exists()
+    for name, data in before.items():
+        assert (ws.path / name).read_bytes() == data, name
+    assert len(list((ws.path / "raw").glob("*-part1.csv"))) == 0
+    again = ingest(ws, [second], threshold=0.0)  # and the file can then be ingested normally
+    assert again.files["new"].sum() == 1
+
+
+def test_killed_generate_does_not_need_force(ws, monkeypatch):
+    """An interrupted generate leaves its marker; the rerun replaces the partial set."""
+    from satcal.errors import SatcalError
+    with pytest.raises(SatcalError, match="--force"):
+        ws.generate()
+    import satcal.generate as gen
+    real = gen.coverage_heatmap
+
+    def dies(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(gen, "coverage_heatmap", dies)
+    with pytest.raises(KeyboardInterrupt):
+        ws.generate(force=True)
+    monkeypatch.setattr(gen, "coverage_heatmap", real)
+    ws.generate()  # no --force needed: the previous run never finished
+    assert not list(ws.path.glob(".satcal-pending-*"))
+
+
+def test_spreadsheet_formulas_are_neutralised():
+    t = pd.DataFrame({"worker_id": ["=HYPERLINK(\"x\")", "+cmd|' /C calc'!A0", "@SUM(1)", "-2", "w1",
+                                    "\tx", "-x"],
+                      "line": [2, 3, 4, 5, 6, 7, 8]})
+    safe = spreadsheet_safe(t)
+    assert safe["worker_id"].tolist() == ["'=HYPERLINK(\"x\")", "'+cmd|' /C calc'!A0", "'@SUM(1)", "-2",
+                                          "w1", "'\tx", "'-x"]
+    assert safe["line"].tolist() == t["line"].tolist()
+
+
+def test_ingested_tables_are_spreadsheet_safe(ws, tmp_path):
+    out, _ = simulate_workspace(ws, "csv")
+    table = pd.read_csv(out, dtype=str, keep_default_na=False).head(20)
+    table.loc[0, "worker_id"] = "=HYPERLINK(\"http://x\",\"y\")"
+    f = tmp_path / "evil.csv"
+    table.to_csv(f, index=False)
+    ingest(ws, [f], threshold=0.0)
+    for name in ("answers.csv", "workers.csv", "rejects.csv"):
+        text = (ws.path / name).read_text()
+        assert ",=HYPERLINK" not in text and "\n=HYPERLINK" not in text
+    assert "=HYPERLINK" in next((ws.path / "raw").glob("*-evil.csv")).read_text()  # raw kept as is
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    from satcal.fileio import atomic_write_text
+    old = os.umask(0o027)
+    try:
+        path = atomic_write_text(tmp_path / "x.csv", "a\n")
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == 0o640
