@@ -52,3 +52,47 @@ def test_preview_renders_and_records(driver, preview):
     # the items shown are the exported ones
     shown = {i.get_attribute("data-item") for i in items}
     assert shown <= set(ws.table("items.csv")["item_id"])
+
+
+HOSTILE_QUERIES = ["<script>document.title='X'</script>", "<svg/onload=document.title='Y'>",
+                   "\"><img src=x onerror=document.title='W'>"]
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """A text study whose query ids are scripts and whose document URLs are javascript: links."""
+    import pandas as pd
+    from satcal.workspace import Workspace
+    d = tmp_path_factory.mktemp("hostile")
+    rows = [(q, f"d{qi}_{i}", i % 3) for qi, q in enumerate(HOSTILE_QUERIES) for i in range(18)]
+    pd.DataFrame(rows, columns=["query", "doc", "level"]).to_csv(d / "qrels.tsv", sep="\t", index=False)
+    docs = pd.DataFrame({"doc": [r[1] for r in rows]})
+    docs["title"] = "Doc " + docs["doc"]
+    docs["url"] = "javascript:document.title='Z'"
+    docs.loc[::2, "url"] = "https://example.org/" + docs["doc"]
+    docs["audio_url"] = "javascript:document.title='A'"
+    docs.to_csv(d / "docs.csv", index=False)
+    ws = Workspace.init(d / "study", d / "qrels.tsv", d / "docs.csv", min_per_cell=2, platform="csv")
+    ws.generate()
+    ws.export()
+    return ws, ws.preview(n=8)
+
+
+def test_hostile_query_ids_and_urls_run_no_script(driver, hostile):
+    from selenium.webdriver.common.by import By
+    ws, path = hostile
+    for page in (path, ws.path / "batches" / "csv" / "template.html"):
+        driver.get(page.as_uri())
+        before = driver.title
+        assert before not in ("X", "Y", "W", "Z", "A")
+        queries = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "span.query")]
+        assert queries and set(queries) <= set(HOSTILE_QUERIES)  # shown as text
+        links = driver.find_elements(By.CSS_SELECTOR, "a")
+        assert links and all(l.get_attribute("href").startswith("https://") for l in links)
+        for audio in driver.find_elements(By.TAG_NAME, "audio"):
+            assert not audio.get_attribute("src").lower().startswith("javascript")
+        texts = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "div.url")]
+        assert texts and set(texts) <= {"javascript:document.title='Z'", "javascript:document.title='A'"}
+        for link in links[:3]:
+            driver.execute_script("arguments[0].removeAttribute('target')", link)
+        assert driver.title == before

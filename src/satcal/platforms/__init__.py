@@ -107,11 +107,32 @@ def _token(rng: np.random.Generator, n: int) -> list[str]:
     return out
 
 
+#: Display fields that a page turns into a link or a player: only web addresses may.
+URL_FIELDS = ("url", "audio_url")
+
+
+def is_web_url(value: str) -> bool:
+    """An http(s) address: the only kind a worker-visible page makes a link or a player of
+    (``javascript:``, ``data:`` and the like would run or embed something on a click)."""
+    return bool(re.match(r"\s*https?://", str(value), flags=re.IGNORECASE))
+
+
 def _display(doc_ids: pd.Series, documents: pd.DataFrame | None, field: str) -> np.ndarray:
     if documents is None or field not in documents.columns:
         return np.full(len(doc_ids), "", dtype=object)
     values = doc_ids.map(documents[field]).fillna("")
     return values.map(lambda v: html.escape(str(v), quote=True)).to_numpy(dtype=object)
+
+
+def _split_urls(visible: pd.DataFrame) -> None:
+    """Keep only web addresses in the url / audio_url columns (platform templates link them);
+    any other value moves to a ``<field>_text`` column, shown as plain text."""
+    for col in [c for c in visible.columns if c.endswith(URL_FIELDS)]:
+        values = visible[col].astype(str)
+        web = values.map(is_web_url) | (values == "")
+        if not web.all():
+            visible[f"{col}_text"] = values.where(~web, "")
+            visible[col] = values.where(web, "")
 
 
 def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
@@ -142,7 +163,10 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
     item_ids = _token(rng, n)
     page = np.arange(n) // items_per_page + 1
     docs = documents.set_index("doc") if documents is not None else None
-    visible = pd.DataFrame({"item_id": item_ids, "page": page, "query": src["query"].to_numpy()})
+    # every worker-visible value is HTML-escaped here, query ids included: platform templates
+    # insert them as they are
+    visible = pd.DataFrame({"item_id": item_ids, "page": page,
+                            "query": [html.escape(str(v), quote=True) for v in src["query"]]})
     for field in DISPLAY_FIELDS:
         if docs is not None and field in docs.columns:
             visible[f"query_{field}"] = _display(src["query"], docs, field)
@@ -153,6 +177,7 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
             for field in DISPLAY_FIELDS:
                 if docs is not None and field in docs.columns:
                     visible[f"{shown}{i}_{field}"] = _display(pd.Series(ids), docs, field)
+    _split_urls(visible)
     expected = src["expected"].fillna("").astype(str)
     expected_shown = [";".join(swap_answer(c) if s else c for c in e.split(";")) if e else ""
                       for e, s in zip(expected, swapped)]
@@ -172,6 +197,9 @@ def _doc_html(row: pd.Series, side: str, i: int) -> str:
     parts = [f'<span class="title">{title}</span>']
     if row.get(f"{side}{i}_url", ""):
         parts[0] = f'<a class="title" href="{row[f"{side}{i}_url"]}" target="_blank" rel="noopener">{title}</a>'
+    for field in ("url_text", "audio_url_text"):  # not web addresses: text, never a link
+        if row.get(f"{side}{i}_{field}", ""):
+            parts.append(f'<div class="url">{row[f"{side}{i}_{field}"]}</div>')
     if row.get(f"{side}{i}_snippet", ""):
         parts.append(f'<div class="snippet">{row[f"{side}{i}_snippet"]}</div>')
     if row.get(f"{side}{i}_audio_url", ""):
