@@ -133,3 +133,41 @@ def test_outputs_follow_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert (path.stat().st_mode & 0o777) == 0o640
+
+
+def test_init_checks_everything_before_writing(tmp_path):
+    """All-zero judgments, a path that is a file, two inputs with one name: clear errors, and
+    nothing is written; a corrected retry then works."""
+    from satcal.errors import SatcalError
+    zero = tmp_path / "zero.tsv"
+    zero.write_text("query\tdoc\tlevel\n" + "".join(f"q1\td{i}\t0\n" for i in range(12)))
+    with pytest.raises(SatcalError, match="at least two levels"):
+        Workspace.init(tmp_path / "s", zero)
+    assert not (tmp_path / "s").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SatcalError, match="not a directory"):
+        Workspace.init(tmp_path / "file", zero)
+    good = tmp_path / "a" / "data.csv"
+    good.parent.mkdir()
+    good.write_text("query,doc,level\n" + "".join(f"q1,d{i},{i % 3}\n" for i in range(12)))
+    docs = tmp_path / "b" / "data.csv"
+    docs.parent.mkdir()
+    docs.write_text("doc,title\n" + "".join(f"d{i},Title {i}\n" for i in range(12)))
+    ws = Workspace.init(tmp_path / "s", good, docs)
+    assert (ws.path / ws["study.judgments"]).read_text() == good.read_text()
+    assert (ws.path / ws["study.documents"]).read_text() == docs.read_text()
+    # --force onto its own copied inputs
+    again = Workspace.init(ws.path, ws.path / ws["study.judgments"], force=True)
+    assert (again.path / again["study.judgments"]).read_text() == good.read_text()
+
+
+def test_collected_answers_are_never_redesigned(ws, tmp_path):
+    from satcal.errors import SatcalError
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    ingest(ws, [part], threshold=0.0)
+    for call in (lambda: ws.generate(force=True), lambda: ws.export(force=True),
+                 lambda: Workspace.init(ws.path, ws.path / ws["study.judgments"], force=True)):
+        with pytest.raises(SatcalError, match="collected answers"):
+            call()
+    answers = pd.read_csv(ws.path / "answers.csv", dtype=str)
+    assert len(answers) > 0  # untouched

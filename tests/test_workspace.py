@@ -28,7 +28,17 @@ def test_init_writes_a_commented_valid_design(tmp_path, qrels):
 
 
 @pytest.mark.parametrize("old,new,fragment", [
-    ("min_per_cell = 50", "min_per_cell = -3", "generator.min_per_cell = -3: expected a positive integer"),
+    ("min_per_cell = 50", "min_per_cell = -3", "generator.min_per_cell = -3: expected an integer from 1"),
+    ("min_per_cell = 50", "min_per_cell = 1000000000", "generator.min_per_cell = 1000000000: expected an integer from 1 to 100,000"),
+    ("n_bins = 10", "n_bins = 1000000", "generator.n_bins = 1000000: expected an integer from 2 to 100"),
+    ("[quality]", "[qualty]", "unknown section [qualty] (did you mean [quality]?)"),
+    ("min_traps = ", "min_trap = 3\nmin_traps = ", "unknown key quality.min_trap (did you mean quality.min_traps?)"),
+    ("seed = 2015", "seed = -1", "study.seed = -1: expected an integer >= 0"),
+    ('gains = ["bin2"', 'gains = ["lin", "bin2"', "formulations.gains lists lin more than once"),
+    ("# custom_gains = ", "custom_gains = { bad = [0.0, nan, 1.0] }\n# ", "formulations.custom_gains.bad"),
+    ("levels = [0, 1, 2]", "levels = [0, 0]", "study.levels = [0, 0]: expected a list of at least two distinct"),
+    ("heterogeneity = 0.5", "heterogeneity = inf", "simulation.heterogeneity = inf: expected a finite number"),
+    ("intercept = -3.0", "intercept = nan", "simulation.intercept = nan: expected a finite number"),
     ('method = "optimal"', 'method = "fast"', "generator.method = 'fast': expected one of optimal"),
     ("k = 5", 'k = "five"', "study.k = 'five': expected a positive integer"),
     ('platform = "appen"', 'platform = "mturk"', "presentation.platform = 'mturk'"),

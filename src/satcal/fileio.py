@@ -80,6 +80,9 @@ def read_utf8_text(path: "str | os.PathLike") -> str:
         raise SatcalError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise SatcalError(f"{path}: is a directory, expected a file") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(raw) > 3 and raw[1:4:2] == b"\0\0"):
+        raise InputFileError(path, "is UTF-16 text (as some spreadsheet programs save it): re-save "
+                                   "it as UTF-8")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

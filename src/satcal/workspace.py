@@ -7,6 +7,7 @@ versions, the seeds, the hashes of the inputs and the command history.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform as _platform
 import shutil
@@ -125,20 +126,32 @@ def _positive(v):
     return v >= 1
 
 
+#: Bounds that keep the generator's tables within memory (cells = formulations x bins x 2;
+#: examples up to min_per_cell x bins per formulation).
+MAX_BINS = 100
+MAX_PER_CELL = 100_000
+#: Keys study.toml may hold besides SCHEMA's.
+OPTIONAL_KEYS = {("formulations", "custom_gains"), ("formulations", "custom_discounts"),
+                 ("formulations", "extra"), ("study", "topics")}
+
+
 SCHEMA = [
     Key("study", "name", str),
     Key("study", "judgments", str, lambda v: bool(v), "a path to the judgments"),
     Key("study", "documents", str),
     Key("study", "k", int, _positive, "a positive integer"),
-    Key("study", "levels", list, lambda v: len(v) >= 2 and all(isinstance(x, int) for x in v),
-        "a list of at least two integer levels, e.g. [0, 1, 2]"),
-    Key("study", "seed", int),
+    Key("study", "levels", list,
+        lambda v: len(v) >= 2 and all(isinstance(x, int) and not isinstance(x, bool) and abs(x) <= 1000
+                                      for x in v) and len(set(v)) == len(v),
+        "a list of at least two distinct integer levels, e.g. [0, 1, 2]"),
+    Key("study", "seed", int, lambda v: 0 <= v < 2 ** 63, "an integer >= 0"),
     Key("formulations", "gains", list, lambda v: len(v) >= 1, "a non-empty list of gain ids"),
     Key("formulations", "discounts", list, lambda v: len(v) >= 1, "a non-empty list of discount ids"),
     Key("generator", "method", str, lambda v: v in ("optimal", "greedy", "published"),
         "one of optimal, greedy, published"),
-    Key("generator", "n_bins", int, lambda v: v >= 2, "an integer >= 2"),
-    Key("generator", "min_per_cell", int, _positive, "a positive integer"),
+    Key("generator", "n_bins", int, lambda v: 2 <= v <= MAX_BINS, f"an integer from 2 to {MAX_BINS}"),
+    Key("generator", "min_per_cell", int, lambda v: 1 <= v <= MAX_PER_CELL,
+        f"an integer from 1 to {MAX_PER_CELL:,}"),
     Key("generator", "overlap", str, lambda v: v in ("allow", "disjoint"), "allow or disjoint"),
     Key("traps", "count", int, lambda v: v >= 0, "an integer >= 0"),
     Key("traps", "file", str),
@@ -150,9 +163,9 @@ SCHEMA = [
     Key("quality", "trust_threshold", (int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
     Key("quality", "min_traps", int, lambda v: v >= 0, "an integer >= 0"),
     Key("simulation", "formulation", str),
-    Key("simulation", "intercept", (int, float)),
-    Key("simulation", "slope", (int, float)),
-    Key("simulation", "heterogeneity", (int, float), lambda v: v >= 0, "a number >= 0"),
+    Key("simulation", "intercept", (int, float), math.isfinite, "a finite number"),
+    Key("simulation", "slope", (int, float), math.isfinite, "a finite number"),
+    Key("simulation", "heterogeneity", (int, float), lambda v: 0 <= v < math.inf, "a finite number >= 0"),
     Key("simulation", "workers", int, _positive, "a positive integer"),
     Key("simulation", "spammers", (int, float), lambda v: 0 <= v < 1, "a share in [0, 1)"),
     Key("simulation", "position_bias", (int, float), lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
@@ -162,8 +175,29 @@ _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", bool: "true o
                (int, float): "a number"}
 
 
+def _unknown_keys(config: dict, path: Path) -> None:
+    """A misspelt section or key is an error, not a silently ignored line."""
+    import difflib
+    known = {(k.section, k.name) for k in SCHEMA} | OPTIONAL_KEYS
+    sections = sorted({s for s, _ in known})
+    for section, body in config.items():
+        if section not in sections:
+            close = difflib.get_close_matches(section, sections, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else f"; sections are {', '.join(sections)}"
+            raise SatcalError(f"{path}: unknown section [{section}]{hint}")
+        if not isinstance(body, dict):
+            raise SatcalError(f"{path}: {section} = ...: expected a [{section}] section")
+        names = sorted(n for s, n in known if s == section)
+        for name in body:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                hint = f" (did you mean {section}.{close[0]}?)" if close else ""
+                raise SatcalError(f"{path}: unknown key {section}.{name}{hint}")
+
+
 def validate_config(config: dict, path: Path) -> dict:
     """Check every key of study.toml; one line naming the file, the key and what is expected."""
+    _unknown_keys(config, path)
     for key in SCHEMA:
         section = config.get(key.section)
         if not isinstance(section, dict) or key.name not in section:
@@ -183,7 +217,7 @@ def validate_config(config: dict, path: Path) -> dict:
             raise SatcalError(f"{path}: formulations.{kind}: expected a table of name = [values]")
         for name, values in custom.items():
             ok = isinstance(values, list) and len(values) == size and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
             if not ok:
                 raise SatcalError(f"{path}: formulations.{kind}.{name} = {values!r}: expected {what}")
     extra = section.get("extra", [])
@@ -195,6 +229,11 @@ def validate_config(config: dict, path: Path) -> dict:
             formulation(m)
         except ValueError as exc:
             raise SatcalError(f"{path}: formulations.extra: {exc}") from None
+    for kind in ("gains", "discounts"):
+        values = [str(v) for v in section[kind]]
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise SatcalError(f"{path}: formulations.{kind} lists {', '.join(repeated)} more than once")
     for g in config["formulations"]["gains"]:
         try:
             get_gain(str(g))
@@ -223,27 +262,50 @@ class Workspace:
     @classmethod
     def init(cls, path, judgments, documents=None, k: int = 5, levels=None, seed: int = 2015,
              min_per_cell: int = 200, platform: str = "appen", force: bool = False) -> "Workspace":
-        """Create a workspace: copy the inputs into ``inputs/`` and write a commented study.toml."""
+        """Create a workspace: copy the inputs into ``inputs/`` and write a commented study.toml.
+
+        Everything is checked before anything is written. ``force`` starts a study over in a
+        directory that has a study.toml, but never one that holds collected answers.
+        """
         path = Path(path)
-        if (path / "study.toml").exists() and not force:
-            raise SatcalError(f"{path}/study.toml exists; pass --force to start the study over")
+        if path.exists() and not path.is_dir():
+            raise SatcalError(f"{path}: exists and is not a directory")
+        if (path / "study.toml").exists():
+            if not force:
+                raise SatcalError(f"{path}/study.toml exists; pass --force to start the study over")
+            collected = [n for n in ("raw", "answers.csv") if (path / n).exists()]
+            if collected:
+                raise SatcalError(f"{path} holds collected answers ({', '.join(collected)}); --force "
+                                  "would leave them beside a new design. Start the new study in "
+                                  "another directory")
         judgments = Path(judgments)
         qrels = read_judgments(judgments)  # validate before writing anything
         if documents is not None:
             _read_documents(Path(documents))
         levels = list(levels) if levels is not None else [lv for lv in qrels.levels if lv >= 0]
-        inputs = path / "inputs"
-        inputs.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(judgments, inputs / judgments.name)
-        doc_rel = ""
-        if documents is not None:
-            shutil.copyfile(documents, inputs / Path(documents).name)
-            doc_rel = f"inputs/{Path(documents).name}"
-        text = STUDY_TEMPLATE.format(name=path.name, judgments=f"inputs/{judgments.name}",
-                                     documents=doc_rel, k=k, levels=_toml_list(levels), seed=seed,
+        judgments_name = judgments.name
+        documents_name = Path(documents).name if documents is not None else ""
+        if documents_name and documents_name == judgments_name:
+            documents_name = f"documents-{documents_name}"  # two inputs, two copies
+        text = STUDY_TEMPLATE.format(name=path.name, judgments=f"inputs/{judgments_name}",
+                                     documents=f"inputs/{documents_name}" if documents_name else "",
+                                     k=k, levels=_toml_list(levels), seed=seed,
                                      gains=_toml_list(STUDY_GAINS), discounts=_toml_list(STUDY_DISCOUNTS),
                                      min_per_cell=min_per_cell, platform=platform,
                                      instructions=DEFAULT_INSTRUCTIONS)
+        present = set(qrels.levels)
+        if len([lv for lv in levels if lv in present]) < 2:
+            raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
+                              "needs lists built from at least two levels (give --levels)")
+        validate_config(tomllib.loads(text), path / "study.toml")
+        inputs = path / "inputs"
+        inputs.mkdir(parents=True, exist_ok=True)
+        for source, name in ((judgments, judgments_name), (documents, documents_name)):
+            if source is None or not name:
+                continue
+            target = inputs / name
+            if not (target.exists() and target.resolve() == Path(source).resolve()):
+                shutil.copyfile(source, target)
         atomic_write_text(path / "study.toml", text)
         ws = cls.open(path)
         ws.record("init", {"judgments": str(judgments), "documents": str(documents or "")})
@@ -253,11 +315,13 @@ class Workspace:
     def open(cls, path) -> "Workspace":
         path = Path(path)
         toml = path / "study.toml"
-        if not toml.exists():
-            raise SatcalError(f"{path}: not a satcal workspace (no study.toml); create one with "
+        if not toml.is_file():
+            what = "is a directory, not a file" if toml.is_dir() else "missing"
+            raise SatcalError(f"{path}: not a satcal workspace (study.toml {what}); create one with "
                               "satcal init DIR --judgments FILE")
+        from .fileio import read_utf8_text
         try:
-            config = tomllib.loads(toml.read_text(encoding="utf-8"))
+            config = tomllib.loads(read_utf8_text(toml))
         except tomllib.TOMLDecodeError as exc:
             raise SatcalError(f"{toml}: {exc}") from None
         return cls(path, validate_config(config, toml))
@@ -321,6 +385,15 @@ class Workspace:
         if existing and not force:
             raise SatcalError(f"{self.path}: {', '.join(existing)} already exist; pass --force to "
                               "overwrite")
+
+    def refuse_if_collected(self, command: str) -> None:
+        """Once answers are collected, the examples and the key they refer to are fixed: a new
+        design or presentation would change what the collected answers mean."""
+        index = self.path / "raw" / "index.csv"
+        if index.exists() and len(pd.read_csv(index, dtype=str)) > 0:
+            raise SatcalError(f"{self.path} holds collected answers (raw/); {command} would change the "
+                              "examples or the key they answer, even with --force. For a new batch, "
+                              "start a new study directory (satcal init NEW_DIR ...)")
 
     # -- concurrency and interrupted commands ----------------------------------------------
     @contextmanager
@@ -390,6 +463,7 @@ class Workspace:
     def _generate(self, force: bool, progress: bool):
         from .generate import Design, coverage_heatmap, generate
         from .traps import build_traps, read_traps
+        self.refuse_if_collected("generate")
         self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force, "generate")
         judgments = self.judgments()
         design = Design(k=self.k, levels=self["study.levels"], formulations=self.formulations(),
@@ -421,6 +495,7 @@ class Workspace:
 
     def _export(self, platform: str | None, force: bool):
         from .platforms import build_items, get_platform
+        self.refuse_if_collected("export")
         plat = get_platform(platform or self["presentation.platform"])
         out = self.path / "batches" / plat.name
         self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) else [], force)
