@@ -171,3 +171,47 @@ def test_collected_answers_are_never_redesigned(ws, tmp_path):
             call()
     answers = pd.read_csv(ws.path / "answers.csv", dtype=str)
     assert len(answers) > 0  # untouched
+
+
+def test_label_studio_export_shapes_are_rows_not_tracebacks(tmp_path):
+    import json
+    from satcal.platforms import get_platform
+    ann = lambda **kw: {"id": kw.pop("id", 1), "completed_by": kw.pop("by", 7),
+                        "result": [{"from_name": "answer", "to_name": "lists", "type": "choices",
+                                    "value": {"choices": kw.pop("choices", ["System A gives better results"])}}], **kw}
+    tasks = [
+        {"data": {"item_id": "i1"}, "annotations": None},                       # nobody annotated
+        {"data": {"item_id": "i2"}, "annotations": "oops"},                     # not a list
+        {"data": {"item_id": "i3"}, "annotations": ["oops"]},                   # annotation not an object
+        {"data": {"item_id": "i4"}, "annotations": [{"id": 2, "completed_by": 7, "result": None}]},
+        {"data": {"item_id": "i5"}, "annotations": [{"id": 3, "completed_by": 7, "result": [
+            {"from_name": "answer", "value": "System A gives better results"}]}]},                # value as a string
+        {"data": {"item_id": "i6"}, "annotations": [ann(id=4, choices=[["System A gives better results"]])]},
+        {"data": {"item_id": "i7"}, "annotations": [ann(id=5, choices=["System A gives better results", "System B gives better results"])]},
+        {"data": {"item_id": "i8"}, "annotations": [ann(id=6, ground_truth=True)]},
+        {"data": {"item_id": "i9"}, "annotations": [ann(id=7, was_cancelled=True)]},
+        {"data": {"item_id": "i10"}, "annotations": {"id": 8, "completed_by": {"id": 7, "email": "a@b.c"},
+                                                      "result": []}},
+        {"data": {"item_id": "i11"}, "annotations": [ann(id=9, by={"id": 7, "email": "a@b.c"})]},
+    ]
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps(tasks))
+    rows = get_platform("labelstudio").read_results(f).set_index("item_id")
+    assert "i1" not in rows.index and len(rows) == 10
+    status = rows["status"]
+    assert status["i2"].startswith("malformed task") and status["i3"].startswith("malformed annotation")
+    assert status["i4"] == "" and rows.loc["i4", "answer"] == ""      # no answer: a malformed-answer reject
+    assert status["i5"] == "" and rows.loc["i5", "answer"] == "a_better"
+    assert status["i6"].startswith("malformed annotation: choices")
+    assert status["i7"].startswith("several answers")
+    assert status["i8"].startswith("ground truth") and status["i9"] == "cancelled"
+    assert rows.loc["i11", "worker_id"] == rows.loc["i5", "worker_id"] == "7"  # one id per person
+
+
+def test_duplicate_result_columns_are_named(tmp_path):
+    from satcal.errors import InputFileError
+    from satcal.platforms import get_platform
+    f = tmp_path / "r.csv"
+    f.write_text("item_id,worker_id,answer,answer\ni1,w1,a_better,b_better\n")
+    with pytest.raises(InputFileError, match=r"r.csv:1: column 'answer' appears 2 times"):
+        get_platform("csv").read_results(f)

@@ -31,6 +31,13 @@ def read_table(path, delimiter: str, required: list[str]) -> pd.DataFrame:
     except csv.Error as exc:
         raise InputFileError(path, f"unreadable header ({exc})", 1) from None
     header = [h.strip() for h in header]
+    repeated = sorted({h for h in header if header.count(h) > 1 and h})
+    if repeated:
+        name = repeated[0]
+        where = [i + 1 for i, h in enumerate(header) if h == name]
+        raise InputFileError(path, f"column {name!r} appears {len(where)} times in the header "
+                                   f"(columns {', '.join(map(str, where))}); which one holds the "
+                                   "answer is ambiguous", 1)
     missing = [c for c in required if c not in header]
     if missing:
         other = "," if delimiter == "\t" else "\t"

@@ -50,13 +50,41 @@ _LABEL_TO_CODE = {label: code for code, label in ANSWER_LABELS.items()}
 
 
 def _annotator(value) -> str:
+    """One id per person: Label Studio gives ``completed_by`` as a user id, or as a user
+    object with ``id`` and ``email`` depending on the export; the id is used either way."""
     if isinstance(value, dict):
-        return str(value.get("email") or value.get("id") or "")
+        return str(value.get("id") if value.get("id") is not None else value.get("email") or "")
     return "" if value is None else str(value)
 
 
+def _choice(ann: dict) -> tuple[str, str]:
+    """(choice, problem) of one annotation; a problem makes the row a reject with that reason."""
+    results = ann.get("result") or []
+    if not isinstance(results, list):
+        return "", "malformed annotation: result is not a list"
+    chosen = []
+    for res in results:
+        if not isinstance(res, dict) or res.get("from_name") != "answer":
+            continue
+        value = res.get("value")
+        choices = value.get("choices") if isinstance(value, dict) else value
+        if isinstance(choices, str):
+            choices = [choices]
+        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+            return "", "malformed annotation: choices is not a list of labels"
+        chosen.extend(choices)
+    if len(chosen) > 1:
+        return "", f"several answers in one annotation ({', '.join(chosen)})"
+    return (chosen[0] if chosen else ""), ""
+
+
 def read_results(path) -> pd.DataFrame:
-    """Label Studio export JSON (a list of tasks with their annotations) -> raw answers."""
+    """Label Studio export JSON (a list of tasks with their annotations) -> raw answers.
+
+    Every annotation is a row. Cancelled (skipped) annotations, ground-truth annotations (a
+    reviewer's reference, not a worker's answer) and malformed ones become rejects with the
+    reason; nothing is dropped.
+    """
     text = read_text(path)
     try:
         tasks = json.loads(text)
@@ -67,18 +95,28 @@ def read_results(path) -> pd.DataFrame:
     rows = []
     for t_index, task in enumerate(tasks, start=1):
         data = task.get("data", {}) if isinstance(task, dict) else {}
-        if "item_id" not in data:
+        if not isinstance(data, dict) or "item_id" not in data:
             raise InputFileError(path, f"task {t_index} has no data.item_id: was it exported from a "
                                        "satcal batch?")
-        for ann in task.get("annotations", []):
-            choice = ""
-            for res in ann.get("result", []):
-                if res.get("from_name") == "answer":
-                    values = res.get("value", {}).get("choices", [])
-                    choice = values[0] if values else ""
-            status = "cancelled" if ann.get("was_cancelled") else ""
+        annotations = task.get("annotations")
+        if annotations is None:
+            continue  # a task nobody annotated
+        if isinstance(annotations, dict):
+            annotations = [annotations]
+        if not isinstance(annotations, list):
+            rows.append((data["item_id"], "", "", "", "", "malformed task: annotations is not a list",
+                         t_index))
+            continue
+        for a_index, ann in enumerate(annotations):
+            if not isinstance(ann, dict):
+                rows.append((data["item_id"], "", "", "", f"{t_index}.{a_index + 1}",
+                             "malformed annotation: not an object", t_index))
+                continue
+            choice, problem = _choice(ann)
+            status = (problem or ("cancelled" if ann.get("was_cancelled") else "")
+                      or ("ground truth (a reviewer's reference answer)" if ann.get("ground_truth") else ""))
             rows.append((data["item_id"], _annotator(ann.get("completed_by")),
-                         _LABEL_TO_CODE.get(choice, choice), ann.get("created_at", ""),
+                         _LABEL_TO_CODE.get(choice, choice), str(ann.get("created_at") or ""),
                          str(ann.get("id", "")), status, t_index))
     if not rows:
         return raw_answers(path, [], [], [])
