@@ -85,7 +85,7 @@ def test_labelstudio_reader(ws, tmp_path):
     f = tmp_path / "export.json"
     f.write_text(json.dumps(export))
     raw = get_platform("labelstudio").read_results(f)
-    assert raw["answer"].tolist() == ["b_better", ""] and raw["worker_id"].tolist() == ["ann@example.org", "8"]
+    assert raw["answer"].tolist() == ["b_better", ""] and raw["worker_id"].tolist() == ["7", "8"]  # the user id, as in exports that give only the id
     assert raw["status"].tolist() == ["", "cancelled"] and raw["row_id"].tolist() == ["31", "32"]
 
 
