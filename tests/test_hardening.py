@@ -215,3 +215,39 @@ def test_duplicate_result_columns_are_named(tmp_path):
     f.write_text("item_id,worker_id,answer,answer\ni1,w1,a_better,b_better\n")
     with pytest.raises(InputFileError, match=r"r.csv:1: column 'answer' appears 2 times"):
         get_platform("csv").read_results(f)
+
+
+def test_no_silent_wrong_scale(tmp_path):
+    from satcal.errors import InputFileError, SatcalError
+    from satcal.ingest import read_external_study
+    from satcal.judgments import read_judgments
+    from satcal.measures import score_lists
+    from satcal.runs import level_cube, read_runs
+    with pytest.raises(ValueError, match="level 3 is above the top level 2 .the default"):
+        score_lists([[3, 3, 3, 3, 3]], ["exp2-log2"])
+    assert score_lists([[3, 3, 3, 3, 3]], ["exp2-log2"], n_levels=4)[0, 0] == pytest.approx(1.0)
+    q = tmp_path / "q.txt"
+    q.write_text("".join(f"q1 0 d{i} {i % 3}\n" for i in range(10)))
+    a = tmp_path / "a.csv"
+    a.write_text("query,a1,a2,b1,b2,answer\nq1,d0,d1,d3,d4,a_better\nq1,d2,d0,d1,d3,b_better\n")
+    with pytest.raises(InputFileError, match=r"a.csv:3: column 'a1': .*above the top level 1 of --levels 2"):
+        read_external_study(a, read_judgments(q), n_levels=2)
+    r = tmp_path / "r.run"
+    r.write_text("Q9 Q0 d1 1 3.0 blind\n")
+    with pytest.raises(SatcalError, match="run 'blind' retrieves documents for no judged query"):
+        level_cube(read_runs([r]), read_judgments(q), 5)
+
+
+def test_answers_to_changed_examples_are_refused(ws, tmp_path):
+    """Editing examples.csv after answers were collected would join old answers to new lists:
+    the analysis refuses, naming an example."""
+    from satcal.errors import SatcalError
+    from satcal.ingest import study_from_workspace
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    ingest(ws, [part], threshold=0.0)
+    assert len(study_from_workspace(ws).examples) > 0
+    examples = pd.read_csv(ws.path / "examples.csv", dtype=str, keep_default_na=False)
+    examples["a1"], examples["b1"] = examples["b1"].copy(), examples["a1"].copy()
+    examples.to_csv(ws.path / "examples.csv", index=False)
+    with pytest.raises(SatcalError, match="collected for examples that have changed since"):
+        study_from_workspace(ws)

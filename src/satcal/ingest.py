@@ -116,6 +116,11 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
                                            f"is not in the judgments (use --unjudged zero to count "
                                            f"unjudged documents as level 0)", r + 2, cols[c])
             lv = np.nan_to_num(lv, nan=0.0)
+        if n_levels is not None and (lv > n_levels - 1).any():
+            r, c = map(int, np.argwhere(lv > n_levels - 1)[0])
+            raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+                                       f"is judged {int(lv[r, c])}, above the top level {n_levels - 1} of "
+                                       f"--levels {n_levels} (levels 0..{n_levels - 1})", r + 2, cols[c])
         levels[side] = lv.astype(int)
     out = pd.DataFrame({"example_id": [str(i + 1) for i in range(len(table))],
                         "query": table["query"].str.strip()})
@@ -148,7 +153,7 @@ def _check_lists(docs: np.ndarray, cols: list[str], path) -> None:
 # Workspace ingest: result files in, one answers table out (SPEC section 6)
 # --------------------------------------------------------------------------------------------
 ANSWER_TABLE_COLUMNS = ["example_id", "worker_id", "answer", "is_trap", "correct", "submitted_at",
-                        "source_file", "row_id", "item_id", "swapped", "line"]
+                        "source_file", "row_id", "item_id", "swapped", "line", "example_hash"]
 REJECT_TABLE_COLUMNS = ["source_file", "line", "row_id", "item_id", "worker_id", "answer", "reason"]
 
 
@@ -203,6 +208,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                                np.where(is_ecir, r["item_id"].astype(str).str[len(PREFIX):], ""))
     r["is_trap"] = np.where(known, r["item_id"].map(k["is_trap"]).astype(str) == "True", False)
     r["swapped"] = np.where(known, r["item_id"].map(k["swapped"]).astype(str) == "True", False)
+    hashes = k["example_hash"] if "example_hash" in k.columns else pd.Series(dtype=object)
+    r["example_hash"] = r["item_id"].map(hashes).fillna("").astype(str)
     expected = np.where(known, r["item_id"].map(k["expected"]).fillna("").astype(str), "")
     shown = _normalise_shown(r["answer"])
     r["answer_canonical"] = [swap_answer(a) if s else a for a, s in zip(shown, r["swapped"])]
@@ -406,6 +413,22 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _check_examples_unchanged(ws, merged: pd.DataFrame, k: int) -> None:
+    """Refuse answers whose example has changed since they were collected (hash in the key)."""
+    if "example_hash" not in merged.columns:
+        return  # answers ingested before the hashes existed
+    from .platforms import example_digest
+    recorded = merged["example_hash"].fillna("").astype(str)
+    current = pd.Series(example_digest(merged, k), index=merged.index)
+    changed = (recorded != "") & (recorded != current)
+    if changed.any():
+        first = merged.loc[changed, "example_id"].iloc[0]
+        raise SatcalError(f"{ws.path}/answers.csv: {int(changed.sum())} answers were collected for "
+                          f"examples that have changed since (example {first!r} of examples.csv no "
+                          "longer shows the lists that were answered); restore the examples.csv of "
+                          "the batch, or analyse the new examples in a new study")
+
+
 def study_from_workspace(ws) -> StudyData:
     """The ingested, non-trap answers of kept workers, with both lists' levels."""
     answers = ws.table("answers.csv")
@@ -414,12 +437,14 @@ def study_from_workspace(ws) -> StudyData:
     if real.empty:
         raise SatcalError(f"{ws.path}/answers.csv has no answers to examples; ingest result files "
                           "first (satcal ingest DIR FILE...)")
-    merged = real[["example_id", "worker_id", "answer"]].merge(examples, on="example_id", how="left",
+    keep = ["example_id", "worker_id", "answer"] + (["example_hash"] if "example_hash" in real.columns else [])
+    merged = real[keep].merge(examples, on="example_id", how="left",
                                                                validate="many_to_one")
     if merged["query"].isna().any():
         missing = merged.loc[merged["query"].isna(), "example_id"].iloc[0]
         raise SatcalError(f"{ws.path}/answers.csv: example {missing!r} is not in examples.csv")
     k = ws.k
+    _check_examples_unchanged(ws, merged, k)
     for side in "ab":
         for i in range(1, k + 1):
             merged[f"r{side}{i}"] = merged[f"r{side}{i}"].astype(int)

@@ -786,6 +786,7 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
         raise ValueError(f"chunk_size must be a positive number of lists, got {chunk_size}")
     top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
     n = lv.shape[0]
+    _check_top(lv, forms, top, top_level is None and n_levels is None)
     dcg_cols = [j for j, f in enumerate(forms) if isinstance(f, Formulation)]
     other_cols = [j for j, f in enumerate(forms) if not isinstance(f, Formulation)]
     dcg_forms = [forms[j] for j in dcg_cols]
@@ -817,6 +818,19 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
             for j in other_cols:
                 out[rows, j] = forms[j].fn(chunk, ctx) * forms[j].scale(k, top)
     return out
+
+
+def _check_top(levels: np.ndarray, forms, top: float, defaulted: bool) -> None:
+    """Levels above the declared top level would give phi above 1 under ``max``-type
+    normalisations (and ERR): an error that says how to declare the scale."""
+    if not any(f.normalization == "max" for f in forms) or levels.size == 0:
+        return
+    with np.errstate(invalid="ignore"):
+        above = np.nanmax(levels) if np.isfinite(levels).any() else -np.inf
+    if above > top:
+        where = " (the default: 3 levels, 0..2)" if defaulted else ""
+        raise ValueError(f"level {above:g} is above the top level {top:g}{where}; declare the scale "
+                         "with n_levels= (levels 0..L-1) or top_level=")
 
 
 def _relevant_counts(pools, query_index, n: int, measure_id: str):

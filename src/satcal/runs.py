@@ -150,6 +150,11 @@ def level_cube(runs: Runs, judgments: Judgments, k: int, queries: Sequence[str] 
     the usual convention). Queries default to those judged."""
     queries = list(queries) if queries is not None else judgments.queries
     systems = runs.systems
+    judged = runs.table["query"].isin(set(queries))
+    blind = sorted(set(runs.table["system"]) - set(runs.table.loc[judged, "system"]))
+    if blind:
+        raise SatcalError(f"run {blind[0]!r} retrieves documents for no judged query (its query ids "
+                          f"are not those of the judgments): every query would score 0")
     top = runs.ranked(k)
     top = top[top["query"].isin(queries)]
     lv = judgments.lookup(top["query"].to_numpy(), top["doc"].to_numpy()[:, None], unjudged=unjudged)[:, 0]

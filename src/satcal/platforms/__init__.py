@@ -124,6 +124,16 @@ def _display(doc_ids: pd.Series, documents: pd.DataFrame | None, field: str) -> 
     return values.map(lambda v: html.escape(str(v), quote=True)).to_numpy(dtype=object)
 
 
+def example_digest(frame: pd.DataFrame, k: int) -> np.ndarray:
+    """A short hash of each example's query and lists (a1..ak, b1..bk): stored in the key and
+    with every collected answer, so an analysis can tell when the examples it joins answers to
+    are no longer the ones that were answered."""
+    import hashlib
+    cols = ["query"] + [f"{s}{i}" for s in "ab" for i in range(1, k + 1)]
+    joined = frame[cols].astype(str).agg("\x1f".join, axis=1)
+    return np.array([hashlib.sha256(v.encode("utf-8")).hexdigest()[:16] for v in joined], dtype=object)
+
+
 def _split_urls(visible: pd.DataFrame) -> None:
     """Keep only web addresses in the url / audio_url columns (platform templates link them);
     any other value moves to a ``<field>_text`` column, shown as plain text."""
@@ -184,7 +194,7 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
     key = pd.DataFrame({"item_id": item_ids, "source_id": src["source_id"].to_numpy(),
                         "is_trap": src["is_trap"].to_numpy(bool), "swapped": swapped,
                         "expected": expected.to_numpy(), "expected_shown": expected_shown,
-                        "page": page})
+                        "page": page, "example_hash": example_digest(src, k)})
     return visible, key
 
 
