@@ -251,3 +251,22 @@ def test_answers_to_changed_examples_are_refused(ws, tmp_path):
     examples.to_csv(ws.path / "examples.csv", index=False)
     with pytest.raises(SatcalError, match="collected for examples that have changed since"):
         study_from_workspace(ws)
+
+
+def test_errors_name_the_right_place(ws, tmp_path):
+    from satcal.errors import InputFileError, SatcalError
+    from satcal.platforms import get_platform
+    f = tmp_path / "q.csv"
+    f.write_text("item_id,worker_id,answer\n" + "i1,w1,a_better\n" * 11 + 'i2,"w2,a_better\n'
+                 + "i3,w3,b_better\n" * 600)
+    with pytest.raises(InputFileError, match=r"q.csv:13: broken quoting .* runs on to line 613"):
+        get_platform("csv").read_results(f)
+    ws.preview()
+    with pytest.raises(SatcalError, match="preview.html already exist"):
+        ws.preview()
+    assert ws.preview(force=True).exists()
+    fresh = tmp_path / "fresh"
+    shutil.copytree(ws.path, fresh)
+    (fresh / "items.csv").unlink()
+    with pytest.raises(SatcalError, match="items.csv: missing; run satcal export"):
+        Workspace.open(fresh).preview(force=True)

@@ -316,10 +316,11 @@ def export(directory, platform, force):
 @main.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--n", "n", type=click.IntRange(min=1), default=6, show_default=True, help="Units to show.")
-def preview(directory, n):
+@click.option("--force", is_flag=True, help="Replace an earlier preview.html.")
+def preview(directory, n, force):
     """A static HTML page with a sample of units exactly as a worker sees them."""
     from .workspace import Workspace
-    path = Workspace.open(directory).preview(n)
+    path = Workspace.open(directory).preview(n, force=force)
     click.echo(f"Open {path} in a browser.")
 
 
@@ -390,8 +391,9 @@ def ingest(directory, files, platform, threshold, dawid_skene):
               help="Simulated studies per budget.")
 @click.option("--boot", type=click.IntRange(min=10), default=100, show_default=True,
               help="Bootstrap replicates inside each simulated study.")
+@click.option("--force", is_flag=True, help="Replace an earlier power/ analysis.")
 @click.option("--quiet", "-q", is_flag=True)
-def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
+def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, force):
     """Power of the design by simulation: P(detect the bias difference of two formulations)
     and P(detect the ANOVA gain and discount effects), against budget.
 
@@ -402,6 +404,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
     from .simulate import UserModel
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    ws.guard(["power"], force, "power")  # before the simulations, not after
     try:
         budget_list = [int(b) for b in budgets.split(",")]
     except ValueError:
@@ -416,6 +419,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet):
                             pair_t, budget_list, answers_per_example, sims, boot, seed=ws.seed + 5,
                             progress=not quiet)
     with ws.locked():
+        ws.guard(["power"], force, "power")
         written = result.save(ws.path / "power")
         ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)})
     cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]

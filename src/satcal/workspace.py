@@ -370,8 +370,11 @@ class Workspace:
         if not path.exists():
             if required:
                 step = {"examples.csv": "satcal generate", "key.csv": "satcal export",
-                        "answers.csv": "satcal ingest", "traps.csv": "satcal generate"}.get(name, "")
-                raise SatcalError(f"{path}: missing; run {step} {self.path} first")
+                        "items.csv": "satcal export", "answers.csv": "satcal ingest",
+                        "traps.csv": "satcal generate", "scores.csv": "satcal generate",
+                        "workers.csv": "satcal ingest"}.get(name)
+                hint = f"run {step} {self.path} first" if step else "was it deleted?"
+                raise SatcalError(f"{path}: missing; {hint}")
             return None
         return pd.read_csv(path, dtype=str, keep_default_na=False)
 
@@ -517,9 +520,12 @@ class Workspace:
             self.record("export", {"platform": plat.name, "items": len(visible)})
         return paths
 
-    def preview(self, n: int = 6, path: Path | None = None) -> Path:
-        """A static page with a sample of units exactly as a worker sees them."""
+    def preview(self, n: int = 6, path: Path | None = None, force: bool = False) -> Path:
+        """A static page with a sample of units exactly as a worker sees them (preview.html is
+        kept unless ``force``)."""
         with self.locked():
+            if path is None:
+                self.guard(["preview.html"], force, "preview")
             return self._preview(n, path)
 
     def _preview(self, n: int, path: Path | None) -> Path:

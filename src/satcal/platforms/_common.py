@@ -48,24 +48,32 @@ def read_table(path, delimiter: str, required: list[str]) -> pd.DataFrame:
         raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}", 1)
     rows, lines = [], []
     while True:
+        start = reader.line_num + 1  # a quoted field may run over several lines: name the first
         try:
             row = next(reader)
         except StopIteration:
             break
         except csv.Error as exc:
-            raise InputFileError(path, f"broken quoting ({exc}); was the file re-saved by a "
-                                       "spreadsheet program?", reader.line_num) from None
+            raise InputFileError(path, f"broken quoting ({exc}){_quote_hint(start, reader.line_num)}; "
+                                       "was the file re-saved by a spreadsheet program?", start) from None
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) != len(header):
             problem = "truncated line" if len(row) < len(header) else "extra fields"
-            raise InputFileError(path, f"{problem}: {len(row)} fields, the header has {len(header)}",
-                                 reader.line_num)
+            raise InputFileError(path, f"{problem}: {len(row)} fields, the header has {len(header)}"
+                                       f"{_quote_hint(start, reader.line_num)}", start)
         rows.append(row)
-        lines.append(reader.line_num)
+        lines.append(start)
     table = pd.DataFrame(rows, columns=header, dtype=object) if rows else pd.DataFrame(columns=header)
     table["__line__"] = lines
     return table
+
+
+def _quote_hint(start: int, end: int) -> str:
+    """When a record ran over several lines, a stray quote on its first line opened a field."""
+    if end <= start:
+        return ""
+    return f" (a quote opened on this line runs on to line {end}: a stray \" in a value?)"
 
 
 def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None, trust=None,
