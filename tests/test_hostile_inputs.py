@@ -1,0 +1,137 @@
+"""A corpus of malformed and hostile inputs, each given to the command that reads it: every one
+ends in a one-line error (exit code 2) with no traceback, and leaves the workspace byte for byte
+as it was."""
+import hashlib
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from satcal.cli import main
+from satcal.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, ecir_study):
+    d = tmp_path_factory.mktemp("hostile")
+    q = d / "qrels.tsv"
+    ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
+    ws = Workspace.init(d / "study", q, min_per_cell=5, platform="csv")
+    ws.generate()
+    ws.export()
+    return ws
+
+
+@pytest.fixture
+def ws(base, tmp_path):
+    target = tmp_path / "study"
+    shutil.copytree(base.path, target)
+    return Workspace.open(target)
+
+
+def _tree(path):
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file() and p.name != ".satcal.lock"}
+
+
+RESULT_FILES = {
+    "duplicate column": ("r.csv", b"item_id,worker_id,answer,answer\ni1,w1,a_better,b_better\n"),
+    "missing column": ("r.csv", b"item_id,worker\ni1,w1\n"),
+    "truncated line": ("r.csv", b"item_id,worker_id,answer\ni1,w1,a_better\ni2,w2\n"),
+    "stray quote": ("r.csv", b'item_id,worker_id,answer\ni1,"w1,a_better\ni2,w2,b_better\n'),
+    "latin-1": ("r.csv", "item_id,worker_id,answer\ni1,w\xe9,a_better\n".encode("latin-1")),
+    "utf-16": ("r.csv", "item_id,worker_id,answer\ni1,w1,a_better\n".encode("utf-16")),
+    "empty": ("r.csv", b""),
+    "json garbage": ("r.json", b"[{\"data\": {\"item_id\": \"x\"}, \"annotations\": [}"),
+    "json object": ("r.json", b"{\"tasks\": []}"),
+    "json without item ids": ("r.json", b"[{\"data\": {}, \"annotations\": []}]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESULT_FILES))
+def test_bad_result_files(ws, tmp_path, case):
+    name, data = RESULT_FILES[case]
+    f = tmp_path / name
+    f.write_bytes(data)
+    platform = "labelstudio" if name.endswith(".json") else "csv"
+    before = _tree(ws.path)
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", platform])
+    _assert_clean_error(res)
+    assert _tree(ws.path) == before
+
+
+STUDY_TOML_EDITS = {
+    "misspelt section": ("[quality]", "[qualty]"),
+    "unknown key": ("min_traps = ", "min_trap = 2\nmin_traps = "),
+    "negative seed": ("seed = 2015", "seed = -1"),
+    "huge bins": ("n_bins = 10", "n_bins = 1000000"),
+    "huge cells": ("min_per_cell = 5", "min_per_cell = 1000000000"),
+    "repeated gain": ('gains = ["bin2"', 'gains = ["lin", "bin2"'),
+    "nan custom gain": ("# custom_gains = ", "custom_gains = { x = [0.0, nan, 1.0] }\n# "),
+    "degenerate levels": ("levels = [0, 1, 2]", "levels = [0, 0]"),
+    "infinite heterogeneity": ("heterogeneity = 0.5", "heterogeneity = inf"),
+    "not toml": ("[study]", "[study"),
+    "unknown extra measure": ("# extra = ", "extra = [\"ndcg\"]\n# "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STUDY_TOML_EDITS))
+def test_bad_study_toml(ws, case):
+    old, new = STUDY_TOML_EDITS[case]
+    toml = ws.path / "study.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new, 1))
+    before = _tree(ws.path)
+    for command in (["generate", "--force"], ["export", "--force"], ["analyze"]):
+        res = CliRunner().invoke(main, [*command[:1], str(ws.path), *command[1:]])
+        _assert_clean_error(res)
+        assert "study.toml" in res.output
+    assert _tree(ws.path) == before
+
+
+def test_study_toml_in_latin1_or_as_a_directory(ws):
+    toml = ws.path / "study.toml"
+    toml.write_bytes(toml.read_bytes().replace(b'name = "', b'name = "caf\xe9 '))
+    before = _tree(ws.path)
+    _assert_clean_error(CliRunner().invoke(main, ["generate", str(ws.path), "--force"]))
+    assert _tree(ws.path) == before
+    toml.unlink()
+    toml.mkdir()
+    _assert_clean_error(CliRunner().invoke(main, ["export", str(ws.path)]))
+
+
+JUDGMENTS = {
+    "huge level": "q1 0 d1 2\nq1 0 d2 100000000\n",
+    "overflowing level": "q1 0 d1 2\nq1 0 d2 1e30\n",
+    "all zero": "".join(f"q1 0 d{i} 0\n" for i in range(20)),
+    "conflicting": "q1 0 d1 2\nq1 0 d1 1\n",
+    "fractional": "q1 0 d1 2\nq1 0 d2 0.5\n",
+    "three fields": "q1 0 d1 2\nq1 d2 1\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(JUDGMENTS))
+def test_bad_judgments_at_init(tmp_path, case):
+    q = tmp_path / "qrels.txt"
+    q.write_text(JUDGMENTS[case])
+    res = CliRunner().invoke(main, ["init", str(tmp_path / "s"), "--judgments", str(q)])
+    _assert_clean_error(res)
+    assert not (tmp_path / "s").exists()  # nothing written
+
+
+def test_init_on_a_file_and_missing_inputs(tmp_path):
+    (tmp_path / "f").write_text("x")
+    q = tmp_path / "q.txt"
+    q.write_text("q1 0 d1 2\nq1 0 d2 0\n")
+    _assert_clean_error(CliRunner().invoke(main, ["init", str(tmp_path / "f"), "--judgments", str(q)]))
+    _assert_clean_error(CliRunner().invoke(main, ["init", str(tmp_path / "s"), "--judgments",
+                                                  str(tmp_path / "nope.txt")]))
+
+
+def _assert_clean_error(res):
+    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
+    assert res.exc_info is None or res.exc_info[0] is SystemExit, res.exc_info
+    lines = [l for l in res.output.splitlines() if l.strip()]
+    errors = [l for l in lines if l.startswith("satcal: error:") or l.startswith("Error:")]
+    assert len(errors) == 1 and "Traceback" not in res.output, res.output
