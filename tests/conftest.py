@@ -40,3 +40,33 @@ def make_workspace(tmp_path_factory, ecir_study):
         return ws
 
     return build
+
+
+@pytest.fixture(scope="session")
+def exported_workspace(tmp_path_factory, ecir_study):
+    """``exported_workspace(platform, min_per_cell)``: a generated and exported workspace on
+    the embedded judgments, built once per session and argument pair."""
+    from satcal.workspace import Workspace
+    built = {}
+
+    def build(platform="appen", min_per_cell=10):
+        if (platform, min_per_cell) not in built:
+            d = tmp_path_factory.mktemp(f"exported-{platform}")
+            q = d / "qrels.tsv"
+            ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
+            ws = Workspace.init(d / "study", q, min_per_cell=min_per_cell, platform=platform)
+            ws.generate()
+            ws.export()
+            built[(platform, min_per_cell)] = ws
+        return built[(platform, min_per_cell)]
+
+    return build
+
+
+def copy_workspace(ws, tmp_path):
+    """A fresh copy of a workspace, for a test that changes it."""
+    import shutil
+    from satcal.workspace import Workspace
+    target = tmp_path / "study"
+    shutil.copytree(ws.path, target)
+    return Workspace.open(target)

@@ -10,23 +10,13 @@ from click.testing import CliRunner
 from satcal.cli import main
 from satcal.workspace import Workspace
 
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory, ecir_study):
-    d = tmp_path_factory.mktemp("hostile")
-    q = d / "qrels.tsv"
-    ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
-    ws = Workspace.init(d / "study", q, min_per_cell=5, platform="csv")
-    ws.generate()
-    ws.export()
-    return ws
+from conftest import copy_workspace
 
 
 @pytest.fixture
-def ws(base, tmp_path):
-    target = tmp_path / "study"
-    shutil.copytree(base.path, target)
-    return Workspace.open(target)
+def ws(exported_workspace, tmp_path):
+    """A fresh copy of the exported workspace for each test."""
+    return copy_workspace(exported_workspace("csv", 5), tmp_path)
 
 
 def _tree(path):

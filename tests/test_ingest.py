@@ -12,24 +12,13 @@ from satcal.platforms import get_platform
 from satcal.simulate import simulate_workspace
 from satcal.workspace import Workspace
 
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory, ecir_study):
-    d = tmp_path_factory.mktemp("ingest")
-    q = d / "qrels.tsv"
-    ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
-    ws = Workspace.init(d / "study", q, min_per_cell=10, platform="appen")
-    ws.generate()
-    ws.export()
-    return ws
+from conftest import copy_workspace
 
 
 @pytest.fixture
-def ws(base, tmp_path):
+def ws(exported_workspace, tmp_path):
     """A fresh copy of the exported workspace for each test."""
-    target = tmp_path / "study"
-    shutil.copytree(base.path, target)
-    return Workspace.open(target)
+    return copy_workspace(exported_workspace("appen", 10), tmp_path)
 
 
 def _items(ws, trap=False, n=3):

@@ -833,14 +833,19 @@ def _check_top(levels: np.ndarray, forms, top: float, defaulted: bool) -> None:
                          "with n_levels= (levels 0..L-1) or top_level=")
 
 
-def _relevant_counts(pools, query_index, n: int, measure_id: str):
-    """For pool-based list measures: m -> per-list count of pool documents at level >= m."""
+def _list_queries(pools, query_index, n: int, what: str) -> np.ndarray:
+    """Each list's query, checked: pool-based scores need the pools and one query per list."""
     if pools is None or query_index is None:
-        raise ValueError(f"measure {measure_id!r} needs each query's judged pool: pass pools= "
-                         "and query_index=")
+        raise ValueError(f"{what} needs each query's judged pool: pass pools= and query_index=")
     qi = np.asarray(query_index, dtype=np.intp)
     if qi.shape != (n,):
         raise ValueError("query_index needs one entry per list")
+    return qi
+
+
+def _relevant_counts(pools, query_index, n: int, measure_id: str):
+    """For pool-based list measures: m -> per-list count of pool documents at level >= m."""
+    qi = _list_queries(pools, query_index, n, f"measure {measure_id!r}")
     counts, table, _ = _pool_counts(pools)
     cache: dict[int, np.ndarray] = {}
 
@@ -857,12 +862,7 @@ def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> li
     (computed once for all lists) and the query of each list."""
     if not pooled:
         return []
-    if pools is None or query_index is None:
-        raise ValueError(f"normalisation {norms[pooled[0]].id!r} needs each query's judged pool: "
-                         "pass pools= and query_index=")
-    qi = np.asarray(query_index, dtype=np.intp)
-    if qi.shape != (n,):
-        raise ValueError("query_index needs one entry per list")
+    qi = _list_queries(pools, query_index, n, f"normalisation {norms[pooled[0]].id!r}")
     groups: dict[str, list[int]] = {}
     for j in pooled:
         groups.setdefault(norms[j].id, []).append(j)
