@@ -48,9 +48,11 @@ def test_evaluate_matches_hand_computation(files):
 
 def test_evaluate_cli(files, tmp_path, ecir_result):
     ecir_result.save(tmp_path / "cal", figures=False, report=False)
-    res = CliRunner().invoke(main, ["evaluate", "--judgments", str(files / "qrels"), "--run", str(files / "a.run"),
-                                    "--run", str(files / "b.run"), "--calibration", str(tmp_path / "cal"),
-                                    "--k", "2", "--out", str(tmp_path / "ev")])
+    args = ["evaluate", "--judgments", str(files / "qrels"), "--run", str(files / "a.run"),
+            "--run", str(files / "b.run"), "--calibration", str(tmp_path / "cal"), "--out", str(tmp_path / "ev")]
+    wrong = CliRunner().invoke(main, args + ["--k", "2"])
+    assert wrong.exit_code == 2 and "--k 2 contradicts the calibration, made on lists of k = 5" in wrong.output
+    res = CliRunner().invoke(main, args)  # at the calibration's own k
     assert res.exit_code == 0, res.output
     assert (tmp_path / "ev" / "evaluation_per_system.csv").exists() and (tmp_path / "ev" / "evaluation.png").exists()
 
@@ -85,3 +87,42 @@ def test_power_grows_with_budget(power):
 def test_power_figure(power, tmp_path):
     written = power.save(tmp_path)
     assert pd.read_csv(written["table"]).shape[0] == 2 and (tmp_path / "power.png").exists()
+
+
+def test_calibrated_ndcg_maps_trec_eval_ndcg(tmp_path, rng):
+    """analyze --normalization ideal calibrates classic nDCG@10; evaluate then scores a TREC
+    run with the calibration's own k and normalisation, and its phi is trec_eval's ndcg_cut_10."""
+    import json
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels_lines, answer_rows, run_lines = [], [], []
+    for q in range(20):
+        docs = [f"q{q}d{i}" for i in range(30)]
+        qrels_lines += [f"q{q} 0 {d} {int(rng.integers(0, 4))}" for d in docs]
+        for _ in range(25):
+            a, b = rng.choice(docs, 10, replace=False), rng.choice(docs, 10, replace=False)
+            answer_rows.append([f"q{q}", *a, *b, rng.choice(["a_better", "b_better", "both_good", "both_bad"])])
+        for rank, d in enumerate(rng.choice(docs, 15, replace=False), start=1):
+            run_lines.append(f"q{q} Q0 {d} {rank} {100 - rank} sys")
+    (tmp_path / "qrels").write_text("\n".join(qrels_lines) + "\n")
+    (tmp_path / "run").write_text("\n".join(run_lines) + "\n")
+    cols = ["query", *[f"a{i}" for i in range(1, 11)], *[f"b{i}" for i in range(1, 11)], "answer"]
+    pd.DataFrame(answer_rows, columns=cols).to_csv(tmp_path / "answers.csv", index=False)
+    cal = tmp_path / "cal"
+    res = CliRunner().invoke(main, ["analyze", "--answers", str(tmp_path / "answers.csv"), "--judgments",
+                                    str(tmp_path / "qrels"), "--normalization", "ideal", "--formulations",
+                                    "lin-log2,exp2-log2", "--bootstrap", "0", "--out", str(cal), "-q"])
+    assert res.exit_code == 0, res.output
+    prov = json.loads((cal / "calibration.json").read_text())
+    assert prov["k"] == 10 and prov["normalization"] == {"lin-log2": "ideal", "exp2-log2": "ideal"}
+    assert len(prov["answers_sha256"]) == 64 and prov["simulated"] is False
+    args = ["evaluate", "--judgments", str(tmp_path / "qrels"), "--run", str(tmp_path / "run"),
+            "--calibration", str(cal), "--out", str(tmp_path / "ev")]
+    assert CliRunner().invoke(main, args + ["--k", "5"]).exit_code == 2
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    per_query = pd.read_csv(tmp_path / "ev" / "evaluation_per_query.csv", dtype={"query": str})
+    ours = per_query[per_query["formulation"] == "lin-log2"].set_index("query")["phi"]
+    with open(tmp_path / "qrels") as fq, open(tmp_path / "run") as fr:
+        trec = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(fq), {"ndcg_cut.10"}).evaluate(
+            pytrec_eval.parse_run(fr))
+    np.testing.assert_allclose(ours.to_numpy(), [trec[q]["ndcg_cut_10"] for q in ours.index], atol=1e-9)

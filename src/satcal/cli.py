@@ -110,6 +110,13 @@ def _analysis_options(f):
         click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
                      show_default=True, help="Parallel backend for the bootstrap."),
         click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
+        click.option("--normalization", type=click.Choice(["max", "ideal", "minmax", "ul1", "ul2"]),
+                     default="max", show_default=True,
+                     help="How DCG becomes phi: 'max' (the study's: divided by k top-level "
+                          "documents) or a per-query one computed from the judgments' pool "
+                          "('ideal' calibrates classic nDCG@k)."),
+        click.option("--negatives", type=click.Choice(["keep", "zero"]), default="keep",
+                     show_default=True, help="Negative levels: gain applied as given, or mapped to 0."),
         click.option("--formulations", "formulations", default=None, metavar="IDS",
                      help="What to calibrate: 'study' (the 36 gain x discount formulations, or a "
                           "workspace's own), 'all' (those plus RBP, ERR, RR, AP and P), or a "
@@ -141,7 +148,8 @@ def _analysis_options(f):
 @click.option("--out", type=click.Path(path_type=Path), help="Output directory.")
 @_analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
-            bootstrap, seed, jobs, backend, scheduler, formulations, force, quiet):
+            bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, force,
+            quiet):
     """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
 
     \b
@@ -162,18 +170,19 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
                           "--answers FILE with --judgments FILE")
     kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
                   backend=_backend(backend, scheduler), progress=not quiet)
+    scale = dict(normalization=normalization, negatives=negatives)
     if workspace is not None:
         from .workspace import Workspace
         ws = Workspace.open(workspace)
-        if formulations is not None:
-            kwargs["formulations"] = parse_formulations(formulations, ws.formulations())
+        base = ws.formulations(**scale)
+        kwargs["formulations"] = parse_formulations(formulations, base, **scale) if formulations else base
         result = ws.analyze(force=force, **kwargs)
         out = ws.path / "analysis"
     else:
         if out is None:
             raise SatcalError("--out DIR is required with --dataset or --answers")
-        if formulations is not None:
-            kwargs["formulations"] = parse_formulations(formulations)
+        if formulations is not None or scale != {"normalization": "max", "negatives": "keep"}:
+            kwargs["formulations"] = parse_formulations(formulations or "study", **scale)
         out = _prepare_out(out, force)
         if dataset:
             result = _analyze_ecir(scores, kwargs)
@@ -185,6 +194,9 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
             qrels = read_judgments(judgments)
             study = read_external_study(answers, qrels, k=k, n_levels=levels, unjudged=unjudged)
             result = calibrate(study, **kwargs)
+            from .fileio import sha256_file
+            result.meta["provenance"].update(judgments_sha256=sha256_file(judgments),
+                                             answers_sha256=sha256_file(answers))
         result.save(out)
     if result.meta.get("notice"):
         click.echo(result.meta["notice"])
@@ -192,10 +204,10 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     click.echo(f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)")
 
 
-def parse_formulations(text: str, study=None) -> list:
+def parse_formulations(text: str, study=None, normalization: str = "max", negatives: str = "keep") -> list:
     """``--formulations``: comma-separated ids; 'study' and 'all' expand (see ``analyze --help``)."""
     from .measures import EXTRA_MEASURES, formulation, study_formulations
-    study = list(study) if study is not None else study_formulations()
+    study = list(study) if study is not None else study_formulations(normalization, negatives)
     out, seen = [], set()
     for token in (t.strip() for t in text.split(",")):
         if not token:
@@ -203,7 +215,7 @@ def parse_formulations(text: str, study=None) -> list:
         expanded = {"study": study, "all": study + list(EXTRA_MEASURES)}.get(token, [token])
         for spec in expanded:
             try:
-                f = formulation(spec)
+                f = formulation(spec, normalization, negatives)
             except ValueError as exc:
                 raise SatcalError(f"--formulations: {exc}") from None
             if f.id not in seen:
@@ -436,7 +448,8 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
 @click.option("--formulation", "formulations", default=None, metavar="IDS",
               help="Comma-separated formulations or measures to evaluate under (default: every "
                    "one the calibration holds), e.g. lin-const,lin-geo0.8,err,ap.")
-@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--k", type=click.IntRange(min=1), default=None,
+              help="Cutoff (default: the calibration's own k; another one is refused).")
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--force", is_flag=True)
 def evaluate(judgments, runs, calibration, formulations, k, out, force):

@@ -36,6 +36,19 @@ def atomic_write_text(path: "str | os.PathLike", text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def package_versions() -> dict:
+    """Versions of satcal and the scientific stack, for provenance records."""
+    from importlib import metadata
+    from . import __version__
+    out = {"satcal": __version__}
+    for name in ("numpy", "scipy", "pandas", "statsmodels", "scikit-learn", "matplotlib"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -829,8 +829,9 @@ def _check_top(levels: np.ndarray, forms, top: float, defaulted: bool) -> None:
         above = np.nanmax(levels) if np.isfinite(levels).any() else -np.inf
     if above > top:
         where = " (the default: 3 levels, 0..2)" if defaulted else ""
-        raise ValueError(f"level {above:g} is above the top level {top:g}{where}; declare the scale "
-                         "with n_levels= (levels 0..L-1) or top_level=")
+        from .errors import SatcalError  # a ValueError too
+        raise SatcalError(f"level {above:g} is above the top level {top:g}{where}; declare the "
+                          "scale with n_levels= (levels 0..L-1) or top_level=")
 
 
 def _list_queries(pools, query_index, n: int, what: str) -> np.ndarray:

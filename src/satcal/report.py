@@ -234,6 +234,8 @@ table{border-collapse:collapse;font-size:.85em;margin:1em 0}th,td{border:1px sol
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 img{max-width:100%;border:1px solid #eee}.note{background:#f8f8f2;border-left:4px solid #bbb;padding:.5em 1em}
 details{margin:1em 0}summary{cursor:pointer;font-weight:600}.guide li{margin:.3em 0}
+.banner{background:#fff3cd;border:1px solid #e0b000;padding:.6em 1em;border-radius:4px}
+.params th{text-align:left}
 """
 
 
@@ -245,6 +247,25 @@ def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None) 
 def _img(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _parameters_html(prov: dict) -> str:
+    """The study's parameters, first thing in the report (from calibration.json)."""
+    norms = sorted(set(prov.get("normalization", {}).values()))
+    negs = sorted(set(prov.get("negatives", {}).values()))
+    rows = [("documents per list (k)", prov.get("k")), ("relevance levels (L)", prov.get("levels")),
+            ("normalisation", ", ".join(norms)), ("negative levels", ", ".join(negs)),
+            ("formulations and measures", len(prov.get("formulations", []))),
+            ("preference population", prov.get("population")),
+            ("satisfaction model", ", ".join(prov.get("sat_model", []))),
+            ("answers", prov.get("answers")), ("examples", prov.get("examples")),
+            ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
+            ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
+    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+                    for k, v in rows if v not in (None, ""))
+    return ("<h2>Study</h2><table class='params'>" + cells + "</table><p><small>All of it, with "
+            "the hashes of the judgments and answers and the package versions, is in "
+            "<code>calibration.json</code>.</small></p>")
 
 
 def render_report(result, figure_paths: dict[str, Path]) -> str:
@@ -259,6 +280,13 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
                  f"{meta.get('n_sat_lists', 0)} lists judged both good or both bad; "
                  f"{meta.get('n_formulations', 0)} formulations; preference population "
                  f"<code>{html.escape(str(meta.get('population')))}</code>.</p>")
+    prov = meta.get("provenance", {})
+    if prov.get("simulated"):
+        parts.append("<p class='banner'><b>Simulated answers.</b> The answers analysed here were "
+                     "written by satcal's simulated crowd from a known user model, not given by "
+                     "people: the figures show what the method recovers, not what users think.</p>")
+    if prov:
+        parts.append(_parameters_html(prov))
     if meta.get("notice"):
         parts.append(f"<p class='note'>{html.escape(meta['notice'])}</p>")
     parts.append("<h2>Reading guide</h2><ul class='guide'>"
@@ -331,6 +359,11 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
         path = out / f"{name}.csv"
         atomic_write_text(path, table.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
         written[name] = str(path)
+    if "provenance" in result.meta:
+        import json
+        path = out / "calibration.json"
+        atomic_write_text(path, json.dumps(result.meta["provenance"], indent=2, sort_keys=True) + "\n")
+        written["calibration"] = str(path)
     pngs: dict[str, Path] = {}
     if figures or report:
         fig_dir = out / "figures"

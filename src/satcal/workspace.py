@@ -349,7 +349,7 @@ class Workspace:
         rel = self["study.documents"]
         return _read_documents(self.path / rel) if rel else None
 
-    def formulations(self):
+    def formulations(self, normalization: str = "max", negatives: str = "keep"):
         """The study's gains crossed with its discounts, custom ones included, then the extra
         measures of ``formulations.extra``."""
         from .measures import Discount, Gain, formulation, study_formulations
@@ -361,9 +361,10 @@ class Workspace:
         discounts = list(self["formulations.discounts"])
         for name, values in section.get("custom_discounts", {}).items():
             discounts.append(Discount.from_factors([float(v) for v in values], name))
-        forms = study_formulations(gains=gains, discounts=discounts)
+        forms = study_formulations(normalization, negatives, gains=gains, discounts=discounts)
         known = {f.id for f in forms}
-        return forms + [formulation(m) for m in section.get("extra", []) if m not in known]
+        return forms + [formulation(m, normalization, negatives) for m in section.get("extra", [])
+                        if m not in known]
 
     def table(self, name: str, required: bool = True) -> pd.DataFrame | None:
         path = self.path / name
@@ -388,6 +389,15 @@ class Workspace:
         if existing and not force:
             raise SatcalError(f"{self.path}: {', '.join(existing)} already exist; pass --force to "
                               "overwrite")
+
+    def answers_simulated(self) -> bool:
+        """Whether any ingested file is one the simulated crowd wrote (same content)."""
+        index = self.path / "raw" / "index.csv"
+        sim = list((self.path / "simulated").glob("*-results.*")) if (self.path / "simulated").exists() else []
+        if not index.exists() or not sim:
+            return False
+        ingested = set(pd.read_csv(index, dtype=str)["sha256"])
+        return any(sha256_file(f) in ingested for f in sim)
 
     def refuse_if_collected(self, command: str) -> None:
         """Once answers are collected, the examples and the key they refer to are fixed: a new
@@ -561,6 +571,10 @@ class Workspace:
         kwargs.setdefault("formulations", self.formulations())
         result = calibrate(study, **kwargs)
         result.workers = self.table("workers.csv", required=False)
+        result.meta["provenance"].update(
+            judgments_sha256=sha256_file(self.path / self["study.judgments"]),
+            answers_sha256=sha256_file(self.file("answers.csv")), simulated=self.answers_simulated())
+        result.meta["simulated"] = result.meta["provenance"]["simulated"]
         rejects = self.table("rejects.csv", required=False)
         if rejects is not None:
             result.meta["rejected_rows"] = int(len(rejects))
@@ -585,11 +599,5 @@ def _read_documents(path: Path) -> pd.DataFrame:
 
 
 def _package_versions() -> dict:
-    from importlib import metadata
-    out = {}
-    for name in ("numpy", "scipy", "pandas", "statsmodels", "scikit-learn", "matplotlib"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    from .fileio import package_versions
+    return package_versions()

@@ -697,6 +697,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     if n_sat < 3:
         raise SatcalError("fewer than 2 both_good/both_bad answers: P(Sat|phi) cannot be fitted")
 
+    meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
     fcols = _formulation_columns(forms)
     fit_rows, curve_frames, point_frames, check_rows = [], [], [], []
     p_sat, p_pref = np.empty((len(forms), GRID.size)), np.empty((len(forms), GRID.size))
@@ -742,6 +743,30 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                                  backend=backend, progress=progress, types=types)
         result.bootstrap.attach(result)
     return result
+
+
+def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answers: int) -> dict:
+    """How the calibration was made (SPEC 7, ``calibration.json``); callers that know the input
+    files add their hashes and whether the answers are simulated."""
+    from ..fileio import package_versions
+    ex = study.examples if study is not None else None
+    count = lambda col: int(ex[col].nunique()) if ex is not None and col in ex.columns else None
+    return {
+        "k": study.k if study is not None else None,
+        "levels": study.n_levels if study is not None else None,
+        "normalization": {f.id: f.normalization for f in forms},
+        "negatives": {f.id: f.negatives for f in forms},
+        "formulations": [f.id for f in forms],
+        "population": population,
+        "sat_model": ["published"],
+        "answers": int(n_answers),
+        "examples": count("example_id"),
+        "workers": count("worker_id"),
+        "seed": int(seed),
+        "bootstrap": int(bootstrap),
+        "packages": package_versions(),
+        "simulated": False,
+    }
 
 
 def _isotonic_curve(x, y, w=None) -> np.ndarray:

@@ -32,11 +32,16 @@ __all__ = ["Calibration", "load_calibration", "load_calibrations", "evaluate_run
 
 @dataclass
 class Calibration:
-    """Fitted curves of one formulation: beta of P(Sat|phi) and of P(Pref||dphi|)."""
+    """Fitted curves of one formulation: beta of P(Sat|phi) and of P(Pref||dphi|), and the
+    scale they were fitted on (k, levels, normalisation: from ``calibration.json``)."""
 
     formulation: str
     sat: np.ndarray
     pref: np.ndarray
+    normalization: str = "max"
+    negatives: str = "keep"
+    k: int | None = None
+    levels: int | None = None
 
     def p_sat(self, phi):
         return expit(design(np.asarray(phi, float)) @ self.sat)
@@ -63,6 +68,7 @@ def load_calibrations(directory, formulations=None) -> list[Calibration]:
     """Every calibrated formulation (or the ones named) of an analysis directory, in its
     order. Only the paper's curves (``sat_model`` published, where the column exists)."""
     path = _fits_path(directory)
+    prov = read_provenance(path.parent)
     fits = pd.read_csv(path, keep_default_na=False)
     if "sat_model" in fits.columns:
         fits = fits[fits["sat_model"].isin(["published", ""])]
@@ -75,8 +81,39 @@ def load_calibrations(directory, formulations=None) -> list[Calibration]:
             raise SatcalError(f"{path}: no fits for formulation {f!r}; it has "
                               f"{', '.join(available[:8])}{' ...' if len(available) > 8 else ''}")
         beta = lambda c: rows.loc[c, ["beta0", "beta1", "beta2"]].to_numpy(float)
-        out.append(Calibration(f, beta("sat"), beta("pref")))
+        out.append(Calibration(f, beta("sat"), beta("pref"),
+                               prov.get("normalization", {}).get(f, "max"),
+                               prov.get("negatives", {}).get(f, "keep"), prov.get("k"), prov.get("levels")))
     return out
+
+
+def read_provenance(directory) -> dict:
+    """``calibration.json`` of an analysis directory ({} for analyses made before it existed)."""
+    import json
+    path = Path(directory) / "calibration.json"
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SatcalError(f"{path}: not valid JSON ({exc.msg}), line {exc.lineno}") from None
+
+
+def calibrated_k(calibrations, k: int | None) -> int:
+    """The cutoff to evaluate at: the calibration's own; a different ``k`` is refused (a
+    curve fitted on lists of 10 says nothing about lists of 5)."""
+    ks = {c.k for c in calibrations if c.k is not None}
+    if len(ks) > 1:
+        raise SatcalError(f"the calibrations were made at different cutoffs {sorted(ks)}")
+    if ks:
+        own = ks.pop()
+        if k is not None and k != own:
+            raise SatcalError(f"--k {k} contradicts the calibration, made on lists of k = {own} "
+                              "(calibration.json); its curves hold at that cutoff only")
+        return own
+    if k is None:
+        raise SatcalError("the calibration does not record its k (no calibration.json): give --k")
+    return k
 
 
 @dataclass
@@ -158,16 +195,24 @@ def _score_cube(judgments: Judgments, cube: np.ndarray, queries, forms, k: int, 
     return phi.reshape(cube.shape[0], cube.shape[1], len(forms))
 
 
-def evaluate_runs(judgments: Judgments, runs: Runs, calibration, k: int = 5,
+def evaluate_runs(judgments: Judgments, runs: Runs, calibration, k: int | None = None,
                   top_level: int | None = None) -> EvaluationResult:
     """Expected satisfaction of every system and preference between every pair (see module),
     under one calibration or a list of them (one per measure), side by side."""
     calibrations = [calibration] if isinstance(calibration, Calibration) else list(calibration)
     if not calibrations:
         raise SatcalError("evaluate needs at least one calibrated formulation")
-    forms = [parse_formulation(c.formulation) for c in calibrations]
+    forms = [parse_formulation(c.formulation, c.normalization if c.normalization != "pool" else "max",
+                               c.negatives) for c in calibrations]
+    k = calibrated_k(calibrations, k)
+    levels = {c.levels for c in calibrations if c.levels is not None}
+    if top_level is None:
+        top_level = (levels.pop() - 1) if len(levels) == 1 else judgments.top_level
+    if judgments.top_level > top_level:
+        raise SatcalError(f"{judgments.source}: level {judgments.top_level} is above the calibration's "
+                          f"scale, levels 0..{top_level}: its curves say nothing about it")
     cube, systems, queries = level_cube(runs, judgments, k)
-    top = judgments.top_level if top_level is None else top_level
+    top = top_level
     phi_all = _score_cube(judgments, cube, queries, forms, k, top)
     n = len(queries)
     from scipy.stats import t as student_t
