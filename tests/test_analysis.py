@@ -171,3 +171,37 @@ def test_outputs_on_disk(ecir_result, tmp_path):
     ecir_result.save(again)
     for rel in ("bias.csv", "figures/fig1_sat.png", "figures/fig1_sat.pdf", "report.html"):
         assert (tmp_path / rel).read_bytes() == (again / rel).read_bytes(), rel
+
+
+def test_evaluate_never_maps_through_a_decreasing_curve(ecir_study, tmp_path):
+    """AP@5 with large pools bunches the lists near 0 and its quadratic fit turns down: fits.csv
+    flags it and the loaded calibration maps scores through the isotonic fit instead."""
+    from satcal.analysis.evaluate import load_calibrations
+    result = calibrate(ecir_study, ["lin-const", "ap"], model_check_folds=0)
+    fits = result.fits.set_index(["formulation", "curve"])
+    p = result.curves.query("formulation == 'ap' and curve == 'sat'")["p"].to_numpy()
+    assert fits.loc[("ap", "sat"), "monotone"] == bool(np.all(np.diff(p) >= -1e-12)) == False  # noqa: E712
+    result.save(tmp_path, figures=False, report=False)
+    ap, = load_calibrations(tmp_path, ["ap"])
+    grid = np.linspace(0, 1, 501)
+    assert np.all(np.diff(ap.p_sat(grid)) >= 0)
+    iso = result.curves.query("formulation == 'ap' and curve == 'sat'")["p_isotonic"].to_numpy()
+    np.testing.assert_allclose(ap.p_sat(GRID), np.maximum.accumulate(iso))
+    lin, = load_calibrations(tmp_path, ["lin-const"])
+    if fits.loc[("lin-const", "sat"), "monotone"]:
+        np.testing.assert_allclose(lin.p_sat(GRID), result.curves.query(
+            "formulation == 'lin-const' and curve == 'sat'")["p"].to_numpy(), atol=1e-9)
+
+
+def test_holm_adjusted_pairwise_p_values(ecir_study):
+    """p_holm by hand: sorted p (floored at 1/B), (m - i + 1) p_(i), running maximum, cap at 1."""
+    result = calibrate(ecir_study, ["lin-const", "exp2-log2", "bin2-zipf", "lin-zipf"],
+                       model_check_folds=0, bootstrap=40, seed=3)
+    pairs = result.bootstrap.pairwise
+    for _, g in pairs.groupby("indicator"):
+        p = np.maximum(g["p"].to_numpy(), 1 / 40)
+        order = np.argsort(p, kind="stable")
+        m = p.size
+        adjusted = np.empty(m)
+        adjusted[order] = np.minimum(1, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+        np.testing.assert_allclose(g["p_holm"].to_numpy(), adjusted)

@@ -31,6 +31,10 @@ def test_external_study_equals_the_dataset_analysis(external, ecir_result, tmp_p
     bias = pd.read_csv(tmp_path / "out" / "bias.csv")
     np.testing.assert_allclose(bias[["b1", "b2", "b3"]], ecir_result.bias[["b1", "b2", "b3"]], atol=1e-9)
     assert "lin-const" in res.output.splitlines()[3]
+    # intervals by default: 1000 bootstrap replicates, each interval around its estimate
+    assert (bias["b1_lo"] <= bias["b1"]).all() and (bias["b1"] <= bias["b1_hi"]).all()
+    import json
+    assert json.loads((tmp_path / "out" / "calibration.json").read_text())["bootstrap"] == 1000
 
 
 @pytest.mark.parametrize("mutate,fragment", [
@@ -109,7 +113,7 @@ def test_workspace_journey_through_the_cli(tmp_path, ecir_study):
     results = d / "simulated" / "labelstudio-results.json"
     res = run("ingest", d, results)
     assert res.exit_code == 0 and "rows =" in res.output
-    res = run("analyze", d, "-q")
+    res = run("analyze", d, "--bootstrap", "0", "-q")
     assert res.exit_code == 0, res.output
     assert (d / "analysis" / "report.html").exists() and "Workers" in (d / "analysis" / "report.html").read_text()
     res = run("power", d, "--budgets", "100,400", "--sims", "3", "--boot", "10", "-q")

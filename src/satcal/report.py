@@ -173,6 +173,14 @@ def reading_guide(result) -> list[str]:
                    f"{half:.2f}." if half is not None else
                    "P(Pref|dphi) never reaches 0.5: most users do not side with the measure's "
                    "preference at any difference.")
+    if "monotone" in result.fits.columns:
+        bent = result.fits[~result.fits["monotone"].astype(bool)]
+        if len(bent):
+            names = ", ".join(f"{html.escape(r.formulation)} ({r.curve})" for r in bent.head(8).itertuples())
+            out.append(f"{len(bent)} fitted curve(s) decrease somewhere on [0, 1], which a "
+                       f"probability of satisfaction should not: {names}{' ...' if len(bent) > 8 else ''}. "
+                       "Read them with care; satcal evaluate maps scores through their monotone "
+                       "(isotonic) fit instead.")
     other = _beyond_dcg_paragraph(result)
     if other:
         out.append(other)
@@ -313,9 +321,11 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     if result.bootstrap is not None:
         pairs = result.bootstrap.pairwise
         parts.append("<h3>Pairwise differences (bootstrap)</h3><p>Difference in each indicator "
-                     "between formulations, with 95% interval and two-sided bootstrap p-value; the "
-                     "30 smallest p-values for b1 are shown, all are in <code>bias_pairs.csv</code>."
-                     "</p>")
+                     "between formulations, with 95% interval, two-sided bootstrap p-value and its "
+                     "Holm adjustment over all the pairs of that indicator (<code>p_holm</code>; "
+                     f"a bootstrap p-value cannot go below 1/B = {1 / result.bootstrap.replicates:.2g}, "
+                     "and p = 0 means below it); the 30 smallest p-values for b1 are shown, all are "
+                     "in <code>bias_pairs.csv</code>.</p>")
         parts.append(_table_html(pairs[pairs.indicator == "b1"].sort_values("p").head(30)))
     parts.append("<h2>ANOVA</h2><p>Additive model value ~ gain + discount over the formulations' "
                  "point estimates; sequential sums of squares; eta squared = SS / total SS.</p>")

@@ -201,7 +201,18 @@ class BootstrapResult:
                 rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
                              "diff": float(np.nanmean(vals[:, i]) - np.nanmean(vals[:, j])),
                              "lo": lo, "hi": hi, "p": p})
-        return pd.DataFrame(rows)
+        out = pd.DataFrame(rows)
+        if out.empty:
+            return out.assign(p_holm=[])
+        # Holm's step-down adjustment within each indicator: many pairs are tested at once.
+        # A bootstrap p of 0 means "below 1/B": p_floor says so.
+        from statsmodels.stats.multitest import multipletests
+        floor = 1.0 / self.replicates
+        out["p_holm"] = np.nan
+        for name, g in out.groupby("indicator"):
+            out.loc[g.index, "p_holm"] = multipletests(np.maximum(g["p"], floor), method="holm")[1]
+        out["p_floor"] = floor
+        return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"bias_pairs": self.pairwise, "bootstrap_failures": self.failed}

@@ -716,7 +716,10 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                              "beta0": fit.beta[0], "beta1": fit.beta[1], "beta2": fit.beta[2],
                              "se0": np.sqrt(fit.cov[0, 0]), "se1": np.sqrt(fit.cov[1, 1]),
                              "se2": np.sqrt(fit.cov[2, 2]), "deviance": fit.deviance,
-                             "aic": fit.aic, "converged": fit.converged})
+                             "aic": fit.aic, "converged": fit.converged,
+                             # a quadratic logit can turn down inside [0, 1]; evaluate then uses
+                             # the isotonic fit, which cannot
+                             "monotone": bool(np.all(np.diff(store[j]) >= -1e-12))})
             iso = _isotonic_curve(x, y, w)
             curve_frames.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
                                               "curve": curve, "x": GRID, "p": store[j], "lo": lo,

@@ -42,11 +42,17 @@ class Calibration:
     negatives: str = "keep"
     k: int | None = None
     levels: int | None = None
+    sat_monotone: tuple | None = None    # (grid, p): the isotonic curve, used when the
+    pref_monotone: tuple | None = None   # quadratic logit decreases somewhere on [0, 1]
 
     def p_sat(self, phi):
+        if self.sat_monotone is not None:
+            return np.interp(np.asarray(phi, float), *self.sat_monotone)
         return expit(design(np.asarray(phi, float)) @ self.sat)
 
     def p_pref(self, dphi):
+        if self.pref_monotone is not None:
+            return np.interp(np.abs(np.asarray(dphi, float)), *self.pref_monotone)
         return expit(design(np.abs(np.asarray(dphi, float))) @ self.pref)
 
 
@@ -81,10 +87,28 @@ def load_calibrations(directory, formulations=None) -> list[Calibration]:
             raise SatcalError(f"{path}: no fits for formulation {f!r}; it has "
                               f"{', '.join(available[:8])}{' ...' if len(available) > 8 else ''}")
         beta = lambda c: rows.loc[c, ["beta0", "beta1", "beta2"]].to_numpy(float)
+        monotone = {c: _isotonic_if_decreasing(path.parent, f, c, rows.loc[c]) for c in ("sat", "pref")}
         out.append(Calibration(f, beta("sat"), beta("pref"),
                                prov.get("normalization", {}).get(f, "max"),
-                               prov.get("negatives", {}).get(f, "keep"), prov.get("k"), prov.get("levels")))
+                               prov.get("negatives", {}).get(f, "keep"), prov.get("k"), prov.get("levels"),
+                               monotone["sat"], monotone["pref"]))
     return out
+
+
+def _isotonic_if_decreasing(directory: Path, formulation: str, curve: str, fit_row) -> tuple | None:
+    """The isotonic curve of curves.csv when the fitted quadratic is not monotone."""
+    if str(fit_row.get("monotone", "True")) != "False":
+        return None
+    path = directory / "curves.csv"
+    if not path.exists():
+        raise SatcalError(f"{directory}: the {curve} curve of {formulation} decreases somewhere, and "
+                          "curves.csv (its monotone isotonic fit) is missing")
+    curves = pd.read_csv(path, usecols=["formulation", "curve", "x", "p_isotonic"])
+    c = curves[(curves["formulation"] == formulation) & (curves["curve"] == curve)].sort_values("x")
+    if c.empty or c["p_isotonic"].isna().any():
+        raise SatcalError(f"{path}: no isotonic fit for the {curve} curve of {formulation}, whose "
+                          "quadratic fit decreases somewhere")
+    return c["x"].to_numpy(float), np.maximum.accumulate(c["p_isotonic"].to_numpy(float))
 
 
 def read_provenance(directory) -> dict:
