@@ -205,3 +205,27 @@ def test_holm_adjusted_pairwise_p_values(ecir_study):
         adjusted = np.empty(m)
         adjusted[order] = np.minimum(1, np.maximum.accumulate((m - np.arange(m)) * p[order]))
         np.testing.assert_allclose(g["p_holm"].to_numpy(), adjusted)
+
+
+def test_figures_leave_the_users_backend_alone(ecir_result, tmp_path):
+    """Figures are built as matplotlib Figure objects: no backend switch, nothing left in pyplot."""
+    code = ("import matplotlib; matplotlib.use('svg'); import matplotlib.pyplot as plt; "
+            "import satcal; from satcal.report import figure_sat, figure_bias; "
+            "r = satcal.calibrate(satcal.load_ecir2015(), ['lin-const', 'exp2-log2', 'lin-zipf', 'exp2-zipf'], "
+            "model_check_folds=0); f = figure_sat(r); figure_bias(r); "
+            "print(matplotlib.get_backend(), len(plt.get_fignums()), type(f).__name__)")
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["svg", "0", "Figure"]
+
+
+def test_notebook_representations(ecir_result, ecir_study):
+    assert "\n" not in repr(ecir_study) and "4115 answers" in repr(ecir_study)
+    text = repr(ecir_result)
+    assert "\n" not in text and "36 formulations" in text and len(text) < 200
+    best = ecir_result.bias.sort_values("b1").iloc[0]["formulation"]
+    summary = ecir_result.summary(top=3).splitlines()
+    assert summary[0] == text and len([l for l in summary if l.strip().startswith(best)]) <= 1
+    assert ecir_result.ranking.iloc[0]["formulation"] in summary[-3]
+    assert ecir_result._repr_html_().count("<td>lin-const</td>") == 1 and ecir_result._repr_html_().count("</tr>") == 11

@@ -65,7 +65,6 @@ def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
     """Save a matplotlib figure as ``base.png`` (150 dpi) and ``base.pdf``, atomically and with
     no creation date or software version inside, so the same figure gives the same bytes."""
     import io
-    import matplotlib.pyplot as plt
 
     base = Path(base)
     paths = []
@@ -75,8 +74,16 @@ def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, bbox_inches="tight", metadata=metadata[ext], **kwargs)
         paths.append(atomic_write_bytes(base.with_suffix(f".{ext}"), buf.getvalue()))
-    plt.close(fig)
     return paths
+
+
+def new_figure(*grid, figsize=None, **subplots):
+    """A matplotlib ``Figure`` and its axes (``Figure.subplots`` arguments), made without
+    pyplot: the user's backend (a notebook's inline one, say) is never switched, and nothing
+    is left open in pyplot."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*grid, **subplots)
 
 
 def read_utf8_text(path: "str | os.PathLike") -> str:

@@ -533,13 +533,11 @@ def _progress_bar(enabled: bool, total: int, desc: str):
 
 def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
     """Heat map of counts, formulations x bins, for phi and |dphi| (infeasible cells hatched)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .fileio import new_figure
 
     forms = list(dict.fromkeys(coverage["formulation"]))
     nb = int(coverage["bin"].max()) + 1
-    fig, axes = plt.subplots(1, 2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True)
+    fig, axes = new_figure(nrows=1, ncols=2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True)
     for ax, kind, title in ((axes[0], "phi", "phi cells (lists)"), (axes[1], "dphi", "|dphi| cells (examples)")):
         c = coverage[coverage["kind"] == kind]
         grid = c.pivot(index="formulation", columns="bin", values="count").reindex(forms).to_numpy(float)

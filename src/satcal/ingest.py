@@ -30,7 +30,7 @@ ANSWER_ALIASES = {
 }
 
 
-@dataclass
+@dataclass(repr=False)
 class StudyData:
     """Answers to examples, with the levels of both lists: what an analysis needs.
 
@@ -44,6 +44,11 @@ class StudyData:
     judgments: Judgments | None = None
     notice: str = ""
     name: str = ""
+
+    def __repr__(self) -> str:
+        workers = self.examples["worker_id"].nunique() if "worker_id" in self.examples.columns else None
+        return (f"<StudyData {self.name or 'study'}: {len(self.examples)} answers, k = {self.k}, "
+                f"L = {self.n_levels}{f', {workers} workers' if workers is not None else ''}>")
 
     def levels(self, side: str) -> np.ndarray:
         """(n, k) levels of list ``side`` ('a' or 'b')."""

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from .errors import SatcalError
+from .fileio import new_figure
 from .judgments import Judgments
 from .measures import Discount, Formulation, Gain, _resolve, score_lists
 from .runs import Runs, level_cube
@@ -359,15 +360,9 @@ class ReliabilityResult:
             written[name] = str(save_figure(fig, out / name)[0])
         return written
 
-    def _plt(self):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        return plt
 
     def _fig_phi(self):
-        plt = self._plt()
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = new_figure(figsize=(8, 5))
         for i, (f, d) in enumerate(self.dstudy.groupby("formulation", sort=False)):
             ax.plot(d["topics"], d["phi"], lw=1, color=f"C{i % 10}", alpha=0.8, label=f if i < 12 else None)
         ax.set_xlabel("topics")
@@ -379,8 +374,7 @@ class ReliabilityResult:
         return fig
 
     def _fig_asl(self):
-        plt = self._plt()
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = new_figure(figsize=(8, 5))
         for i, (f, d) in enumerate(self.asl.groupby("formulation", sort=False)):
             ax.plot(np.arange(1, len(d) + 1), np.sort(d["asl"].to_numpy()), lw=1, color=f"C{i % 10}",
                     label=f if i < 12 else None)
@@ -393,11 +387,10 @@ class ReliabilityResult:
         return fig
 
     def _fig_combined(self):
-        plt = self._plt()
         c = self.combined.merge(self.gstudy[["formulation", "gain", "discount"]], on="formulation")
         gains, discounts = list(dict.fromkeys(c["gain"])), list(dict.fromkeys(c["discount"]))
         markers = "os^vDPX*<>"
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), sharey=True)
+        fig, axes = new_figure(1, 3, figsize=(15, 4.8), sharey=True)
         for ax, ind in zip(axes, ("b1", "b2", "b3")):
             for gi, g in enumerate(gains):
                 for di, d in enumerate(discounts):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
-from .fileio import atomic_write_text, save_figure as _save_figure
+from .fileio import atomic_write_text, new_figure, save_figure as _save_figure
 
 __all__ = ["write_analysis", "figure_sat", "figure_pref", "figure_bias", "figure_intervals",
            "render_report", "reading_guide"]
@@ -24,11 +24,6 @@ def _ordered(values, preferred) -> list[str]:
     return [v for v in preferred if v in values] + [v for v in values if v not in preferred]
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def _colour(gain: str, i: int) -> str:
@@ -36,14 +31,13 @@ def _colour(gain: str, i: int) -> str:
 
 
 def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diagonal: bool):
-    plt = _plt()
     curves = result.curves[result.curves["curve"] == curve]
     points = result.points[result.points["curve"] == curve]
     discounts = _ordered(curves["discount"], STUDY_DISCOUNTS)
     gains = _ordered(curves["gain"], STUDY_GAINS)
     ncol = min(3, len(discounts))
     nrow = int(np.ceil(len(discounts) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.8 * nrow), sharex=True, sharey=True,
+    fig, axes = new_figure(nrow, ncol, figsize=(4.2 * ncol, 3.8 * nrow), sharex=True, sharey=True,
                              squeeze=False)
     for ax, disc in zip(axes.flat, discounts):
         if diagonal:
@@ -92,11 +86,10 @@ def figure_pref(result):
 
 def figure_bias(result):
     """Figure 3: boxplots of b1, b2, b3 over formulations, grouped by gain and by discount."""
-    plt = _plt()
     bias = result.bias
     if "family" in bias.columns:  # gain and discount exist in the DCG family only
         bias = bias[bias["family"] == "dcg"]
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    fig, axes = new_figure(2, 3, figsize=(13, 7))
     for row, factor, order in ((0, "gain", STUDY_GAINS), (1, "discount", STUDY_DISCOUNTS)):
         levels = _ordered(bias[factor], order)
         for col, ind in enumerate(("b1", "b2", "b3")):
@@ -112,9 +105,8 @@ def figure_bias(result):
 
 def figure_intervals(result):
     """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap)."""
-    plt = _plt()
     bias = result.bias.sort_values("b1")
-    fig, axes = plt.subplots(1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
+    fig, axes = new_figure(1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
     y = np.arange(len(bias))
     for ax, ind in zip(axes, ("b1", "b2", "b3")):
         err = np.vstack([bias[ind] - bias[f"{ind}_lo"], bias[f"{ind}_hi"] - bias[ind]])

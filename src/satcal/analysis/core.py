@@ -604,7 +604,7 @@ def _isotonic_fit(x, y, w):
 # --------------------------------------------------------------------------------------------
 # The whole analysis
 # --------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class CalibrationResult:
     """Tidy tables of a calibration analysis (SPEC section 7).
 
@@ -628,6 +628,36 @@ class CalibrationResult:
     @property
     def ranking(self) -> pd.DataFrame:
         return rank_formulations(self.bias)
+
+    def __repr__(self) -> str:
+        best = self.ranking.iloc[0] if len(self.bias) else None
+        lead = f"; least biased {best.formulation} (b1 = {best.b1:.3f})" if best is not None else ""
+        return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
+                f"{self.meta.get('n_examples', 0)} answers, bootstrap "
+                f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
+
+    def summary(self, top: int = 10) -> str:
+        """The study's parameters and the formulations ranked by bias, as text."""
+        prov = self.meta.get("provenance", {})
+        lines = [repr(self), ""]
+        for key in ("k", "levels", "population", "answers", "examples", "workers", "seed", "bootstrap",
+                    "simulated"):
+            if prov.get(key) is not None:
+                lines.append(f"  {key:<12} {prov[key]}")
+        rank = self.ranking.head(top)
+        cols = ["formulation", "b1", "b2", "b3", "mean_rank"]
+        if "b1_lo" in self.bias.columns:
+            rank = rank.merge(self.bias[["formulation", "b1_lo", "b1_hi"]], on="formulation")
+            cols[2:2] = ["b1_lo", "b1_hi"]
+        lines += ["", f"Ranked by bias (mean rank over b1, b2, b3; top {len(rank)}):",
+                  rank[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}")]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html
+        rank = self.ranking.head(10)[["formulation", "b1", "b2", "b3", "mean_rank"]]
+        return (f"<p><b>{html.escape(repr(self))}</b></p>"
+                + rank.to_html(index=False, float_format=lambda v: f"{v:.4f}", border=0))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         out = {"fits": self.fits, "curves": self.curves, "points": self.points, "bias": self.bias,

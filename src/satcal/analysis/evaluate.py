@@ -181,12 +181,10 @@ class EvaluationResult:
 
     def figure(self):
         """Each system's expected P(Sat) (95% interval over queries) under every measure."""
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from ..fileio import new_figure
         order = self.side_by_side["system"].tolist()[::-1]
         shown = self.formulations[:12]
-        fig, ax = plt.subplots(figsize=(8, 0.45 * len(order) * max(1, len(shown) / 4) + 1.8))
+        fig, ax = new_figure(figsize=(8, 0.45 * len(order) * max(1, len(shown) / 4) + 1.8))
         ypos = {s: i for i, s in enumerate(order)}
         width = 0.8 / max(len(shown), 1)
         for j, f in enumerate(shown):

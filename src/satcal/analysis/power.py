@@ -34,10 +34,8 @@ class PowerResult:
     pair: tuple[str, str]
 
     def figure(self):
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+        from ..fileio import new_figure
+        fig, axes = new_figure(nrows=1, ncols=2, figsize=(11, 4), sharey=True)
         t = self.table
         for ind in ("b1", "b2", "b3"):
             axes[0].plot(t["answers"], t[f"power_pair_{ind}"], marker="o", label=ind)
