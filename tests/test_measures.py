@@ -95,20 +95,25 @@ def _dcg(gains, disc):
 @pytest.mark.parametrize("fid", ["exp2-log2", "lin-zipf", "bin1-lin", "exp3-jarvelin2"])
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_pool_bounds_by_exhaustive_enumeration(pool, fid, k):
-    """IDCG, WDCG and E[DCG@k] (RLB, paper 002) against all orderings of the pool."""
+    """IDCG and E[DCG@k] (RLB, paper 002) against all orderings of the pool; WDCG against all
+    lists of k drawn from the pool and unjudged (gain 0) documents."""
     f = formulation(fid)
     gains = f.gains(pool)
     disc = f.discount.factors(k)
     values = [_dcg(np.array(p), disc) for p in itertools.permutations(gains)]
+    with_unjudged = [_dcg(np.array(p), disc) for p in itertools.permutations(list(gains) + [0.0] * k, k)]
     b = pool_bounds([np.array(pool)], [f], k)
     assert b["ideal"][0, 0] == pytest.approx(max(values))
-    assert b["worst"][0, 0] == pytest.approx(min(values))
+    assert b["worst"][0, 0] == pytest.approx(min(with_unjudged))
+    assert b["best"][0, 0] == pytest.approx(max(with_unjudged))
     assert b["rlb"][0, 0] == pytest.approx(np.mean(values))
 
 
-def _scores_of_permutations(pool, f, k, norm):
+def _scores_of_permutations(pool, f, k, norm, unjudged=0):
+    """phi of every list of k drawn from the pool and ``unjudged`` unjudged documents (NaN)."""
     f = Formulation(f.gain, f.discount, norm, f.negatives)
-    perms = np.array(list(itertools.permutations(pool)), dtype=float)[:, :k]
+    candidates = list(pool) + [np.nan] * unjudged
+    perms = np.array(list(itertools.permutations(candidates, min(k, len(candidates)))), dtype=float)
     if perms.shape[1] < k:
         perms = np.pad(perms, ((0, 0), (0, k - perms.shape[1])), constant_values=np.nan)
     return f.score(perms, pools=[np.array(pool)], query_index=np.zeros(len(perms), int))
@@ -118,10 +123,19 @@ def _scores_of_permutations(pool, f, k, norm):
 @pytest.mark.parametrize("negatives", ["keep", "zero"])
 def test_minmax_in_unit_interval_with_negative_levels(pool, negatives):
     f = formulation("exp2-log2", negatives=negatives)
-    s = _scores_of_permutations(pool, f, 3, "minmax")
+    s = _scores_of_permutations(pool, f, 3, "minmax", unjudged=3)
     assert s.min() >= -1e-12 and s.max() <= 1 + 1e-12
     if len(set(f.gains(pool))) > 1:
         assert s.min() == pytest.approx(0) and s.max() == pytest.approx(1)
+
+
+@pytest.mark.parametrize("pool", [[2, 2, 1], [1, 2], [3, 3, 3, 3, 3, 3]])
+def test_minmax_stays_in_unit_interval_with_unjudged_documents(pool):
+    """A pool of relevant documents only: a run whose top k is unjudged or short scores 0, not
+    below (the worst list is built from the pool plus unjudged, zero-gain documents)."""
+    f = formulation("exp2-log2")
+    s = _scores_of_permutations(pool, f, 5, "minmax", unjudged=5)
+    assert s.min() == pytest.approx(0, abs=1e-12) and s.max() == pytest.approx(1)
 
 
 @pytest.mark.parametrize("pool", [[0, 0, 0, 1, 2, 2], [0, 0, 1, 0, 1]])

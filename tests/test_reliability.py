@@ -158,3 +158,13 @@ def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
     for name in ("gstudy", "dstudy", "discrimination", "asl", "bv_error", "kendall", "user_vs_system"):
         assert (tmp_path / "rel" / f"{name}.csv").exists()
     assert (tmp_path / "rel" / "user_vs_system.png").exists() and (tmp_path / "rel" / "asl_curves.png").exists()
+
+
+def test_asl_of_a_constant_difference_is_the_most_significant():
+    """Sakai's test on a pair that differs by the same amount on every topic (zero variance):
+    ASL 0, not 1; two identical systems: ASL 1."""
+    from satcal.reliability import discriminative_power
+    base = np.linspace(0.2, 0.8, 30)
+    scores = np.stack([base, base + 0.1, base])
+    asl = discriminative_power(scores, ["a", "b", "c"], replicates=200).set_index(["system_1", "system_2"])["asl"]
+    assert asl[("a", "b")] == 0 and asl[("b", "c")] == 0 and asl[("a", "c")] == 1

@@ -277,6 +277,10 @@ def _norm_ul2(dcg, b):
     return np.where(dcg >= b["rlb"], above, below)
 
 
+#: Per-query bounds computed from the judged pool (see :func:`pool_bounds`).
+POOL_BOUNDS = ("ideal", "best", "worst", "rlb")
+
+
 @dataclass(frozen=True)
 class Normalization:
     """How raw DCG@k becomes phi.
@@ -293,7 +297,7 @@ class Normalization:
 
     @property
     def uses_pool(self) -> bool:
-        return any(n in ("ideal", "worst", "rlb") for n in self.needs)
+        return any(n in POOL_BOUNDS for n in self.needs)
 
 
 NORMALIZATIONS: dict[str, Normalization] = {n.id: n for n in (
@@ -302,8 +306,9 @@ NORMALIZATIONS: dict[str, Normalization] = {n.id: n for n in (
                   "DCG@k / (g(L-1) * sum_i d(i))   [paper 003]"),
     Normalization("ideal", lambda d, b: _safe_div(d, b["ideal"]), ("ideal",),
                   "DCG@k / IDCG@k   [classic nDCG]"),
-    Normalization("minmax", lambda d, b: _safe_div(d - b["worst"], b["ideal"] - b["worst"]),
-                  ("ideal", "worst"), "(DCG - WDCG) / (IDCG - WDCG)   [paper 004]"),
+    Normalization("minmax", lambda d, b: _safe_div(d - b["worst"], b["best"] - b["worst"]),
+                  ("best", "worst"), "(DCG - WDCG) / (BDCG - WDCG), best and worst lists of the pool "
+                  "and unjudged documents   [paper 004]"),
     Normalization("ul1", _norm_ul1, ("ideal", "rlb"), "(DCG/IDCG) * DCG/(DCG + RLB)   [paper 002]"),
     Normalization("ul2", _norm_ul2, ("ideal", "rlb"),
                   "(DCG-RLB)/(IDCG-RLB) if DCG >= RLB else (DCG-RLB)/RLB   [paper 002]"),
@@ -704,12 +709,15 @@ def _pool_counts(pools):
 
 
 def pool_bounds(pools, formulations=None, k: int = 5,
-                which: Iterable[str] = ("ideal", "worst", "rlb")) -> dict[str, np.ndarray]:
+                which: Iterable[str] = ("ideal", "best", "worst", "rlb")) -> dict[str, np.ndarray]:
     """Per-query bounds from each query's judged pool, each of shape (Q, F).
 
     ``ideal``: IDCG@k, the pool sorted by decreasing gain;
-    ``worst``: WDCG@k, the k lowest-gain documents in increasing gain (rearrangement
-    inequality: the most harmful document goes where the discount is largest);
+    ``best``: like IDCG but over the pool and k unjudged (gain 0) fillers, so negative
+    documents are never needed to fill the list (the top of ``minmax``);
+    ``worst``: WDCG@k, the k lowest-gain documents of the pool and k unjudged (gain 0) fillers,
+    in increasing gain (rearrangement inequality: the most harmful document goes where the
+    discount is largest);
     ``rlb``: E[DCG@k] of a uniformly random ordering = mean pool gain * sum_{i<=min(k,n)} d(i)
     (paper 002).
 
@@ -726,14 +734,22 @@ def pool_bounds(pools, formulations=None, k: int = 5,
     for j, f in enumerate(forms):
         g = f.gains(table[:-1]) if r else np.zeros(1)
         d = f.discount.factors(k)
-        orders = {"ideal": np.argsort(-g, kind="stable"), "worst": np.argsort(g, kind="stable")}
-        for name in ("ideal", "worst"):
+        for name in ("ideal", "best", "worst"):
             if name not in which:
                 continue
-            order = orders[name]
-            cum = np.cumsum(counts[:, order], axis=1)                         # (Q, R)
+            gains, level_counts, have = g, counts, filled
+            if name != "ideal":
+                # A list can always hold unjudged documents (gain 0), so the best and worst
+                # lists of minmax are built from the pool plus k zero-gain fillers: with a pool
+                # of relevant documents only (or fewer than k), or negative ones, the extremes
+                # are not orderings of the pool alone.
+                gains = np.append(g, 0.0)
+                level_counts = np.hstack([counts, np.full((q, 1), float(k))])
+                have = np.ones_like(filled)
+            order = np.argsort(gains if name == "worst" else -gains, kind="stable")
+            cum = np.cumsum(level_counts[:, order], axis=1)                   # (Q, R)
             slot = (positions[None, :, None] >= cum[:, None, :]).sum(axis=2)  # (Q, k)
-            gk = np.where(filled, g[order][np.minimum(slot, len(order) - 1)], 0.0)
+            gk = np.where(have, gains[order][np.minimum(slot, len(order) - 1)], 0.0)
             out[name][:, j] = gk @ d
         if "rlb" in which:
             cum_d = np.concatenate([[0.0], np.cumsum(d)])
@@ -870,7 +886,7 @@ def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> li
     out = []
     for norm_id, cols in groups.items():
         norm = NORMALIZATIONS[norm_id]
-        wanted = [name for name in norm.needs if name in ("ideal", "worst", "rlb")]
+        wanted = [name for name in norm.needs if name in POOL_BOUNDS]
         out.append((cols, norm, pool_bounds(pools, [forms[j] for j in cols], k, wanted), qi))
     return out
 

@@ -147,7 +147,8 @@ def discriminative_power(scores: np.ndarray, systems: Sequence[str], replicates:
 
     z = per-topic differences, t0 = mean(z) / (sd(z)/sqrt(n)); the bootstrap resamples the
     centred differences w = z - mean(z) (the same resampled topics for all pairs) and
-    ASL = share of replicates with |t*| >= |t0|.
+    ASL = share of replicates with |t*| >= |t0|. A pair that differs by the same non-zero amount
+    on every topic (zero variance) has ASL 0; a pair equal on every topic, ASL 1.
     """
     x = np.asarray(scores, float)
     n = x.shape[1]
@@ -167,7 +168,10 @@ def discriminative_power(scores: np.ndarray, systems: Sequence[str], replicates:
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(s > 0, m / (s / np.sqrt(n)), 0.0)
         exceed += (np.abs(t) >= np.abs(t0)[:, None]).sum(1)
-    asl = np.where(sd > 0, exceed / replicates, 1.0)
+    # Zero variance: identical differences on every topic. Equal systems (mean 0) give no
+    # evidence (ASL 1); a constant non-zero difference is the strongest evidence there is, and
+    # every centred replicate is 0, so ASL is 0 (reported as such, below any 1/B).
+    asl = np.where(sd > 0, exceed / replicates, np.where(mean != 0, 0.0, 1.0))
     return pd.DataFrame({"system_1": [systems[i] for i, _ in pairs], "system_2": [systems[j] for _, j in pairs],
                          "diff": mean, "t": t0, "asl": asl, "significant": asl < alpha})
 
