@@ -874,6 +874,21 @@ def _relevant_counts(pools, query_index, n: int, measure_id: str):
     return relevant
 
 
+def _warn_unbounded(forms, norms, pooled, pools) -> None:
+    """ideal, ul1 and ul2 with negative gains kept are not bounded: say so once."""
+    risky = [forms[j].id for j in pooled if norms[j].id in ("ideal", "ul1", "ul2")
+             and forms[j].negatives == "keep" and not forms[j].gain.id.startswith("bin")]
+    if not risky:
+        return
+    lowest = min((np.nanmin(np.asarray(p, float)) for p in pools if np.size(p)), default=0.0)
+    if lowest < 0:
+        import warnings
+        warnings.warn(f"{risky[0]}{' and others' if len(risky) > 1 else ''}: the pools hold negative "
+                      f"levels (down to {lowest:g}) and negatives = 'keep', so ideal, ul1 and ul2 "
+                      "scores are not bounded to [0, 1] (a negative IDCG flips their sign); use "
+                      "negatives = 'zero' or the minmax normalisation", UserWarning, stacklevel=4)
+
+
 def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> list:
     """Per pool-based normalisation: its columns, the normalisation, each query's bounds
     (computed once for all lists) and the query of each list."""
@@ -883,6 +898,7 @@ def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> li
     groups: dict[str, list[int]] = {}
     for j in pooled:
         groups.setdefault(norms[j].id, []).append(j)
+    _warn_unbounded(forms, norms, pooled, pools)
     out = []
     for norm_id, cols in groups.items():
         norm = NORMALIZATIONS[norm_id]
