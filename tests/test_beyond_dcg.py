@@ -176,3 +176,20 @@ def test_analyze_all_ranks_dcg_and_other_measures_in_one_report(tmp_path):
     bad = CliRunner().invoke(main, ["analyze", "--dataset", "ecir2015", "--formulations", "ndcg",
                                     "--out", str(tmp_path / "bad")])
     assert bad.exit_code == 2 and "--formulations" in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize("name,fid,norm,cutoff", [
+    ("nDCG@10", "lin-log2", "ideal", 10), ("nDCG(dcg='exp-log2')@5", "exp2-log2", "ideal", 5),
+    ("ERR@5", "err", "max", 5), ("RR(rel=2)@5", "rr2", "max", 5), ("AP@5", "ap", "pool", 5),
+    ("P@3", "p", "max", 3)])
+def test_ir_measures_names(rng, name, fid, norm, cutoff):
+    f = formulation(name)
+    assert (f.id, f.normalization, f.cutoff) == (fid, norm, cutoff)
+    levels = rng.integers(0, 3, size=(20, cutoff))
+    pools = [rng.integers(0, 3, size=12)]
+    kw = dict(pools=pools, query_index=np.zeros(20, int))
+    same = formulation(fid, normalization=norm if norm != "pool" else "max")
+    np.testing.assert_allclose(score_lists(levels, [f], **kw), score_lists(levels, [same], **kw))
+    from satcal.errors import SatcalError
+    with pytest.raises(SatcalError, match=f"named at cutoff {cutoff}, but the lists have k = {cutoff + 1}"):
+        score_lists(rng.integers(0, 3, size=(2, cutoff + 1)), [f], pools=pools, query_index=[0, 0])

@@ -226,6 +226,15 @@ def parse_formulations(text: str, study=None, normalization: str = "max", negati
     return out
 
 
+def _calibrated_id(name: str) -> str:
+    """The id a calibration stores for a name (``nDCG@10`` is stored as ``lin-log2``)."""
+    from .measures import formulation
+    try:
+        return formulation(name).id
+    except ValueError:
+        return name  # a custom formulation's id, looked up as given
+
+
 def _backend(name: str, scheduler: str | None):
     if name == "dask":
         return f"dask:{scheduler}" if scheduler else "dask"
@@ -466,7 +475,8 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     from .analysis.evaluate import evaluate_runs, load_calibrations
     from .judgments import read_judgments
     from .runs import read_runs
-    wanted = None if formulations is None else [t.strip() for t in formulations.split(",") if t.strip()]
+    wanted = None if formulations is None else [_calibrated_id(t.strip()) for t in formulations.split(",")
+                                                if t.strip()]
     cals = load_calibrations(calibration, wanted)
     out = _prepare_out(out, force)
     result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)), cals, k)

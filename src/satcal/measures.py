@@ -340,12 +340,15 @@ class Formulation:
         One of ``raw``, ``max``, ``ideal``, ``minmax``, ``ul1``, ``ul2``.
     negatives : {"keep", "zero"}, default ``"keep"``
         ``keep`` applies the gain to negative levels as given; ``zero`` maps them to 0 first.
+    cutoff : int, optional
+        The k a name such as ``nDCG@10`` fixes; lists of another length are refused.
     """
 
     gain: Gain
     discount: Discount
     normalization: str = "max"
     negatives: str = "keep"
+    cutoff: int | None = field(default=None, compare=False)
 
     def __post_init__(self):
         get_normalization(self.normalization)
@@ -456,6 +459,7 @@ class ListMeasure:
     pool: bool = False
     max_fn: Callable[[int, float], float] | None = field(default=None, repr=False, compare=False)
     raw: bool = False
+    cutoff: int | None = field(default=None, compare=False)
 
     @property
     def normalization(self) -> str:
@@ -542,6 +546,29 @@ def _list_measure(spec: str, normalization: str) -> ListMeasure | None:
     return None
 
 
+#: ir_measures names (SPEC 11) -> (satcal id, normalisation); ``@k`` gives the cutoff.
+IR_MEASURES_NAMES = {
+    "nDCG": ("lin-log2", "ideal"),                     # trec_eval ndcg_cut: linear gain
+    "nDCG(dcg='exp-log2')": ("exp2-log2", "ideal"),   # Burges et al.'s exponential gain
+    "ERR": ("err", None), "RR": ("rr", None), "P": ("p", None), "AP": ("ap", None),
+}
+
+
+def _ir_measures_name(spec: str):
+    """``nDCG@10``, ``nDCG(dcg='exp-log2')@10``, ``ERR@10``, ``RR(rel=2)@10`` ... ->
+    (satcal id, normalisation, cutoff); None for any other spelling."""
+    m = re.fullmatch(r"(?P<name>[A-Za-z]+(?:\(dcg='[a-z0-9-]+'\))?)(?:\(rel=(?P<rel>\d+)\))?@(?P<k>\d+)",
+                     spec.replace('"', "'").replace(" ", ""))
+    if not m or m.group("name") not in IR_MEASURES_NAMES:
+        return None
+    base, norm = IR_MEASURES_NAMES[m.group("name")]
+    if m.group("rel"):
+        if base not in ("rr", "p", "ap"):
+            return None
+        base = f"{base}{m.group('rel')}"
+    return base, norm, int(m.group("k"))
+
+
 def measure_labels(f: "Formulation | ListMeasure") -> dict:
     """``gain``, ``discount`` and ``family`` columns of a formulation or measure in tables."""
     return f.labels
@@ -564,6 +591,13 @@ def formulation(spec: "str | Formulation | ListMeasure", normalization: str = "m
     """
     if isinstance(spec, (Formulation, ListMeasure)):
         return spec
+    named = _ir_measures_name(str(spec))
+    if named is not None:
+        base, norm, cutoff = named
+        from dataclasses import replace
+        # trec_eval, whose nDCG these names mean, reads negative levels as unjudged: gain 0
+        negs = "zero" if norm == "ideal" else negatives
+        return replace(formulation(base, norm if norm else normalization, negs), cutoff=cutoff)
     measure = _list_measure(str(spec), normalization)
     if measure is not None:
         return measure
@@ -803,6 +837,10 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
     top = top_level if top_level is not None else (n_levels if n_levels is not None else 3) - 1
     n = lv.shape[0]
     _check_top(lv, forms, top, top_level is None and n_levels is None)
+    for f in forms:
+        if f.cutoff is not None and f.cutoff != k:
+            from .errors import SatcalError
+            raise SatcalError(f"{f.id} was named at cutoff {f.cutoff}, but the lists have k = {k}")
     dcg_cols = [j for j, f in enumerate(forms) if isinstance(f, Formulation)]
     other_cols = [j for j, f in enumerate(forms) if not isinstance(f, Formulation)]
     dcg_forms = [forms[j] for j in dcg_cols]
