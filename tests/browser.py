@@ -28,7 +28,7 @@ def ensure_chromium() -> str | None:
     return None
 
 
-def start_driver():
+def start_driver(performance_log: bool = False):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -38,5 +38,7 @@ def start_driver():
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
         options.add_argument(flag)
+    if performance_log:  # every request the browser made, redirects to other sites included
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     return driver, profile

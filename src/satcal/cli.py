@@ -58,7 +58,7 @@ def _prepare_out(out: Path, force: bool) -> Path:
     return out
 
 
-PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv"]
+PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]
 _workspace_platform_option = click.option(
     "--platform", type=click.Choice(PLATFORM_NAMES), help="Default: presentation.platform of study.toml.")
 
@@ -349,16 +349,37 @@ def preview(directory, n, force):
 @click.argument("directory", type=click.Path(path_type=Path))
 @_workspace_platform_option
 @click.option("--force", is_flag=True, help="Overwrite an earlier simulation.")
-def simulate(directory, platform, force):
+@click.option("--serve", "serve_url", default=None, metavar="URL",
+              help="Instead of writing a file, send the simulated participants through a running "
+                   "satcal serve at URL (e.g. http://127.0.0.1:8000), as browsers would.")
+@click.option("--concurrency", type=click.IntRange(1, 500), default=8, show_default=True,
+              help="With --serve: participants at a time.")
+def simulate(directory, platform, force, serve_url, concurrency):
     """Simulate a crowd: answers from a known user model, as the platform's result file.
 
     The model ([simulation] in study.toml): a true P(Sat|phi) over one formulation's phi,
     worker heterogeneity, spammers and position bias. Writes simulated/<platform>-results.<ext>
     and simulated/<platform>-truth.json; ingest the file like a real one to dry-run the study.
+    With --serve URL the simulated participants take the hosted study itself (a dry run of the
+    real thing); their answers land in its database, read with satcal ingest DIR --platform serve.
     """
     from .simulate import simulate_workspace
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    if serve_url:
+        import json
+        from .fileio import atomic_write_text
+        from .simulate import simulate_served
+        visits, truth = simulate_served(ws, serve_url, concurrency=concurrency, progress=True)
+        if truth["errors"]:
+            raise SatcalError(f"{len(truth['errors'])} simulated participants failed, first: {truth['errors'][0]}")
+        with ws.locked():
+            (ws.path / "simulated").mkdir(exist_ok=True)
+            atomic_write_text(ws.path / "simulated" / "serve-truth.json", json.dumps(truth, indent=1) + "\n")
+            ws.record("simulate", {"served_at": serve_url, "participants": len(visits), "pages": truth["pages"]})
+        click.echo(f"{len(visits)} simulated participants answered {truth['pages']} pages at {serve_url} "
+                   f"({len(truth['spammers'])} spammers); truth in {ws.path}/simulated/serve-truth.json")
+        return
     with ws.locked():
         path, truth = simulate_workspace(ws, platform, force=force)
     click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
@@ -367,29 +388,48 @@ def simulate(directory, platform, force):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES + ["ecir2015"]),
-              help="Format of the files (default: detected from name and header).")
+              help="Format of the files (default: detected from name and header). With serve and "
+                   "no files, the hosted study's database is read.")
+@click.option("--db", "db_url", default=None,
+              help="With --platform serve: the study database (default DIR/serve.db; a SQLAlchemy "
+                   "URL such as postgresql+psycopg://user@host/study).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Trust threshold (default: quality.trust_threshold of study.toml).")
 @click.option("--dawid-skene", is_flag=True,
               help="Also fit Dawid-Skene worker models (optional crowd-kit extra); writes "
                    "workers_ds.csv with each worker's estimated accuracy.")
-def ingest(directory, files, platform, threshold, dawid_skene):
+def ingest(directory, files, platform, threshold, dawid_skene, db_url):
     """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
     workers.csv.
 
     Every row read ends in answers.csv (canonical A/B orientation) or rejects.csv (with the
     reason); ingesting a file again changes nothing; a broken file is refused with its line
     and leaves the workspace untouched.
+
+    \b
+    satcal ingest DIR --platform serve   reads the hosted study's database (satcal serve): a
+                                         snapshot of every stored response is archived; it
+                                         replaces the earlier snapshot of the same database.
     """
+    import tempfile
     from .ingest import ingest as run_ingest
+    from .ingest import snapshot_served
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    if db_url and platform != "serve":
+        raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
+    if not files and platform != "serve":
+        raise SatcalError("give the result files to ingest (or --platform serve to read the hosted "
+                          "study's database)")
     if dawid_skene:
         from .quality import require_crowdkit
         require_crowdkit()  # before anything is written
-    report = run_ingest(ws, files, platform=platform, threshold=threshold)
+    with tempfile.TemporaryDirectory() as tmp:
+        if not files:
+            files = [snapshot_served(ws, db_url, tmp)]
+        report = run_ingest(ws, files, platform=platform, threshold=threshold)
     for line in report.lines():
         click.echo(line)
     if dawid_skene:
@@ -399,6 +439,74 @@ def ingest(directory, files, platform, threshold, dawid_skene):
         with ws.locked():
             atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; this machine only unless you say otherwise (put a TLS "
+                   "reverse proxy in front for participants on the internet).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--db", "db_url", default=None,
+              help="Study database: default DIR/serve.db (SQLite); a SQLAlchemy URL such as "
+                   "postgresql+psycopg://user@host/study when several servers share one study.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes (each with its own threads).")
+@click.option("--https-only", is_flag=True,
+              help="Send the session cookie over HTTPS only (behind a TLS reverse proxy).")
+@click.option("--public-url", default=None,
+              help="The address participants use (behind a proxy), for the printed links.")
+def serve(directory, host, port, db_url, workers, https_only, public_url):
+    """Serve the study to participants: Prolific or lab, in any browser, no JavaScript needed.
+
+    Participants open the entry URL (Prolific adds PROLIFIC_PID, STUDY_ID and SESSION_ID; lab
+    participants type a code), read the instructions, consent, and answer pages of the batch
+    that satcal export wrote; Prolific participants end with a redirect to the completion code
+    of study.toml [serve]. Every page is stored in one transaction; nothing is stored twice.
+    A researcher's status page is printed at start. Read the answers with
+    satcal ingest DIR --platform serve.
+    """
+    from .serve import HostedStudy
+    from .workspace import Workspace
+    ws = Workspace.open(directory)
+    study = HostedStudy.from_workspace(ws, db_url)
+    base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
+    settings = study.settings
+    click.echo(f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
+               f"({study.per_participant} pages per participant) from {study.engine.url.render_as_string(hide_password=True)}")
+    click.echo(f"  Prolific study URL: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID={{{{%STUDY_ID%}}}}"
+               "&SESSION_ID={{%SESSION_ID%}}")
+    click.echo(f"  lab participants:   {base}/  (they type their participant code)")
+    click.echo(f"  researcher status:  {base}/status/{study.status_token}  (keep this link private)")
+    if not settings.completion_code:
+        click.echo("  note: [serve] completion_code is empty in study.toml: Prolific participants will see a "
+                   "thank-you page instead of the redirect that marks them complete", err=True)
+    _run_server(ws, study, host, port, db_url, workers, https_only)
+
+
+def _run_server(ws, study, host, port, db_url, workers, https_only):
+    import os
+    import uvicorn
+    from .serve import create_app
+    if workers == 1:
+        uvicorn.run(create_app(study, https_only=https_only), host=host, port=port, log_level="warning",
+                    proxy_headers=True, server_header=False)
+        return
+    study.engine.dispose()
+    os.environ.update({"SATCAL_SERVE_DIR": str(ws.path.resolve()), "SATCAL_SERVE_DB": db_url or "",
+                       "SATCAL_SERVE_HTTPS_ONLY": "1" if https_only else "0"})
+    uvicorn.run("satcal.cli:served_app", factory=True, host=host, port=port, workers=workers,
+                log_level="warning", proxy_headers=True, server_header=False)
+
+
+def served_app():
+    """The application of one of several server processes (``satcal serve --workers N``)."""
+    import os
+    from .serve import HostedStudy, create_app
+    from .workspace import Workspace
+    ws = Workspace.open(os.environ["SATCAL_SERVE_DIR"])
+    study = HostedStudy.from_workspace(ws, os.environ.get("SATCAL_SERVE_DB") or None)
+    return create_app(study, https_only=os.environ.get("SATCAL_SERVE_HTTPS_ONLY") == "1")
 
 
 @main.command(context_settings=CONTEXT)

@@ -158,7 +158,7 @@ def _check_lists(docs: np.ndarray, cols: list[str], path) -> None:
 # Workspace ingest: result files in, one answers table out (SPEC section 6)
 # --------------------------------------------------------------------------------------------
 ANSWER_TABLE_COLUMNS = ["example_id", "worker_id", "answer", "is_trap", "correct", "submitted_at",
-                        "source_file", "row_id", "item_id", "swapped", "line", "example_hash"]
+                        "source_file", "row_id", "item_id", "swapped", "line", "example_hash", "seconds"]
 REJECT_TABLE_COLUMNS = ["source_file", "line", "row_id", "item_id", "worker_id", "answer", "reason"]
 
 
@@ -316,6 +316,7 @@ def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
         new_files.append((digest, name, plat, data, parsed))
     added = pd.DataFrame([{"sha256": d, "file": n, "platform": p, "original": n.split("-", 1)[1]}
                           for d, n, p, _, _ in new_files], columns=INDEX_COLUMNS)
+    index, superseded = _supersede_snapshots(ws, index, added, {n[0]: n[4] for n in new_files})
     if new_files:
         # The marker names what this ingest adds; if the command dies before it is removed,
         # the next command takes those files back out (repair_interrupted_ingest).
@@ -329,11 +330,44 @@ def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
     # the tables' threshold, so that a repair rebuilds exactly these tables
     atomic_write_text(raw_dir / SETTINGS, json.dumps({"trust_threshold": threshold}) + "\n")
     if new_files:
+        if len(superseded):
+            previous = raw_dir / SUPERSEDED
+            old = pd.read_csv(previous, dtype=str, keep_default_na=False) if previous.exists() else None
+            table = pd.concat([old, superseded], ignore_index=True) if old is not None else superseded
+            atomic_write_text(previous, table.to_csv(index=False, lineterminator="\n"))
         atomic_write_text(raw_dir / "index.csv", index.to_csv(index=False, lineterminator="\n"))
         ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(report.answers),
                              "rejects": len(report.rejects)}, inputs=[raw_dir / n[1] for n in new_files])
         (raw_dir / PENDING).unlink(missing_ok=True)
     return report
+
+
+SUPERSEDED = "superseded.csv"
+
+
+def _supersede_snapshots(ws, index: pd.DataFrame, added: pd.DataFrame, parsed: dict):
+    """A new snapshot of a hosted study's database replaces the earlier snapshots of the same
+    database (same original name), which stay in raw/ and are listed in raw/superseded.csv.
+
+    The database only ever gains responses, so an earlier snapshot's rows must all be in the
+    new one (same row id, same answer); if any is missing, the database was replaced or
+    damaged, and the new snapshot is refused before anything is written.
+    """
+    from .platforms import get_platform
+    new = added[added["platform"] == "serve"]
+    old = index["platform"].eq("serve") & index["original"].isin(new["original"])
+    if not old.any():
+        return index, pd.DataFrame(columns=INDEX_COLUMNS)
+    for row in index[old].itertuples():
+        fresh = parsed[new.loc[new["original"] == row.original, "sha256"].iloc[0]]
+        earlier = get_platform("serve").read_results(ws.path / "raw" / row.file)
+        have = set(zip(fresh["row_id"], fresh["answer"]))
+        lost = [r for r in zip(earlier["row_id"], earlier["answer"]) if r not in have]
+        if lost:
+            raise SatcalError(f"{ws.path}/raw/{row.file}: response {lost[0][0]} (and {len(lost) - 1} more) "
+                              "of this earlier snapshot is not in the study database now; was the "
+                              "database replaced or restored from an older copy? Nothing was ingested")
+    return index[~old].reset_index(drop=True), index[old].reset_index(drop=True)
 
 
 def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
@@ -372,6 +406,30 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
                         reasons, workers, answers, rejects)
+
+
+def snapshot_served(ws, url: str | None, directory) -> Path:
+    """Write the hosted study's responses (database at ``url``, default ``DIR/serve.db``) to
+    ``directory/serve-<database id>.csv``, ready to ingest with platform ``serve``."""
+    import hashlib
+    from .fileio import atomic_write_text
+    from .serve import db
+    url = url or db.default_url(ws.path)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        raise SatcalError(f"{url[len('sqlite:///'):]}: no study database here; has satcal serve {ws.path} run?")
+    engine = db.connect(url)
+    try:
+        from sqlalchemy import inspect, select
+        if not inspect(engine).has_table("satcal_meta"):
+            raise SatcalError(f"{engine.url.render_as_string(hide_password=True)}: not a satcal serve database")
+        with engine.connect() as conn:
+            t = db.tables()["meta"]
+            secret = conn.execute(select(t.c.value).where(t.c.name == "secret")).scalar_one()
+        table = db.snapshot(engine)
+    finally:
+        engine.dispose()
+    name = f"serve-{hashlib.sha256(secret.encode()).hexdigest()[:12]}.csv"
+    return atomic_write_text(Path(directory) / name, table.to_csv(index=False, lineterminator="\n"))
 
 
 def repair_interrupted_ingest(ws) -> bool:

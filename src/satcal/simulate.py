@@ -28,7 +28,7 @@ from .errors import SatcalError
 from .measures import formulation as parse_formulation
 from .measures import score_lists
 
-__all__ = ["UserModel", "simulate_answers", "simulate_workspace", "GRID_TRUTH"]
+__all__ = ["UserModel", "simulate_answers", "simulate_workspace", "simulate_served", "GRID_TRUTH"]
 
 GRID_TRUTH = np.round(np.linspace(0, 1, 101), 2)
 
@@ -170,18 +170,108 @@ def simulate_workspace(ws, platform: str | None = None, force: bool = False, mod
     out = ws.path / "simulated" / f"{plat.name}-results.{plat.result_suffix}"
     ws.guard([str(out.relative_to(ws.path))], force)
     items, key = ws.table("items.csv"), ws.table("key.csv")
-    examples = ws.table("examples.csv").assign(source_id=lambda d: d["example_id"])
-    traps = ws.table("traps.csv", required=False)
-    lists = pd.concat([examples, traps.assign(source_id=traps["trap_id"])] if traps is not None and len(traps)
-                      else [examples], ignore_index=True)
-    if model is None:
-        s = ws.config["simulation"]
-        model = UserModel(formulation=s["formulation"], intercept=s["intercept"], slope=s["slope"],
-                          heterogeneity=s["heterogeneity"],
-                          workers=s["workers"], spammers=s["spammers"], position_bias=s["position_bias"],
-                          seed=ws.seed + 4)
+    lists = _workspace_lists(ws)
+    model = model or _workspace_model(ws)
     answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model)
     plat.write_results(answers, items, key, out)
     atomic_write_text(ws.path / "simulated" / f"{plat.name}-truth.json", json.dumps(truth, indent=1) + "\n")
     ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed})
     return out, truth
+
+
+def _shown_scores(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int, top_level: int,
+                  f) -> pd.DataFrame:
+    """phi of the list shown as A and as B for every item (the key's swap applied), and whether
+    the item is a trap: what a simulated participant needs to answer a served page."""
+    k_ = key.set_index("item_id").loc[items["item_id"]]
+    src = lists.set_index("source_id").loc[k_["source_id"].to_numpy()]
+    phi_a = score_lists(src[[f"ra{i}" for i in range(1, k + 1)]].to_numpy(float), [f], top_level=top_level)[:, 0]
+    phi_b = score_lists(src[[f"rb{i}" for i in range(1, k + 1)]].to_numpy(float), [f], top_level=top_level)[:, 0]
+    swapped = k_["swapped"].astype(str).to_numpy() == "True"
+    return pd.DataFrame({"phi_shown_a": np.where(swapped, phi_b, phi_a),
+                         "phi_shown_b": np.where(swapped, phi_a, phi_b),
+                         "is_trap": k_["is_trap"].astype(str).to_numpy() == "True"},
+                        index=items["item_id"].to_numpy())
+
+
+def _attention_choice(form, name: str) -> str | None:
+    """The option an attention check asks for: the label its text names."""
+    text = form.context.get(name, "")
+    for value in form.radios[name]:
+        label = form.radio_labels.get((name, value), "")
+        if label and f"choose {label}" in text:
+            return value
+    return None
+
+
+def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: int = 8,
+                    progress: bool = False) -> tuple[list, dict]:
+    """Drive a running ``satcal serve`` with the simulated crowd: each simulated worker enters as
+    a Prolific participant (``PROLIFIC_PID=SIM-<n>``), reads every page as a browser without
+    JavaScript would, and answers from the user model (honest workers follow the attention
+    checks' instruction; spammers answer at random). Returns the visits and the truth."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .platforms import SHOWN_CODES
+    from .serve.client import Participant
+
+    model = model or _workspace_model(ws)
+    f = parse_formulation(model.formulation)
+    items, key = ws.table("items.csv"), ws.table("key.csv")
+    scores = _shown_scores(items, key, _workspace_lists(ws), ws.k, max(ws["study.levels"]), f)
+    root = np.random.default_rng(model.seed)
+    workers = [f"SIM-{i + 1:04d}" for i in range(model.workers)]
+    n_spam = int(round(model.spammers * model.workers))
+    spammers = set(root.choice(workers, size=n_spam, replace=False).tolist()) if n_spam else set()
+    offsets = dict(zip(workers, root.normal(0, model.heterogeneity, size=len(workers))))
+    streams = dict(zip(workers, np.random.SeedSequence(model.seed).spawn(len(workers))))
+
+    def visit(worker):
+        rng = np.random.default_rng(streams[worker])
+
+        def choose(form):
+            out = {}
+            for name, values in form.radios.items():
+                item = name.removeprefix("answer-")
+                if worker in spammers:
+                    out[name] = str(rng.choice(values))
+                elif item not in scores.index:
+                    out[name] = _attention_choice(form, name) or str(rng.choice(values))
+                else:
+                    pa = expit(model.intercept + offsets[worker] + model.slope * scores.at[item, "phi_shown_a"])
+                    pb = expit(model.intercept + offsets[worker] + model.slope * scores.at[item, "phi_shown_b"])
+                    answer = str(_canonical_answers(np.array([rng.random() < pa]), np.array([rng.random() < pb]))[0])
+                    if answer in ("both_good", "both_bad") and rng.random() < model.position_bias:
+                        answer = "a_better"
+                    out[name] = answer if answer in SHOWN_CODES else str(values[0])
+            return out
+
+        return Participant(url).run(f"PROLIFIC_PID={worker}&STUDY_ID=simulated&SESSION_ID={worker}", choose)
+
+    from tqdm.auto import tqdm
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        visits = list(tqdm(pool.map(visit, workers), total=len(workers), disable=not progress,
+                           desc="simulated participants", unit="participant"))
+    honest_u = np.array([offsets[w] for w in workers if w not in spammers])
+    list_curve = (expit(model.intercept + honest_u[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
+                  if honest_u.size else expit(model.intercept + model.slope * GRID_TRUTH))
+    truth = {"model": asdict(model), "spammers": sorted(spammers), "served_at": url,
+             "worker_offsets": {w: round(float(v), 6) for w, v in offsets.items()},
+             "p_sat_grid": GRID_TRUTH.tolist(), "p_sat_list": [round(float(v), 8) for v in list_curve],
+             "pages": int(sum(v.pages for v in visits)),
+             "errors": [e for v in visits for e in v.errors]}
+    return visits, truth
+
+
+def _workspace_model(ws) -> UserModel:
+    s = ws.config["simulation"]
+    return UserModel(formulation=s["formulation"], intercept=s["intercept"], slope=s["slope"],
+                     heterogeneity=s["heterogeneity"], workers=s["workers"], spammers=s["spammers"],
+                     position_bias=s["position_bias"], seed=ws.seed + 4)
+
+
+def _workspace_lists(ws) -> pd.DataFrame:
+    examples = ws.table("examples.csv").assign(source_id=lambda d: d["example_id"])
+    traps = ws.table("traps.csv", required=False)
+    return pd.concat([examples, traps.assign(source_id=traps["trap_id"])] if traps is not None and len(traps)
+                     else [examples], ignore_index=True)

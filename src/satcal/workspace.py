@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform as _platform
+import re
 import shutil
 import sys
 import tomllib
@@ -83,13 +84,33 @@ count = 20
 file = ""
 
 [presentation]
-# appen, toloka, labelstudio or csv.
+# appen, toloka, labelstudio, csv, or serve (satcal's own hosted study).
 platform = "{platform}"
 # Items per page / task suite.
 items_per_page = 10
 # Show A and B swapped at random (recorded in key.csv)?
 swap = true
 instructions = """{instructions}"""
+
+[design]
+# Answers each example collects, each from a different worker (on every platform and in
+# satcal serve); more than one lets the report measure agreement between workers.
+answers_per_example = 1
+
+[serve]
+# The hosted study (satcal serve). Completion codes of your Prolific study: participants
+# who finish are sent to https://app.prolific.com/submissions/complete?cc=<code>.
+completion_code = ""
+failed_attention_code = ""
+# Pages of items one participant answers.
+pages_per_participant = 5
+# Instructional attention checks per participant ("select 'Both are equally bad'"), and
+# how many failed checks send a participant to failed_attention_code (Prolific allows
+# rejecting only after two failed checks). Traps never reject anyone: they only exclude data.
+attention_checks = 2
+attention_fail_limit = 2
+# Minutes before a page a participant left unanswered is given to someone else.
+assignment_timeout_minutes = 30
 
 [quality]
 # Workers whose trap accuracy is below this are excluded from the analysis.
@@ -135,6 +156,23 @@ OPTIONAL_KEYS = {("formulations", "custom_gains"), ("formulations", "custom_disc
                  ("formulations", "extra"), ("study", "topics")}
 
 
+def _code(v):
+    return v == "" or bool(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v))
+
+
+#: Keys that studies made before they existed may lack: (key, default).
+DEFAULTED = [
+    (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
+    (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
+    (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
+    (Key("serve", "pages_per_participant", int, lambda v: 1 <= v <= 10_000, "an integer from 1 to 10,000"), 5),
+    (Key("serve", "attention_checks", int, lambda v: 0 <= v <= 100, "an integer from 0 to 100"), 2),
+    (Key("serve", "attention_fail_limit", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 2),
+    (Key("serve", "assignment_timeout_minutes", (int, float), lambda v: 0 < v <= 7 * 24 * 60,
+         "a number of minutes above 0, at most a week"), 30),
+]
+
+
 SCHEMA = [
     Key("study", "name", str),
     Key("study", "judgments", str, lambda v: bool(v), "a path to the judgments"),
@@ -155,8 +193,8 @@ SCHEMA = [
     Key("generator", "overlap", str, lambda v: v in ("allow", "disjoint"), "allow or disjoint"),
     Key("traps", "count", int, lambda v: v >= 0, "an integer >= 0"),
     Key("traps", "file", str),
-    Key("presentation", "platform", str, lambda v: v in ("appen", "toloka", "labelstudio", "csv"),
-        "one of appen, toloka, labelstudio, csv"),
+    Key("presentation", "platform", str, lambda v: v in ("appen", "toloka", "labelstudio", "csv", "serve"),
+        "one of appen, toloka, labelstudio, csv, serve"),
     Key("presentation", "items_per_page", int, _positive, "a positive integer"),
     Key("presentation", "swap", bool),
     Key("presentation", "instructions", str),
@@ -178,7 +216,7 @@ _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", bool: "true o
 def _unknown_keys(config: dict, path: Path) -> None:
     """A misspelt section or key is an error, not a silently ignored line."""
     import difflib
-    known = {(k.section, k.name) for k in SCHEMA} | OPTIONAL_KEYS
+    known = {(k.section, k.name) for k in SCHEMA} | OPTIONAL_KEYS | {(k.section, k.name) for k, _ in DEFAULTED}
     sections = sorted({s for s, _ in known})
     for section, body in config.items():
         if section not in sections:
@@ -198,7 +236,9 @@ def _unknown_keys(config: dict, path: Path) -> None:
 def validate_config(config: dict, path: Path) -> dict:
     """Check every key of study.toml; one line naming the file, the key and what is expected."""
     _unknown_keys(config, path)
-    for key in SCHEMA:
+    for key, default in DEFAULTED:
+        config.setdefault(key.section, {}).setdefault(key.name, default)
+    for key in SCHEMA + [k for k, _ in DEFAULTED]:
         section = config.get(key.section)
         if not isinstance(section, dict) or key.name not in section:
             raise SatcalError(f"{path}: missing key {key.section}.{key.name} (see the template "

@@ -31,7 +31,7 @@ DISPLAY_FIELDS = ("title", "snippet", "url", "audio_url")
 KEY_COLUMNS = ("item_id", "source_id", "is_trap", "swapped", "expected", "expected_shown", "page")
 #: Columns every reader returns.
 RAW_ANSWER_COLUMNS = ("item_id", "worker_id", "answer", "submitted_at", "row_id", "trust", "status",
-                      "line")
+                      "line", "seconds")
 SHOWN_CODES = ("a_better", "b_better", "both_good", "both_bad")
 ANSWER_LABELS = {"a_better": "System A gives better results",
                  "b_better": "System B gives better results",
@@ -56,9 +56,9 @@ class Platform:
 
 
 def _registry() -> dict[str, Platform]:
-    from . import appen, ecir2015, generic, labelstudio, toloka
+    from . import appen, ecir2015, generic, labelstudio, serve, toloka
     return {p.name: p for p in (appen.PLATFORM, toloka.PLATFORM, labelstudio.PLATFORM, generic.PLATFORM,
-                                ecir2015.PLATFORM)}
+                                serve.PLATFORM, ecir2015.PLATFORM)}
 
 
 def detect_platform(path, head: str) -> str:
@@ -69,6 +69,8 @@ def detect_platform(path, head: str) -> str:
         return "labelstudio"
     if "ASSIGNMENT:" in first or "INPUT:" in first:
         return "toloka"
+    if "page_token" in first or ("row_id" in first and "seconds" in first and "status" in first):
+        return "serve"
     if "_unit_id" in first and "_worker_id" in first:
         return "appen"
     if '"d1A"' in first or ",d1A," in first:

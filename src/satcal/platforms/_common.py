@@ -77,8 +77,11 @@ def _quote_hint(start: int, end: int) -> str:
 
 
 def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None, trust=None,
-                status=None, line=None) -> pd.DataFrame:
-    """The tidy table every reader returns (RAW_ANSWER_COLUMNS), plus the source file."""
+                status=None, line=None, seconds=None) -> pd.DataFrame:
+    """The tidy table every reader returns (RAW_ANSWER_COLUMNS), plus the source file.
+
+    ``seconds`` is the time the worker spent on the item's page or task, where the platform
+    records it (blank otherwise)."""
     n = len(item_id)
     blank = np.full(n, "", dtype=object)
     out = pd.DataFrame({
@@ -90,6 +93,7 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
         "trust": np.full(n, np.nan) if trust is None else pd.to_numeric(pd.Series(trust), errors="coerce").to_numpy(),
         "status": blank if status is None else np.asarray(status, dtype=object),
         "line": np.arange(2, n + 2) if line is None else np.asarray(line),
+        "seconds": np.full(n, np.nan) if seconds is None else pd.to_numeric(pd.Series(seconds), errors="coerce").to_numpy(),
     })
     out["source_file"] = os.path.basename(str(path))
     return out[list(RAW_ANSWER_COLUMNS) + ["source_file"]]

@@ -1,0 +1,243 @@
+"""A participant as a browser without JavaScript: open the entry URL, fill each form, submit
+it, follow redirects, until the completion redirect or the last page.
+
+The simulated crowd (``satcal simulate DIR --serve URL``), the tests and the load benchmark
+drive the server with it; it reads nothing but the HTML a participant receives.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlparse
+
+__all__ = ["Form", "parse_form", "Participant", "Visit"]
+
+
+@dataclass
+class Form:
+    """The first ``<form>`` of a page: where it goes, its hidden inputs, its radio groups (with
+    the text of the section each sits in) and its checkboxes."""
+
+    action: str = ""
+    method: str = "get"
+    hidden: dict = field(default_factory=dict)
+    radios: dict = field(default_factory=dict)          # name -> [values]
+    radio_labels: dict = field(default_factory=dict)    # (name, value) -> label text
+    context: dict = field(default_factory=dict)         # name -> text of its <section>
+    checkboxes: dict = field(default_factory=dict)      # name -> value
+
+
+class _FormParser(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.form: Form | None = None
+        self.done = False
+        self.section: list[str] = []
+        self.label_for: tuple | None = None
+        self.label_text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if self.done:
+            return
+        if tag == "form" and self.form is None:
+            self.form = Form(action=a.get("action", ""), method=a.get("method", "get").lower())
+        elif tag == "section":
+            self.section = []
+        elif tag == "input" and self.form is not None:
+            kind, name, value = a.get("type", "text").lower(), a.get("name"), a.get("value", "")
+            if not name:
+                return
+            if kind == "hidden":
+                self.form.hidden[name] = value
+            elif kind == "radio":
+                self.form.radios.setdefault(name, []).append(value)
+                self.form.context[name] = " ".join(self.section)
+                self.label_for, self.label_text = (name, value), []
+            elif kind == "checkbox":
+                self.form.checkboxes[name] = value or "on"
+
+    def handle_endtag(self, tag):
+        if tag == "form" and self.form is not None:
+            self.done = True
+        elif tag == "label" and self.label_for is not None:
+            self.form.radio_labels[self.label_for] = " ".join("".join(self.label_text).split())
+            self.label_for = None
+
+    def handle_data(self, data):
+        if data.strip():
+            self.section.append(" ".join(data.split()))
+        if self.label_for is not None:
+            self.label_text.append(data)
+
+
+def parse_form(html_text: str) -> Form | None:
+    parser = _FormParser()
+    parser.feed(html_text)
+    return parser.form
+
+
+@dataclass
+class Visit:
+    """What happened to one participant: pages answered, per-request latencies by page kind,
+    the answers submitted (form name -> value, by page token), and where they ended."""
+
+    latencies: dict = field(default_factory=dict)
+    submitted: dict = field(default_factory=dict)
+    end_url: str = ""
+    end_text: str = ""
+    errors: list = field(default_factory=list)
+
+    @property
+    def pages(self) -> int:
+        return len(self.submitted)
+
+
+class Participant:
+    """One participant's browser: a cookie jar and the forms it is given.
+
+    ``choose(form)`` returns ``{radio name: value}`` for a page of items; by default the
+    first value of each group.
+    """
+
+    def __init__(self, base_url: str, client=None, timeout: float = 60):
+        import httpx
+        self.base = base_url.rstrip("/") + "/"
+        self.http = client or httpx.Client(timeout=timeout, follow_redirects=False)
+
+    def _request(self, visit: Visit, kind: str, method: str, url: str, data=None):
+        start = time.perf_counter()
+        response = self.http.request(method, url, data=data)
+        visit.latencies.setdefault(kind, []).append(time.perf_counter() - start)
+        return response
+
+    def run(self, entry_query: str, choose=None, max_steps: int = 10_000) -> Visit:
+        """Enter with ``entry_query`` (e.g. ``PROLIFIC_PID=...&STUDY_ID=...``) and go through."""
+        visit = Visit()
+        url = urljoin(self.base, "?" + entry_query)
+        method, data, kind = "GET", None, "entry"
+        for _ in range(max_steps):
+            response = self._request(visit, kind, method, url, data)
+            while response.is_redirect:
+                target = urljoin(url, response.headers["location"])
+                if urlparse(target).netloc != urlparse(self.base).netloc:
+                    visit.end_url = target  # the completion redirect leaves the server
+                    return visit
+                url, kind = target, urlparse(target).path.strip("/") or "entry"
+                response = self._request(visit, kind, "GET", url)
+            if response.status_code >= 400 and response.status_code != 422:
+                visit.errors.append(f"{response.status_code} at {url}")
+                visit.end_text = response.text
+                return visit
+            form = parse_form(response.text)
+            if form is None or form.method != "post":
+                visit.end_text = response.text
+                return visit
+            fields = dict(form.hidden)
+            fields.update(form.checkboxes)
+            if form.radios:
+                answers = (choose or _first)(form)
+                fields.update(answers)
+                visit.submitted[form.hidden.get("assignment", "")] = answers
+            url = urljoin(url, form.action or url)
+            method, data = "POST", fields
+            kind = (urlparse(url).path.strip("/") or "entry") + " (post)"
+        visit.errors.append("too many steps")
+        return visit
+
+
+def _first(form: Form) -> dict:
+    return {name: values[0] for name, values in form.radios.items()}
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``satcal serve DIR`` in a child process on 127.0.0.1, for notebooks, tests and
+    benchmarks: ``with ServerProcess(dir) as server: ... server.url``.
+
+    ``kill()`` ends it with SIGKILL (as a crash would); ``start()`` runs it again.
+    """
+
+    def __init__(self, directory, db_url: str | None = None, port: int | None = None, workers: int = 1,
+                 startup_timeout: float = 60):
+        self.directory, self.db_url, self.workers = str(directory), db_url, workers
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.timeout = startup_timeout
+        self.process = None
+        self.output = ""
+
+    def start(self) -> "ServerProcess":
+        import subprocess
+        import sys
+        import tempfile
+
+        import httpx
+        cmd = [sys.executable, "-m", "satcal", "serve", self.directory, "--port", str(self.port),
+               "--workers", str(self.workers)] + (["--db", self.db_url] if self.db_url else [])
+        self._log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"satcal serve exited with {self.process.returncode}: {self.log()}")
+            try:
+                if httpx.get(self.url + "/static/satcal.css", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"satcal serve did not answer within {self.timeout} s: {self.log()}")
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
+    def kill(self) -> None:
+        import signal
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except Exception:
+                self.kill()
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def drive(url: str, participants: list[str], concurrency: int = 50, choose=None) -> list[Visit]:
+    """Send Prolific participants (ids ``participants``) through the study at ``url``,
+    ``concurrency`` at a time, each as a browser without JavaScript."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
+
+    def one(pid):
+        with httpx.Client(timeout=120, follow_redirects=False, limits=limits) as http:
+            try:
+                return Participant(url, http).run(f"PROLIFIC_PID={pid}&STUDY_ID=load&SESSION_ID={pid}", choose)
+            except httpx.HTTPError as exc:
+                visit = Visit()
+                visit.errors.append(f"{type(exc).__name__}: {exc}")
+                return visit
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(one, participants))

@@ -1,0 +1,219 @@
+"""The hosted study's database: schema, versioned migrations, slot claims and the snapshot
+that ingest reads.
+
+One schema for SQLite (the default, ``DIR/serve.db`` in WAL mode) and PostgreSQL (by URL, when
+several server processes or machines serve one study), written with SQLAlchemy Core. Times are
+seconds since the epoch (UTC) as floats, which both databases store and compare alike.
+
+Every example needs ``answers_per_example`` answers. The database holds one *slot* per page of
+the batch and answer wanted (page x replicate); a participant's next page is a free slot (or one
+whose holder timed out) claimed by a compare-and-set ``UPDATE ... WHERE`` that only one of
+several concurrent claimers can win, on either database. Responses are only ever inserted, with
+``UNIQUE (assignment_id, item_id)``, so a page submitted twice stores nothing twice.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+from ..errors import SatcalError
+
+__all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url"]
+
+#: Version of the schema this code writes; older databases are migrated on start.
+SCHEMA_VERSION = 1
+
+_TABLES = None
+
+
+def tables():
+    """The SQLAlchemy tables (built once, on first use, so importing satcal stays light)."""
+    global _TABLES
+    if _TABLES is not None:
+        return _TABLES
+    from sqlalchemy import (Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text,
+                            UniqueConstraint)
+    md = MetaData()
+    t = {}
+    t["meta"] = Table("satcal_meta", md, Column("name", String(64), primary_key=True),
+                      Column("value", Text, nullable=False))
+    t["participants"] = Table(
+        "participants", md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("kind", String(16), nullable=False),          # prolific | lab
+        Column("external_id", String(64), nullable=False),   # PROLIFIC_PID or lab code
+        Column("study_id", String(64), nullable=False, default=""),
+        Column("session_id", String(64), nullable=False, default=""),
+        Column("created_at", Float, nullable=False),
+        Column("consented_at", Float),
+        Column("finished_at", Float),
+        Column("outcome", String(24), nullable=False, default=""),
+        UniqueConstraint("kind", "external_id", "study_id", name="uq_participant"))
+    t["slots"] = Table(
+        "slots", md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("page", Integer, nullable=False),
+        Column("replicate", Integer, nullable=False),
+        Column("assignment_id", Integer),
+        Column("held_until", Float),
+        Column("done", Boolean, nullable=False, default=False),
+        UniqueConstraint("page", "replicate", name="uq_slot"))
+    t["assignments"] = Table(
+        "assignments", md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("token", String(32), nullable=False, unique=True),
+        Column("participant_id", Integer, ForeignKey("participants.id"), nullable=False),
+        Column("position", Integer, nullable=False),
+        Column("page", Integer, nullable=False),
+        Column("slot_id", Integer, ForeignKey("slots.id"), nullable=False),
+        Column("created_at", Float, nullable=False),
+        Column("expires_at", Float, nullable=False),
+        Column("submitted_at", Float),
+        Column("attention_item", String(32), nullable=False, default=""),
+        Column("attention_expected", String(16), nullable=False, default=""),
+        UniqueConstraint("participant_id", "page", name="uq_assignment_page"),
+        UniqueConstraint("participant_id", "position", name="uq_assignment_position"))
+    t["responses"] = Table(
+        "responses", md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("assignment_id", Integer, ForeignKey("assignments.id"), nullable=False),
+        Column("item_id", String(32), nullable=False),
+        Column("kind", String(16), nullable=False),          # item | attention
+        Column("answer", String(16), nullable=False),
+        Column("correct", Boolean),                          # attention checks only
+        Column("submitted_at", Float, nullable=False),
+        UniqueConstraint("assignment_id", "item_id", name="uq_response"))
+    t["metadata"] = md
+    _TABLES = t
+    return t
+
+
+def default_url(directory) -> str:
+    return f"sqlite:///{Path(directory).resolve() / 'serve.db'}"
+
+
+def connect(url: str):
+    """An engine for ``url``. SQLite gets WAL, full sync (a committed page survives a killed
+    server and a power cut), a busy timeout, and ``BEGIN IMMEDIATE`` transactions so that
+    concurrent writers queue instead of failing on a stale snapshot (see :func:`writer`)."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.exc import ArgumentError
+    try:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
+                                   pool_size=20, max_overflow=20)
+        else:
+            engine = create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    except ImportError as exc:
+        raise SatcalError(f"--db {url!r}: its database driver is not installed ({exc}); for PostgreSQL: "
+                          "pip install 'satcal[postgres]'") from None
+    except (ArgumentError, ValueError) as exc:
+        raise SatcalError(f"--db {url!r}: not a database URL ({exc}); e.g. sqlite:///study.db or "
+                          "postgresql+psycopg://user@host/dbname") from None
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):
+            dbapi_conn.isolation_level = None  # let the "begin" hook below issue BEGIN itself
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):
+            immediate = conn.get_execution_options().get("sqlite_immediate")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    return engine
+
+
+def writer(engine):
+    """The engine for transactions that write: on SQLite they take the write lock at BEGIN
+    (``BEGIN IMMEDIATE``), so a read inside them is never of a stale snapshot."""
+    return engine.execution_options(sqlite_immediate=True)
+
+
+#: Migrations: from version v to v + 1, each a function of a connection.
+MIGRATIONS: dict[int, callable] = {}
+
+
+def prepare(engine, key_digest: str, pages: list[int], answers_per_example: int) -> dict:
+    """Create or migrate the schema, check the database belongs to this batch, and make sure
+    every page has ``answers_per_example`` slots. Returns the stored settings (secret key,
+    researcher token)."""
+    from sqlalchemy import func, insert, select
+    from sqlalchemy.exc import OperationalError
+    t = tables()
+    try:
+        t["metadata"].create_all(engine)
+    except OperationalError as exc:
+        raise SatcalError(f"cannot open the study database {engine.url.render_as_string(hide_password=True)}: "
+                          f"{str(exc.orig).strip()}") from None
+    with writer(engine).begin() as conn:
+        stored = dict(conn.execute(select(t["meta"].c.name, t["meta"].c.value)).all())
+        if not stored:
+            stored = {"schema_version": str(SCHEMA_VERSION), "key_sha256": key_digest,
+                      "secret": secrets.token_hex(32), "status_token": secrets.token_urlsafe(18),
+                      "created_at": str(time.time())}
+            conn.execute(insert(t["meta"]), [{"name": k, "value": v} for k, v in stored.items()])
+        version = int(stored["schema_version"])
+        if version > SCHEMA_VERSION:
+            raise SatcalError(f"the study database has schema version {version}, newer than this satcal "
+                              f"({SCHEMA_VERSION}); upgrade satcal")
+        while version < SCHEMA_VERSION:
+            MIGRATIONS[version](conn)
+            version += 1
+            conn.execute(t["meta"].update().where(t["meta"].c.name == "schema_version").values(value=str(version)))
+        if stored["key_sha256"] != key_digest:
+            raise SatcalError("the study database belongs to another batch (its key.csv differs from "
+                              "this workspace's); give a new --db, or serve the batch it was made for")
+        have = set(conn.execute(select(t["slots"].c.page, t["slots"].c.replicate)).all())
+        missing = [{"page": p, "replicate": r, "done": False} for r in range(1, answers_per_example + 1)
+                   for p in pages if (p, r) not in have]
+        if missing:
+            conn.execute(insert(t["slots"]), missing)
+        n = conn.execute(select(func.count()).select_from(t["slots"])).scalar_one()
+    return {**stored, "slots": n}
+
+
+def snapshot(engine):
+    """Every stored response as one tidy table, the serve platform's result layout: what
+    ``satcal ingest DIR --platform serve`` archives and reads."""
+    import pandas as pd
+    from sqlalchemy import select
+    t = tables()
+    r, a, p = t["responses"], t["assignments"], t["participants"]
+    query = (select(r.c.id, r.c.item_id, r.c.kind, r.c.answer, r.c.correct, r.c.submitted_at,
+                    a.c.token, a.c.created_at, a.c.page, p.c.kind.label("participant_kind"),
+                    p.c.external_id, p.c.study_id, p.c.session_id)
+             .join(a, r.c.assignment_id == a.c.id).join(p, a.c.participant_id == p.c.id)
+             .order_by(r.c.id))
+    with engine.connect() as conn:
+        rows = pd.DataFrame(conn.execute(query).mappings().all(),
+                            columns=["id", "item_id", "kind", "answer", "correct", "submitted_at", "token",
+                                     "created_at", "page", "participant_kind", "external_id", "study_id",
+                                     "session_id"])
+    stamp = lambda s: pd.to_datetime(s, unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    out = pd.DataFrame({
+        "row_id": "r" + rows["id"].astype(str),
+        "item_id": rows["item_id"],
+        "worker_id": worker_ids(rows["participant_kind"], rows["external_id"]),
+        "answer": rows["answer"],
+        "submitted_at": stamp(rows["submitted_at"]),
+        "seconds": (rows["submitted_at"] - rows["created_at"]).round(3),
+        "status": rows["kind"].map({"item": "", "attention": "attention check (not an example)"}).fillna(rows["kind"]),
+        "attention_passed": rows["correct"].map({True: "yes", False: "no"}).fillna(""),
+        "page_token": rows["token"],
+        "study_id": rows["study_id"],
+        "session_id": rows["session_id"],
+    })
+    return out
+
+
+def worker_ids(kind, external_id):
+    """A participant's worker id in the answers table: the Prolific id as it is, a lab code
+    prefixed ``lab:`` (so the two kinds can never collide)."""
+    import numpy as np
+    return np.where(kind == "lab", "lab:" + external_id.astype(str), external_id.astype(str))

@@ -1,0 +1,87 @@
+"""satcal serve in headless Chromium: a Prolific participant from the study URL to the
+completion redirect, clicking as a person would; hostile document text shown as text."""
+import json
+import shutil
+
+import pytest
+
+from browser import ensure_chromium, start_driver
+
+CODE = "BR0WSER1"
+
+
+@pytest.fixture(scope="module")
+def driver():
+    pytest.importorskip("selenium")
+    reason = ensure_chromium()
+    if reason:
+        pytest.skip(reason)
+    drv, profile = start_driver(performance_log=True)
+    drv.set_window_size(1280, 1000)
+    yield drv
+    drv.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(make_workspace):
+    from satcal.serve.client import ServerProcess
+    ws = make_workspace(lambda doc: f"<img src=x onerror=\"document.title='pwned'\">Doc {doc}",
+                        min_per_cell=10, platform="serve")
+    text = (ws.path / "study.toml").read_text()
+    text = text.replace('completion_code = ""', f'completion_code = "{CODE}"')
+    text = text.replace("pages_per_participant = 5", "pages_per_participant = 2")
+    (ws.path / "study.toml").write_text(text)
+    ws.export()
+    with ServerProcess(ws.path) as running:
+        yield ws, running
+
+
+def _requested_urls(driver):
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def test_prolific_participant_in_chromium(driver, server, tmp_path):
+    from selenium.webdriver.common.by import By
+    ws, running = server
+    driver.get(f"{running.url}/?PROLIFIC_PID=60a1b2c3d4e5f60718293a4b&STUDY_ID=st&SESSION_ID=se")
+    assert driver.find_element(By.CSS_SELECTOR, "h1").text == "Which search results are better?"
+    driver.save_screenshot(str(tmp_path / "consent.png"))
+    driver.find_element(By.NAME, "consent").click()
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    pages = 0
+    while driver.find_elements(By.CSS_SELECTOR, "section.item"):
+        pages += 1
+        items = driver.find_elements(By.CSS_SELECTOR, "section.item")
+        for item in items:
+            check = item.find_elements(By.CSS_SELECTOR, "p.check strong")
+            if check:  # an attention check: do as it says
+                wanted = check[0].text
+                label = [l for l in item.find_elements(By.TAG_NAME, "label") if l.text.strip() == wanted][0]
+                label.click()
+                continue
+            lists = item.find_elements(By.CSS_SELECTOR, ".list")
+            assert [l.find_element(By.TAG_NAME, "h3").text for l in lists] == ["System A", "System B"]
+            # side by side: B starts to the right of A, on the same row
+            a, b = lists[0].rect, lists[1].rect
+            assert b["x"] >= a["x"] + a["width"] - 1 and abs(b["y"] - a["y"]) < 5
+            # the hostile title is text: shown, not run
+            assert "<img" in lists[0].find_element(By.CSS_SELECTOR, "li .title").text
+            item.find_elements(By.CSS_SELECTOR, "input[type=radio]")[2].click()
+        if pages == 1:
+            driver.save_screenshot(str(tmp_path / "page.png"))
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    assert pages == 2
+    assert driver.title != "pwned"
+    assert f"https://app.prolific.com/submissions/complete?cc={CODE}" in _requested_urls(driver)
+    shots = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert shots == ["consent.png", "page.png"]
+    keep = __import__("os").environ.get("SATCAL_SCREENSHOTS")
+    if keep:  # for a person to look at
+        for p in tmp_path.glob("*.png"):
+            shutil.copy(p, keep)
