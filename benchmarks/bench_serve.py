@@ -1,0 +1,140 @@
+"""Load benchmark of ``satcal serve`` (issue 10), printed in one run; figures go to
+docs/benchmarks.md.
+
+200 simulated participants (Prolific entries), 50 at a time, each through consent and three
+pages of ten items as a browser without JavaScript (every request a real HTTP request to a
+real server process), against SQLite (one server process) and PostgreSQL (two processes
+sharing the database; Debian's postgresql, started privately as the tests do). Printed per
+page kind: requests, p50 and p95 latency; errors; and whether the stored answers equal the
+submitted ones (none lost, none doubled). The peer is the same server's static stylesheet,
+fetched under the same load: the ratio says what a page costs above serving a file.
+
+    python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--no-postgres]
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+def make_workspace(root: Path, answers_per_example: int, pages_per_participant: int):
+    import satcal
+    from satcal.workspace import Workspace
+    root.mkdir(parents=True, exist_ok=True)
+    qrels = root / "qrels.tsv"
+    satcal.load_ecir2015().judgments.table.to_csv(qrels, sep="\t", index=False)
+    ws = Workspace.init(root / "study", qrels, platform="serve")
+    text = (ws.path / "study.toml").read_text()
+    text = re.sub(r"(?m)^answers_per_example = .*$", f"answers_per_example = {answers_per_example}", text)
+    text = re.sub(r"(?m)^pages_per_participant = .*$", f"pages_per_participant = {pages_per_participant}", text)
+    text = text.replace('completion_code = ""', 'completion_code = "BENCH1"')
+    (ws.path / "study.toml").write_text(text)
+    ws = Workspace.open(ws.path)
+    ws.generate()
+    ws.export()
+    return ws
+
+
+def honest(form):
+    from satcal.simulate import _attention_choice
+    rng = np.random.default_rng(abs(hash(form.hidden.get("assignment", ""))) % 2 ** 32)
+    return {name: _attention_choice(form, name) or str(rng.choice(values)) for name, values in form.radios.items()}
+
+
+def static_latencies(url: str, stop: threading.Event) -> list[float]:
+    """The peer: the stylesheet, fetched in a loop while the participants run."""
+    import httpx
+    out = []
+    with httpx.Client() as http:
+        while not stop.is_set():
+            start = time.perf_counter()
+            http.get(url + "/static/satcal.css")
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1):
+    from satcal.serve import db
+    from satcal.serve.client import ServerProcess, drive
+    ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
+    with ServerProcess(ws.path, db_url, workers=workers) as server:
+        stop = threading.Event()
+        peer: list[float] = []
+        side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop)))
+        side.start()
+        start = time.perf_counter()
+        visits = drive(server.url, ids, concurrency=concurrency, choose=honest)
+        wall = time.perf_counter() - start
+        stop.set()
+        side.join()
+    engine = db.connect(db_url or db.default_url(ws.path))
+    stored = db.snapshot(engine)
+    engine.dispose()
+    stored = stored[stored["worker_id"].isin(ids)]
+    sent = pd.DataFrame([(pid, n.removeprefix("answer-"), v) for pid, v_ in zip(ids, visits)
+                         for page in v_.submitted.values() for n, v in page.items()],
+                        columns=["worker_id", "item_id", "answer"])
+    merged = sent.merge(stored[["worker_id", "item_id", "answer"]], how="outer", indicator=True,
+                        on=["worker_id", "item_id"], suffixes=("_sent", "_stored"))
+    lost = int((merged["_merge"] == "left_only").sum())
+    invented = int((merged["_merge"] == "right_only").sum())
+    changed = int(((merged["_merge"] == "both") & (merged["answer_sent"] != merged["answer_stored"])).sum())
+    doubled = int(stored.duplicated(["worker_id", "item_id"]).sum())
+    errors = [e for v in visits for e in v.errors]
+    completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
+    print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
+          f"process(es); wall {wall:.1f} s; {completed} reached the completion redirect")
+    kinds: dict[str, list[float]] = {}
+    for v in visits:
+        for kind, values in v.latencies.items():
+            kinds.setdefault(kind, []).extend(values)
+    print(f"{'page':<14} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8}")
+    for kind in ("entry", "consent", "consent (post)", "page", "page (post)", "done"):
+        values = np.array(kinds.get(kind, [])) * 1000
+        if values.size:
+            print(f"{kind:<14} {values.size:>8} {np.percentile(values, 50):>8.1f} {np.percentile(values, 95):>8.1f}")
+    peer_ms = np.array(peer) * 1000
+    page_p50 = np.percentile(np.array(kinds["page (post)"]) * 1000, 50)
+    print(f"{'static (peer)':<14} {peer_ms.size:>8} {np.percentile(peer_ms, 50):>8.1f} {np.percentile(peer_ms, 95):>8.1f}")
+    print(f"page submission p50 / static file p50 = {page_p50 / np.percentile(peer_ms, 50):.1f}x")
+    print(f"errors: {len(errors)}{' (first: ' + errors[0] + ')' if errors else ''}")
+    print(f"answers submitted {len(sent)}, stored {len(stored)}: lost {lost}, doubled {doubled}, "
+          f"changed {changed}, invented {invented}")
+    return not (errors or lost or doubled or changed or invented)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--participants", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
+        ok &= run(ws, "SQLite", args.participants, args.concurrency)
+        if not args.no_postgres:
+            from pg import ensure_postgres, temporary_postgres
+            reason = ensure_postgres()
+            if reason:
+                print(f"\nPostgreSQL skipped: {reason}")
+            else:
+                ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
+                with temporary_postgres() as url:
+                    ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
