@@ -47,9 +47,9 @@ def make_workspace(root: Path, answers_per_example: int, pages_per_participant: 
 
 
 def honest(form):
-    from satcal.simulate import _attention_choice
+    from satcal.serve.client import asked_option
     rng = np.random.default_rng(abs(hash(form.hidden.get("assignment", ""))) % 2 ** 32)
-    return {name: _attention_choice(form, name) or str(rng.choice(values)) for name, values in form.radios.items()}
+    return {name: asked_option(form, name) or str(rng.choice(values)) for name, values in form.radios.items()}
 
 
 def static_latencies(url: str, stop: threading.Event) -> list[float]:

@@ -58,3 +58,15 @@ def test_reproduction_script(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "lin-const" in proc.stdout and (tmp_path / "figures" / "fig3_bias.pdf").exists()
+
+
+def test_demo_workspace_can_be_served_to_a_prolific_participant(demo):
+    from satcal.pipeline import DEMO_COMPLETION_CODE
+    from satcal.serve.client import Participant, ServerProcess, attentive
+    out, _, lines = demo
+    assert any("satcal serve" in line for line in lines)
+    with ServerProcess(out / "study") as server:
+        visit = Participant(server.url).run("PROLIFIC_PID=demo0001&STUDY_ID=d&SESSION_ID=d", attentive)
+    assert visit.errors == []
+    assert visit.end_url == f"https://app.prolific.com/submissions/complete?cc={DEMO_COMPLETION_CODE}"
+    assert visit.pages == 5  # pages_per_participant of the template

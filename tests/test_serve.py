@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import copy_workspace
+from satcal.serve.client import attentive
 
 CODE, FAILED = "C0MPL3TE", "FA1LED"
 
@@ -42,12 +43,6 @@ def _pages(ws):
     return ws.table("key.csv").groupby("page")["item_id"].apply(set).to_dict()
 
 
-def _honest(form):
-    """Answer items with the first option and attention checks as instructed."""
-    from satcal.simulate import _attention_choice
-    return {name: _attention_choice(form, name) or values[0] for name, values in form.radios.items()}
-
-
 def _stored(ws, url=None):
     from satcal.serve import db
     engine = db.connect(url or db.default_url(ws.path))
@@ -70,7 +65,7 @@ def test_prolific_participant_reaches_completion_redirect(served_ws):
     from satcal.serve.client import Participant, ServerProcess
     with ServerProcess(served_ws.path) as server:
         visit = Participant(server.url).run("PROLIFIC_PID=5f0c1a2b3c4d5e6f7a8b9c0d&STUDY_ID=st1&SESSION_ID=se1",
-                                            _honest)
+                                            attentive)
     assert visit.errors == []
     assert visit.end_url == f"https://app.prolific.com/submissions/complete?cc={CODE}"
     assert visit.pages == 3
@@ -91,10 +86,10 @@ def test_failed_attention_check_gets_the_other_code(served_ws):
     from satcal.serve.client import Participant, ServerProcess
 
     def careless(form):  # answers attention checks with anything but what they ask for
-        from satcal.simulate import _attention_choice
+        from satcal.serve.client import asked_option
         out = {}
         for name, values in form.radios.items():
-            asked = _attention_choice(form, name)
+            asked = asked_option(form, name)
             out[name] = [v for v in values if v != asked][0] if asked else values[0]
         return out
 
@@ -116,7 +111,7 @@ def test_lab_participant_gets_a_thank_you_page_and_returning_resumes(served_ws):
         with httpx.Client(follow_redirects=True) as http:
             again = http.get(server.url + "/?participant=lab-07")
             assert parse_form(again.text).hidden["assignment"] == token1
-        visit = Participant(server.url).run("participant=lab-07", _honest)
+        visit = Participant(server.url).run("participant=lab-07", attentive)
     assert visit.end_url == "" and "Thank you" in visit.end_text
     assert visit.pages == 3 and token1 in visit.submitted
     assert set(_stored(served_ws)["worker_id"]) == {"lab:lab-07"}
@@ -187,7 +182,7 @@ def test_no_key_field_in_any_served_byte(served_ws):
     key = served_ws.table("key.csv")
     with ServerProcess(served_ws.path) as server:
         with httpx.Client(follow_redirects=False, event_hooks={"response": [keep]}) as http:
-            visit = Participant(server.url, http).run("PROLIFIC_PID=leak1&STUDY_ID=s&SESSION_ID=s", _honest)
+            visit = Participant(server.url, http).run("PROLIFIC_PID=leak1&STUDY_ID=s&SESSION_ID=s", attentive)
             http.get(server.url + "/static/satcal.css")
     assert visit.pages == 3 and len(served) > 8
     everything = "\n".join(served)
@@ -207,7 +202,7 @@ def test_every_page_gets_exactly_its_answers_from_different_participants(served_
     pages = _pages(served_ws)
     needed = 2 * len(pages) // 3 + 3  # enough participants to fill every slot (3 pages each)
     with ServerProcess(served_ws.path) as server:
-        visits = drive(server.url, [f"P{i:03d}" for i in range(needed)], concurrency=12, choose=_honest)
+        visits = drive(server.url, [f"P{i:03d}" for i in range(needed)], concurrency=12, choose=attentive)
     assert all(v.errors == [] for v in visits)
     stored = _stored(served_ws)
     items = stored[stored["status"] == ""]
@@ -278,12 +273,12 @@ def test_ingest_reads_the_database_losslessly_and_snapshots_supersede(served_ws)
     from click.testing import CliRunner
     runner = CliRunner()
     with ServerProcess(served_ws.path) as server:
-        drive(server.url, ["A1", "A2"], concurrency=2, choose=_honest)
+        drive(server.url, ["A1", "A2"], concurrency=2, choose=attentive)
         first = runner.invoke(main, ["ingest", str(served_ws.path), "--platform", "serve"])
         assert first.exit_code == 0, first.output
         again = runner.invoke(main, ["ingest", str(served_ws.path), "--platform", "serve"])
         assert "already ingested" in again.output
-        drive(server.url, ["A3"], concurrency=1, choose=_honest)
+        drive(server.url, ["A3"], concurrency=1, choose=attentive)
         third = runner.invoke(main, ["ingest", str(served_ws.path), "--platform", "serve"])
         assert third.exit_code == 0, third.output
     stored = _stored(served_ws)
@@ -305,7 +300,7 @@ def test_a_database_that_lost_responses_is_refused(served_ws):
     from satcal.ingest import ingest, snapshot_served
     from satcal.serve.client import ServerProcess, drive
     with ServerProcess(served_ws.path) as server:
-        drive(server.url, ["B1"], concurrency=1, choose=_honest)
+        drive(server.url, ["B1"], concurrency=1, choose=attentive)
     first = snapshot_served(served_ws, None, served_ws.path / "snap1")
     ingest(served_ws, [first], platform="serve")
     from satcal.serve import db
@@ -358,7 +353,7 @@ def test_concurrent_participants_lose_and_double_nothing_on_sqlite(served_ws):
     ws = _configure(served_ws, answers_per_example=3)
     ids = [f"C{i:03d}" for i in range(60)]
     with ServerProcess(ws.path) as server:
-        visits = drive(server.url, ids, concurrency=30, choose=_honest)
+        visits = drive(server.url, ids, concurrency=30, choose=attentive)
     assert [v.errors for v in visits if v.errors] == []
     _check_lossless(ws, visits, ids)
 
@@ -378,7 +373,7 @@ def test_concurrent_participants_on_postgresql_with_two_server_processes(served_
     from satcal.serve.client import ServerProcess, drive
     ids = [f"G{i:03d}" for i in range(60)]
     with ServerProcess(served_ws.path, postgres_url, workers=2) as server:
-        visits = drive(server.url, ids, concurrency=30, choose=_honest)
+        visits = drive(server.url, ids, concurrency=30, choose=attentive)
     assert [v.errors for v in visits if v.errors] == []
     stored = _check_lossless(served_ws, visits, ids, postgres_url)
     items = stored[stored["status"] == ""]
@@ -394,7 +389,7 @@ def test_sigkill_mid_load_keeps_every_committed_page(served_ws):
     server = ServerProcess(ws.path).start()
     ids = [f"K{i:03d}" for i in range(80)]
     result = {}
-    runner = threading.Thread(target=lambda: result.setdefault("visits", drive(server.url, ids, 20, _honest)))
+    runner = threading.Thread(target=lambda: result.setdefault("visits", drive(server.url, ids, 20, attentive)))
     runner.start()
     time.sleep(2.5)
     server.kill()

@@ -11,6 +11,19 @@ from .datasets import ecir2015_file, load_ecir2015
 
 __all__ = ["run_demo"]
 
+#: The Prolific completion code of the demo study (a real study sets its own in study.toml).
+DEMO_COMPLETION_CODE = "SATCAL-DEMO"
+
+
+def _with_demo_completion_code(ws):
+    from .fileio import atomic_write_text
+    from .workspace import Workspace
+    toml = ws.file("study.toml")
+    text = toml.read_text(encoding="utf-8").replace('completion_code = ""',
+                                                    f'completion_code = "{DEMO_COMPLETION_CODE}"', 1)
+    atomic_write_text(toml, text)
+    return Workspace.open(ws.path)
+
 
 def run_demo(out: Path, seed: int = 2015, progress: bool = True,
              echo: Callable[[str], None] = print, min_per_cell: int = 200,
@@ -30,6 +43,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     echo("1/3 A simulated study on the embedded judgments")
     ws = Workspace.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed,
                         min_per_cell=min_per_cell, platform="appen", force=True)
+    ws = _with_demo_completion_code(ws)
     gen = ws.generate(force=True, progress=progress)
     echo(f"    generate: {gen.n_examples} examples (lower bound {gen.lower_bound}), "
          f"{len(gen.infeasible)} infeasible cells")
@@ -51,6 +65,9 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     rank = int(sim.ranking.index[sim.ranking.formulation == f_true][0]) + 1
     echo(f"    analyze: the true P(Sat|phi) of {f_true} lies in the fitted 95% band over "
          f"{100 * inside:.0f}% of [0, 1]; {f_true} ranks {rank} of {len(sim.ranking)} by bias")
+
+    echo(f"    try the hosted study on this batch: satcal serve {ws.path} (Prolific completion "
+         f"code {DEMO_COMPLETION_CODE})")
 
     echo("2/3 The published ECIR 2015 answers")
     echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "

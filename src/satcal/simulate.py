@@ -194,16 +194,6 @@ def _shown_scores(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k
                         index=items["item_id"].to_numpy())
 
 
-def _attention_choice(form, name: str) -> str | None:
-    """The option an attention check asks for: the label its text names."""
-    text = form.context.get(name, "")
-    for value in form.radios[name]:
-        label = form.radio_labels.get((name, value), "")
-        if label and f"choose {label}" in text:
-            return value
-    return None
-
-
 def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: int = 8,
                     progress: bool = False) -> tuple[list, dict]:
     """Drive a running ``satcal serve`` with the simulated crowd: each simulated worker enters as
@@ -213,7 +203,7 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
     from concurrent.futures import ThreadPoolExecutor
 
     from .platforms import SHOWN_CODES
-    from .serve.client import Participant
+    from .serve.client import Participant, asked_option
 
     model = model or _workspace_model(ws)
     f = parse_formulation(model.formulation)
@@ -236,7 +226,7 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
                 if worker in spammers:
                     out[name] = str(rng.choice(values))
                 elif item not in scores.index:
-                    out[name] = _attention_choice(form, name) or str(rng.choice(values))
+                    out[name] = asked_option(form, name) or str(rng.choice(values))
                 else:
                     pa = expit(model.intercept + offsets[worker] + model.slope * scores.at[item, "phi_shown_a"])
                     pb = expit(model.intercept + offsets[worker] + model.slope * scores.at[item, "phi_shown_b"])

@@ -207,7 +207,9 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
             return message(request, 200, "Thank you for your interest: every question of this study has "
                                          "been answered already.",
                            "If you came from Prolific, please return the study there.")
-        code = settings.completion_code if outcome == "completed" else settings.failed_attention_code
+        # without a code of its own, a failed attention check ends like a completion: the
+        # researcher decides on Prolific (the status page lists the failures)
+        code = (settings.failed_attention_code if outcome == "failed_attention" else "") or settings.completion_code
         if participant["kind"] == "prolific" and code:
             return RedirectResponse(COMPLETION_URL.format(code=code), 303)
         return message(request, 200, "Thank you! Your answers are saved. You may close this page.", code=code)

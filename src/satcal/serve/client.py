@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlparse
 
-__all__ = ["Form", "parse_form", "Participant", "Visit"]
+__all__ = ["Form", "parse_form", "Participant", "Visit", "ServerProcess", "drive", "asked_option", "attentive"]
 
 
 @dataclass
@@ -149,6 +149,22 @@ class Participant:
 
 def _first(form: Form) -> dict:
     return {name: values[0] for name, values in form.radios.items()}
+
+
+def asked_option(form: Form, name: str) -> str | None:
+    """The option an instructional attention check asks for (the label its text names), or
+    None for an ordinary item."""
+    text = form.context.get(name, "")
+    for value in form.radios[name]:
+        label = form.radio_labels.get((name, value), "")
+        if label and f"choose {label}" in text:
+            return value
+    return None
+
+
+def attentive(form: Form) -> dict:
+    """A participant who follows attention checks and answers every item with its first option."""
+    return {name: asked_option(form, name) or values[0] for name, values in form.radios.items()}
 
 
 def free_port() -> int:
