@@ -90,7 +90,7 @@ def test_titles_are_escaped(workspace):
 def test_platform_templates(workspace):
     b = workspace.path / "batches"
     cml = (b / "appen" / "job.cml").read_text()
-    assert cml.count("<cml:radio ") == 4 and 'name="answer"' in cml and "{{A1_title}}" in cml
+    assert cml.count("<cml:radio ") == 4 and 'name="answer"' in cml and "{{a1_title}}" in cml
     cfg = (b / "labelstudio" / "label_config.xml").read_text()
     assert '<Choices name="answer" toName="lists" choice="single"' in cfg and cfg.count("<Choice ") == 4
     project = json.loads((b / "toloka" / "project.json").read_text())

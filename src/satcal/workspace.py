@@ -566,7 +566,8 @@ class Workspace:
             atomic_write_text(self.file("key.csv"), key.to_csv(index=False, lineterminator="\n"))
             atomic_write_text(self.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
             paths = plat.write_batch(visible, key, out, self.k, self["presentation.instructions"],
-                                     self["presentation.items_per_page"])
+                                     self["presentation.items_per_page"],
+                                     answers_per_example=self["design.answers_per_example"])
             self.record("export", {"platform": plat.name, "items": len(visible)})
         return paths
 

@@ -23,7 +23,7 @@ import pandas as pd
 from ..errors import SatcalError
 
 __all__ = ["Platform", "PLATFORMS", "get_platform", "build_items", "KEY_COLUMNS", "DISPLAY_FIELDS",
-           "render_item_html", "RAW_ANSWER_COLUMNS", "SHOWN_CODES", "swap_answer", "ANSWER_LABELS"]
+           "render_item_html", "render_lists_html", "RAW_ANSWER_COLUMNS", "SHOWN_CODES", "swap_answer", "ANSWER_LABELS"]
 
 #: Optional document display fields (documents table columns), HTML-escaped on export.
 DISPLAY_FIELDS = ("title", "snippet", "url", "audio_url")
@@ -219,25 +219,38 @@ def _doc_html(row: pd.Series, side: str, i: int) -> str:
     return f'<li data-doc="{doc}">' + "".join(parts) + "</li>"
 
 
-def render_item_html(row: pd.Series, k: int, instructions: str = "") -> str:
-    """The HTML of one item: the query, lists A and B side by side, four options.
+def render_lists_html(row: pd.Series, k: int, inline_style: bool = False) -> str:
+    """The HTML of an item without its answer controls: the query, then lists A and B side by
+    side. ``inline_style`` puts the layout in style attributes, for platforms that show the
+    HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies.
 
     Every value in ``row`` is already HTML-escaped (see :func:`build_items`), so it is inserted
-    as is; the answer values are the shown-orientation codes.
+    as is.
     """
     item = row["item_id"]
     query = row.get("query_title", "") or row["query"]
     query_audio = row.get("query_audio_url", "")
+    row_style = ' style="display:flex;gap:1.5em;align-items:flex-start"' if inline_style else ""
+    list_style = ' style="flex:1 1 0;min-width:0"' if inline_style else ""
     lists = []
     for side in ("A", "B"):
         docs = "".join(_doc_html(row, side, i) for i in range(1, k + 1))
-        lists.append(f'<div class="list" id="list-{side}-{item}"><h3>System {side}</h3><ol>{docs}</ol></div>')
+        lists.append(f'<div class="list" id="list-{side}-{item}"{list_style}><h3>System {side}</h3><ol>{docs}</ol></div>')
+    audio = f'<audio controls preload="none" src="{query_audio}"></audio>' if query_audio else ""
+    description = row.get("query_description", "")
+    description = f'<p class="description">{description}</p>' if description else ""
+    return (f'<h2>Query: <span class="query">{query}</span></h2>{description}{audio}'
+            f'<div class="lists"{row_style}>{"".join(lists)}</div>')
+
+
+def render_item_html(row: pd.Series, k: int, instructions: str = "") -> str:
+    """The HTML of one item: the query, lists A and B side by side, four options (values are
+    the shown-orientation codes)."""
+    item = row["item_id"]
     options = "".join(
         f'<label><input type="radio" name="answer-{item}" value="{code}"> {html.escape(label)}</label>'
         for code, label in ANSWER_LABELS.items())
-    audio = f'<audio controls preload="none" src="{query_audio}"></audio>' if query_audio else ""
-    return (f'<section class="item" data-item="{item}"><h2>Query: <span class="query">{query}</span>'
-            f'</h2>{audio}<div class="lists">{"".join(lists)}</div>'
+    return (f'<section class="item" data-item="{item}">{render_lists_html(row, k)}'
             f'<fieldset class="options"><legend>Which system gives better results?</legend>{options}'
             f'</fieldset></section>')
 

@@ -1,9 +1,12 @@
 """Appen (ex Figure Eight / CrowdFlower): units CSV with gold columns, a CML job template, and
 the full-report reader.
 
-Units: the worker-visible fields, ``_golden`` (TRUE for traps), ``answer_gold`` (the accepted
-answers in the shown orientation, one per line) and ``answer_gold_reason``. Appen uses the gold
-columns to score workers and never shows them in the task.
+Units: the worker-visible fields (column names in lower case: Appen lower-cases column names
+on upload, and the CML's Liquid variables must match them), ``_golden`` (TRUE for traps),
+``answer_gold`` (the accepted answers in the shown orientation, one per line) and
+``answer_gold_reason``. Appen uses the gold columns to score workers; the columns are not part
+of the task, but a worker who misses a test question is shown the expected answer and the reason
+unless the job's test-question settings hide them (job-settings.txt says how).
 
 Full report: ``_unit_id,_created_at,_golden,_id,_missed,_started_at,_tainted,_channel,_trust,
 _worker_id,...`` then the job's output (``answer``) and unit fields.
@@ -27,11 +30,18 @@ def _field(visible: pd.DataFrame, side: str, i: int) -> str:
     return f"{side}{i}_title" if f"{side}{i}_title" in visible.columns else f"{side}{i}"
 
 
+def _lower(visible: pd.DataFrame) -> pd.DataFrame:
+    """Column names as Appen keeps them (lower case), so that ``{{a1}}`` finds ``a1``."""
+    return visible.rename(columns=str.lower)
+
+
 def cml_template(visible: pd.DataFrame, k: int) -> str:
-    """The job's CML: both lists side by side and a required 4-way ``cml:radios`` (gold)."""
+    """The job's CML: both lists side by side and a required 4-way ``cml:radios`` (gold).
+    ``visible`` has Appen's lower-case column names."""
     query = "query_title" if "query_title" in visible.columns else "query"
     lists = []
-    for side in ("A", "B"):
+    for shown in ("A", "B"):
+        side = shown.lower()
         items = []
         for i in range(1, k + 1):
             extra = ""
@@ -40,7 +50,7 @@ def cml_template(visible: pd.DataFrame, k: int) -> str:
             if f"{side}{i}_audio_url" in visible.columns:
                 extra += f'<audio controls preload="none" src="{{{{{side}{i}_audio_url}}}}"></audio>'
             items.append(f"      <li>{{{{{_field(visible, side, i)}}}}}{extra}</li>")
-        lists.append(f'  <div class="list">\n    <h3>System {side}</h3>\n    <ol>\n'
+        lists.append(f'  <div class="list">\n    <h3>System {shown}</h3>\n    <ol>\n'
                      + "\n".join(items) + "\n    </ol>\n  </div>")
     radios = "\n".join(f'  <cml:radio label="{label}" value="{code}" />'
                        for code, label in ANSWER_LABELS.items())
@@ -50,9 +60,9 @@ def cml_template(visible: pd.DataFrame, k: int) -> str:
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
     check_worker_visible(visible.columns)
-    units = visible.copy()
+    units = _lower(visible)
     golden = key.set_index("item_id").loc[units["item_id"]]
     units["_golden"] = np.where(golden["is_trap"].to_numpy(), "TRUE", "FALSE")
     units["answer_gold"] = [e.replace(";", "\n") for e in golden["expected_shown"].fillna("")]
@@ -60,15 +70,25 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                                            "The relevance of the two lists makes this answer clear.", "")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [atomic_write_text(out_dir / "units.csv", write_delimited(units, ",")),
-             atomic_write_text(out_dir / "job.cml", cml_template(visible, k)),
+             atomic_write_text(out_dir / "job.cml", cml_template(_lower(visible), k)),
              atomic_write_text(out_dir / "instructions.html", f"<div>{instructions}</div>\n"),
-             atomic_write_text(out_dir / "job-settings.txt",
-                               f"units_per_assignment = {items_per_page}\n"
-                               "judgments_per_unit = 1\n"
-                               "# Upload units.csv, paste job.cml into the CML editor and\n"
-                               "# instructions.html into the instructions; answer_gold columns are\n"
-                               "# Appen's test questions and are never shown to workers.\n")]
+             atomic_write_text(out_dir / "job-settings.txt", JOB_SETTINGS.format(
+                 rows=items_per_page, judgments=answers_per_example,
+                 traps=int(golden["is_trap"].sum())))]
     return paths
+
+
+JOB_SETTINGS = """# Appen job settings for this batch (Design > Quality, Settings > Launch):
+units_per_assignment = {rows}
+judgments_per_unit = {judgments}
+# 1. Data: upload units.csv. Appen reads the {traps} rows with _golden = TRUE and their
+#    answer_gold / answer_gold_reason columns as test questions, but only once you convert them:
+#    Quality > Test Questions > "Convert uploaded test questions".
+# 2. Design: paste job.cml into the CML editor and instructions.html into the instructions.
+# 3. Quality > Test Questions settings: turn on "Hide answer" (or the expected answer and the
+#    reason are shown to a worker who misses one, which teaches the traps), and set test
+#    questions per page to 1 with quiz mode on.
+"""
 
 
 def read_results(path) -> pd.DataFrame:
@@ -82,7 +102,7 @@ def read_results(path) -> pd.DataFrame:
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
     """A full report in Appen's layout (for the simulated crowd)."""
-    units = visible.set_index("item_id")
+    units = _lower(visible).set_index("item_id")
     gold = key.set_index("item_id")
     n = len(answers)
     unit_ids = {item: 1_000_000 + i for i, item in enumerate(visible["item_id"])}

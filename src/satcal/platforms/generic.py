@@ -37,7 +37,7 @@ def html_form(visible: pd.DataFrame, k: int, instructions: str, title: str) -> s
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
     check_worker_visible(visible.columns)
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "items.csv", write_delimited(visible, ",")),

@@ -2,7 +2,10 @@
 the export-JSON reader.
 
 Label Studio has no gold column hidden from annotators, so trap answers stay in key.csv only.
-Each task carries an ``html`` field (the two lists, pre-escaped) shown by ``<HyperText>``.
+Each task carries an ``html`` field shown by ``<HyperText>``: the query and the two lists side by
+side (pre-escaped, layout in style attributes), without answer controls: the only controls are
+the labeling config's ``<Choices>``. ``project.json`` holds the project settings (title, config,
+instructions, annotations per task) as label-studio-sdk's ``projects.create`` takes them.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, Platform, check_worker_visible, render_item_html
+from . import ANSWER_LABELS, Platform, check_worker_visible, render_lists_html
 from ._common import raw_answers, read_text
 
 LABEL_CONFIG = """<View>
@@ -33,16 +36,21 @@ def label_config() -> str:
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
     check_worker_visible(visible.columns)
     tasks = []
     for _, row in visible.iterrows():
         data = {c: (int(v) if isinstance(v, (np.integer,)) else v) for c, v in row.items()}
-        data["html"] = render_item_html(row, k)
+        data["html"] = render_lists_html(row, k, inline_style=True)
         tasks.append({"data": data})
+    project = {"title": "Which search results are better?", "label_config": label_config(),
+               "expert_instruction": f"<div>{instructions}</div>", "show_instruction": True,
+               "show_skip_button": False, "maximum_annotations": answers_per_example,
+               "overlap_cohort_percentage": 100, "show_ground_truth_first": False}
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
             atomic_write_text(out_dir / "label_config.xml", label_config()),
+            atomic_write_text(out_dir / "project.json", json.dumps(project, indent=1) + "\n"),
             atomic_write_text(out_dir / "instructions.html", f"<div>{instructions}</div>\n")]
 
 

@@ -28,7 +28,7 @@ participants, and a researcher's status page. Answers are stored in {directory}/
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
     check_worker_visible(visible.columns)
     out_dir.mkdir(parents=True, exist_ok=True)
     directory = out_dir.parent.parent

@@ -1,5 +1,11 @@
-"""Toloka: tasks TSV with ``INPUT:``, ``GOLDEN:`` and ``HINT:`` columns, a project
-configuration (input/output specification and the task's HTML view), and the results reader.
+"""Toloka: the project, the pool and the tasks as Toloka's API (and toloka-kit) takes them, a
+tasks TSV for the web interface, and the results reader.
+
+``project.json`` (task spec, classic view with its script and settings, instructions),
+``pool.json`` (overlap = answers per example, one control task mixed into each task suite, a
+golden-set quality rule; add ``project_id`` and ``will_expire`` when you create it),
+``tasks.json`` (input values, known solutions of the traps: control tasks, no hints) and
+``tasks.tsv`` (``INPUT:`` and ``GOLDEN:`` columns).
 
 Results TSV: ``INPUT:...``, ``OUTPUT:answer``, ``GOLDEN:answer``, ``ASSIGNMENT:worker_id``,
 ``ASSIGNMENT:assignment_id``, ``ASSIGNMENT:status``, ``ASSIGNMENT:submitted`` ... One row per
@@ -33,46 +39,126 @@ def view_markup(visible: pd.DataFrame, k: int) -> str:
             f"<p>Which system gives better results?</p>{options}")
 
 
+#: Toloka's classic task view script: the template's own (``extend`` is defined there).
+VIEW_SCRIPT = """exports.Task = extend(TolokaHandlebarsTask, function (options) {
+  TolokaHandlebarsTask.call(this, options);
+}, {
+  onRender: function () {},
+  onDestroy: function () {}
+});
+
+function extend(ParentClass, constructorFunction, prototypeHash) {
+  constructorFunction = constructorFunction || function () {};
+  prototypeHash = prototypeHash || {};
+  if (ParentClass) {
+    constructorFunction.prototype = Object.create(ParentClass.prototype);
+  }
+  for (var i in prototypeHash) {
+    constructorFunction.prototype[i] = prototypeHash[i];
+  }
+  return constructorFunction;
+}
+"""
+VIEW_STYLES = ".lists{display:flex;gap:1.5em;align-items:flex-start}.list{flex:1 1 0;min-width:0}"
+#: Workers whose share of correct control tasks falls under this (after MIN_CONTROL answered)
+#: are kept out of the project's further pools; satcal's own trust threshold applies at ingest.
+CONTROL_RATE, MIN_CONTROL = 70, 3
+
+
+def project_json(visible: pd.DataFrame, k: int, instructions: str) -> dict:
+    """The Toloka project (API / toloka-kit ``Project``): task spec, classic view with its
+    settings, instructions."""
+    fields = [c for c in visible.columns if c != "page"]
+    always = {c: bool((visible[c].astype(str) != "").all()) for c in fields}
+    return {
+        "public_name": "Which search results are better?",
+        "public_description": "Compare the results of two search systems for a query and say which is better.",
+        "public_instructions": instructions,
+        "assignments_issuing_type": "AUTOMATED",
+        "task_spec": {
+            # required only where every task has a value: Toloka refuses an empty required field
+            "input_spec": {c: {"type": "string", "required": always[c], "hidden": False} for c in fields},
+            "output_spec": {"answer": {"type": "string", "required": True, "hidden": False,
+                                       "allowed_values": list(SHOWN_CODES)}},
+            "view_spec": {"type": "classic", "markup": view_markup(visible, k), "script": VIEW_SCRIPT,
+                          "styles": VIEW_STYLES, "assets": {"script_urls": ["$TOLOKA_ASSETS/js/toloka-handlebars-templates.js"]},
+                          "settings": {"showSkip": True, "showTimer": True, "showTitle": True, "showSubmit": True,
+                                       "showFullscreen": True, "showInstructions": True, "showFinish": True,
+                                       "showMessage": True, "showReward": True}},
+        },
+    }
+
+
+def pool_json(items_per_page: int, answers_per_example: int, n_traps: int) -> dict:
+    """The Toloka pool (API / toloka-kit ``Pool``), without ``project_id`` and ``will_expire``,
+    which only exist once the project is created and the pool is opened: each task suite mixes
+    one control task (a trap, with its known solution) into the real tasks, every task is given
+    to ``answers_per_example`` workers, and workers failing the control tasks are kept out."""
+    golden = 1 if n_traps else 0
+    return {
+        "private_name": "satcal batch",
+        "may_contain_adult_content": False,
+        "reward_per_assignment": 0.05,
+        "assignment_max_duration_seconds": 60 * max(items_per_page, 5),
+        "auto_accept_solutions": True,
+        "defaults": {"default_overlap_for_new_task_suites": answers_per_example,
+                     "default_overlap_for_new_tasks": answers_per_example},
+        "mixer_config": {"real_tasks_count": max(items_per_page - golden, 1), "golden_tasks_count": golden,
+                         "training_tasks_count": 0},
+        "quality_control": {"configs": [{
+            "collector_config": {"type": "GOLDEN_SET", "parameters": {"history_size": 10}},
+            "rules": [{"conditions": [{"key": "total_answers_count", "operator": "GTE", "value": MIN_CONTROL},
+                                      {"key": "correct_answers_rate", "operator": "LT", "value": CONTROL_RATE}],
+                       "action": {"type": "RESTRICTION_V2",
+                                  "parameters": {"scope": "PROJECT", "duration_unit": "PERMANENT",
+                                                 "private_comment": "control tasks (traps) failed"}}}],
+        }] if golden else []},
+    }
+
+
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
     check_worker_visible(visible.columns)
     gold = key.set_index("item_id").loc[visible["item_id"]]
-    tasks = visible.drop(columns=["page"]).add_prefix("INPUT:")
-    # Toloka takes one golden value per task: the first accepted answer (ingest scores traps
-    # against all of them from key.csv).
-    tasks["GOLDEN:answer"] = [e.split(";")[0] if e else "" for e in gold["expected_shown"].fillna("")]
-    tasks["HINT:text"] = np.where(gold["is_trap"].to_numpy(),
-                                  "Compare how relevant the two lists are as a whole.", "")
-    spec = {
-        "public_name": "Which search results are better?",
-        "public_instructions": instructions,
-        "task_spec": {
-            "input_spec": {c: {"type": "string", "required": True}
-                           for c in visible.columns if c != "page"},
-            "output_spec": {"answer": {"type": "string", "required": True,
-                                       "allowed_values": list(SHOWN_CODES)}},
-            "view_spec": {"type": "classic", "markup": view_markup(visible, k),
-                          "script": "exports.Task = extend(TolokaHandlebarsTask, {});",
-                          "styles": ".lists{display:flex;gap:1em}.list{flex:1}"},
-        },
-        "assignments_issuing_type": "AUTOMATED",
-        "pool": {"mixer_config": {"real_tasks_count": max(items_per_page - 1, 1),
-                                  "golden_tasks_count": 1, "training_tasks_count": 0},
-                 "overlap": 1},
-    }
+    expected = gold["expected_shown"].fillna("").astype(str).to_numpy()
+    fields = visible.drop(columns=["page"])
+    # Control tasks carry GOLDEN: values and no HINT: (a hint would make them training tasks).
+    # The TSV takes one golden value; tasks.json keeps every accepted answer.
+    tasks_tsv = fields.add_prefix("INPUT:")
+    tasks_tsv["GOLDEN:answer"] = [e.split(";")[0] if e else "" for e in expected]
+    tasks = [{"input_values": values, "overlap": answers_per_example, "infinite_overlap": False,
+              **({"known_solutions": [{"output_values": {"answer": code}, "correctness_weight": 1}
+                                      for code in e.split(";")]} if e else {})}
+             for values, e in zip(fields.astype(str).to_dict("records"), expected)]
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [atomic_write_text(out_dir / "tasks.tsv", write_delimited(tasks, "\t")),
-            atomic_write_text(out_dir / "project.json", json.dumps(spec, indent=2) + "\n")]
+    return [atomic_write_text(out_dir / "tasks.tsv", write_delimited(tasks_tsv, "\t")),
+            atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
+            atomic_write_text(out_dir / "project.json", json.dumps(project_json(visible, k, instructions), indent=2) + "\n"),
+            atomic_write_text(out_dir / "pool.json", json.dumps(pool_json(items_per_page, answers_per_example,
+                                                                           int(gold["is_trap"].sum())), indent=2) + "\n")]
+
+
+#: Assignment statuses of a results download; an accepted or submitted one is an answer.
+STATUS_REASONS = {"ACCEPTED": "", "SUBMITTED": "", "APPROVED": "", "REJECTED": "rejected",
+                  "EXPIRED": "expired", "SKIPPED": "skipped", "ACTIVE": "not submitted"}
 
 
 def read_results(path) -> pd.DataFrame:
     t = read_table(path, "\t", ["INPUT:item_id", "OUTPUT:answer", "ASSIGNMENT:worker_id",
                                 "ASSIGNMENT:assignment_id"])
     row_id = t["ASSIGNMENT:assignment_id"].astype(str) + ":" + t["INPUT:item_id"].astype(str)
-    status = t.get("ASSIGNMENT:status", pd.Series([""] * len(t))).astype(str)
-    status = np.where(status.str.upper() == "REJECTED", "rejected", "")
+    status = t.get("ASSIGNMENT:status", pd.Series([""] * len(t), index=t.index)).astype(str).str.strip().str.upper()
+    status = status.map(lambda v: STATUS_REASONS.get(v, f"assignment status {v}") if v else "")
+    # the default download has ASSIGNMENT:started but not always ASSIGNMENT:submitted
+    started = t.get("ASSIGNMENT:started")
+    submitted = t.get("ASSIGNMENT:submitted")
+    when = submitted if submitted is not None else started
+    seconds = None
+    if started is not None and submitted is not None:
+        seconds = (pd.to_datetime(submitted, errors="coerce", utc=True)
+                   - pd.to_datetime(started, errors="coerce", utc=True)).dt.total_seconds()
     return raw_answers(path, t["INPUT:item_id"], t["ASSIGNMENT:worker_id"], t["OUTPUT:answer"],
-                       t.get("ASSIGNMENT:submitted"), row_id, None, status, t["__line__"])
+                       when, row_id, None, status, t["__line__"], seconds)
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
