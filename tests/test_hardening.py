@@ -155,12 +155,51 @@ def test_collected_answers_are_never_redesigned(ws, tmp_path):
     from satcal.errors import SatcalError
     _, (part,) = _split_results(ws, tmp_path, 1)
     ingest(ws, [part], threshold=0.0)
-    for call in (lambda: ws.generate(force=True), lambda: ws.export(force=True),
+    for call in (lambda: ws.generate(force=True),
                  lambda: Workspace.init(ws.path, ws.path / ws["study.judgments"], force=True)):
         with pytest.raises(SatcalError, match="collected answers"):
             call()
     answers = pd.read_csv(ws.path / "answers.csv", dtype=str)
     assert len(answers) > 0  # untouched
+    # the same batch may be exported again (to another platform): its key does not change
+    key = (ws.path / "key.csv").read_bytes()
+    ws.export("toloka", force=True)
+    assert (ws.path / "key.csv").read_bytes() == key
+    # a changed presentation would change the key: refused, pointing at --new-batch
+    text = (ws.path / "study.toml").read_text().replace("items_per_page = 10", "items_per_page = 7")
+    (ws.path / "study.toml").write_text(text)
+    ws = Workspace.open(ws.path)
+    with pytest.raises(SatcalError, match="--new-batch"):
+        ws.export(force=True)
+    assert (ws.path / "key.csv").read_bytes() == key
+
+
+def test_a_new_batch_keeps_every_earlier_answer(ws, tmp_path):
+    """Answers to batch 1 stay answers after batch 2 is exported, and batch 2's answers join
+    them: ingest resolves item ids across every batch's key."""
+    from satcal.simulate import simulate_workspace
+    first, _ = simulate_workspace(ws, "appen")
+    report1 = ingest(ws, [first])
+    ws.export("csv", new_batch=True)
+    assert ws.batch_number() == 2
+    keys = sorted(p.name for p in (ws.path / "batches" / "keys").glob("*.csv"))
+    assert keys == ["batch-1.csv", "batch-2.csv"]
+    k1 = pd.read_csv(ws.path / "batches" / "keys" / "batch-1.csv", dtype=str)
+    k2 = pd.read_csv(ws.path / "key.csv", dtype=str)
+    assert not set(k1["item_id"]) & set(k2["item_id"])  # new opaque ids
+    assert set(k1["source_id"]) == set(k2["source_id"])  # the same examples
+    second, _ = simulate_workspace(ws, "csv")
+    report2 = ingest(ws, [second])
+    assert len(report2.answers) + len(report2.rejects) == int(report2.files["rows"].sum())
+    assert not report2.rejects["reason"].str.startswith("unknown item").any()
+    # batch 1's rows: an answer or the reject they were before, or a duplicate of the same
+    # simulated worker's answer to the same example in batch 2; never an unknown item
+    appen = report1.files["source_file"].iloc[0]
+    before = report1.rejects.set_index("row_id")["reason"]
+    now = report2.rejects[report2.rejects["source_file"] == appen].set_index("row_id")["reason"]
+    fresh = now[~now.index.isin(before.index)]
+    assert fresh.str.contains("duplicate").all() and len(fresh) > 0
+    assert now.reindex(before.index).notna().all()  # earlier rejects stay rejects
 
 
 def test_label_studio_export_shapes_are_rows_not_tracebacks(tmp_path):

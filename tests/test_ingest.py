@@ -216,3 +216,35 @@ def test_study_from_workspace_uses_kept_examples_only(ws):
     real = rep.answers[~rep.answers["is_trap"]]
     assert len(study.examples) == len(real)
     assert not set(study.examples["worker_id"]) & set(truth["spammers"])
+
+
+def test_remove_takes_a_file_back_out_and_keeps_it(ws, tmp_path):
+    from satcal.ingest import remove
+    out, _ = simulate_workspace(ws, "appen")
+    ingest(ws, [out])
+    alone = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "workers.csv")}
+    mistake = tmp_path / "other-study.csv"
+    mistake.write_text(_appen_fixture(ws, [("feedfacefeedface", "wX", "a_better"),
+                                           (_items(ws).iloc[0]["item_id"], "wX", "both_bad")]))
+    ingest(ws, [mistake])
+    assert (ws.path / "rejects.csv").read_bytes() != alone["rejects.csv"]
+    removed, report = remove(ws, "other-study.csv")
+    # the tables are exactly those of the files that remain; the file is kept aside
+    assert {n: (ws.path / n).read_bytes() for n in alone} == alone
+    assert (ws.path / "raw" / "removed" / removed).read_bytes() == mistake.read_bytes()
+    assert removed not in set(pd.read_csv(ws.path / "raw" / "index.csv")["file"])
+    with pytest.raises(Exception, match="not an archived result file"):
+        remove(ws, "other-study.csv")
+
+
+def test_a_killed_removal_is_finished_by_the_next_command(ws, tmp_path):
+    from satcal.ingest import REBUILD, repair_interrupted_ingest
+    out, _ = simulate_workspace(ws, "appen")
+    ingest(ws, [out])
+    good = (ws.path / "answers.csv").read_bytes()
+    # a removal killed after the index changed, before the tables were rebuilt
+    (ws.path / "answers.csv").write_text("stale\n")
+    (ws.path / "raw" / REBUILD).write_text("x\n")
+    with ws.locked():
+        assert repair_interrupted_ingest(ws)
+    assert (ws.path / "answers.csv").read_bytes() == good and not (ws.path / "raw" / REBUILD).exists()

@@ -15,7 +15,7 @@ def test_trust_from_traps_and_platform():
         "correct": [True, True, True, False, "", False, False, "", "", ""],
         "trust": [np.nan] * 8 + [0.95, 0.95],
     })
-    w = worker_table(a, threshold=0.7).set_index("worker_id")
+    w = worker_table(a, threshold=0.7, min_traps=1).set_index("worker_id")
     assert w.loc["a", "trust"] == 0.75 and not w.loc["a", "excluded"] and w.loc["a", "trust_source"] == "traps"
     assert w.loc["b", "trust"] == 0.0 and w.loc["b", "excluded"] and "0.00 < 0.70" in w.loc["b", "reason"]
     assert w.loc["c", "trust"] == 0.95 and w.loc["c", "trust_source"] == "platform"
@@ -47,3 +47,68 @@ def test_cli_dawid_skene_without_crowdkit_writes_nothing(monkeypatch, tmp_path):
     res = CliRunner().invoke(main, ["ingest", str(ws.path), str(tmp_path / "r.csv"), "--dawid-skene"])
     assert res.exit_code == 2 and "pip install 'satcal[crowd]'" in res.output
     assert not (ws.path / "answers.csv").exists() and not (ws.path / "raw").exists()
+
+
+def test_krippendorff_alpha_matches_the_published_example():
+    """Krippendorff (2011), 'Computing Krippendorff's alpha-reliability', the nominal example
+    with 4 coders and 12 units (missing values blank): alpha = 0.743."""
+    from satcal.quality import agreement
+    coders = ["1 2 3 3 2 1 4 1 2 . . .", "1 2 3 3 2 2 4 1 2 5 . 3",
+              ". 3 3 3 2 3 4 2 2 5 1 .", "1 2 3 3 2 4 4 1 2 5 1 ."]
+    codes = {"1": "a_better", "2": "b_better", "3": "both_good", "4": "both_bad", "5": "fifth"}
+    rows = [(f"u{u}", codes[v]) for line in coders for u, v in enumerate(line.split()) if v != "."]
+    answers = pd.DataFrame(rows, columns=["example_id", "answer"])
+    # the example has five values; satcal's four codes plus one: count it by hand as well
+    import krippendorff
+    counts = pd.crosstab(answers["example_id"], answers["answer"])
+    counts = counts[counts.sum(axis=1) >= 2].to_numpy(float)
+    assert round(float(krippendorff.alpha(value_counts=counts, level_of_measurement="nominal")), 3) == 0.743
+    four = answers[answers["answer"] != "fifth"]
+    result = agreement(four)
+    by_hand = _nominal_alpha(four)
+    assert result.alpha == pytest.approx(by_hand, abs=1e-12)
+
+
+def _nominal_alpha(answers):
+    """Nominal alpha from the coincidence matrix (Krippendorff 2011, section C)."""
+    values = sorted(answers["answer"].unique())
+    o = np.zeros((len(values), len(values)))
+    for _, g in answers.groupby("example_id"):
+        m = len(g)
+        if m < 2:
+            continue
+        idx = [values.index(v) for v in g["answer"]]
+        for i in range(m):
+            for j in range(m):
+                if i != j:
+                    o[idx[i], idx[j]] += 1 / (m - 1)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    d_o = (o.sum() - np.trace(o)) / n
+    d_e = (n * n - (n_c ** 2).sum()) / (n * (n - 1))
+    return 1 - d_o / d_e
+
+
+def test_agreement_counts_pairs_and_needs_repeated_examples():
+    from satcal.quality import agreement
+    answers = pd.DataFrame({"example_id": ["e1", "e1", "e1", "e2", "e2", "e3"],
+                            "answer": ["a_better", "a_better", "b_better", "both_bad", "both_bad", "both_good"]})
+    result = agreement(answers)
+    # e1: 3 answers, 2 of 6 ordered pairs agree; e2: 2 of 2; e3 has one answer and is left out
+    assert result.examples == 2 and result.observed == pytest.approx(4 / 8)
+    assert agreement(answers[answers["example_id"] == "e3"]) is None
+
+
+def test_screening_flags_fast_and_same_side_workers():
+    from satcal.quality import screening
+    rows = []
+    for i in range(12):  # w1: 12 items on 3 pages of 4, 20 s a page = 5 s an item; varied sides
+        rows.append(("w1", ["a_better", "b_better", "both_good"][i % 3], 20.0, f"t{i // 4}"))
+    for i in range(12):  # w2: 1 s an item, always the side shown first
+        rows.append(("w2", "a_better", 4.0, f"t{i // 4}"))
+    a = pd.DataFrame(rows, columns=["worker_id", "answer_shown", "seconds", "submitted_at"])
+    s = screening(a)
+    assert s.loc["w1", "seconds_per_answer"] == pytest.approx(60 / 12)
+    assert s.loc["w2", "seconds_per_answer"] == pytest.approx(12 / 12)
+    assert list(s["too_fast"]) == [False, True] and list(s["same_side"]) == [False, True]
+    assert s.loc["w1", "same_side_share"] == pytest.approx(4 / 12)

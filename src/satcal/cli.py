@@ -20,11 +20,20 @@ class SatcalGroup(click.Group):
     """Turns a :class:`SatcalError` into a one-line message and exit code 2."""
 
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except SatcalError as exc:
-            click.echo(f"satcal: error: {exc}", err=True)
-            ctx.exit(2)
+        import warnings
+        from .errors import SatcalWarning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SatcalWarning)
+            warnings.filterwarnings("always", category=SatcalWarning)
+            original = warnings.showwarning
+            warnings.showwarning = lambda message, category, *rest, **kw: (
+                click.echo(f"satcal: warning: {message}", err=True) if issubclass(category, SatcalWarning)
+                else original(message, category, *rest, **kw))
+            try:
+                return super().invoke(ctx)
+            except SatcalError as exc:
+                click.echo(f"satcal: error: {exc}", err=True)
+                ctx.exit(2)
 
 
 @click.group(name="satcal", cls=SatcalGroup, context_settings=CONTEXT)
@@ -321,17 +330,24 @@ def generate(directory, force, quiet):
 @main.command(context_settings=CONTEXT)
 @click.argument("directory", type=click.Path(path_type=Path))
 @_workspace_platform_option
-@click.option("--force", is_flag=True, help="Replace an earlier export and its key.")
-def export(directory, platform, force):
+@click.option("--force", is_flag=True, help="Replace an earlier export and its key (before any answers "
+              "are collected).")
+@click.option("--new-batch", is_flag=True,
+              help="Present the examples again as a new batch (new ids, orientation and pages), "
+                   "keeping every earlier batch's key: answers to all of them are ingested.")
+def export(directory, platform, force, new_batch):
     """Write the task files a crowdsourcing platform accepts, into batches/<platform>/.
 
     Examples and traps are shuffled, shown with A and B swapped at random, given opaque ids and
-    packed into pages; the answer key stays in key.csv, never in a worker-visible field.
+    packed into pages; the answer key stays in key.csv (and batches/keys/batch-<n>.csv), never
+    in a worker-visible field. Once answers are collected the current batch can still be
+    exported to another platform; a changed presentation needs --new-batch.
     """
     from .workspace import Workspace
     ws = Workspace.open(directory)
-    paths = ws.export(platform, force=force)
-    click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv")
+    paths = ws.export(platform, force=force, new_batch=new_batch)
+    click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
+               f"(batch {ws.batch_number()})")
 
 
 @main.command(context_settings=CONTEXT)
@@ -395,12 +411,15 @@ def simulate(directory, platform, force, serve_url, concurrency):
 @click.option("--db", "db_url", default=None,
               help="With --platform serve: the study database (default DIR/serve.db; a SQLAlchemy "
                    "URL such as postgresql+psycopg://user@host/study).")
+@click.option("--remove", "remove_name", default=None, metavar="FILE",
+              help="Take an ingested file back out (its archived name, original name or hash "
+                   "prefix): the tables are rebuilt without it; the file moves to raw/removed/.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Trust threshold (default: quality.trust_threshold of study.toml).")
 @click.option("--dawid-skene", is_flag=True,
               help="Also fit Dawid-Skene worker models (optional crowd-kit extra); writes "
                    "workers_ds.csv with each worker's estimated accuracy.")
-def ingest(directory, files, platform, threshold, dawid_skene, db_url):
+def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name):
     """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
     workers.csv.
 
@@ -412,12 +431,22 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url):
     satcal ingest DIR --platform serve   reads the hosted study's database (satcal serve): a
                                          snapshot of every stored response is archived; it
                                          replaces the earlier snapshot of the same database.
+    satcal ingest DIR --remove FILE      takes a file ingested by mistake back out.
     """
     import tempfile
     from .ingest import ingest as run_ingest
     from .ingest import snapshot_served
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    if remove_name:
+        if files or platform:
+            raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
+        from .ingest import remove
+        removed, report = remove(ws, remove_name, threshold)
+        click.echo(f"Removed {removed} (kept in {ws.path}/raw/removed/); tables rebuilt:")
+        for line in report.lines():
+            click.echo(line)
+        return
     if db_url and platform != "serve":
         raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
     if not files and platform != "serve":

@@ -21,3 +21,8 @@ class InputFileError(SatcalError):
             where += f": column {column!r}"
         super().__init__(f"{where}: {problem}")
         self.path, self.line, self.column, self.problem = path, line, column, problem
+
+
+class SatcalWarning(UserWarning):
+    """Something the user should know that does not stop the command (the CLI prints it as one
+    line, ``satcal: warning: ...``)."""

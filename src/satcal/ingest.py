@@ -185,6 +185,17 @@ class IngestReport:
         excl = self.workers[self.workers["excluded"]]
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} "
                    f"(trust below threshold), kept {len(self.workers) - len(excl)}")
+        for flag, what in (("too_fast", "answered faster than the screening limit"),
+                           ("same_side", "nearly always chose the same side as shown")):
+            if flag in self.workers.columns and self.workers[flag].astype(bool).any():
+                out.append(f"  screening: {int(self.workers[flag].astype(bool).sum())} workers {what} "
+                           "(see workers.csv)")
+        from .quality import agreement
+        examples = self.answers[~self.answers["is_trap"].astype(bool)]
+        agreed = agreement(examples) if len(examples) else None
+        if agreed is not None:
+            out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
+                       f"over {agreed.examples} examples answered {agreed.per_example:.2f} times on average")
         return out
 
 
@@ -256,11 +267,13 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         mark(dup, full)
     ok = reason == ""
     r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
+    r["answer_shown"] = shown
     accepted = r[ok]
     workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
                            threshold, min_traps) if len(accepted) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
-                 "platform_trust", "trust", "trust_source", "excluded", "reason"])
+                 "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
+                 "too_fast", "same_side_share", "same_side"])
     excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
     mark(ok & r["worker_id"].isin(excluded.index),
          "excluded worker: " + r["worker_id"].map(excluded).astype(object).fillna("").astype(str))
@@ -376,7 +389,7 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
     from .platforms import get_platform
 
     raw_dir = ws.path / "raw"
-    key = ws.table("key.csv", required=False)
+    key = ws.keys()  # every batch's key: answers to any batch resolve
     if key is None:
         key = pd.DataFrame(columns=["item_id", "source_id", "is_trap", "swapped", "expected"])
     frames = []
@@ -432,12 +445,55 @@ def snapshot_served(ws, url: str | None, directory) -> Path:
     return atomic_write_text(Path(directory) / name, table.to_csv(index=False, lineterminator="\n"))
 
 
+REMOVED = "removed"
+REBUILD = ".rebuild-pending"
+
+
+def remove(ws, name: str, threshold: float | None = None) -> tuple[str, IngestReport]:
+    """Take one archived result file back out: it leaves the index (the file itself moves to
+    ``raw/removed/``, never deleted) and answers, rejects and workers are rebuilt from the
+    other files. ``name`` is the archived name, the file's original name or its hash prefix."""
+    with ws.locked():
+        repair_interrupted_ingest(ws)
+        raw_dir = ws.path / "raw"
+        index = _read_index(raw_dir)
+        hit = index[(index["file"] == name) | (index["original"] == Path(name).name)
+                    | (index["sha256"].str.startswith(name) & (len(name) >= 8))]
+        if len(hit) != 1:
+            listing = ", ".join(index["file"]) or "none"
+            what = "matches several archived files" if len(hit) > 1 else "is not an archived result file"
+            raise SatcalError(f"{ws.path}/raw: {name!r} {what}; archived files: {listing}")
+        row = hit.iloc[0]
+        from .fileio import atomic_write_bytes, atomic_write_text
+        # marker first: if killed, the next command rebuilds the tables from the index
+        atomic_write_text(raw_dir / REBUILD, f"{row['file']}\n")
+        (raw_dir / REMOVED).mkdir(exist_ok=True)
+        source = raw_dir / row["file"]
+        if source.exists():
+            atomic_write_bytes(raw_dir / REMOVED / row["file"], source.read_bytes())
+        index = index[index["file"] != row["file"]].reset_index(drop=True)
+        atomic_write_text(raw_dir / "index.csv", index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
+        source.unlink(missing_ok=True)
+        report = _rebuild(ws, index, {}, ws["quality.trust_threshold"] if threshold is None else threshold)
+        ws.record("ingest --remove", {"file": row["file"], "answers": len(report.answers),
+                                      "rejects": len(report.rejects)})
+        (raw_dir / REBUILD).unlink()
+        return row["file"], report
+
+
 def repair_interrupted_ingest(ws) -> bool:
     """Undo an ingest that was killed before it finished (its pending marker is still there):
     the files it was adding leave raw/ and the index, and the tables are rebuilt from the
-    files ingested before it. Returns whether anything was repaired. Call with the lock held."""
+    files ingested before it; finish a removal that was killed (rebuild from the index).
+    Returns whether anything was repaired. Call with the lock held."""
     raw_dir = ws.path / "raw"
     marker = raw_dir / PENDING
+    if (raw_dir / REBUILD).exists() and not marker.exists():
+        settings = raw_dir / SETTINGS
+        threshold = json.loads(settings.read_text())["trust_threshold"] if settings.exists() else None
+        _rebuild(ws, _read_index(raw_dir), {}, threshold)
+        (raw_dir / REBUILD).unlink()
+        return True
     if not marker.exists():
         return False
     from .fileio import atomic_write_text

@@ -921,10 +921,12 @@ def _warn_unbounded(forms, norms, pooled, pools) -> None:
     lowest = min((np.nanmin(np.asarray(p, float)) for p in pools if np.size(p)), default=0.0)
     if lowest < 0:
         import warnings
+
+        from .errors import SatcalWarning
         warnings.warn(f"{risky[0]}{' and others' if len(risky) > 1 else ''}: the pools hold negative "
                       f"levels (down to {lowest:g}) and negatives = 'keep', so ideal, ul1 and ul2 "
                       "scores are not bounded to [0, 1] (a negative IDCG flips their sign); use "
-                      "negatives = 'zero' or the minmax normalisation", UserWarning, stacklevel=4)
+                      "negatives = 'zero' or the minmax normalisation", SatcalWarning, stacklevel=4)
 
 
 def _pool_groups(forms, norms, pooled, pools, query_index, n: int, k: int) -> list:

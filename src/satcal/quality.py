@@ -1,8 +1,15 @@
-"""Worker quality: trust from traps, exclusion, and optional Dawid-Skene worker models.
+"""Worker quality: trust from traps, exclusion, screening, agreement between workers, and
+optional Dawid-Skene worker models.
 
 Trust is the share of traps a worker answered correctly, once they have answered at least
 ``min_traps`` traps; otherwise the platform's own trust where it gives one (Appen's
 ``_trust``); otherwise unknown (kept, and flagged). Workers under the threshold are excluded.
+
+Screening flags (reported, not excluded: a flag is a reason to look, not proof): workers who
+answer faster than ``SCREEN_SECONDS`` seconds per item, where the platform records times, and
+workers who pick the side shown first (or second) in at least ``SCREEN_SAME_SIDE`` of their
+answers: A and B are swapped at random, so an attentive worker's choices of the shown side
+follow the lists, not the screen.
 """
 from __future__ import annotations
 
@@ -11,13 +18,21 @@ import pandas as pd
 
 from .errors import SatcalError
 
-__all__ = ["worker_table", "dawid_skene"]
+__all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening"]
+
+#: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
+#: and the answers a worker needs before the side is judged.
+SCREEN_SECONDS = 2.0
+SCREEN_SAME_SIDE = 0.9
+SCREEN_MIN_ANSWERS = 10
 
 
-def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 1) -> pd.DataFrame:
-    """One row per worker: answers, traps seen / correct, trust and its source, exclusion.
+def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3) -> pd.DataFrame:
+    """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
+    the screening columns (see :func:`screening`).
 
-    ``answers`` needs ``worker_id, is_trap, correct`` and optionally ``trust`` (platform trust).
+    ``answers`` needs ``worker_id, is_trap, correct`` and optionally ``trust`` (platform trust),
+    ``answer_shown`` and ``seconds``/``submitted_at`` (for screening).
     """
     if not 0 <= threshold <= 1:
         raise SatcalError(f"the trust threshold must be in [0, 1], got {threshold}")
@@ -46,7 +61,81 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         table["excluded"],
         [f"trust {t:.2f} < {threshold:.2f} ({s})" for t, s in zip(table["trust"], table["trust_source"])],
         np.where(table["trust_source"] == "none", "no traps seen: trust unknown, kept", ""))
-    return table.reset_index()
+    return table.join(screening(a)).reset_index()
+
+
+def screening(answers: pd.DataFrame) -> pd.DataFrame:
+    """Per worker: ``seconds_per_answer`` (time on pages or tasks over the items answered on
+    them, where the platform records times), ``same_side_share`` (the larger share of answers
+    naming the side shown first, or the side shown second), and the flags ``too_fast`` and
+    ``same_side``."""
+    a = answers
+    workers = pd.Index(sorted(a["worker_id"].unique()), name="worker_id")
+    out = pd.DataFrame(index=workers)
+    if "seconds" in a.columns and pd.to_numeric(a["seconds"], errors="coerce").notna().any():
+        timed = a.assign(seconds=pd.to_numeric(a["seconds"], errors="coerce")).dropna(subset=["seconds"])
+        # the answers of one page share its time: count each page once
+        page_keys = ["worker_id", "seconds"] + (["submitted_at"] if "submitted_at" in timed.columns else [])
+        pages = timed.groupby(page_keys, as_index=False).size()
+        per = pages.groupby("worker_id").agg(seconds=("seconds", "sum"), items=("size", "sum"))
+        out["seconds_per_answer"] = (per["seconds"] / per["items"]).reindex(workers)
+    else:
+        out["seconds_per_answer"] = np.nan
+    out["too_fast"] = out["seconds_per_answer"] < SCREEN_SECONDS
+    if "answer_shown" in a.columns:
+        shown = a["answer_shown"].astype(str)
+        g = pd.DataFrame({"worker_id": a["worker_id"], "first": shown == "a_better",
+                          "second": shown == "b_better"}).groupby("worker_id")
+        n = g.size()
+        share = np.maximum(g["first"].mean(), g["second"].mean())
+        out["same_side_share"] = share.reindex(workers)
+        out["same_side"] = ((share >= SCREEN_SAME_SIDE) & (n >= SCREEN_MIN_ANSWERS)).reindex(workers).fillna(False)
+    else:
+        out["same_side_share"] = np.nan
+        out["same_side"] = False
+    return out
+
+
+class Agreement:
+    """Agreement between workers on the examples answered more than once.
+
+    ``alpha`` is Krippendorff's alpha for nominal data over the four answer codes (1 = perfect
+    agreement, 0 = what chance would give, below 0 = systematic disagreement), computed by the
+    ``krippendorff`` package from the per-example answer counts; ``observed`` is the share of
+    pairs of answers to the same example that agree. Only examples with two or more answers
+    count; ``examples`` is how many there are.
+    """
+
+    def __init__(self, alpha: float, observed: float, examples: int, answers: int, per_example: float):
+        self.alpha, self.observed, self.examples = alpha, observed, examples
+        self.answers, self.per_example = answers, per_example
+
+    def __repr__(self) -> str:
+        return (f"<Agreement alpha={self.alpha:.3f}, pairwise {self.observed:.3f} over {self.examples} "
+                f"examples with 2+ answers ({self.per_example:.2f} answers each)>")
+
+    def as_dict(self) -> dict:
+        return {"krippendorff_alpha": self.alpha, "pairwise_agreement": self.observed,
+                "examples": self.examples, "answers": self.answers, "answers_per_example": self.per_example}
+
+
+def agreement(answers: pd.DataFrame) -> Agreement | None:
+    """Krippendorff's alpha (nominal) of the answers to examples answered two or more times
+    (``example_id, answer``, canonical orientation); None when no example has two answers."""
+    from .ingest import ANSWER_CODES
+    counts = pd.crosstab(answers["example_id"], answers["answer"]).reindex(columns=list(ANSWER_CODES), fill_value=0)
+    n = counts.sum(axis=1)
+    multi = counts[n >= 2]
+    if multi.empty:
+        return None
+    import krippendorff
+    m = multi.to_numpy(dtype=float)
+    pairs = (m * (m - 1)).sum(axis=1)
+    totals = m.sum(axis=1)
+    observed = float(pairs.sum() / (totals * (totals - 1)).sum())
+    alpha = float(krippendorff.alpha(value_counts=m, level_of_measurement="nominal")) \
+        if (m.sum(axis=0) > 0).sum() > 1 else float("nan")
+    return Agreement(alpha, observed, len(multi), int(totals.sum()), float(totals.mean()))
 
 
 def require_crowdkit():

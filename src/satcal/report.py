@@ -329,6 +329,9 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         parts.append(_table_html(summary))
         parts.append("<details><summary>Per formulation</summary>"
                      + _table_html(result.model_check) + "</details>")
+    crowd = result.meta.get("crowd")
+    if crowd:
+        parts.append(_crowd_paragraph(crowd, getattr(result, "workers", None)))
     if getattr(result, "workers", None) is not None and len(result.workers):
         w = result.workers
         excluded = w[w["excluded"].astype(str) == "True"]
@@ -345,6 +348,30 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
                  "</p><footer><p><small>Made by satcal "
                  f"{html.escape(_version())}.</small></p></footer></body></html>")
     return "\n".join(parts)
+
+
+def _crowd_paragraph(crowd: dict, workers) -> str:
+    """How many answers each example got, whether workers agreed, and what screening flagged."""
+    text = (f"<h2>Crowd</h2><p>{crowd['answers']} answers to {crowd['examples']} examples from kept "
+            f"workers: {crowd['answers_per_example_mean']:.2f} per example on average (the design asked "
+            f"for {crowd['answers_per_example_design']}). Repeated answers to an example are separate "
+            "observations in every fit, as in the published model.")
+    agreed = crowd.get("agreement")
+    if agreed:
+        text += (f" Agreement between workers on the {agreed['examples']} examples answered more than "
+                 f"once: Krippendorff's alpha = {agreed['krippendorff_alpha']:.3f} (nominal, over the four "
+                 f"answers; 1 is perfect agreement, 0 what chance gives), and {100 * agreed['pairwise_agreement']:.1f}% "
+                 "of pairs of answers to the same example agree.")
+    else:
+        text += (" No example was answered more than once, so agreement between workers cannot be "
+                 "measured (set [design] answers_per_example to 2 or more).")
+    if workers is not None and len(workers) and "too_fast" in workers.columns:
+        fast = int(workers["too_fast"].astype(str).eq("True").sum())
+        side = int(workers["same_side"].astype(str).eq("True").sum())
+        text += (f" Screening flagged {fast} workers as answering faster than 2 seconds an item and "
+                 f"{side} as nearly always choosing the same side as shown (flags, not exclusions: "
+                 "see the workers table).")
+    return text + "</p>"
 
 
 def _version() -> str:

@@ -8,8 +8,8 @@ A worker judges both lists independently and answers ``both_good`` if both satis
 ``both_bad`` if neither does, else prefers the one that does (the preference behaviour). With
 probability ``position_bias`` an undecided answer (both good or both bad) becomes "A is
 better" in the order shown. Spammers answer uniformly at random. Each example is answered by
-one worker (as in the ECIR 2015 study); every worker answers every trap, as platforms show
-their test questions to each worker.
+``answers_per_example`` different workers (one in the ECIR 2015 study); every worker answers
+every trap, as platforms show their test questions to each worker.
 
 The truth saved beside the result file holds the parameters, the spammers, the per-list curve
 (``p_sat_list``) and ``p_sat_true``: the P(Sat|phi) that the calibration analysis converges to
@@ -69,13 +69,15 @@ def _canonical_answers(sat_a: np.ndarray, sat_b: np.ndarray) -> np.ndarray:
 
 
 def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int,
-                     top_level: int, model: UserModel) -> tuple[pd.DataFrame, dict]:
+                     top_level: int, model: UserModel, answers_per_example: int = 1) -> tuple[pd.DataFrame, dict]:
     """Answers in the shown orientation for every item, and the truth.
 
     Parameters
     ----------
     items, key : the worker-visible items and the hidden key (``satcal export``).
     lists : examples and traps with ``source_id`` and levels ``ra1..``, ``rb1..``.
+    answers_per_example : how many different workers answer each example (each a separate
+        row, as in the study's design).
     """
     from .platforms import SHOWN_CODES, swap_answer
 
@@ -94,12 +96,16 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     phi_a = score_lists(src[[f"ra{i}" for i in range(1, k + 1)]].to_numpy(float), [f], top_level=top_level)[:, 0]
     phi_b = score_lists(src[[f"rb{i}" for i in range(1, k + 1)]].to_numpy(float), [f], top_level=top_level)[:, 0]
 
-    # Who answers what: each page of examples goes to one random worker; traps go to everyone.
+    # Who answers what: each page of examples goes to answers_per_example different random
+    # workers; traps go to everyone.
     pages = items["page"].astype(int).to_numpy()
-    page_worker = {p: rng.choice(workers) for p in np.unique(pages)}
+    per = min(answers_per_example, len(workers))
+    page_workers = {p: ([rng.choice(workers)] if per == 1 else list(rng.choice(workers, size=per, replace=False)))
+                    for p in np.unique(pages)}
     rows_item, rows_worker, rows_page = [], [], []
     for i in np.flatnonzero(~is_trap):
-        rows_item.append(i), rows_worker.append(page_worker[pages[i]]), rows_page.append(pages[i])
+        for w in page_workers[pages[i]]:
+            rows_item.append(i), rows_worker.append(w), rows_page.append(pages[i])
     for w in workers:
         for i in np.flatnonzero(is_trap):
             rows_item.append(i), rows_worker.append(w), rows_page.append(pages[i])
@@ -172,7 +178,8 @@ def simulate_workspace(ws, platform: str | None = None, force: bool = False, mod
     items, key = ws.table("items.csv"), ws.table("key.csv")
     lists = _workspace_lists(ws)
     model = model or _workspace_model(ws)
-    answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model)
+    answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model,
+                                      ws["design.answers_per_example"])
     plat.write_results(answers, items, key, out)
     atomic_write_text(ws.path / "simulated" / f"{plat.name}-truth.json", json.dumps(truth, indent=1) + "\n")
     ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed})

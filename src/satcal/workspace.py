@@ -35,8 +35,17 @@ LOCK_WAIT = 600
 __all__ = ["Workspace", "STUDY_TEMPLATE", "SCHEMA"]
 
 DEFAULT_INSTRUCTIONS = ("You will see a query and the results of two search systems, A and B. "
-                        "Look at (or listen to) the results of both and tell us whether A gives "
+                        "{verb} the results of both and tell us whether A gives "
                         "better results, B does, both are equally good, or both are equally bad.")
+
+
+def default_instructions(documents: pd.DataFrame | None) -> str:
+    """The default instructions, in the study's medium: results to listen to when the documents
+    table has audio, to read otherwise."""
+    audio = documents is not None and "audio_url" in documents.columns and (documents["audio_url"] != "").any()
+    text = documents is not None and any(c in documents.columns for c in ("title", "snippet", "url"))
+    verb = ("Look at and listen to" if text else "Listen to") if audio else "Read"
+    return DEFAULT_INSTRUCTIONS.format(verb=verb)
 
 STUDY_TEMPLATE = '''# satcal study design. Every satcal command in this directory reads this file.
 # Edit it, then run: satcal generate DIR, satcal export DIR, ...
@@ -47,6 +56,9 @@ name = "{name}"
 judgments = "{judgments}"
 # Optional documents table (CSV with doc and any of title, snippet, url, audio_url).
 documents = "{documents}"
+# Optional topics (TREC topics, "id<TAB>text" lines, or CSV/TSV with query, title and
+# optionally description, narrative): workers see the title and description, not the id.
+topics = "{topics}"
 # Documents per ranked list.
 k = {k}
 # Relevance levels lists are built from; the top one is the L-1 of the max normalisation.
@@ -115,8 +127,8 @@ assignment_timeout_minutes = 30
 [quality]
 # Workers whose trap accuracy is below this are excluded from the analysis.
 trust_threshold = 0.7
-# Traps a worker must have answered before their trust counts.
-min_traps = 1
+# Traps a worker must have answered before their trust counts (fewer let one slip decide).
+min_traps = 3
 
 [simulation]
 # The simulated crowd (satcal simulate): the formulation whose phi drives the true
@@ -301,7 +313,8 @@ class Workspace:
     # -- creation and loading --------------------------------------------------------------
     @classmethod
     def init(cls, path, judgments, documents=None, k: int = 5, levels=None, seed: int = 2015,
-             min_per_cell: int = 200, platform: str = "appen", force: bool = False) -> "Workspace":
+             min_per_cell: int = 200, platform: str = "appen", force: bool = False,
+             topics=None) -> "Workspace":
         """Create a workspace: copy the inputs into ``inputs/`` and write a commented study.toml.
 
         Everything is checked before anything is written. ``force`` starts a study over in a
@@ -320,19 +333,25 @@ class Workspace:
                                   "another directory")
         judgments = Path(judgments)
         qrels = read_judgments(judgments)  # validate before writing anything
-        if documents is not None:
-            _read_documents(Path(documents))
+        documents_table = _read_documents(Path(documents)) if documents is not None else None
+        if topics is not None:
+            from .topics import read_topics
+            read_topics(topics)
         levels = list(levels) if levels is not None else [lv for lv in qrels.levels if lv >= 0]
         judgments_name = judgments.name
         documents_name = Path(documents).name if documents is not None else ""
         if documents_name and documents_name == judgments_name:
             documents_name = f"documents-{documents_name}"  # two inputs, two copies
+        topics_name = Path(topics).name if topics is not None else ""
+        if topics_name and topics_name in (judgments_name, documents_name):
+            topics_name = f"topics-{topics_name}"
         text = STUDY_TEMPLATE.format(name=path.name, judgments=f"inputs/{judgments_name}",
+                                     topics=f"inputs/{topics_name}" if topics_name else "",
                                      documents=f"inputs/{documents_name}" if documents_name else "",
                                      k=k, levels=_toml_list(levels), seed=seed,
                                      gains=_toml_list(STUDY_GAINS), discounts=_toml_list(STUDY_DISCOUNTS),
                                      min_per_cell=min_per_cell, platform=platform,
-                                     instructions=DEFAULT_INSTRUCTIONS)
+                                     instructions=default_instructions(documents_table))
         present = set(qrels.levels)
         if len([lv for lv in levels if lv in present]) < 2:
             raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
@@ -340,7 +359,7 @@ class Workspace:
         validate_config(tomllib.loads(text), path / "study.toml")
         inputs = path / "inputs"
         inputs.mkdir(parents=True, exist_ok=True)
-        for source, name in ((judgments, judgments_name), (documents, documents_name)):
+        for source, name in ((judgments, judgments_name), (documents, documents_name), (topics, topics_name)):
             if source is None or not name:
                 continue
             target = inputs / name
@@ -348,7 +367,8 @@ class Workspace:
                 shutil.copyfile(source, target)
         atomic_write_text(path / "study.toml", text)
         ws = cls.open(path)
-        ws.record("init", {"judgments": str(judgments), "documents": str(documents or "")})
+        ws.record("init", {"judgments": str(judgments), "documents": str(documents or ""),
+                           "topics": str(topics or "")})
         return ws
 
     @classmethod
@@ -388,6 +408,13 @@ class Workspace:
     def documents(self) -> pd.DataFrame | None:
         rel = self["study.documents"]
         return _read_documents(self.path / rel) if rel else None
+
+    def topics(self) -> pd.DataFrame | None:
+        rel = self.config["study"].get("topics", "")
+        if not rel:
+            return None
+        from .topics import read_topics
+        return read_topics(self.path / rel)
 
     def formulations(self, normalization: str = "max", negatives: str = "keep"):
         """The study's gains crossed with its discounts, custom ones included, then the extra
@@ -439,11 +466,15 @@ class Workspace:
         ingested = set(pd.read_csv(index, dtype=str)["sha256"])
         return any(sha256_file(f) in ingested for f in sim)
 
+    def collected(self) -> bool:
+        """Whether any result file has been ingested."""
+        index = self.path / "raw" / "index.csv"
+        return index.exists() and len(pd.read_csv(index, dtype=str)) > 0
+
     def refuse_if_collected(self, command: str) -> None:
         """Once answers are collected, the examples and the key they refer to are fixed: a new
         design or presentation would change what the collected answers mean."""
-        index = self.path / "raw" / "index.csv"
-        if index.exists() and len(pd.read_csv(index, dtype=str)) > 0:
+        if self.collected():
             raise SatcalError(f"{self.path} holds collected answers (raw/); {command} would change the "
                               "examples or the key they answer, even with --force. For a new batch, "
                               "start a new study directory (satcal init NEW_DIR ...)")
@@ -541,35 +572,85 @@ class Workspace:
             self.record("generate", {"seed": self.seed, **result.summary()})
         return result
 
-    def export(self, platform: str | None = None, force: bool = False):
-        """Platform task files under batches/<platform>/ and the hidden key.csv."""
-        with self.locked():
-            return self._export(platform, force)
+    def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False):
+        """Platform task files under batches/<platform>/ and the hidden key.csv.
 
-    def _export(self, platform: str | None, force: bool):
+        Each batch (a presentation of the examples: opaque ids, orientation, pages) keeps its
+        key under ``batches/keys/batch-<n>.csv``, and ingest resolves item ids across all of
+        them. Once answers are collected, the current batch can be exported again (to another
+        platform, say), and ``new_batch`` starts the next one; nothing replaces a key that
+        collected answers refer to.
+        """
+        with self.locked():
+            return self._export(platform, force, new_batch)
+
+    def batch_number(self) -> int:
+        """The current batch (0 before the first export)."""
+        key = self.table("key.csv", required=False)
+        if key is None:
+            return 0
+        return int(key["batch"].iloc[0]) if "batch" in key.columns and len(key) else 1
+
+    def _export(self, platform: str | None, force: bool, new_batch: bool = False):
         from .platforms import build_items, get_platform
-        self.refuse_if_collected("export")
         plat = get_platform(platform or self["presentation.platform"])
         out = self.path / "batches" / plat.name
-        self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) else [], force)
+        current = self.batch_number()
+        batch = current + 1 if new_batch or current == 0 else current
+        collected = self.collected()
+        if not collected:
+            self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) and not new_batch else [],
+                       force)
         examples = self.table("examples.csv")
         traps = self.table("traps.csv", required=False)
         traps = traps if traps is not None else pd.DataFrame()
-        visible, key = build_items(examples, traps, self.k, seed=self.seed + 2,
+        # batch 1 keeps the seed of earlier versions, so existing keys are reproduced
+        documents, topics = self.documents(), self.topics()
+        visible, key = build_items(examples, traps, self.k, seed=self.seed + 2 + 7919 * (batch - 1),
                                    items_per_page=self["presentation.items_per_page"],
-                                   documents=self.documents(), swap=self["presentation.swap"])
+                                   documents=documents, swap=self["presentation.swap"], topics=topics)
+        _warn_bare_ids(visible, self.path)
+        key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
-        if existing_key is not None and not existing_key["item_id"].equals(key["item_id"]) and not force:
-            raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
-                              "replace it (answers already collected would no longer map)")
+        same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
+            key.drop(columns=["batch"]).astype(str))
+        if existing_key is not None and not same and not new_batch:
+            if collected:
+                raise SatcalError(f"{self.path} holds collected answers and key.csv would change (the "
+                                  "examples, documents or presentation settings changed), even with "
+                                  f"--force. To present the examples again, start a new batch: satcal "
+                                  f"export {self.path} --new-batch")
+            if not force:
+                raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
+                                  "replace it, or --new-batch to keep it and start another")
+        keys = self.path / "batches" / "keys"
         with self.staged("export"):
-            atomic_write_text(self.file("key.csv"), key.to_csv(index=False, lineterminator="\n"))
+            keys.mkdir(parents=True, exist_ok=True)
+            text = key.to_csv(index=False, lineterminator="\n")
+            atomic_write_text(keys / f"batch-{batch}.csv", text)
+            atomic_write_text(self.file("key.csv"), text)
             atomic_write_text(self.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
             paths = plat.write_batch(visible, key, out, self.k, self["presentation.instructions"],
                                      self["presentation.items_per_page"],
                                      answers_per_example=self["design.answers_per_example"])
-            self.record("export", {"platform": plat.name, "items": len(visible)})
+            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch})
         return paths
+
+    def keys(self) -> pd.DataFrame | None:
+        """Every batch's key in one table (item ids are unique across batches), for ingest."""
+        frames = [pd.read_csv(p, dtype=str, keep_default_na=False)
+                  for p in sorted((self.path / "batches" / "keys").glob("batch-*.csv"))]
+        current = self.table("key.csv", required=False)
+        if current is not None:
+            frames.append(current)
+        if not frames:
+            return None
+        table = pd.concat(frames, ignore_index=True).drop_duplicates()
+        clash = table["item_id"].duplicated(keep=False)
+        if clash.any():
+            raise SatcalError(f"{self.path}/batches/keys: item id {table.loc[clash, 'item_id'].iloc[0]!r} means "
+                              "different things in two batch keys; restore the keys as exported")
+        return table.reset_index(drop=True)
 
     def preview(self, n: int = 6, path: Path | None = None, force: bool = False) -> Path:
         """A static page with a sample of units exactly as a worker sees them (preview.html is
@@ -619,11 +700,32 @@ class Workspace:
         rejects = self.table("rejects.csv", required=False)
         if rejects is not None:
             result.meta["rejected_rows"] = int(len(rejects))
+        from .quality import agreement
+        agreed = agreement(study.examples)
+        counts = study.examples.groupby("example_id").size()
+        result.meta["crowd"] = {"answers": int(len(study.examples)), "examples": int(len(counts)),
+                                "answers_per_example_design": self["design.answers_per_example"],
+                                "answers_per_example_mean": float(counts.mean()),
+                                **({"agreement": agreed.as_dict()} if agreed is not None else {})}
         with self.staged("analyze"):
             result.save(self.path / "analysis")
         self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
                                 "formulations": result.bias["formulation"].tolist()})
         return result
+
+
+def _warn_bare_ids(visible: pd.DataFrame, path: Path) -> None:
+    """Workers shown only ids cannot judge anything: say so (a warning: an id may be all a
+    study of, say, known-item music tracks needs)."""
+    import warnings
+    from .errors import SatcalWarning
+    if "query_title" not in visible.columns:
+        warnings.warn(f"{path}: workers will see query ids (e.g. {visible['query'].iloc[0]!r}) with no "
+                      "text: give a topics file (satcal init --topics, or topics = ... in study.toml)",
+                      SatcalWarning, stacklevel=3)
+    if "A1_title" not in visible.columns and "A1_audio_url" not in visible.columns:
+        warnings.warn(f"{path}: workers will see bare document ids (e.g. {visible['A1'].iloc[0]!r}): give a "
+                      "documents table with title, snippet, url or audio_url", SatcalWarning, stacklevel=3)
 
 
 def _read_documents(path: Path) -> pd.DataFrame:

@@ -149,13 +149,14 @@ def _split_urls(visible: pd.DataFrame) -> None:
 
 def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
                 items_per_page: int = 10, documents: pd.DataFrame | None = None,
-                swap: bool = True):
+                swap: bool = True, topics: pd.DataFrame | None = None):
     """Shuffle, counterbalance and pack examples and traps into worker-visible items.
 
     Returns
     -------
     visible : DataFrame
-        ``item_id, page, query`` (+ ``query_title`` ...), then for each shown side ``A``/``B``
+        ``item_id, page, query`` (+ ``query_title``, ``query_description`` from ``topics`` or the
+        documents table), then for each shown side ``A``/``B``
         and rank i: ``A1`` (document id) and its display fields ``A1_title``, ... (escaped).
     key : DataFrame
         ``item_id, source_id, is_trap, swapped, expected, expected_shown, page``.
@@ -182,6 +183,11 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
     for field in DISPLAY_FIELDS:
         if docs is not None and field in docs.columns:
             visible[f"query_{field}"] = _display(src["query"], docs, field)
+    if topics is not None:  # the topic's own text wins over a documents-table entry
+        by_query = topics.set_index("query")
+        for field in ("title", "description"):
+            if (by_query[field] != "").any():
+                visible[f"query_{field}"] = _display(src["query"].astype(str), by_query, field)
     for shown, (canon_plain, canon_swapped) in (("A", ("a", "b")), ("B", ("b", "a"))):
         for i in range(1, k + 1):
             ids = np.where(swapped, src[f"{canon_swapped}{i}"], src[f"{canon_plain}{i}"])
