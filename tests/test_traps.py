@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 
 from satcal.errors import InputFileError, SatcalError
@@ -38,5 +39,33 @@ def test_user_traps_bad_code(ecir_study, tmp_path):
 
 
 def test_no_eligible_query(ecir_study):
-    with pytest.raises(SatcalError, match="no query has 40 documents"):
+    with pytest.raises(SatcalError, match="no query has 40 judged documents above level 0 and 40 at level 0"):
         build_traps(ecir_study.judgments, k=40, n=4)
+
+
+def test_traps_on_judgments_without_the_top_level_everywhere(tmp_path):
+    """Levels -2..4 where no query has k documents at level 4 (as in TREC Web 2011-2014):
+    traps come from each query's best documents, and say so."""
+    from satcal.judgments import read_judgments
+    rng = np.random.default_rng(3)
+    lines = []
+    for q in range(201, 211):
+        for d in range(60):
+            level = int(rng.choice([-2, 0, 0, 0, 1, 1, 2, 3, 4], p=[.05, .3, .2, .1, .1, .1, .07, .05, .03]))
+            lines.append(f"{q} 0 clueweb12-{q}-{d:04d} {level}")
+    for q in range(201, 211):  # at most 2 documents at level 4 per query
+        lines = [l for l in lines if not (l.startswith(f"{q} ") and l.endswith(" 4"))] + \
+            [f"{q} 0 clueweb12-{q}-top{j} 4" for j in range(2)]
+    path = tmp_path / "qrels.web.txt"
+    path.write_text("\n".join(lines) + "\n")
+    judgments = read_judgments(path)
+    traps = build_traps(judgments, k=5, n=8, seed=1, levels=[0, 1, 2, 3, 4])
+    good_cols, bad_cols = [f"ra{i}" for i in range(1, 6)], [f"rb{i}" for i in range(1, 6)]
+    a_better = traps[traps["expected"] == "a_better"]
+    assert len(traps) == 8 and set(traps["expected"]) == {"a_better", "b_better", "both_good", "both_bad"}
+    assert (a_better[good_cols].to_numpy() >= 2).all() and (a_better[bad_cols].to_numpy() == 0).all()
+    # every listed level is the document's own judgment
+    for _, t in traps.iterrows():
+        levels = judgments.lookup(pd.Series([t["query"]]), t[[f"a{i}" for i in range(1, 6)]].to_numpy()[None, :].astype(str))
+        assert list(levels[0]) == list(t[good_cols])
+    assert "no query has 5 at 4 alone" in traps.attrs["built"]

@@ -276,6 +276,9 @@ def _analyze_ecir(scores: str, kwargs: dict):
               help="TREC qrels or CSV/TSV with query, doc, level columns.")
 @click.option("--documents", type=click.Path(path_type=Path),
               help="Optional CSV with doc and any of title, snippet, url, audio_url.")
+@click.option("--topics", type=click.Path(path_type=Path),
+              help="Optional topics: TREC topics file, 'id<TAB>text' lines, or CSV/TSV with query, "
+                   "title (and description, narrative); workers see the title and description.")
 @click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Documents per list.")
 @click.option("--levels", default=None, help="Levels to build lists from, e.g. 0,1,2 (default: the "
               "judgments' non-negative levels).")
@@ -283,7 +286,7 @@ def _analyze_ecir(scores: str, kwargs: dict):
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="appen", show_default=True)
 @click.option("--seed", type=int, default=2015, show_default=True)
 @click.option("--force", is_flag=True, help="Start over in a directory that has a study.toml.")
-def init(directory, judgments, documents, k, levels, min_per_cell, platform, seed, force):
+def init(directory, judgments, documents, topics, k, levels, min_per_cell, platform, seed, force):
     """Create a study workspace with a commented study.toml to edit.
 
     The judgments (and documents table) are copied into DIRECTORY/inputs/ so the workspace is
@@ -297,7 +300,7 @@ def init(directory, judgments, documents, k, levels, min_per_cell, platform, see
         except ValueError:
             raise SatcalError(f"--levels {levels!r}: expected integers separated by commas, e.g. 0,1,2") from None
     ws = Workspace.init(directory, judgments, documents, k=k, levels=level_list, seed=seed,
-                        min_per_cell=min_per_cell, platform=platform, force=force)
+                        min_per_cell=min_per_cell, platform=platform, force=force, topics=topics)
     click.echo(f"Created {ws.path}/study.toml; edit it, then run: satcal generate {ws.path}")
 
 
@@ -324,6 +327,7 @@ def generate(directory, force, quiet):
         click.echo(f"{len(inf)} infeasible cells (no buildable example lands there): "
                    + ", ".join(f"{r.formulation} {r.kind} bin {r.bin}" for r in inf.head(8).itertuples())
                    + (" ..." if len(inf) > 8 else ""))
+    click.echo(f"Traps: {getattr(result, 'traps_built', '')}")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
 
 

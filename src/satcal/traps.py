@@ -2,10 +2,10 @@
 
 Built from the judgments, spread evenly over the four answers:
 
-- ``a_better``: A all at the query's highest level, B all at its lowest;
+- ``a_better``: A all good (the query's best judged documents), B all bad (the lowest level);
 - ``b_better``: the mirror image;
-- ``both_good``: A and B both all at the highest level;
-- ``both_bad``: A and B both all at the lowest level.
+- ``both_good``: A and B both all good;
+- ``both_bad``: A and B both all bad.
 
 Or read from a user file with ``query, a1..a<k>, b1..b<k>, expected`` where ``expected`` lists
 one or more acceptable codes separated by ``;`` or ``|``.
@@ -37,9 +37,13 @@ def build_traps(judgments: Judgments, k: int = 5, n: int = 20, seed: int = 0,
                 levels=None) -> pd.DataFrame:
     """``n`` traps from the judgments, their expected answers spread evenly over the four codes.
 
-    Each trap uses a query with at least k judged documents at the top level and k at the
-    bottom level of ``levels`` (default: the judgments' scale), drawn without replacement;
-    queries are used evenly.
+    A *good* list holds k documents judged at or above the query's good level, a *bad* list k
+    documents at the bottom level of ``levels`` (default: the judgments' scale). The good level
+    is the highest level at which the query has k documents at or above it (the top of the
+    scale where the judgments allow), so traps work on any judgments: a query without k
+    documents at the very top still gives clear traps from its best documents. Queries with the
+    highest good levels are used first, and evenly; documents are drawn without replacement.
+    What was built is described in ``traps.attrs["built"]``.
 
     Returns
     -------
@@ -50,31 +54,57 @@ def build_traps(judgments: Judgments, k: int = 5, n: int = 20, seed: int = 0,
     if n == 0:
         return _empty(k)
     levels = sorted(levels if levels is not None else judgments.levels)
-    top, bottom = max(levels), min(levels)
+    bottom = min(levels)
+    above = [lv for lv in levels if lv > bottom]
     by_level = judgments.docs_by_level()
-    eligible = [q for q, d in by_level.items()
-                if len(d.get(top, ())) >= k and len(d.get(bottom, ())) >= k]
-    if not eligible:
-        raise SatcalError(f"no query has {k} documents at level {top} and {k} at level {bottom}, "
-                          "which the built-in traps need; give a traps file (traps.file in "
+    good_level = {}
+    for q, docs in by_level.items():
+        if len(docs.get(bottom, ())) < k:
+            continue
+        for lv in sorted(above, reverse=True):
+            if sum(len(docs.get(x, ())) for x in above if x >= lv) >= k:
+                good_level[q] = lv
+                break
+    if not good_level:
+        raise SatcalError(f"no query has {k} judged documents above level {bottom} and {k} at level "
+                          f"{bottom}, which the built-in traps need; give a traps file (traps.file in "
                           "study.toml) or lower k")
+    # the best tiers of good level first, enough of them to vary the queries
+    tiers = sorted(set(good_level.values()), reverse=True)
+    eligible: list = []
+    for lv in tiers:
+        eligible += sorted(q for q, g in good_level.items() if g == lv)
+        if len(eligible) >= min(n, 5):
+            break
+    floor = min(good_level[q] for q in eligible)
     rng = np.random.default_rng(seed)
     kinds = [TRAP_KINDS[i % 4] for i in range(n)]
     order = list(rng.permutation(eligible))
     records = []
     for i, kind in enumerate(kinds):
         q = order[i % len(order)]
+        pool_good = [(d, x) for x in above if x >= good_level[q] for d in by_level[q].get(x, ())]
         sides = {}
         for side, end in zip(("a", "b"), _trap_lists(kind)):
-            level = top if end == "top" else bottom
-            sides[side] = (list(rng.choice(by_level[q][level], size=k, replace=False)), level)
+            if end == "top":
+                pick = rng.choice(len(pool_good), size=k, replace=False)
+                sides[side] = ([pool_good[j][0] for j in pick], [pool_good[j][1] for j in pick])
+            else:
+                docs = list(rng.choice(by_level[q][bottom], size=k, replace=False))
+                sides[side] = (docs, [bottom] * k)
         records.append({"trap_id": f"trap{i + 1:02d}", "query": q,
                         **{f"a{j + 1}": d for j, d in enumerate(sides["a"][0])},
                         **{f"b{j + 1}": d for j, d in enumerate(sides["b"][0])},
-                        **{f"ra{j + 1}": sides["a"][1] for j in range(k)},
-                        **{f"rb{j + 1}": sides["b"][1] for j in range(k)},
+                        **{f"ra{j + 1}": int(v) for j, v in enumerate(sides["a"][1])},
+                        **{f"rb{j + 1}": int(v) for j, v in enumerate(sides["b"][1])},
                         "expected": kind})
-    return pd.DataFrame(records)
+    traps = pd.DataFrame(records)
+    top = max(levels)
+    where = f"at level {top}" if floor == top else f"at levels {floor} to {top} (no query has {k} at {top} alone)" \
+        if floor < top and all(good_level[q] < top for q in eligible) else f"at level {floor} or above"
+    traps.attrs["built"] = (f"{n} traps from {len(set(traps['query']))} queries: good lists of documents "
+                            f"{where}, bad lists of documents at level {bottom}")
+    return traps
 
 
 def _empty(k: int) -> pd.DataFrame:

@@ -569,7 +569,9 @@ class Workspace:
             atomic_write_text(self.file("scores.csv"), csv(result.scores))
             atomic_write_text(self.file("coverage.csv"), csv(result.coverage))
             coverage_heatmap(result.coverage, design.min_per_cell, self.file("coverage"))
-            self.record("generate", {"seed": self.seed, **result.summary()})
+            self.record("generate", {"seed": self.seed, **result.summary(),
+                                     "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")})
+        result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
         return result
 
     def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False):

@@ -54,7 +54,9 @@ def cml_template(visible: pd.DataFrame, k: int) -> str:
                      + "\n".join(items) + "\n    </ol>\n  </div>")
     radios = "\n".join(f'  <cml:radio label="{label}" value="{code}" />'
                        for code, label in ANSWER_LABELS.items())
-    return (f'<h2>Query: {{{{{query}}}}}</h2>\n<div class="lists">\n' + "\n".join(lists) + "\n</div>\n"
+    description = ('<p class="description">{{query_description}}</p>\n'
+                   if "query_description" in visible.columns else "")
+    return (f'<h2>Query: {{{{{query}}}}}</h2>\n{description}<div class="lists">\n' + "\n".join(lists) + "\n</div>\n"
             '<cml:radios label="Which system gives better results?" name="answer" '
             'validates="required" gold="true">\n' + radios + "\n</cml:radios>\n")
 

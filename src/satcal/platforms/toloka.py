@@ -35,7 +35,8 @@ def view_markup(visible: pd.DataFrame, k: int) -> str:
         lists.append(f'<div class="list"><h3>System {side}</h3><ol>{items}</ol></div>')
     options = "".join(f"{{{{field type=\"radio\" name=\"answer\" value=\"{c}\" label=\"{l}\"}}}}"
                       for c, l in ANSWER_LABELS.items())
-    return (f"<h2>Query: {{{{{{{query}}}}}}}</h2><div class=\"lists\">{''.join(lists)}</div>"
+    description = ("<p>{{{query_description}}}</p>" if "query_description" in visible.columns else "")
+    return (f"<h2>Query: {{{{{{{query}}}}}}}</h2>{description}<div class=\"lists\">{''.join(lists)}</div>"
             f"<p>Which system gives better results?</p>{options}")
 
 
