@@ -96,3 +96,52 @@ def test_hostile_query_ids_and_urls_run_no_script(driver, hostile):
         for link in links[:3]:
             driver.execute_script("arguments[0].removeAttribute('target')", link)
         assert driver.title == before
+
+
+def test_text_retrieval_study_shows_topics_beside_readable_lists(driver, tmp_path):
+    """A TREC Web-like study (levels -2..4, no query with 5 documents at level 4, XML topics,
+    documents with titles and snippets): workers see the topic's title and description above
+    lists A and B side by side."""
+    import numpy as np
+    import pandas as pd
+    from selenium.webdriver.common.by import By
+    from satcal.workspace import Workspace
+    rng = np.random.default_rng(11)
+    lines, docs = [], []
+    for q in range(251, 259):
+        for d in range(80):
+            level = int(rng.choice([-2, 0, 1, 2, 3, 4], p=[.05, .45, .25, .15, .08, .02]))
+            doc = f"clueweb12-{q}-{d:04d}"
+            lines.append(f"{q} 0 {doc} {level}")
+            docs.append({"doc": doc, "title": f"Page {d} about topic {q}",
+                         "snippet": f"A short extract of page {d}, as a search engine shows it."})
+    (tmp_path / "qrels.txt").write_text("\n".join(lines) + "\n")
+    pd.DataFrame(docs).to_csv(tmp_path / "docs.csv", index=False)
+    topics = "".join(f'<topic number="{q}"><query>topic {q} words</query>'
+                     f"<description>Find pages that explain topic {q}.</description></topic>\n"
+                     for q in range(251, 259))
+    (tmp_path / "topics.xml").write_text(f"<webtrack2014>\n{topics}</webtrack2014>\n")
+    ws = Workspace.init(tmp_path / "study", tmp_path / "qrels.txt", tmp_path / "docs.csv",
+                        topics=tmp_path / "topics.xml", levels=[0, 1, 2, 3, 4], min_per_cell=3,
+                        platform="csv")
+    ws.generate()
+    ws.export()
+    page = ws.preview(n=3)
+    driver.set_window_size(1280, 1000)
+    driver.get(page.as_uri())
+    items = driver.find_elements(By.CSS_SELECTOR, "section.item")
+    assert len(items) == 3
+    for item in items:
+        heading = item.find_element(By.CSS_SELECTOR, "h2").text
+        q = heading.split()[-2] if heading.endswith("words") else ""
+        assert heading.startswith("Query: topic ") and q
+        assert item.find_element(By.CSS_SELECTOR, "p.description").text == f"Find pages that explain topic {q}."
+        a, b = [l.rect for l in item.find_elements(By.CSS_SELECTOR, ".list")]
+        assert b["x"] > a["x"] + a["width"] - 1 and abs(b["y"] - a["y"]) < 5
+        first = item.find_element(By.CSS_SELECTOR, ".list li")
+        assert first.find_element(By.CSS_SELECTOR, ".title").text.startswith("Page ")
+        assert "short extract" in first.find_element(By.CSS_SELECTOR, ".snippet").text
+    driver.save_screenshot(str(tmp_path / "text-study.png"))
+    import os
+    if os.environ.get("SATCAL_SCREENSHOTS"):
+        shutil.copy(tmp_path / "text-study.png", os.environ["SATCAL_SCREENSHOTS"])
