@@ -42,3 +42,19 @@ def start_driver(performance_log: bool = False):
         options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     return driver, profile
+
+
+def chromium_fixture(performance_log: bool = False, size=(1280, 1000)):
+    """Body of a pytest fixture: a headless Chromium driver, or a skip with the reason."""
+    import pytest
+    pytest.importorskip("selenium")
+    reason = ensure_chromium()
+    if reason:
+        pytest.skip(reason)
+    driver, profile = start_driver(performance_log=performance_log)
+    driver.set_window_size(*size)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

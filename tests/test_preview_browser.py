@@ -4,19 +4,12 @@ import shutil
 import pytest
 
 
-from browser import ensure_chromium, start_driver
+from browser import chromium_fixture
 
 
 @pytest.fixture(scope="module")
 def driver():
-    pytest.importorskip("selenium")
-    reason = ensure_chromium()
-    if reason:
-        pytest.skip(reason)
-    drv, profile = start_driver()
-    yield drv
-    drv.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium_fixture()
 
 
 @pytest.fixture(scope="module")

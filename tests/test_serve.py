@@ -331,6 +331,12 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     assert set(failed["worker_id"]) <= spammers
     assert len(report.answers) + len(report.rejects) == len(stored)
     assert len(honest) > 0
+    # and the database's answers are analysed like any platform's
+    result = ws.analyze(bootstrap=0, model_check_folds=0)
+    kept = report.answers[~report.answers["is_trap"].astype(bool)
+                          & ~report.answers["worker_id"].isin(report.workers.loc[report.workers["excluded"], "worker_id"])]
+    assert result.meta["crowd"]["answers"] == len(kept) > 0
+    assert (ws.path / "analysis" / "report.html").exists()
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,22 +5,14 @@ import shutil
 
 import pytest
 
-from browser import ensure_chromium, start_driver
+from browser import chromium_fixture
 
 CODE = "BR0WSER1"
 
 
 @pytest.fixture(scope="module")
 def driver():
-    pytest.importorskip("selenium")
-    reason = ensure_chromium()
-    if reason:
-        pytest.skip(reason)
-    drv, profile = start_driver(performance_log=True)
-    drv.set_window_size(1280, 1000)
-    yield drv
-    drv.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium_fixture(performance_log=True)
 
 
 @pytest.fixture(scope="module")

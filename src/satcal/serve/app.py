@@ -115,8 +115,15 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
         pid = request.session.get("pid")
         return int(pid) if isinstance(pid, int) else None
 
-    def too_fast(request, pid):
-        return not limiter.hit(per_participant, "p", str(pid))
+    def refused(request):
+        """(participant id, None), or (None, the response refusing the request): no session,
+        or over the rate limit."""
+        pid = participant_of(request)
+        if pid is None:
+            return None, message(request, 403, "Please open the study from the link you were given.")
+        if not limiter.hit(per_participant, "p", str(pid)):
+            return None, message(request, 429, "Too many requests; please wait a minute and reload.")
+        return pid, None
 
     async def checked_form(request, pid):
         """The form of a POST, or None when its CSRF token is not this participant's."""
@@ -149,11 +156,9 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
         return RedirectResponse("/page" if participant["consented_at"] else "/consent", 303)
 
     async def consent(request):
-        pid = participant_of(request)
-        if pid is None:
-            return message(request, 403, "Please open the study from the link you were given.")
-        if too_fast(request, pid):
-            return message(request, 429, "Too many requests; please wait a minute and reload.")
+        pid, refusal = refused(request)
+        if refusal is not None:
+            return refusal
         instructions = [p.strip() for p in settings.instructions.split("\n\n") if p.strip()]
         context = dict(instructions=instructions, pages=study.per_participant, csrf=study.csrf_token(pid))
         if request.method == "GET":
@@ -167,11 +172,9 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
         return RedirectResponse("/page", 303)
 
     async def page(request):
-        pid = participant_of(request)
-        if pid is None:
-            return message(request, 403, "Please open the study from the link you were given.")
-        if too_fast(request, pid):
-            return message(request, 429, "Too many requests; please wait a minute and reload.")
+        pid, refusal = refused(request)
+        if refusal is not None:
+            return refusal
         participant = await run_in_threadpool(study.participant, pid)
         if participant is None:
             request.session.clear()
