@@ -27,6 +27,8 @@ def test_three_answers_per_example_from_design_to_report(exported_workspace, tmp
     assert any(line.startswith("agreement: Krippendorff's alpha") for line in report.lines())
     workers = ws.table("workers.csv")
     assert {"seconds_per_answer", "too_fast", "same_side_share", "same_side"} <= set(workers.columns)
+    # the simulated spammers rush (under 2 s an item, from the platform's page times): flagged
+    assert set(workers.loc[workers["too_fast"] == "True", "worker_id"]) == set(truth["spammers"])
     result = ws.analyze(bootstrap=0, model_check_folds=0)
     crowd = result.meta["crowd"]
     kept = real[~real["worker_id"].isin(workers.loc[workers["excluded"] == "True", "worker_id"])]

@@ -120,13 +120,11 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     shown[undecided] = "a_better"
     spam = np.isin(who, list(spammers))
     shown[spam] = rng.choice(list(SHOWN_CODES), size=int(spam.sum()))
-    start = np.datetime64("2026-11-01T08:00:00")
-    seconds = np.sort(rng.integers(0, 24 * 3600, size=idx.size))
     order = rng.permutation(idx.size)  # results arrive interleaved
+    started, submitted = _page_times(who, np.array(rows_page), spam, model.seed)
     answers = pd.DataFrame({
         "item_id": items["item_id"].to_numpy()[idx][order], "worker_id": who[order],
-        "answer": shown[order],
-        "submitted_at": [str(start + np.timedelta64(int(s), "s")) for s in seconds],
+        "answer": shown[order], "submitted_at": submitted[order], "started_at": started[order],
         "assignment_id": [f"{w}-p{p}" for w, p in zip(who[order], np.array(rows_page)[order])],
     })
     honest_real = ~spam & ~is_trap[idx]
@@ -142,6 +140,24 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
              "p_sat_true": [round(float(v), 8) for v in estimand],
              "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum())}
     return answers, truth
+
+
+def _page_times(who: np.ndarray, page: np.ndarray, spam: np.ndarray, seed: int):
+    """When each worker started and submitted each page (all of a page's answers share them):
+    honest workers spend 4 to 12 seconds an item, spammers under 2. Drawn from a stream of
+    their own, so the answers do not depend on them."""
+    rng = np.random.default_rng([seed, 7])
+    groups, inverse = np.unique(np.char.add(who.astype(str), np.char.add("|", page.astype(str))),
+                                return_inverse=True)
+    size = np.bincount(inverse)
+    spam_group = np.zeros(len(groups), dtype=bool)
+    spam_group[inverse[spam]] = True
+    per_item = np.where(spam_group, rng.uniform(0.5, 1.5, len(groups)), rng.uniform(4, 12, len(groups)))
+    end = rng.integers(3600, 24 * 3600, size=len(groups))
+    begin = end - np.round(per_item * size).astype(int)
+    start = np.datetime64("2026-11-01T08:00:00")
+    stamp = lambda s: np.array([str(start + np.timedelta64(int(v), "s")) for v in s], dtype=object)
+    return stamp(begin)[inverse], stamp(end)[inverse]
 
 
 def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:

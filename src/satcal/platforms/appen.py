@@ -98,8 +98,12 @@ def read_results(path) -> pd.DataFrame:
     t = read_table(path, ",", ["_unit_id", "_id", "_worker_id", "answer", "item_id"])
     status = np.where(t.get("_tainted", pd.Series([""] * len(t))).astype(str).str.lower() == "true",
                       "tainted", "")
+    seconds = None
+    if "_started_at" in t.columns and "_created_at" in t.columns:  # the time on the page
+        seconds = (pd.to_datetime(t["_created_at"], errors="coerce", utc=True, format="mixed")
+                   - pd.to_datetime(t["_started_at"], errors="coerce", utc=True, format="mixed")).dt.total_seconds()
     return raw_answers(path, t["item_id"], t["_worker_id"], t["answer"], t.get("_created_at"),
-                       t["_id"], t.get("_trust"), status, t["__line__"])
+                       t["_id"], t.get("_trust"), status, t["__line__"], seconds)
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
@@ -113,7 +117,8 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
         "_created_at": answers["submitted_at"].to_numpy(),
         "_golden": np.where(gold.loc[answers["item_id"], "is_trap"].to_numpy(), "true", "false"),
         "_id": np.arange(5_000_000, 5_000_000 + n),
-        "_missed": "", "_started_at": answers["submitted_at"].to_numpy(), "_tainted": "false",
+        "_missed": "", "_started_at": answers.get("started_at", answers["submitted_at"]).to_numpy(),
+        "_tainted": "false",
         "_channel": "simulated", "_trust": answers.get("trust", pd.Series([""] * n)).to_numpy(),
         "_worker_id": answers["worker_id"].to_numpy(), "_country": "", "_region": "", "_city": "",
         "_ip": "", "answer": answers["answer"].to_numpy(),

@@ -156,8 +156,8 @@ def read_results(path) -> pd.DataFrame:
     when = submitted if submitted is not None else started
     seconds = None
     if started is not None and submitted is not None:
-        seconds = (pd.to_datetime(submitted, errors="coerce", utc=True)
-                   - pd.to_datetime(started, errors="coerce", utc=True)).dt.total_seconds()
+        seconds = (pd.to_datetime(submitted, errors="coerce", utc=True, format="mixed")
+                   - pd.to_datetime(started, errors="coerce", utc=True, format="mixed")).dt.total_seconds()
     return raw_answers(path, t["INPUT:item_id"], t["ASSIGNMENT:worker_id"], t["OUTPUT:answer"],
                        when, row_id, None, status, t["__line__"], seconds)
 
@@ -168,14 +168,13 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
     gold = key.set_index("item_id").loc[answers["item_id"]]
     out["OUTPUT:answer"] = answers["answer"].to_numpy()
     out["GOLDEN:answer"] = [e.split(";")[0] if e else "" for e in gold["expected_shown"].fillna("")]
-    out["HINT:text"] = ""
     out["ASSIGNMENT:link"] = ""
     out["ASSIGNMENT:task_id"] = [f"task-{i}" for i in answers["item_id"]]
     out["ASSIGNMENT:assignment_id"] = answers["assignment_id"].to_numpy()
     out["ASSIGNMENT:task_suite_id"] = answers["assignment_id"].to_numpy()
     out["ASSIGNMENT:worker_id"] = answers["worker_id"].to_numpy()
     out["ASSIGNMENT:status"] = "SUBMITTED"
-    out["ASSIGNMENT:started"] = answers["submitted_at"].to_numpy()
+    out["ASSIGNMENT:started"] = answers.get("started_at", answers["submitted_at"]).to_numpy()
     out["ASSIGNMENT:submitted"] = answers["submitted_at"].to_numpy()
     out["ASSIGNMENT:accepted"] = ""
     out["ASSIGNMENT:reward"] = "0.03"
