@@ -112,3 +112,19 @@ def test_screening_flags_fast_and_same_side_workers():
     assert s.loc["w2", "seconds_per_answer"] == pytest.approx(12 / 12)
     assert list(s["too_fast"]) == [False, True] and list(s["same_side"]) == [False, True]
     assert s.loc["w1", "same_side_share"] == pytest.approx(4 / 12)
+
+
+def test_cli_dawid_skene_says_when_the_design_cannot_support_it(monkeypatch, exported_workspace, tmp_path):
+    """With one answer per example there is nothing for Dawid-Skene to estimate: a clear
+    message, not a table nobody can use (crowd-kit itself stands in as installed)."""
+    from click.testing import CliRunner
+    from conftest import copy_workspace
+    from satcal import quality
+    from satcal.cli import main
+    from satcal.simulate import simulate_workspace
+    ws = copy_workspace(exported_workspace("appen", 10), tmp_path)
+    results, _ = simulate_workspace(ws, "appen")
+    monkeypatch.setattr(quality, "require_crowdkit", lambda: object)
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(results), "--dawid-skene"])
+    assert res.exit_code == 2 and "answers_per_example to 2 or more" in res.output
+    assert not (ws.path / "workers_ds.csv").exists()

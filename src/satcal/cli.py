@@ -468,7 +468,13 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     if dawid_skene:
         from .fileio import atomic_write_text
         from .quality import dawid_skene as fit_ds
-        labels, accuracy = fit_ds(report.answers[~report.answers["is_trap"]])
+        repeated = report.answers[~report.answers["is_trap"].astype(bool)].groupby("example_id").size()
+        if not (repeated >= 2).any():
+            raise SatcalError("Dawid-Skene estimates workers from examples that several workers answered; "
+                              "in these answers every example has one, so it cannot estimate anything. "
+                              "Set [design] answers_per_example to 2 or more (trap-based trust is in "
+                              "workers.csv)")
+        labels, accuracy = fit_ds(report.answers)
         with ws.locked():
             atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')}")

@@ -149,14 +149,27 @@ def require_crowdkit():
 
 
 def dawid_skene(answers: pd.DataFrame, n_iter: int = 100) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Dawid-Skene worker models (crowd-kit, an optional extra).
+    """Dawid-Skene worker models (crowd-kit, an optional extra), over example and trap answers;
+    the traps' expected answers are passed as known labels where crowd-kit accepts them. Only
+    meaningful when examples were answered by several workers.
 
     Returns the aggregated label of each example and each worker's estimated accuracy (the
     trace of their confusion matrix weighted by the label priors).
     """
     DawidSkene = require_crowdkit()
     data = answers.rename(columns={"example_id": "task", "worker_id": "worker", "answer": "label"})
-    ds = DawidSkene(n_iter=n_iter).fit(data[["task", "worker", "label"]])
+    model = DawidSkene(n_iter=n_iter)
+    # traps are items with known labels: crowd-kit (>= 1.2) anchors the worker models on them
+    known = None
+    if "is_trap" in answers.columns and "correct" in answers.columns:
+        traps = answers[answers["is_trap"].astype(str) == "True"]
+        right = traps[traps["correct"].astype(str) == "True"]
+        known = right.drop_duplicates("example_id").set_index("example_id")["answer"]
+    import inspect
+    if known is not None and len(known) and "true_labels" in inspect.signature(model.fit).parameters:
+        ds = model.fit(data[["task", "worker", "label"]], true_labels=known)
+    else:
+        ds = model.fit(data[["task", "worker", "label"]])
     labels = ds.labels_.rename("label").reset_index()
     errors = ds.errors_
     priors = ds.priors_
