@@ -155,3 +155,32 @@ def test_unreachable_min_per_cell_is_refused():
     j = Judgments(pd.DataFrame({"query": ["q"] * 6, "doc": list("abcdef"), "level": [0, 0, 1, 1, 2, 2]}))
     with pytest.raises(SatcalError, match="min_per_cell = 1000 is unreachable.*distinct examples"):
         generate(j, k=5, levels=range(3), min_per_cell=1000)
+
+
+def test_query_share_limit_spreads_examples_and_reports_its_cost(tmp_path):
+    """Two queries hold all the highly relevant documents: without a limit they take most of
+    the examples; with one, none exceeds it, and the cost is reported."""
+    from satcal.generate import Design, generate
+    from satcal.judgments import read_judgments
+    lines = []
+    for q in range(1, 21):
+        tops = 12 if q <= 2 else 1
+        lines += [f"q{q} 0 d{q}-{i} 2" for i in range(tops)]
+        lines += [f"q{q} 0 d{q}-r{i} 1" for i in range(8)] + [f"q{q} 0 d{q}-n{i} 0" for i in range(12)]
+    path = tmp_path / "qrels.txt"
+    path.write_text("\n".join(lines) + "\n")
+    judgments = read_judgments(path)
+    design = dict(k=5, levels=(0, 1, 2), min_per_cell=5, seed=3, formulations=["lin-const", "exp2-log2"])
+    free = generate(judgments, Design(**design))
+    capped = generate(judgments, Design(**design, max_query_share=0.1))
+    share = lambda r: r.examples["query"].value_counts(normalize=True).max()
+    assert share(free) > 0.1
+    counts = capped.examples["query"].value_counts()
+    assert counts.max() <= capped.candidates["query_cap"]
+    assert counts.max() <= capped.candidates["query_cap"] < counts.max() * 2
+    assert capped.candidates["query_cap"] >= np.ceil(0.1 * free.n_examples)
+    assert capped.candidates["query_cap_extra_examples"] == capped.n_examples - free.n_examples
+    # coverage is what the placed examples give, and a short cell is counted as such
+    cov = capped.coverage
+    short = ((cov["count"] < 5) & cov["feasible"]).sum()
+    assert short == capped.candidates["query_cap_short_cells"]

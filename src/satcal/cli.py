@@ -327,6 +327,12 @@ def generate(directory, force, quiet):
         click.echo(f"{len(inf)} infeasible cells (no buildable example lands there): "
                    + ", ".join(f"{r.formulation} {r.kind} bin {r.bin}" for r in inf.head(8).itertuples())
                    + (" ..." if len(inf) > 8 else ""))
+    share = result.candidates.get("max_query_share", 0)
+    line = f"Queries: {result.candidates.get('queries_used', 0)} used, the busiest holds {100 * share:.1f}% of the examples"
+    if "query_cap" in result.candidates:
+        line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
+                 f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
+    click.echo(line)
     click.echo(f"Traps: {getattr(result, 'traps_built', '')}")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
 

@@ -69,6 +69,13 @@ class Design:
         Whether A and B may share documents.
     method : {"optimal", "greedy", "published"}
     seed : int
+    max_query_share : float
+        Limit on any one query's examples, as a share of the batch the selection asks for (0 =
+        no limit). Examples that only a few queries can host (lists needing many highly
+        relevant documents) otherwise pile up on those queries; with a limit, the generator
+        picks other examples for the cells they would have filled. The cost is reported: the
+        examples added (``query_cap_extra_examples``, negative when pairs had no other host)
+        and the cells left short of ``min_per_cell`` (``query_cap_short_cells``).
     """
 
     k: int = 5
@@ -79,6 +86,7 @@ class Design:
     overlap: str = "allow"
     method: str = "optimal"
     seed: int = 2015
+    max_query_share: float = 0.0
 
     def __post_init__(self):
         self.formulations = _resolve(self.formulations)
@@ -96,6 +104,8 @@ class Design:
             problems.append(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {self.overlap!r}")
         if self.method not in METHODS:
             problems.append(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if not 0 <= self.max_query_share <= 1:
+            problems.append(f"max_query_share must be a share in [0, 1] (0: no limit), got {self.max_query_share}")
         for f in self.formulations:
             if f.normalization != "max":
                 problems.append(f"formulation {f.id} uses normalisation {f.normalization!r}; the "
@@ -361,14 +371,19 @@ _SELECTORS: dict[str, Callable] = {"published": _select_published, "greedy": _se
 # --------------------------------------------------------------------------------------------
 # Documents
 # --------------------------------------------------------------------------------------------
-def _realise(pairs_a, pairs_b, chosen, patterns, can, queries, docs_by_level, design, rng):
-    """Turn selected pattern pairs into concrete examples with real documents."""
-    k = design.k
+def _realise(pairs_a, pairs_b, chosen, patterns, can, queries, docs_by_level, design, rng,
+             cap: int | None = None, state=None):
+    """Turn selected pattern pairs into concrete examples with real documents.
+
+    Queries are used evenly; with ``cap``, a query that holds ``cap`` examples takes no more,
+    and a pair no other query can host is left out (returned in ``dropped``). ``state`` (query
+    uses and examples seen) carries over between calls. Returns (records, duplicates, dropped).
+    """
     pair_ids = np.repeat(np.arange(len(chosen)), chosen)
     rng.shuffle(pair_ids)
-    uses = np.zeros(len(queries), dtype=np.int64)
-    seen: set = set()
-    records = []
+    uses, seen = state if state is not None else (np.zeros(len(queries), dtype=np.int64), set())
+    records, dropped = [], []
+    duplicates = False
     for pid in pair_ids:
         pa, pb = patterns[pairs_a[pid]], patterns[pairs_b[pid]]
         if rng.random() < 0.5:  # which pattern is A is arbitrary: spread it
@@ -378,7 +393,12 @@ def _realise(pairs_a, pairs_b, chosen, patterns, can, queries, docs_by_level, de
             joint = _requirements(np.vstack([np.concatenate([pa, pb])]), design.levels)[0]
             ok &= np.array([all(len(docs_by_level[q].get(lv, ())) >= n for lv, n in zip(design.levels, joint))
                             for q in queries])
+        if cap is not None:
+            ok &= uses < cap
         candidates = np.flatnonzero(ok)
+        if candidates.size == 0:
+            dropped.append(pid)
+            continue
         for _attempt in range(20):
             least = candidates[uses[candidates] == uses[candidates].min()]
             qi = rng.choice(least)
@@ -386,9 +406,14 @@ def _realise(pairs_a, pairs_b, chosen, patterns, can, queries, docs_by_level, de
             key = (queries[qi], tuple(a_docs), tuple(b_docs))
             if key not in seen:
                 break
+        duplicates |= key in seen
         seen.add(key)
         uses[qi] += 1
-        records.append((queries[qi], a_docs, b_docs, pa, pb))
+        records.append((queries[qi], a_docs, b_docs, pa, pb, pid))
+    return records, duplicates, dropped
+
+
+def _examples_table(records, k) -> pd.DataFrame:
     n = len(records)
     width = len(str(max(n, 1)))
     ex = pd.DataFrame({"example_id": [f"ex{i + 1:0{width}d}" for i in range(n)],
@@ -401,7 +426,40 @@ def _realise(pairs_a, pairs_b, chosen, patterns, can, queries, docs_by_level, de
         lv = np.array([r[idx] for r in records], dtype=np.int64).reshape(n, k)
         for i in range(k):
             ex[f"r{side}{i + 1}"] = lv[:, i]
-    return ex, len(seen) < n
+    return ex
+
+
+def _realise_capped(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng, mat, need,
+                    capacity, select):
+    """Realise under the query cap: pairs that only saturated queries could host are replaced
+    by a new selection for the cells they leave short, until no cell is short or no other pair
+    can help. Returns (records, duplicates, info)."""
+    before = int(chosen.sum())
+    cap = max(1, int(np.ceil(design.max_query_share * before)))
+    state = (np.zeros(len(queries), dtype=np.int64), set())
+    records, duplicates, dropped = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level,
+                                            design, rng, cap, state)
+    capacity = capacity.copy()
+    for _round in range(8):
+        if not dropped:
+            break
+        # a pair that could not be placed now will not be placed later: the queries only fill up
+        capacity[np.unique(dropped)] = 0
+        placed = np.bincount([r[5] for r in records], minlength=len(chosen))
+        short = np.maximum(need - mat.astype(np.int64) @ placed, 0)
+        if not short.any():
+            break
+        extra = select(mat, short, capacity)
+        if extra.sum() == 0:
+            break
+        cap = max(cap, int(np.ceil(design.max_query_share * (len(records) + extra.sum()))))
+        more, dup, dropped = _realise(pa, pb, extra, patterns, can, queries, docs_by_level, design, rng, cap, state)
+        records += more
+        duplicates |= dup
+    placed = np.bincount([r[5] for r in records], minlength=len(chosen))
+    info = {"query_cap": cap, "query_cap_extra_examples": len(records) - before,
+            "query_cap_short_cells": int((np.maximum(need - mat.astype(np.int64) @ placed, 0) > 0).sum())}
+    return records, duplicates, placed, info
 
 
 def _fill(pa, pb, by_level, overlap, rng):
@@ -485,14 +543,24 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
     chosen = _SELECTORS[design.method](mat, need, capacity, rng, lambda n: bar.update(n), selection)
     bar.close()
     docs_by_level = judgments.docs_by_level()
-    examples, duplicates = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng)
+    cap_info: dict = {}
+    if design.max_query_share > 0:
+        select = lambda m, n, c: _SELECTORS[design.method](m, n, c, rng, lambda _: None, {})
+        records, duplicates, chosen, cap_info = _realise_capped(pa, pb, chosen, patterns, can, queries,
+                                                                docs_by_level, design, rng, mat, need,
+                                                                capacity, select)
+    else:
+        records, duplicates, _ = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng)
+    examples = _examples_table(records, design.k)
     counts = mat.astype(np.int64) @ chosen
     coverage = _coverage_table(counts, feasible, forms, nb)
     score_table = _score_table(examples, forms, design)
     lower = design.min_per_cell * int(feasible[: n_f * nb].reshape(n_f, nb).sum(axis=1).max())
     info = {"candidate_patterns": int(len(patterns)), "candidate_pairs": int(len(pa)),
             "exhaustive": bool(exhaustive), "queries_used": int(examples["query"].nunique()),
-            "duplicates": bool(duplicates)}
+            "duplicates": bool(duplicates),
+            "max_query_share": round(float(examples["query"].value_counts(normalize=True).max()), 4)
+            if len(examples) else 0.0, **cap_info}
     info.update(selection)
     return GenerationResult(examples, score_table, coverage, design, lower, design.method, info)
 

@@ -88,6 +88,9 @@ n_bins = 10
 min_per_cell = {min_per_cell}
 # May lists A and B share documents? "allow" or "disjoint".
 overlap = "allow"
+# The largest share of the examples one query may hold, e.g. 0.05 (0: no limit). Without a
+# limit, queries with many highly relevant documents can hold much of the batch.
+max_query_share = 0
 
 [traps]
 # Built from the judgments, expected answers spread evenly over the four codes ...
@@ -174,6 +177,8 @@ def _code(v):
 
 #: Keys that studies made before they existed may lack: (key, default).
 DEFAULTED = [
+    (Key("generator", "max_query_share", (int, float), lambda v: 0 <= v <= 1,
+         "a share in [0, 1] (0: no limit)"), 0),
     (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
@@ -552,7 +557,8 @@ class Workspace:
         judgments = self.judgments()
         design = Design(k=self.k, levels=self["study.levels"], formulations=self.formulations(),
                         n_bins=self["generator.n_bins"], min_per_cell=self["generator.min_per_cell"],
-                        overlap=self["generator.overlap"], method=self["generator.method"], seed=self.seed)
+                        overlap=self["generator.overlap"], method=self["generator.method"], seed=self.seed,
+                        max_query_share=float(self["generator.max_query_share"]))
         if self["traps.file"]:
             if (self.path / self["traps.file"]).resolve() == self.file("traps.csv").resolve():
                 raise SatcalError(f"{self.path}/study.toml: traps.file = 'traps.csv' is the name of the "
