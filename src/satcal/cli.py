@@ -483,7 +483,13 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
         labels, accuracy = fit_ds(report.answers)
         with ws.locked():
             atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
-        click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')}")
+            # beside trap trust in workers.csv, so one table says all about a worker
+            from .ingest import spreadsheet_safe
+            workers = report.workers.drop(columns=["ds_accuracy"], errors="ignore").merge(
+                accuracy, on="worker_id", how="left")
+            atomic_write_text(ws.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
+        click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')} and "
+                   "workers.csv (ds_accuracy)")
 
 
 @main.command(context_settings=CONTEXT)
@@ -558,7 +564,8 @@ def served_app():
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--budgets", default="250,500,1000,2000", show_default=True,
               help="Budgets in answers, separated by commas.")
-@click.option("--answers-per-example", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--answers-per-example", type=click.IntRange(min=1), default=None,
+              help="Answers each example collects (default: [design] answers_per_example of study.toml).")
 @click.option("--pair", default="lin-const,exp2-log2", show_default=True,
               help="The two formulations whose bias difference should be detected.")
 @click.option("--sims", type=click.IntRange(min=2), default=50, show_default=True,
@@ -590,7 +597,8 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     model = UserModel(formulation=sim["formulation"], intercept=sim["intercept"], slope=sim["slope"],
                       heterogeneity=sim["heterogeneity"], workers=sim["workers"], seed=ws.seed + 5)
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
-                            pair_t, budget_list, answers_per_example, sims, boot, seed=ws.seed + 5,
+                            pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
+                            sims, boot, seed=ws.seed + 5,
                             progress=not quiet)
     with ws.locked():
         ws.guard(["power"], force, "power")
