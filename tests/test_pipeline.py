@@ -70,3 +70,11 @@ def test_demo_workspace_can_be_served_to_a_prolific_participant(demo):
     assert visit.errors == []
     assert visit.end_url == f"https://app.prolific.com/submissions/complete?cc={DEMO_COMPLETION_CODE}"
     assert visit.pages == 5  # pages_per_participant of the template
+
+
+def test_demo_says_which_estimand_each_curve_estimates(demo):
+    _, s, lines = demo
+    line = next(l for l in lines if "analyze:" in l)
+    assert "per-list satisfaction" in line and "same verdict" in line
+    # the joint model's band holds the simulated users' per-list curve
+    assert s["joint_band_coverage"] >= 0.8

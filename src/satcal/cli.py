@@ -131,6 +131,12 @@ def _analysis_options(f):
                           "workspace's own), 'all' (those plus RBP, ERR, RR, AP and P), or a "
                           "comma-separated list of ids such as exp2-log2,lin-geo0.8,err,ap "
                           "('study' and 'all' may appear in the list)."),
+        click.option("--sat-model", "sat_model", type=click.Choice(["both", "published", "joint"]),
+                     default="both", show_default=True,
+                     help="Satisfaction curves: 'published' (the paper's, from both_good/both_bad "
+                          "answers: satisfaction of a list whose partner got the same verdict; "
+                          "reproduces the paper exactly), or 'both' (also the per-list curve of a "
+                          "joint model over all four answers; 'joint' is the same)."),
         click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
     ]
@@ -157,8 +163,8 @@ def _analysis_options(f):
 @click.option("--out", type=click.Path(path_type=Path), help="Output directory.")
 @_analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
-            bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, force,
-            quiet):
+            bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, sat_model,
+            force, quiet):
     """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
 
     \b
@@ -178,7 +184,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
         raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
                           "--answers FILE with --judgments FILE")
     kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
-                  backend=_backend(backend, scheduler), progress=not quiet)
+                  backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model)
     scale = dict(normalization=normalization, negatives=negatives)
     if workspace is not None:
         from .workspace import Workspace

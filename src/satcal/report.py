@@ -30,8 +30,16 @@ def _colour(gain: str, i: int) -> str:
     return _GAIN_COLOURS.get(gain, f"C{i % 10}")
 
 
-def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diagonal: bool):
+def _published(curves: pd.DataFrame) -> pd.DataFrame:
+    """The paper's curves (the joint model's per-list curves have ``sat_model = joint``)."""
+    return curves[curves["sat_model"] != "joint"] if "sat_model" in curves.columns else curves
+
+
+def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diagonal: bool,
+                  sat_model: str = "published"):
     curves = result.curves[result.curves["curve"] == curve]
+    if "sat_model" in curves.columns:
+        curves = curves[curves["sat_model"] == sat_model]
     points = result.points[result.points["curve"] == curve]
     discounts = _ordered(curves["discount"], STUDY_DISCOUNTS)
     gains = _ordered(curves["gain"], STUDY_GAINS)
@@ -76,6 +84,13 @@ def figure_sat(result):
     """Figure 1: P(Sat|phi), one panel per discount, a line and points per gain."""
     return _curve_figure(result, "sat", "P(Sat | phi): probability that users are satisfied",
                          "phi", "P(Sat | phi)", diagonal=True)
+
+
+def figure_sat_joint(result):
+    """Figure 1b: the joint model's per-list s(phi), laid out as Figure 1 (the points are the
+    published estimator's bins, for reference)."""
+    return _curve_figure(result, "sat", "s(phi): probability that a list with score phi satisfies a user "
+                         "(joint model, all four answers)", "phi", "s(phi)", diagonal=True, sat_model="joint")
 
 
 def figure_pref(result):
@@ -149,7 +164,7 @@ def reading_guide(result) -> list[str]:
             parts.append(f"{ind}: {top} explains {100 * g.loc[top, 'eta_sq']:.0f}% of the variance "
                          f"(p = {g.loc[top, 'p']:.2g})")
         out.append("ANOVA over the formulations: " + "; ".join(parts) + ".")
-    c = result.curves
+    c = _published(result.curves)
     sat = c[(c.formulation == best.formulation) & (c.curve == "sat")]
     pref = c[(c.formulation == best.formulation) & (c.curve == "pref")]
     if not sat.empty:
@@ -296,7 +311,10 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
                  "it that they are less. In Figure 2 the ideal is P = 1: the lower the curve, the "
                  "larger a difference must be before users agree with it. Points are the observed "
                  "proportions per bin (see the points table for their Wilson intervals).</p>")
+    if "b1_joint" in result.bias.columns:
+        parts.append(_joint_paragraph(result))
     captions = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
+                "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
                 "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
                 "fig4_intervals": "Figure 4. Bootstrap intervals of each formulation's bias"}
     parts.append("<h2>Figures</h2>")
@@ -350,6 +368,26 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
+def _joint_paragraph(result) -> str:
+    """What each satisfaction curve estimates, in words, and how far apart they are."""
+    c = result.curves[result.curves["curve"] == "sat"]
+    pub = c[c["sat_model"] == "published"].groupby("x")["p"].mean()
+    joint = c[c["sat_model"] == "joint"].groupby("x")["p"].mean()
+    gap = float(np.mean(np.abs(pub.to_numpy() - joint.to_numpy())))
+    return ("<h2>Two satisfaction curves</h2><p>Figure 1 is the paper's P(Sat | phi): it is fitted "
+            "on the answers that called both lists good or both bad, so it estimates how often a "
+            "list with score phi is called good <i>among answers where its partner list got the same "
+            "verdict</i>. Figure 1b is s(phi) of the joint model, fitted on all four answers: the "
+            "probability that a list with score phi satisfies a user, whatever its partner, under a "
+            "model where each list satisfies independently, a user who likes both or neither may "
+            "still state a preference (pi, for the higher-scored list with probability delta), and "
+            "a user who likes one list prefers it except for a lapse (lambda). s(phi) is the curve "
+            "to read as 'the probability that users are satisfied'; b1_joint and b2_joint in the bias "
+            f"table are its indicators. Averaged over formulations, the two curves differ by "
+            f"{gap:.3f} in probability on [0, 1]. The joint bands come from the observed information, "
+            "not the bootstrap.</p>")
+
+
 def _crowd_paragraph(crowd: dict, workers) -> str:
     """How many answers each example got, whether workers agreed, and what screening flagged."""
     text = (f"<h2>Crowd</h2><p>{crowd['answers']} answers to {crowd['examples']} examples from kept "
@@ -398,6 +436,8 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
         fig_dir = out / "figures"
         fig_dir.mkdir(exist_ok=True)
         makers = {"fig1_sat": figure_sat, "fig2_pref": figure_pref, "fig3_bias": figure_bias}
+        if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "joint").any():
+            makers["fig1b_sat_joint"] = figure_sat_joint
         if result.bootstrap is not None:
             makers["fig4_intervals"] = figure_intervals
         for name, make in makers.items():

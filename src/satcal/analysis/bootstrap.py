@@ -222,8 +222,10 @@ class BootstrapResult:
         result.bias = result.bias.merge(self.bias_intervals, on="formulation", how="left")
         lo_c = np.full(len(result.curves), np.nan)
         hi_c = np.full(len(result.curves), np.nan)
+        # the bootstrap is of the published curves; the joint model's rows keep their Wald band
+        published = (result.curves["sat_model"] != "joint").to_numpy() if "sat_model" in result.curves else True
         for (f, curve), (lo, hi) in self.curve_bands.items():
-            mask = ((result.curves["formulation"] == f) & (result.curves["curve"] == curve)).to_numpy()
+            mask = ((result.curves["formulation"] == f) & (result.curves["curve"] == curve)).to_numpy() & published
             lo_c[mask], hi_c[mask] = lo, hi
         result.curves = result.curves.assign(boot_lo=lo_c, boot_hi=hi_c)
         lo_p = np.full(len(result.points), np.nan)

@@ -684,7 +684,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
               phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
               bootstrap: int = 0, seed: int = 0, n_jobs: int = 1, backend: str = "loky",
-              progress: bool = False) -> CalibrationResult:
+              progress: bool = False, sat_model: str = "published") -> CalibrationResult:
     """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
 
     Parameters
@@ -700,8 +700,17 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         Bootstrap replicates over examples (0 for none; 1000 is the usual choice).
     seed : int
         Seed of the model check folds and of the bootstrap.
+    sat_model : {"published", "both", "joint"}
+        ``published``: the paper's P(Sat|phi), fitted on both_good/both_bad answers (the
+        satisfaction of a list given that its partner got the same verdict). ``both`` (or
+        ``joint``, the same) adds the per-list curve s(phi) of the joint model over all four
+        answers (:mod:`satcal.analysis.joint`): rows with ``sat_model = "joint"`` in curves and
+        fits (its band from the observed information) and ``b1_joint``, ``b2_joint`` in bias.
+        b1-b3 stay the published model's.
     """
     forms = _resolve(formulations)
+    if sat_model not in SAT_MODELS:
+        raise SatcalError(f"sat_model must be one of {', '.join(SAT_MODELS)}, got {sat_model!r}")
     if population not in POPULATIONS:
         raise SatcalError(f"population must be one of {', '.join(POPULATIONS)}, got {population!r}")
     meta: dict = {"population": population, "seed": seed, "n_formulations": len(forms)}
@@ -728,6 +737,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         raise SatcalError("fewer than 2 both_good/both_bad answers: P(Sat|phi) cannot be fitted")
 
     meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
+    meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
     fcols = _formulation_columns(forms)
     fit_rows, curve_frames, point_frames, check_rows = [], [], [], []
     p_sat, p_pref = np.empty((len(forms), GRID.size)), np.empty((len(forms), GRID.size))
@@ -761,6 +771,15 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                 check_rows.append({**ident, "curve": curve, **row})
     ind = bias_indicators(p_sat, p_pref)
     bias = fcols.assign(**ind)[["formulation", "gain", "discount", "b1", "b2", "b3", "family"]]
+    if sat_model != "published":
+        joint_fits, joint_curves, b_joint = _joint_model(types, fcols, progress)
+        fit_rows += joint_fits
+        curve_frames += joint_curves
+        bias = bias.assign(**b_joint)
+    for frame in curve_frames:
+        frame.insert(frame.columns.get_loc("curve") + 1, "sat_model", frame.pop("sat_model")
+                     if "sat_model" in frame.columns else "published")
+    fit_rows = [{**row, "sat_model": row.get("sat_model", "published")} for row in fit_rows]
     order = ["formulation", "gain", "discount", "curve"]
     points = pd.concat(point_frames, ignore_index=True)
     points = points[order + [c for c in points.columns if c not in order]]
@@ -776,6 +795,37 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                                  backend=backend, progress=progress, types=types)
         result.bootstrap.attach(result)
     return result
+
+
+#: Satisfaction models of ``calibrate(sat_model=...)``; ``joint`` is the same as ``both``.
+SAT_MODELS = ("published", "both", "joint")
+
+
+def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
+    """The joint model of every formulation: fits rows, curve frames, and b1_joint, b2_joint."""
+    from .joint import fit_joint
+    fits, curves, b1, b2 = [], [], [], []
+    iterator = range(len(fcols))
+    if progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(iterator, desc="fitting joint models", unit="formulation")
+    for j in iterator:
+        ident = fcols.iloc[j].to_dict()
+        fit = fit_joint(types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
+        p, lo, hi = fit.predict(GRID)
+        se = np.sqrt(np.diag(fit.cov)[:3])
+        fits.append({**ident, "curve": "sat", "sat_model": "joint", "n": fit.n, "successes": np.nan,
+                     "beta0": fit.beta[0], "beta1": fit.beta[1], "beta2": fit.beta[2],
+                     "se0": se[0], "se1": se[1], "se2": se[2], "deviance": -2 * fit.loglik,
+                     "aic": -2 * fit.loglik + 2 * fit.theta.size, "converged": fit.converged,
+                     "monotone": bool(np.all(np.diff(p) >= -1e-12)),
+                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")}})
+        curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
+                                    "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
+                                    "p_isotonic": np.nan}))
+        b1.append(float(np.mean(np.abs(GRID - p))))
+        b2.append(float((p[0] + 1 - p[-1]) / 2))
+    return fits, curves, {"b1_joint": b1, "b2_joint": b2}
 
 
 def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answers: int) -> dict:

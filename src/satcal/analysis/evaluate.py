@@ -103,7 +103,9 @@ def _isotonic_if_decreasing(directory: Path, formulation: str, curve: str, fit_r
     if not path.exists():
         raise SatcalError(f"{directory}: the {curve} curve of {formulation} decreases somewhere, and "
                           "curves.csv (its monotone isotonic fit) is missing")
-    curves = pd.read_csv(path, usecols=["formulation", "curve", "x", "p_isotonic"])
+    curves = pd.read_csv(path)
+    if "sat_model" in curves.columns:
+        curves = curves[curves["sat_model"] != "joint"]
     c = curves[(curves["formulation"] == formulation) & (curves["curve"] == curve)].sort_values("x")
     if c.empty or c["p_isotonic"].isna().any():
         raise SatcalError(f"{path}: no isotonic fit for the {curve} curve of {formulation}, whose "

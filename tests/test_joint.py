@@ -1,0 +1,81 @@
+"""The joint (per-list) satisfaction model of SPEC 7.1: its probabilities by hand, its band's
+coverage of the true per-list curve in simulation (where the published estimator's does not
+cover it: it estimates another quantity), and its place in calibrate's outputs."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit, logit
+
+from satcal.analysis.joint import CODES, fit_joint, joint_probabilities
+
+
+def _theta(b, c0, c1, delta, lapse):
+    return np.array([*b, c0, c1, logit(delta), logit(2 * lapse)])
+
+
+def test_probabilities_by_hand():
+    # s_A = 0.8, s_B = 0.3 (constant curves), pi = expit(0) = 0.5, delta 0.9, lambda 0.1; A higher
+    theta = _theta([logit(0.8), 0, 0], 0.0, 0.0, 0.9, 0.1)
+    theta_b = _theta([logit(0.3), 0, 0], 0.0, 0.0, 0.9, 0.1)
+    p = joint_probabilities(theta, np.array([0.7]), np.array([0.2]))[0]
+    s = 0.8
+    same = s * s + (1 - s) * (1 - s)
+    only = s * (1 - s)
+    assert p[CODES.index("both_good")] == pytest.approx(s * s * 0.5)
+    assert p[CODES.index("both_bad")] == pytest.approx((1 - s) ** 2 * 0.5)
+    assert p[CODES.index("a_better")] == pytest.approx(same * 0.5 * 0.9 + only * 0.9 + only * 0.1)
+    assert p.sum() == pytest.approx(1.0)
+    # a tie in phi: a stated preference goes either way with 1/2
+    q = joint_probabilities(theta_b, np.array([0.4]), np.array([0.4]))[0]
+    assert q[0] == pytest.approx(q[1]) and q.sum() == pytest.approx(1.0)
+
+
+def _simulate(rng, theta, n):
+    pa = rng.integers(0, 21, n) / 20
+    pb = rng.integers(0, 21, n) / 20
+    probs = joint_probabilities(theta, pa, pb)
+    idx = (rng.random(n)[:, None] > probs.cumsum(axis=1)).sum(axis=1)
+    return pa, pb, np.array(CODES, dtype=object)[idx]
+
+
+def test_joint_band_covers_the_per_list_truth_where_the_published_one_does_not():
+    from satcal.analysis import fit_logit
+    rng = np.random.default_rng(2024)
+    theta = _theta([-2.0, 2.5, 1.5], -1.0, 1.5, 0.8, 0.1)   # pi > 0: not the paper's special case
+    grid = np.linspace(0, 1, 21)
+    truth = expit(theta[0] + theta[1] * grid + theta[2] * grid ** 2)
+    joint_cover, published_cover = [], []
+    for _ in range(25):
+        pa, pb, answers = _simulate(rng, theta, 2500)
+        fit = fit_joint(pa, pb, answers)
+        _, lo, hi = fit.predict(grid)
+        joint_cover.append(np.mean((lo <= truth) & (truth <= hi)))
+        both = np.isin(answers, ["both_good", "both_bad"])
+        x = np.concatenate([pa[both], pb[both]])
+        y = np.concatenate([answers[both] == "both_good"] * 2).astype(float)
+        pub = fit_logit(x, y)
+        plo, phi = pub.band(grid)
+        published_cover.append(np.mean((plo <= truth) & (truth <= phi)))
+    assert 0.85 <= np.mean(joint_cover) <= 1.0
+    assert np.mean(published_cover) < 0.5
+
+
+def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_study, ecir_result):
+    from satcal.analysis import calibrate
+    forms = ["lin-const", "exp2-log2"]
+    published = calibrate(ecir_study, forms, model_check_folds=0)
+    both = calibrate(ecir_study, forms, model_check_folds=0, sat_model="both")
+    pub_rows = both.curves[both.curves["sat_model"] == "published"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(pub_rows, published.curves.reset_index(drop=True))
+    pd.testing.assert_frame_equal(both.bias[["b1", "b2", "b3"]], published.bias[["b1", "b2", "b3"]])
+    # b1_joint and b2_joint are the indicators of the joint curve, by their formulas
+    for f in forms:
+        c = both.curves[(both.curves["formulation"] == f) & (both.curves["sat_model"] == "joint")]
+        row = both.bias.set_index("formulation").loc[f]
+        assert row["b1_joint"] == pytest.approx(np.mean(np.abs(c["x"] - c["p"])))
+        assert row["b2_joint"] == pytest.approx((c["p"].iloc[0] + 1 - c["p"].iloc[-1]) / 2)
+        fit = both.fits[(both.fits["formulation"] == f) & (both.fits["sat_model"] == "joint")]
+        assert len(fit) == 1 and 0 <= fit["joint_lambda"].iloc[0] < 0.5
+    assert both.meta["provenance"]["sat_model"] == ["published", "joint"]
+    with pytest.raises(Exception, match="sat_model must be one of"):
+        calibrate(ecir_study, forms, sat_model="mixed")
