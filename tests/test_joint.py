@@ -79,3 +79,31 @@ def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_stud
     assert both.meta["provenance"]["sat_model"] == ["published", "joint"]
     with pytest.raises(Exception, match="sat_model must be one of"):
         calibrate(ecir_study, forms, sat_model="mixed")
+
+
+def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, tmp_path):
+    """The simulator draws from the joint model's family (preferences when undecided, lapses);
+    the joint fit recovers the per-list curve and the lapse."""
+    import re
+    from conftest import copy_workspace
+    from satcal.ingest import ingest
+    from satcal.simulate import simulate_workspace
+    from satcal.workspace import Workspace
+    ws = copy_workspace(exported_workspace("appen", 10), tmp_path)
+    text = (ws.path / "study.toml").read_text()
+    for key, value in {"undecided_preference": 0.3, "preference_accuracy": 0.8, "lapse": 0.1,
+                       "heterogeneity": 0.0, "spammers": 0.0, "position_bias": 0.0,
+                       "answers_per_example": 6}.items():
+        text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+    (ws.path / "study.toml").write_text(text)
+    ws = Workspace.open(ws.path)
+    ws.export("appen", force=True)
+    results, truth = simulate_workspace(ws, "appen", force=True)
+    ingest(ws, [results], threshold=0.0)
+    result = ws.analyze(bootstrap=0, model_check_folds=0, sat_model="both")
+    f = truth["model"]["formulation"]
+    joint = result.curves[(result.curves.formulation == f) & (result.curves.sat_model == "joint")]
+    per_list = np.interp(joint.x, truth["p_sat_grid"], truth["p_sat_list"])
+    assert np.mean((joint.lo <= per_list) & (per_list <= joint.hi)) >= 0.8
+    fit = result.fits[(result.fits.formulation == f) & (result.fits.sat_model == "joint")].iloc[0]
+    assert abs(fit["joint_lambda"] - 0.1) < 0.06 and abs(fit["joint_delta"] - 0.8) < 0.15

@@ -45,6 +45,14 @@ class UserModel:
     spammers: float = 0.15
     position_bias: float = 0.05
     seed: int = 0
+    #: The joint model's answer process (SPEC 7.1): a user who likes both lists or neither
+    #: still states a preference with probability ``undecided_preference`` (for the
+    #: higher-phi list with probability ``preference_accuracy``), and one who likes exactly
+    #: one list prefers the other with probability ``lapse``. The defaults give the paper's
+    #: special case (no such preferences, no lapses).
+    undecided_preference: float = 0.0
+    preference_accuracy: float = 1.0
+    lapse: float = 0.0
 
     def __post_init__(self):
         problems = []
@@ -54,6 +62,11 @@ class UserModel:
             problems.append(f"spammers must be a share in [0, 1), got {self.spammers}")
         if not 0 <= self.position_bias <= 0.5:
             problems.append(f"position_bias must be in [0, 0.5], got {self.position_bias}")
+        for name in ("undecided_preference", "preference_accuracy"):
+            if not 0 <= getattr(self, name) <= 1:
+                problems.append(f"{name} must be a probability, got {getattr(self, name)}")
+        if not 0 <= self.lapse < 0.5:
+            problems.append(f"lapse must be in [0, 0.5), got {self.lapse}")
         if self.heterogeneity < 0:
             problems.append(f"heterogeneity must be >= 0, got {self.heterogeneity}")
         try:
@@ -114,7 +127,9 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     u = np.array([offsets[w] for w in who])
     p_a = expit(model.intercept + u + model.slope * phi_a[idx])
     p_b = expit(model.intercept + u + model.slope * phi_b[idx])
-    canonical = _canonical_answers(rng.random(idx.size) < p_a, rng.random(idx.size) < p_b)
+    sat_a, sat_b = rng.random(idx.size) < p_a, rng.random(idx.size) < p_b
+    canonical = _canonical_answers(sat_a, sat_b)
+    canonical = _joint_behaviour(canonical, sat_a, sat_b, phi_a[idx] - phi_b[idx], model)
     shown = np.array([swap_answer(a) if s else a for a, s in zip(canonical, swapped[idx])], dtype=object)
     undecided = np.isin(shown, ("both_good", "both_bad")) & (rng.random(idx.size) < model.position_bias)
     shown[undecided] = "a_better"
@@ -140,6 +155,25 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
              "p_sat_true": [round(float(v), 8) for v in estimand],
              "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum())}
     return answers, truth
+
+
+def _joint_behaviour(canonical, sat_a, sat_b, dphi, model: UserModel) -> np.ndarray:
+    """Apply the joint model's preferences and lapses (drawn from a stream of their own, so the
+    paper's special case, the default, gives the same answers as before)."""
+    if model.undecided_preference == 0 and model.lapse == 0:
+        return canonical
+    rng = np.random.default_rng([model.seed, 11])
+    out = canonical.copy()
+    n = out.size
+    same = sat_a == sat_b
+    states = same & (rng.random(n) < model.undecided_preference)
+    to_higher = rng.random(n) < model.preference_accuracy
+    higher_a = np.where(dphi > 0, True, np.where(dphi < 0, False, rng.random(n) < 0.5))
+    pick_a = np.where(dphi == 0, higher_a, to_higher == higher_a)
+    out[states] = np.where(pick_a[states], "a_better", "b_better")
+    lapses = ~same & (rng.random(n) < model.lapse)
+    out[lapses] = np.where(sat_a[lapses], "b_better", "a_better")
+    return out
 
 
 def _page_times(who: np.ndarray, page: np.ndarray, spam: np.ndarray, seed: int):
@@ -280,7 +314,9 @@ def _workspace_model(ws) -> UserModel:
     s = ws.config["simulation"]
     return UserModel(formulation=s["formulation"], intercept=s["intercept"], slope=s["slope"],
                      heterogeneity=s["heterogeneity"], workers=s["workers"], spammers=s["spammers"],
-                     position_bias=s["position_bias"], seed=ws.seed + 4)
+                     position_bias=s["position_bias"], seed=ws.seed + 4,
+                     undecided_preference=s["undecided_preference"],
+                     preference_accuracy=s["preference_accuracy"], lapse=s["lapse"])
 
 
 def _workspace_lists(ws) -> pd.DataFrame:

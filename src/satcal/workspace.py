@@ -146,6 +146,13 @@ heterogeneity = 0.5
 workers = 60
 spammers = 0.15
 position_bias = 0.05
+# The answer process of the joint satisfaction model: a user who likes both lists or
+# neither still prefers one with probability undecided_preference (the higher-scored one
+# with probability preference_accuracy); one who likes exactly one prefers the other with
+# probability lapse. 0, 1, 0 is the paper's special case.
+undecided_preference = 0.0
+preference_accuracy = 1.0
+lapse = 0.0
 '''
 
 
@@ -179,6 +186,9 @@ def _code(v):
 DEFAULTED = [
     (Key("generator", "max_query_share", (int, float), lambda v: 0 <= v <= 1,
          "a share in [0, 1] (0: no limit)"), 0),
+    (Key("simulation", "undecided_preference", (int, float), lambda v: 0 <= v <= 1, "a probability"), 0.0),
+    (Key("simulation", "preference_accuracy", (int, float), lambda v: 0 <= v <= 1, "a probability"), 1.0),
+    (Key("simulation", "lapse", (int, float), lambda v: 0 <= v < 0.5, "a number in [0, 0.5)"), 0.0),
     (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
