@@ -38,6 +38,17 @@ def _requested_urls(driver):
     return urls
 
 
+def _submit(driver):
+    """Click the form's button and wait until the browser has left the page (a click returns
+    before the navigation it starts)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    button = driver.find_element(By.CSS_SELECTOR, "button[type=submit]")
+    button.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+
+
 def test_prolific_participant_in_chromium(driver, server, tmp_path):
     from selenium.webdriver.common.by import By
     ws, running = server
@@ -45,7 +56,7 @@ def test_prolific_participant_in_chromium(driver, server, tmp_path):
     assert driver.find_element(By.CSS_SELECTOR, "h1").text == "Which search results are better?"
     driver.save_screenshot(str(tmp_path / "consent.png"))
     driver.find_element(By.NAME, "consent").click()
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _submit(driver)
     pages = 0
     while driver.find_elements(By.CSS_SELECTOR, "section.item"):
         pages += 1
@@ -67,7 +78,7 @@ def test_prolific_participant_in_chromium(driver, server, tmp_path):
             item.find_elements(By.CSS_SELECTOR, "input[type=radio]")[2].click()
         if pages == 1:
             driver.save_screenshot(str(tmp_path / "page.png"))
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        _submit(driver)
     assert pages == 2
     assert driver.title != "pwned"
     assert f"https://app.prolific.com/submissions/complete?cc={CODE}" in _requested_urls(driver)
