@@ -397,7 +397,9 @@ def test_sigkill_mid_load_keeps_every_committed_page(served_ws):
     result = {}
     runner = threading.Thread(target=lambda: result.setdefault("visits", drive(server.url, ids, 20, attentive)))
     runner.start()
-    time.sleep(2.5)
+    deadline = time.monotonic() + 120  # kill once pages are being committed, mid-load
+    while time.monotonic() < deadline and len(_stored(ws)) < 400:
+        time.sleep(0.2)
     server.kill()
     runner.join()
     server.start()  # the same database, after the crash
@@ -420,6 +422,7 @@ def test_sigkill_mid_load_keeps_every_committed_page(served_ws):
             assert dict(zip("answer-" + got["item_id"], got["answer"])) == answers
             committed += 1
     assert committed > 0
+    assert any(v.errors for v in visits)  # the kill did land mid-load
     # all or nothing: every stored page holds all its items
     items = stored[stored["status"] == ""].assign(page=lambda d: d["item_id"].map(page_of))
     sizes = items.groupby(["page_token", "page"]).size()
