@@ -128,3 +128,12 @@ def test_cli_dawid_skene_says_when_the_design_cannot_support_it(monkeypatch, exp
     res = CliRunner().invoke(main, ["ingest", str(ws.path), str(results), "--dawid-skene"])
     assert res.exit_code == 2 and "answers_per_example to 2 or more" in res.output
     assert not (ws.path / "workers_ds.csv").exists()
+
+
+def test_screening_thresholds_come_from_the_caller():
+    from satcal.quality import screening
+    a = pd.DataFrame({"worker_id": ["w"] * 12, "answer_shown": ["a_better"] * 8 + ["b_better"] * 4,
+                      "seconds": [30.0] * 12, "submitted_at": [f"t{i // 4}" for i in range(12)]})
+    # 7.5 s an item, 8 of 12 on the first side shown
+    assert not screening(a)["too_fast"].iloc[0] and screening(a, seconds=10)["too_fast"].iloc[0]
+    assert not screening(a)["same_side"].iloc[0] and screening(a, same_side=0.6)["same_side"].iloc[0]

@@ -205,7 +205,7 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
 
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
-                 min_traps: int):
+                 min_traps: int, screen: dict | None = None):
     """Raw rows -> (answers, rejects, workers), in canonical orientation.
 
     Reasons, in order of precedence: platform status (tainted, rejected, cancelled), missing
@@ -270,7 +270,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     r["answer_shown"] = shown
     accepted = r[ok]
     workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
-                           threshold, min_traps) if len(accepted) else pd.DataFrame(
+                           threshold, min_traps, **(screen or {})) if len(accepted) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side"])
@@ -402,7 +402,9 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
     examples = ws.table("examples.csv", required=False)
     example_ids = set(examples["example_id"]) if examples is not None else set()
     threshold = ws["quality.trust_threshold"] if threshold is None else threshold
-    answers, rejects, workers = resolve_rows(rows, key, example_ids, threshold, ws["quality.min_traps"])
+    screen = {"screen_seconds": float(ws["quality.screen_seconds_per_answer"]),
+              "screen_same_side": float(ws["quality.screen_same_side"])}
+    answers, rejects, workers = resolve_rows(rows, key, example_ids, threshold, ws["quality.min_traps"], screen)
     for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers)):
         atomic_write_text(ws.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
     per_file = []

@@ -27,7 +27,8 @@ SCREEN_SAME_SIDE = 0.9
 SCREEN_MIN_ANSWERS = 10
 
 
-def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3) -> pd.DataFrame:
+def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
+                 screen_seconds: float = None, screen_same_side: float = None) -> pd.DataFrame:
     """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
     the screening columns (see :func:`screening`).
 
@@ -61,14 +62,17 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         table["excluded"],
         [f"trust {t:.2f} < {threshold:.2f} ({s})" for t, s in zip(table["trust"], table["trust_source"])],
         np.where(table["trust_source"] == "none", "no traps seen: trust unknown, kept", ""))
-    return table.join(screening(a)).reset_index()
+    return table.join(screening(a, screen_seconds, screen_same_side)).reset_index()
 
 
-def screening(answers: pd.DataFrame) -> pd.DataFrame:
+def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = None) -> pd.DataFrame:
     """Per worker: ``seconds_per_answer`` (time on pages or tasks over the items answered on
     them, where the platform records times), ``same_side_share`` (the larger share of answers
-    naming the side shown first, or the side shown second), and the flags ``too_fast`` and
-    ``same_side``."""
+    naming the side shown first, or the side shown second), and the flags ``too_fast`` (under
+    ``seconds`` an item, default ``SCREEN_SECONDS``) and ``same_side`` (a share of at least
+    ``same_side``, default ``SCREEN_SAME_SIDE``, over ``SCREEN_MIN_ANSWERS`` answers or more)."""
+    seconds = SCREEN_SECONDS if seconds is None else seconds
+    same_side = SCREEN_SAME_SIDE if same_side is None else same_side
     a = answers
     workers = pd.Index(sorted(a["worker_id"].unique()), name="worker_id")
     out = pd.DataFrame(index=workers)
@@ -81,7 +85,7 @@ def screening(answers: pd.DataFrame) -> pd.DataFrame:
         out["seconds_per_answer"] = (per["seconds"] / per["items"]).reindex(workers)
     else:
         out["seconds_per_answer"] = np.nan
-    out["too_fast"] = out["seconds_per_answer"] < SCREEN_SECONDS
+    out["too_fast"] = out["seconds_per_answer"] < seconds
     if "answer_shown" in a.columns:
         shown = a["answer_shown"].astype(str)
         g = pd.DataFrame({"worker_id": a["worker_id"], "first": shown == "a_better",
@@ -89,7 +93,7 @@ def screening(answers: pd.DataFrame) -> pd.DataFrame:
         n = g.size()
         share = np.maximum(g["first"].mean(), g["second"].mean())
         out["same_side_share"] = share.reindex(workers)
-        out["same_side"] = ((share >= SCREEN_SAME_SIDE) & (n >= SCREEN_MIN_ANSWERS)).reindex(workers).fillna(False)
+        out["same_side"] = ((share >= same_side) & (n >= SCREEN_MIN_ANSWERS)).reindex(workers).fillna(False)
     else:
         out["same_side_share"] = np.nan
         out["same_side"] = False

@@ -406,7 +406,8 @@ def _crowd_paragraph(crowd: dict, workers) -> str:
     if workers is not None and len(workers) and "too_fast" in workers.columns:
         fast = int(workers["too_fast"].astype(str).eq("True").sum())
         side = int(workers["same_side"].astype(str).eq("True").sum())
-        text += (f" Screening flagged {fast} workers as answering faster than 2 seconds an item and "
+        text += (f" Screening flagged {fast} workers as answering too fast (faster than "
+                 "quality.screen_seconds_per_answer seconds an item) and "
                  f"{side} as nearly always choosing the same side as shown (flags, not exclusions: "
                  "see the workers table).")
     return text + "</p>"

@@ -132,6 +132,11 @@ assignment_timeout_minutes = 30
 trust_threshold = 0.7
 # Traps a worker must have answered before their trust counts (fewer let one slip decide).
 min_traps = 3
+# Screening flags in workers.csv and the report (flags to look at, not exclusions): faster
+# than this many seconds an item (where the platform records times), and choosing the same
+# shown side (first or second) in at least this share of one's answers.
+screen_seconds_per_answer = 2.0
+screen_same_side = 0.9
 
 [simulation]
 # The simulated crowd (satcal simulate): the formulation whose phi drives the true
@@ -189,6 +194,9 @@ DEFAULTED = [
     (Key("simulation", "undecided_preference", (int, float), lambda v: 0 <= v <= 1, "a probability"), 0.0),
     (Key("simulation", "preference_accuracy", (int, float), lambda v: 0 <= v <= 1, "a probability"), 1.0),
     (Key("simulation", "lapse", (int, float), lambda v: 0 <= v < 0.5, "a number in [0, 0.5)"), 0.0),
+    (Key("quality", "screen_seconds_per_answer", (int, float), lambda v: 0 <= v < 3600,
+         "seconds, at least 0"), 2.0),
+    (Key("quality", "screen_same_side", (int, float), lambda v: 0.5 < v <= 1, "a share above 0.5, at most 1"), 0.9),
     (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
