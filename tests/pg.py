@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,12 +35,6 @@ def ensure_postgres() -> str | None:
     return None if _bin_dir() else "postgresql installed, but no initdb found"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def temporary_postgres():
     """Yield a SQLAlchemy URL of an empty database on a private server."""
@@ -52,7 +45,8 @@ def temporary_postgres():
     as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-    port = _free_port()
+    from satcal.serve.client import free_port
+    port = free_port()
     run = lambda *cmd: subprocess.run([*as_pg, *cmd], capture_output=True, text=True, check=True)
     try:
         run(f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")

@@ -157,12 +157,13 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     return answers, truth
 
 
-def _joint_behaviour(canonical, sat_a, sat_b, dphi, model: UserModel) -> np.ndarray:
-    """Apply the joint model's preferences and lapses (drawn from a stream of their own, so the
-    paper's special case, the default, gives the same answers as before)."""
+def _joint_behaviour(canonical, sat_a, sat_b, dphi, model: UserModel, rng=None) -> np.ndarray:
+    """Apply the joint model's preferences and lapses, drawn from ``rng`` (by default a stream
+    of their own, so the paper's special case, the default, gives the same answers as before:
+    it draws nothing)."""
     if model.undecided_preference == 0 and model.lapse == 0:
         return canonical
-    rng = np.random.default_rng([model.seed, 11])
+    rng = rng if rng is not None else np.random.default_rng([model.seed, 11])
     out = canonical.copy()
     n = out.size
     same = sat_a == sat_b
@@ -257,10 +258,8 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
     a Prolific participant (``PROLIFIC_PID=SIM-<n>``), reads every page as a browser without
     JavaScript would, and answers from the user model (honest workers follow the attention
     checks' instruction; spammers answer at random). Returns the visits and the truth."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from .platforms import SHOWN_CODES
-    from .serve.client import Participant, asked_option
+    from .serve.client import asked_option, drive
 
     model = model or _workspace_model(ws)
     f = parse_formulation(model.formulation)
@@ -273,7 +272,7 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
     offsets = dict(zip(workers, root.normal(0, model.heterogeneity, size=len(workers))))
     streams = dict(zip(workers, np.random.SeedSequence(model.seed).spawn(len(workers))))
 
-    def visit(worker):
+    def choose_for(worker):
         rng = np.random.default_rng(streams[worker])
 
         def choose(form):
@@ -287,18 +286,17 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
                 else:
                     pa = expit(model.intercept + offsets[worker] + model.slope * scores.at[item, "phi_shown_a"])
                     pb = expit(model.intercept + offsets[worker] + model.slope * scores.at[item, "phi_shown_b"])
-                    answer = str(_canonical_answers(np.array([rng.random() < pa]), np.array([rng.random() < pb]))[0])
+                    sat_a, sat_b = np.array([rng.random() < pa]), np.array([rng.random() < pb])
+                    dphi = np.array([scores.at[item, "phi_shown_a"] - scores.at[item, "phi_shown_b"]])
+                    answer = str(_joint_behaviour(_canonical_answers(sat_a, sat_b), sat_a, sat_b, dphi, model, rng)[0])
                     if answer in ("both_good", "both_bad") and rng.random() < model.position_bias:
                         answer = "a_better"
                     out[name] = answer if answer in SHOWN_CODES else str(values[0])
             return out
 
-        return Participant(url).run(f"PROLIFIC_PID={worker}&STUDY_ID=simulated&SESSION_ID={worker}", choose)
+        return choose
 
-    from tqdm.auto import tqdm
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        visits = list(tqdm(pool.map(visit, workers), total=len(workers), disable=not progress,
-                           desc="simulated participants", unit="participant"))
+    visits = drive(url, workers, concurrency, choose_for=choose_for, study_id="simulated", progress=progress)
     honest_u = np.array([offsets[w] for w in workers if w not in spammers])
     list_curve = (expit(model.intercept + honest_u[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
                   if honest_u.size else expit(model.intercept + model.slope * GRID_TRUTH))

@@ -687,7 +687,7 @@ class Workspace:
             return self._preview(n, path)
 
     def _preview(self, n: int, path: Path | None) -> Path:
-        from .platforms.generic import html_form
+        from .platforms import render_form_html
         visible = self.table("items.csv")
         key = self.table("key.csv")
         rng = np.random.default_rng(self.seed + 3)
@@ -698,7 +698,7 @@ class Workspace:
             picks[-1] = int(rng.choice(traps))
         sample = visible.iloc[sorted(picks)]
         target = path or self.file("preview.html")
-        atomic_write_text(target, html_form(sample, self.k, self["presentation.instructions"],
+        atomic_write_text(target, render_form_html(sample, self.k, self["presentation.instructions"],
                                             f"Preview: {self['study.name']}"))
         return target
 

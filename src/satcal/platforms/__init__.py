@@ -4,7 +4,9 @@ Each platform module declares a :class:`Platform` with a ``write_batch`` functio
 platform accepts, plus its task template) and a ``read_results`` function (its result file ->
 a tidy table of raw answers). This package owns what is common: turning examples and traps
 into shuffled, counterbalanced *items* with opaque ids, the hidden key, and the HTML of one
-item as a worker sees it.
+item as a worker sees it: Jinja2 templates with autoescaping under ``templates/`` (the item's
+macros in ``_item.html`` serve the preview, the generic form, Label Studio's tasks and
+``satcal serve`` alike).
 
 Worker-visible columns never hold anything of the key: no example id, no orientation, no
 trap flag, no level, no score. Expected trap answers go only into a platform's gold columns,
@@ -15,6 +17,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -23,7 +26,8 @@ import pandas as pd
 from ..errors import SatcalError
 
 __all__ = ["Platform", "PLATFORMS", "get_platform", "build_items", "KEY_COLUMNS", "DISPLAY_FIELDS",
-           "render_item_html", "render_lists_html", "RAW_ANSWER_COLUMNS", "SHOWN_CODES", "swap_answer", "ANSWER_LABELS"]
+           "render_form_html", "render_lists_html", "render_instructions_html", "instruction_paragraphs",
+           "item_view", "RAW_ANSWER_COLUMNS", "SHOWN_CODES", "swap_answer", "ANSWER_LABELS"]
 
 #: Optional document display fields (documents table columns), HTML-escaped on export.
 DISPLAY_FIELDS = ("title", "snippet", "url", "audio_url")
@@ -209,65 +213,66 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
 # --------------------------------------------------------------------------------------------
 # One item as a worker sees it
 # --------------------------------------------------------------------------------------------
-def _doc_html(row: pd.Series, side: str, i: int) -> str:
-    doc = row[f"{side}{i}"]
-    title = row.get(f"{side}{i}_title", "") or doc
-    parts = [f'<span class="title">{title}</span>']
-    if row.get(f"{side}{i}_url", ""):
-        parts[0] = f'<a class="title" href="{row[f"{side}{i}_url"]}" target="_blank" rel="noopener">{title}</a>'
-    for field in ("url_text", "audio_url_text"):  # not web addresses: text, never a link
-        if row.get(f"{side}{i}_{field}", ""):
-            parts.append(f'<div class="url">{row[f"{side}{i}_{field}"]}</div>')
-    if row.get(f"{side}{i}_snippet", ""):
-        parts.append(f'<div class="snippet">{row[f"{side}{i}_snippet"]}</div>')
-    if row.get(f"{side}{i}_audio_url", ""):
-        parts.append(f'<audio controls preload="none" src="{row[f"{side}{i}_audio_url"]}"></audio>')
-    return f'<li data-doc="{doc}">' + "".join(parts) + "</li>"
+#: The Jinja2 templates of every worker-visible HTML page (``_item.html`` holds the item's
+#: macros; ``satcal serve`` loads them too).
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _plain(value) -> str:
+    # items.csv holds HTML-escaped text (platform templates insert it as is); Jinja2 templates
+    # escape on output, so they get the plain text back
+    return html.unescape(str(value)) if value is not None and value == value else ""
+
+
+def _document_view(row, prefix: str) -> dict:
+    get = lambda field: _plain(row.get(f"{prefix}_{field}", ""))
+    doc = _plain(row[prefix])
+    return {"id": doc, "title": get("title") or doc, "snippet": get("snippet"), "url": get("url"),
+            "url_text": get("url_text"), "audio_url": get("audio_url"), "audio_url_text": get("audio_url_text")}
+
+
+def item_view(row, k: int) -> dict:
+    """One row of the worker-visible items (:func:`build_items`) as the plain text a template
+    shows: ``item_id``, the query's fields, and lists A and B with each document's fields."""
+    return {"item_id": str(row["item_id"]), "query": _plain(row["query"]),
+            **{f"query_{f}": _plain(row.get(f"query_{f}", "")) for f in ("title", "description", "audio_url")},
+            "lists": [{"side": side, "docs": [_document_view(row, f"{side}{i}") for i in range(1, k + 1)]}
+                      for side in ("A", "B")]}
+
+
+def template_environment(*extra_dirs):
+    """A Jinja2 environment with autoescaping over ``extra_dirs`` and the item templates."""
+    import jinja2
+    return jinja2.Environment(loader=jinja2.FileSystemLoader([*map(str, extra_dirs), str(TEMPLATES)]),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
 
 
 def render_lists_html(row: pd.Series, k: int, inline_style: bool = False) -> str:
     """The HTML of an item without its answer controls: the query, then lists A and B side by
     side. ``inline_style`` puts the layout in style attributes, for platforms that show the
-    HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies.
-
-    Every value in ``row`` is already HTML-escaped (see :func:`build_items`), so it is inserted
-    as is.
-    """
-    item = row["item_id"]
-    query = row.get("query_title", "") or row["query"]
-    query_audio = row.get("query_audio_url", "")
-    row_style = ' style="display:flex;gap:1.5em;align-items:flex-start"' if inline_style else ""
-    list_style = ' style="flex:1 1 0;min-width:0"' if inline_style else ""
-    lists = []
-    for side in ("A", "B"):
-        docs = "".join(_doc_html(row, side, i) for i in range(1, k + 1))
-        lists.append(f'<div class="list" id="list-{side}-{item}"{list_style}><h3>System {side}</h3><ol>{docs}</ol></div>')
-    audio = f'<audio controls preload="none" src="{query_audio}"></audio>' if query_audio else ""
-    description = row.get("query_description", "")
-    description = f'<p class="description">{description}</p>' if description else ""
-    return (f'<h2>Query: <span class="query">{query}</span></h2>{description}{audio}'
-            f'<div class="lists"{row_style}>{"".join(lists)}</div>')
+    HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies."""
+    return template_environment().get_template("lists.html").render(item=item_view(row, k),
+                                                                    inline_style=inline_style)
 
 
-def render_item_html(row: pd.Series, k: int, instructions: str = "") -> str:
-    """The HTML of one item: the query, lists A and B side by side, four options (values are
-    the shown-orientation codes)."""
-    item = row["item_id"]
-    options = "".join(
-        f'<label><input type="radio" name="answer-{item}" value="{code}"> {html.escape(label)}</label>'
-        for code, label in ANSWER_LABELS.items())
-    return (f'<section class="item" data-item="{item}">{render_lists_html(row, k)}'
-            f'<fieldset class="options"><legend>Which system gives better results?</legend>{options}'
-            f'</fieldset></section>')
+def instruction_paragraphs(text: str) -> list[str]:
+    """study.toml instructions are text; a blank line starts a paragraph."""
+    return [p.strip() for p in str(text).split("\n\n") if p.strip()]
 
 
-ITEM_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1000px;margin:1.5em auto;padding:0 1em;color:#222}
-.item{border:1px solid #ccc;border-radius:6px;padding:1em;margin:1.5em 0}
-.lists{display:flex;gap:1.5em}.list{flex:1;background:#fafafa;padding:.5em 1em;border-radius:4px}
-.list h3{margin:.2em 0}.snippet{font-size:.9em;color:#555}.options label{display:block;margin:.3em 0}
-.chosen{margin-top:.5em;font-family:monospace;color:#064}
-"""
+def render_instructions_html(instructions: str) -> str:
+    """The study's instructions as escaped HTML paragraphs, for a platform's instructions box."""
+    template = template_environment().get_template("instructions.html")
+    return template.render(paragraphs=instruction_paragraphs(instructions))
+
+
+def render_form_html(visible: pd.DataFrame, k: int, instructions: str, title: str) -> str:
+    """A page of items with their four options, as a worker sees them (the generic platform's
+    template and ``satcal preview``); a small script shows the code a click records."""
+    paragraphs = instruction_paragraphs(instructions)
+    items = [item_view(row, k) for row in visible.to_dict("records")]
+    return template_environment().get_template("form.html").render(
+        title=title, instructions=paragraphs, items=items, labels=ANSWER_LABELS) + "\n"
 
 
 def check_worker_visible(columns) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, Platform, check_worker_visible
+from . import ANSWER_LABELS, Platform, check_worker_visible, render_instructions_html
 from ._common import raw_answers, read_table, write_delimited
 
 REPORT_COLUMNS = ["_unit_id", "_created_at", "_golden", "_id", "_missed", "_started_at", "_tainted",
@@ -73,7 +73,7 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [atomic_write_text(out_dir / "units.csv", write_delimited(units, ",")),
              atomic_write_text(out_dir / "job.cml", cml_template(_lower(visible), k)),
-             atomic_write_text(out_dir / "instructions.html", f"<div>{instructions}</div>\n"),
+             atomic_write_text(out_dir / "instructions.html", render_instructions_html(instructions) + "\n"),
              atomic_write_text(out_dir / "job-settings.txt", JOB_SETTINGS.format(
                  rows=items_per_page, judgments=answers_per_example,
                  traps=int(golden["is_trap"].sum())))]

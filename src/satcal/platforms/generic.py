@@ -3,37 +3,13 @@ generic result CSV reader (``item_id, worker_id, answer`` [, ``submitted_at``, `
 """
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import ITEM_CSS, Platform, check_worker_visible, render_item_html
+from . import Platform, check_worker_visible, render_form_html
 from ._common import raw_answers, read_table, write_delimited
-
-FORM_SCRIPT = """
-<script>
-// Shows the answer code of the chosen option beside each item (what a platform would record).
-document.querySelectorAll('input[type=radio]').forEach(function (input) {
-  input.addEventListener('change', function () {
-    var item = input.name.replace('answer-', '');
-    document.getElementById('chosen-' + item).textContent = input.value;
-  });
-});
-</script>
-"""
-
-
-def html_form(visible: pd.DataFrame, k: int, instructions: str, title: str) -> str:
-    items = []
-    for _, row in visible.iterrows():
-        body = render_item_html(row, k)
-        items.append(body.replace("</section>", f'<div class="chosen" id="chosen-{row["item_id"]}"></div></section>'))
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-            f"</title><style>{ITEM_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
-            f"<div class='instructions'>{instructions}</div><form>{''.join(items)}</form>"
-            f"{FORM_SCRIPT}</body></html>\n")
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
@@ -42,7 +18,7 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "items.csv", write_delimited(visible, ",")),
             atomic_write_text(out_dir / "items.jsonl", visible.to_json(orient="records", lines=True)),
-            atomic_write_text(out_dir / "template.html", html_form(visible.head(items_per_page), k,
+            atomic_write_text(out_dir / "template.html", render_form_html(visible.head(items_per_page), k,
                                                                    instructions, "Which results are better?"))]
 
 

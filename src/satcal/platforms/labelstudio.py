@@ -17,7 +17,8 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, Platform, check_worker_visible, render_lists_html
+from . import (ANSWER_LABELS, Platform, check_worker_visible, render_instructions_html,
+               render_lists_html)
 from ._common import raw_answers, read_text
 
 LABEL_CONFIG = """<View>
@@ -44,14 +45,14 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
         data["html"] = render_lists_html(row, k, inline_style=True)
         tasks.append({"data": data})
     project = {"title": "Which search results are better?", "label_config": label_config(),
-               "expert_instruction": f"<div>{instructions}</div>", "show_instruction": True,
+               "expert_instruction": render_instructions_html(instructions), "show_instruction": True,
                "show_skip_button": False, "maximum_annotations": answers_per_example,
                "overlap_cohort_percentage": 100, "show_ground_truth_first": False}
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
             atomic_write_text(out_dir / "label_config.xml", label_config()),
             atomic_write_text(out_dir / "project.json", json.dumps(project, indent=1) + "\n"),
-            atomic_write_text(out_dir / "instructions.html", f"<div>{instructions}</div>\n")]
+            atomic_write_text(out_dir / "instructions.html", render_instructions_html(instructions) + "\n")]
 
 
 _LABEL_TO_CODE = {label: code for code, label in ANSWER_LABELS.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 from pathlib import Path
 
+from ..platforms import ANSWER_LABELS, instruction_paragraphs
 from .study import ID_PATTERN, HostedStudy
 
 __all__ = ["create_app", "COMPLETION_URL", "MAX_BODY"]
@@ -22,10 +23,6 @@ MAX_BODY = 64 * 1024
 PARTICIPANT_RATE = "120/minute"
 ENTRY_RATE = "600/minute"
 HERE = Path(__file__).parent
-ANSWER_LABELS = {"a_better": "System A gives better results",
-                 "b_better": "System B gives better results",
-                 "both_good": "Both are equally good",
-                 "both_bad": "Both are equally bad"}
 SECURITY_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self' https:; "
                                  b"media-src https: http:; form-action 'self' https://app.prolific.com; "
@@ -96,10 +93,8 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
     from starlette.staticfiles import StaticFiles
     from starlette.templating import Jinja2Templates
 
-    import jinja2
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
-    templates = Jinja2Templates(env=env)
+    from ..platforms import template_environment
+    templates = Jinja2Templates(env=template_environment(HERE / "templates"))
     limiter = MovingWindowRateLimiter(MemoryStorage())
     per_participant, per_entry = parse(participant_rate), parse(entry_rate)
     settings = study.settings
@@ -159,7 +154,7 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
         pid, refusal = refused(request)
         if refusal is not None:
             return refusal
-        instructions = [p.strip() for p in settings.instructions.split("\n\n") if p.strip()]
+        instructions = instruction_paragraphs(settings.instructions)
         context = dict(instructions=instructions, pages=study.per_participant, csrf=study.csrf_token(pid))
         if request.method == "GET":
             return render(request, "consent.html", **context)

@@ -238,22 +238,27 @@ class ServerProcess:
         self.stop()
 
 
-def drive(url: str, participants: list[str], concurrency: int = 50, choose=None) -> list[Visit]:
+def drive(url: str, participants: list[str], concurrency: int = 50, choose=None, choose_for=None,
+          study_id: str = "load", progress: bool = False) -> list[Visit]:
     """Send Prolific participants (ids ``participants``) through the study at ``url``,
-    ``concurrency`` at a time, each as a browser without JavaScript."""
+    ``concurrency`` at a time, each as a browser without JavaScript. Each answers with
+    ``choose`` (a form -> answers function), or with ``choose_for(participant)`` when given."""
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
+    from tqdm.auto import tqdm
     limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
 
     def one(pid):
         with httpx.Client(timeout=120, follow_redirects=False, limits=limits) as http:
             try:
-                return Participant(url, http).run(f"PROLIFIC_PID={pid}&STUDY_ID=load&SESSION_ID={pid}", choose)
+                return Participant(url, http).run(f"PROLIFIC_PID={pid}&STUDY_ID={study_id}&SESSION_ID={pid}",
+                                                  choose_for(pid) if choose_for else choose)
             except httpx.HTTPError as exc:
                 visit = Visit()
                 visit.errors.append(f"{type(exc).__name__}: {exc}")
                 return visit
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        return list(pool.map(one, participants))
+        return list(tqdm(pool.map(one, participants), total=len(participants), disable=not progress,
+                         desc="participants", unit="participant"))

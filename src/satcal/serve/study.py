@@ -9,7 +9,6 @@ key but the page numbers (``key.csv`` is hashed so the database is bound to one 
 from __future__ import annotations
 
 import hashlib
-import html
 import re
 import secrets
 import time
@@ -18,13 +17,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import SatcalError
+from ..platforms import SHOWN_CODES
 from . import db
 
 __all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN"]
 
 #: Participant ids and codes accepted at entry (Prolific ids are 24 hex digits).
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-SHOWN_CODES = ("a_better", "b_better", "both_good", "both_bad")
 
 
 @dataclass(frozen=True)
@@ -53,30 +52,13 @@ class ServeSettings:
                    instructions=ws["presentation.instructions"], k=ws.k)
 
 
-def _unescape(value) -> str:
-    # items.csv holds HTML-escaped text (platform templates insert it as is); the server's
-    # templates escape on output, so they get the plain text back
-    return html.unescape(str(value)) if value is not None and value == value else ""
-
-
-def _document(row: dict, prefix: str) -> dict:
-    get = lambda f: _unescape(row.get(f"{prefix}_{f}", ""))
-    doc = _unescape(row[prefix])
-    return {"id": doc, "title": get("title") or doc, "snippet": get("snippet"), "url": get("url"),
-            "url_text": get("url_text"), "audio_url": get("audio_url"), "audio_url_text": get("audio_url_text")}
-
-
 def load_pages(items: pd.DataFrame, k: int) -> dict[int, list[dict]]:
-    """items.csv -> {page: [item, ...]}, each item the plain (unescaped) text a page shows."""
+    """items.csv -> {page: [item, ...]}, each item the plain text a page shows
+    (:func:`satcal.platforms.item_view`)."""
+    from ..platforms import item_view
     pages: dict[int, list[dict]] = {}
     for row in items.to_dict("records"):
-        item = {"item_id": str(row["item_id"]), "query": _unescape(row["query"]),
-                "query_title": _unescape(row.get("query_title", "")),
-                "query_description": _unescape(row.get("query_description", "")),
-                "query_audio_url": _unescape(row.get("query_audio_url", "")),
-                "lists": [{"side": side, "docs": [_document(row, f"{side}{i}") for i in range(1, k + 1)]}
-                          for side in ("A", "B")]}
-        pages.setdefault(int(row["page"]), []).append(item)
+        pages.setdefault(int(row["page"]), []).append(item_view(row, k))
     return pages
 
 
