@@ -92,14 +92,24 @@ def read_utf8_text(path: "str | os.PathLike") -> str:
     Another encoding (Latin-1, Windows-1252) is a one-line error naming the line of the first
     undecodable byte.
     """
-    from .errors import InputFileError, SatcalError
+    return decode_utf8(read_file_bytes(path), path)
+
+
+def read_file_bytes(path: "str | os.PathLike") -> bytes:
+    """A file's bytes; a missing file or a directory is a one-line error."""
+    from .errors import SatcalError
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise SatcalError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise SatcalError(f"{path}: is a directory, expected a file") from None
+
+
+def decode_utf8(raw: bytes, path: "str | os.PathLike") -> str:
+    """``raw`` as UTF-8 text (a BOM dropped); UTF-16 or Latin-1 bytes are one-line errors."""
+    from .errors import InputFileError
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(raw) > 3 and raw[1:4:2] == b"\0\0"):
         raise InputFileError(path, "is UTF-16 text (as some spreadsheet programs save it): re-save "
                                    "it as UTF-8")

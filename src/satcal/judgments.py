@@ -13,15 +13,15 @@ from __future__ import annotations
 import csv
 import io
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
+from ._lazy import pandas as pd
 from .errors import InputFileError
-from .fileio import read_utf8_text
+from .fileio import decode_utf8, read_file_bytes, read_utf8_text
+from .trecfile import TokenIds, read_columns
 
 __all__ = ["Judgments", "read_judgments", "QUERY_ALIASES", "DOC_ALIASES", "LEVEL_ALIASES"]
 
@@ -32,7 +32,14 @@ LEVEL_ALIASES = ("level", "relevance", "rel", "label", "grade", "judgment")
 MAX_LEVEL = 1000
 
 
-@dataclass
+def _distinct_levels(level: np.ndarray) -> list[int]:
+    """The distinct levels, by counting (levels are small integers, bounded by MAX_LEVEL)."""
+    lowest = int(level.min())
+    if lowest < -MAX_LEVEL or int(level.max()) > MAX_LEVEL:
+        return np.unique(level).tolist()
+    return (np.flatnonzero(np.bincount(level - lowest)) + lowest).tolist()
+
+
 class Judgments:
     """Judged (query, document, level) triples with fast vectorised look-up.
 
@@ -46,45 +53,92 @@ class Judgments:
         Where the judgments came from (shown in messages).
     """
 
-    table: pd.DataFrame
-    levels: tuple[int, ...] = ()
-    source: str = "<judgments>"
+    def __init__(self, table: pd.DataFrame, levels: Sequence[int] = (), source: str = "<judgments>"):
+        t = table.loc[:, ["query", "doc", "level"]]
+        self._table = pd.DataFrame({"query": t["query"].astype(str), "doc": t["doc"].astype(str),
+                                    "level": t["level"].to_numpy(dtype=np.int64)})
+        self._ids = None
+        self._set_levels(self._table["level"].to_numpy(), levels, source)
 
-    def __post_init__(self):
-        t = self.table.loc[:, ["query", "doc", "level"]]
-        t = pd.DataFrame({"query": t["query"].astype(str), "doc": t["doc"].astype(str),
-                          "level": t["level"].to_numpy(dtype=np.int64)})
-        self.table = t
+    @classmethod
+    def _from_ids(cls, queries: TokenIds, docs: TokenIds, level: np.ndarray, levels: Sequence[int],
+                  source: str, key_order: np.ndarray) -> "Judgments":
+        """Judgments read by the columnar reader: the string table is built only if asked for.
+        ``queries`` are in sorted code order; ``key_order`` sorts the (query, doc) keys."""
+        self = cls.__new__(cls)
+        self._table = None
+        self._ids = (queries, docs, level)
+        self._set_levels(level, levels, source)
+        self._codes = self._index_codes(queries.codes, queries.names, docs.codes, None, len(docs), key_order)
+        return self
+
+    def _set_levels(self, level: np.ndarray, levels: Sequence[int], source: str) -> None:
+        self.source = source
+        self.levels = tuple(levels)
         if not self.levels:
-            present = np.unique(t["level"].to_numpy()).tolist() if len(t) else [0]
+            present = _distinct_levels(level) if len(level) else [0]
             top = max(present[-1], 0)
             # the scale 0..top, plus any negative levels present (top is bounded by the reader)
             self.levels = tuple(sorted(set(range(0, min(top, MAX_LEVEL) + 1)) | set(present)))
         self._codes = None
 
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per judged pair: ``query``, ``doc`` (strings) and ``level`` (integers)."""
+        if self._table is None:
+            queries, docs, level = self._ids
+            self._table = pd.DataFrame({"query": queries.values(), "doc": docs.values(), "level": level})
+        return self._table
+
+    def _level_column(self) -> np.ndarray:
+        return self._ids[2] if self._table is None else self._table["level"].to_numpy()
+
+    def __repr__(self) -> str:
+        return (f"Judgments({len(self):,} pairs, {len(self._keys()['qnames']):,} queries, levels "
+                f"{list(self.levels)}, source={self.source!r})")
+
     def _keys(self):
         """Integer codes of the table, built on first use: sorted query names and each row's
         query code, a doc index and each row's doc code, and the sorted (query, doc) keys."""
         if self._codes is None:
-            qcode, qnames = pd.factorize(self.table["query"], sort=True)
-            dcode, dnames = pd.factorize(self.table["doc"])
-            self._codes = self._index_codes(qcode, qnames, dcode, dnames)
+            if self._ids is not None:
+                queries, docs, _ = self._ids
+                self._codes = self._index_codes(queries.codes, queries.names, docs.codes, None, len(docs))
+            else:
+                qcode, qnames = pd.factorize(self._table["query"], sort=True)
+                dcode, dnames = pd.factorize(self._table["doc"])
+                self._codes = self._index_codes(qcode, qnames, dcode, dnames, len(dnames))
         return self._codes
 
-    def _index_codes(self, qcode, qnames, dcode, dnames) -> dict:
-        key = qcode.astype(np.int64) * max(len(dnames), 1) + dcode
-        order = np.argsort(key, kind="stable")
-        return {"qcode": qcode, "qnames": pd.Index(qnames, dtype=object),
-                "dnames": pd.Index(dnames, dtype=object), "keys": key[order],
-                "key_levels": self.table["level"].to_numpy()[order]}
+    def _index_codes(self, qcode, qnames, dcode, dnames, n_docs: int, order=None) -> dict:
+        key = qcode.astype(np.int64) * max(n_docs, 1) + dcode
+        order = np.argsort(key) if order is None else order  # keys are distinct: any sort will do
+        return {"qcode": qcode, "qnames": np.asarray(qnames, dtype=object), "n_docs": n_docs,
+                "dnames": None if dnames is None else pd.Index(dnames, dtype=object),
+                "keys": key[order], "key_levels": self._level_column()[order]}
+
+    def _query_codes(self, names) -> np.ndarray:
+        """The code of each query name (its place among the sorted judged queries), -1 if none."""
+        qnames = self._keys()["qnames"]
+        names = np.asarray(names, dtype=object)
+        if not len(qnames):
+            return np.full(len(names), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(qnames, names), len(qnames) - 1)
+        return np.where(qnames[at] == names, at, -1)
+
+    def _doc_index(self) -> pd.Index:
+        c = self._keys()
+        if c["dnames"] is None:
+            c["dnames"] = pd.Index(self._ids[1].names, dtype=object)
+        return c["dnames"]
 
     # -- summary ---------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self._level_column())
 
     @property
     def queries(self) -> list[str]:
-        return sorted(self.table["query"].unique().tolist())
+        return self._keys()["qnames"].tolist()
 
     @property
     def top_level(self) -> int:
@@ -97,11 +151,9 @@ class Judgments:
 
     def pools(self) -> dict[str, np.ndarray]:
         """Each query's judged levels (its pool), as an array, queries in sorted order."""
-        c = self._keys()
-        order = np.argsort(c["qcode"], kind="stable")
-        bounds = np.searchsorted(c["qcode"][order], np.arange(1, len(c["qnames"])))
-        parts = np.split(self.table["level"].to_numpy()[order], bounds)
-        return dict(zip(c["qnames"].tolist(), parts))
+        c = self._keys()  # the sorted keys group the pairs by query
+        bounds = np.searchsorted(c["keys"], np.arange(1, len(c["qnames"])) * max(c["n_docs"], 1))
+        return dict(zip(c["qnames"].tolist(), np.split(c["key_levels"], bounds)))
 
     def docs_by_level(self) -> dict[str, dict[int, np.ndarray]]:
         """For each query, the judged documents at each level."""
@@ -120,18 +172,24 @@ class Judgments:
         docs = np.asarray(docs, dtype=object)
         if docs.ndim == 1:
             docs = docs[:, None]
-        c = self._keys()
         q = np.repeat(np.asarray(queries, dtype=object), docs.shape[1]).astype(str)
         d = docs.reshape(-1).astype(str)
-        qc = c["qnames"].get_indexer(q)
-        dc = c["dnames"].get_indexer(d)
-        key = qc.astype(np.int64) * max(len(c["dnames"]), 1) + dc
-        pos = np.minimum(np.searchsorted(c["keys"], key), max(len(c["keys"]) - 1, 0))
-        found = (qc >= 0) & (dc >= 0) & (c["keys"][pos] == key) if len(c["keys"]) else np.zeros(key.size, bool)
-        levels = np.where(found, c["key_levels"][pos] if len(c["keys"]) else 0, unjudged).astype(float)
+        levels = self._levels_at(self._query_codes(q), self._doc_index().get_indexer(d),
+                                 unjudged)
         empty = (d == "") | (d == "nan")
         levels = np.where(empty, np.nan, levels)
         return levels.reshape(docs.shape)
+
+    def _levels_at(self, query_code: np.ndarray, doc_code: np.ndarray, unjudged: float) -> np.ndarray:
+        """Levels of (query code, doc code) pairs in this object's codes; -1 codes are unjudged."""
+        c = self._keys()
+        keys = c["keys"]
+        key = query_code.astype(np.int64) * max(c["n_docs"], 1) + doc_code
+        if not len(keys):
+            return np.full(key.size, unjudged, dtype=float)
+        pos = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+        found = (query_code >= 0) & (doc_code >= 0) & (keys[pos] == key)
+        return np.where(found, c["key_levels"][pos], unjudged).astype(float)
 
     def to_trec(self, path: "str | os.PathLike") -> None:
         """Write TREC qrels (``qid 0 docid level``)."""
@@ -220,7 +278,19 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
         judged twice with different levels, a level outside the declared scale, no rows.
     """
     path = Path(path)
-    text = read_utf8_text(path)
+    raw = read_file_bytes(path)
+    sniff = raw[:65536].decode("utf-8-sig", errors="replace")  # enough to tell the format
+    first = next((ln for ln in sniff.splitlines() if ln.strip()), None)
+    header = _header_columns(first) if first is not None and fmt in ("auto", "csv", "tsv") else None
+    allowed = None
+    if levels is not None:
+        allowed = set(range(levels)) if isinstance(levels, (int, np.integer)) else set(int(v) for v in levels)
+    declared = tuple(sorted(allowed)) if allowed is not None else ()
+    if not header and fmt != "csv" and fmt != "tsv":
+        columnar = _read_columnar(raw, allowed, declared, str(path))
+        if columnar is not None:
+            return columnar
+    text = decode_utf8(raw, path)
     first = next((ln for ln in text[:65536].splitlines() if ln.strip()), None)
     if first is None and text.strip():
         first = text.strip().splitlines()[0]
@@ -230,15 +300,11 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
     header = _header_columns(first) if fmt in ("auto", "csv", "tsv") else None
     if fmt in ("csv", "tsv") and header is None:
         raise InputFileError(path, "expected a header naming query, doc and level columns", 1)
-    allowed = None
-    if levels is not None:
-        allowed = set(range(levels)) if isinstance(levels, (int, np.integer)) else set(int(v) for v in levels)
-    declared = tuple(sorted(allowed)) if allowed is not None else ()
     fast = _read_fast(text, header, allowed)
     if fast is not None:
         table, codes = fast
         judgments = Judgments(table, declared, str(path))
-        judgments._codes = judgments._index_codes(*codes)
+        judgments._codes = judgments._index_codes(*codes, len(codes[3]))
         return judgments
     # Something in the file is off: read it line by line to name the first offending line.
     if header:
@@ -270,6 +336,36 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
         raise InputFileError(path, "has no judgments, only blank or comment lines")
     table = pd.DataFrame.from_records(records, columns=["query", "doc", "level"])
     return Judgments(table, declared, str(path))
+
+
+def _read_columnar(raw: bytes, allowed, declared: tuple, source: str) -> Judgments | None:
+    """A plain TREC qrels read in columns from its bytes (see :mod:`satcal.trecfile`), checked
+    column by column; None as soon as anything is off (the slower readers then take over)."""
+    columns = read_columns(raw, 4, ids=(0, 2), numbers=(3,), forbidden=b'"#')
+    if columns is None:
+        return None
+    queries, docs, level = columns[0].sorted(), columns[2], columns[3]
+    if not np.isfinite(level).all() or (level != np.round(level)).any() or np.abs(level).max() > MAX_LEVEL:
+        return None
+    level = level.astype(np.int64)
+    if allowed is not None and not np.isin(level, sorted(allowed)).all():
+        return None
+    pair = queries.codes * max(len(docs), 1) + docs.codes
+    order = np.argsort(pair)
+    repeat = pair[order][1:] == pair[order][:-1]
+    if repeat.any():
+        order = np.argsort(pair, kind="stable")  # so that the first of repeated lines is kept
+        repeat = pair[order][1:] == pair[order][:-1]
+        if (level[order][1:][repeat] != level[order][:-1][repeat]).any():
+            return None  # a pair judged twice with different levels
+        keep = np.ones(len(pair), dtype=bool)
+        keep[order[1:][repeat]] = False  # an exact repeat adds nothing
+        renumber = np.cumsum(keep) - 1
+        order = renumber[order[np.concatenate([[True], ~repeat])]]
+        queries = TokenIds(queries.codes[keep], queries.words, queries._names)
+        docs = TokenIds(docs.codes[keep], docs.words)
+        level = level[keep]
+    return Judgments._from_ids(queries, docs, level, declared, source, order)
 
 
 def _read_fast(text: str, header, allowed):

@@ -918,7 +918,8 @@ def _warn_unbounded(forms, norms, pooled, pools) -> None:
              and forms[j].negatives == "keep" and not forms[j].gain.id.startswith("bin")]
     if not risky:
         return
-    lowest = min((np.nanmin(np.asarray(p, float)) for p in pools if np.size(p)), default=0.0)
+    levels = np.concatenate([np.asarray(p, float).ravel() for p in pools] + [np.zeros(1)])
+    lowest = np.nanmin(levels)  # the zero appended: only a negative level matters
     if lowest < 0:
         import warnings
 
