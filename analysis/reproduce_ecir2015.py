@@ -11,7 +11,7 @@ Data: CC BY-SA 4.0, J. Urbano and M. Marrero, ECIR 2015.
 import argparse
 from pathlib import Path
 
-from satcal import calibrate, load_ecir2015
+from satcal import calibrate, load_ecir2015, write_analysis
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("out", nargs="?", default=str(Path(__file__).parent / "output"))
@@ -21,7 +21,7 @@ args = parser.parse_args()
 study = load_ecir2015()
 print(study.notice)
 result = calibrate(study, bootstrap=args.bootstrap, seed=2015, n_jobs=2, progress=True)
-written = result.save(args.out)
+written = write_analysis(result, args.out)
 print(result.ranking.head(10).to_string(index=False))
 print(result.anova.to_string(index=False))
 print(f"figures and tables in {args.out}: " + ", ".join(sorted(Path(p).name for p in written.values())))

@@ -7,6 +7,7 @@ from scipy.special import expit
 
 from satcal.analysis import (GRID, anova_table, bias_indicators, binned_points, calibrate, design,
                              fit_logit, fit_logit_batch, preference_data, satisfaction_data)
+from satcal.report import write_analysis
 
 
 def _simulated(rng, n=800, beta=(-1.2, 2.5, 0.8)):
@@ -154,7 +155,7 @@ def test_model_check_compares_three_models(ecir_result):
 
 
 def test_outputs_on_disk(ecir_result, tmp_path):
-    ecir_result.save(tmp_path)
+    write_analysis(ecir_result, tmp_path)
     for name in ("bias", "anova", "fits", "curves", "points"):
         assert (tmp_path / f"{name}.csv").exists()
     for fig in ("fig1_sat", "fig2_pref", "fig3_bias"):
@@ -168,7 +169,7 @@ def test_outputs_on_disk(ecir_result, tmp_path):
     assert "CC BY-SA 4.0" in html and "lin-const" in html and "Reading guide" in html
     # Same inputs, same bytes.
     again = tmp_path / "again"
-    ecir_result.save(again)
+    write_analysis(ecir_result, again)
     for rel in ("bias.csv", "figures/fig1_sat.png", "figures/fig1_sat.pdf", "report.html"):
         assert (tmp_path / rel).read_bytes() == (again / rel).read_bytes(), rel
 
@@ -181,7 +182,7 @@ def test_evaluate_never_maps_through_a_decreasing_curve(ecir_study, tmp_path):
     fits = result.fits.set_index(["formulation", "curve"])
     p = result.curves.query("formulation == 'ap' and curve == 'sat'")["p"].to_numpy()
     assert fits.loc[("ap", "sat"), "monotone"] == bool(np.all(np.diff(p) >= -1e-12)) == False  # noqa: E712
-    result.save(tmp_path, figures=False, report=False)
+    write_analysis(result, tmp_path, figures=False, report=False)
     ap, = load_calibrations(tmp_path, ["ap"])
     grid = np.linspace(0, 1, 501)
     assert np.all(np.diff(ap.p_sat(grid)) >= 0)

@@ -6,6 +6,7 @@ from scipy.special import expit
 from satcal.analysis import calibrate, design, fit_logit_batch, fit_logit_replicates
 from satcal.analysis.bootstrap import bootstrap_calibration, replicate_weights
 from satcal.measures import formulation
+from satcal.report import write_analysis
 
 
 def test_replicate_fits_equal_statsmodels(rng):
@@ -104,6 +105,6 @@ def test_bootstrap_in_tables_and_report(ecir_study, tmp_path):
     assert row["diff"] == pytest.approx(bias.loc["lin-const", "b1"] - bias.loc["bin2-zipf", "b1"], abs=0.01)
     assert row["hi"] < 0 and row["p"] < 0.05    # the paper's best is clearly less biased
     assert {"boot_lo", "boot_hi"} <= set(r.curves.columns) and {"boot_lo", "boot_hi"} <= set(r.points.columns)
-    r.save(tmp_path)
+    write_analysis(r, tmp_path)
     assert (tmp_path / "bias_pairs.csv").exists() and (tmp_path / "figures" / "fig4_intervals.png").exists()
     assert "Pairwise differences" in (tmp_path / "report.html").read_text()

@@ -13,6 +13,7 @@ from satcal.judgments import read_judgments
 from satcal.measures import study_formulations
 from satcal.runs import read_runs
 from satcal.simulate import UserModel
+from satcal.report import write_analysis
 
 QRELS = "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d4 2\nq2 0 d5 0\n"
 RUN_A = "q1 Q0 d1 1 9.0 sysA\nq1 Q0 d2 2 8.0 sysA\nq2 Q0 d5 1 5.0 sysA\nq2 Q0 d4 2 4.0 sysA\n"
@@ -47,7 +48,7 @@ def test_evaluate_matches_hand_computation(files):
 
 
 def test_evaluate_cli(files, tmp_path, ecir_result):
-    ecir_result.save(tmp_path / "cal", figures=False, report=False)
+    write_analysis(ecir_result, tmp_path / "cal", figures=False, report=False)
     args = ["evaluate", "--judgments", str(files / "qrels"), "--run", str(files / "a.run"),
             "--run", str(files / "b.run"), "--calibration", str(tmp_path / "cal"), "--out", str(tmp_path / "ev")]
     wrong = CliRunner().invoke(main, args + ["--k", "2"])

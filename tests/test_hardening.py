@@ -74,22 +74,97 @@ def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
     assert again.files["new"].sum() == 1
 
 
-def test_killed_generate_does_not_need_force(ws, monkeypatch):
-    """An interrupted generate leaves its marker; the rerun replaces the partial set."""
-    from satcal.errors import SatcalError
-    with pytest.raises(SatcalError, match="--force"):
-        ws.generate()
+GENERATED = ("examples.csv", "traps.csv", "scores.csv", "coverage.csv", "coverage.png", "coverage.pdf",
+             "manifest.json")
+
+
+def _snapshot(path, names=GENERATED):
+    return {n: (path / n).read_bytes() for n in names}
+
+
+def _reseed(ws, seed):
+    toml = ws.path / "study.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace(f"seed = {ws.seed}", f"seed = {seed}"))
+    return Workspace.open(ws.path)
+
+
+def test_interrupted_generate_leaves_the_old_set_whole(ws, monkeypatch):
+    """Killed before its outputs are committed: the old set, byte for byte, and no stage."""
+    before = _snapshot(ws.path)
     import satcal.generate as gen
-    real = gen.coverage_heatmap
 
     def dies(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(gen, "coverage_heatmap", dies)
+    monkeypatch.setattr(gen, "coverage_heatmap", dies)  # after three of the tables are written
     with pytest.raises(KeyboardInterrupt):
-        ws.generate(force=True)
-    monkeypatch.setattr(gen, "coverage_heatmap", real)
-    ws.generate()  # no --force needed: the previous run never finished
-    assert not list(ws.path.glob(".satcal-pending-*"))
+        _reseed(ws, 7).generate(force=True)
+    assert _snapshot(ws.path) == before
+    assert not list(ws.path.glob(".satcal-stage-*"))
+
+
+def test_generate_killed_mid_commit_is_finished_by_the_next_command(ws, tmp_path, monkeypatch):
+    """Killed while moving the committed set into place: half the files are new; the next
+    command that takes the workspace finishes the moves, giving the new set whole."""
+    reference = copy_workspace(ws, tmp_path / "reference")
+    _reseed(reference, 7).generate(force=True)
+    after = _snapshot(reference.path)
+    import satcal.fileio as fileio
+    real, calls = os.replace, []
+
+    def dies_on_third_move(src, dst):
+        if ".satcal-stage-" in str(src) and ".satcal-stage-" not in str(dst):  # a commit's move
+            calls.append(dst)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+        return real(src, dst)
+    monkeypatch.setattr(fileio.os, "replace", dies_on_third_move)
+    with pytest.raises(KeyboardInterrupt):
+        _reseed(ws, 7).generate(force=True)
+    monkeypatch.setattr(fileio.os, "replace", real)
+    half = _snapshot(ws.path)
+    assert 0 < sum(half[n] == after[n] for n in GENERATED) < len(GENERATED)
+    with Workspace.open(ws.path).locked():
+        pass
+    final = _snapshot(ws.path)
+    manifest_of = lambda snap: snap.pop("manifest.json")
+    assert manifest_of(final).count(b'"command": "generate"') == manifest_of(after).count(b'"command": "generate"')
+    assert final == after
+
+
+def test_sigkill_never_leaves_half_a_set(ws, tmp_path):
+    """`satcal generate --force` killed with SIGKILL at several moments: after recovery the
+    workspace holds the old set or the new one, every file from the same one."""
+    import signal
+    import time
+    before = _snapshot(ws.path)
+    reference = copy_workspace(ws, tmp_path / "reference")
+    _reseed(reference, 7).generate(force=True)
+    after = _snapshot(reference.path)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(ws.path, pristine)
+    outcomes = []
+    for delay in (0.0, 0.05, 0.3):
+        shutil.rmtree(ws.path)
+        shutil.copytree(pristine, ws.path)
+        _reseed(ws, 7)
+        proc = subprocess.Popen([sys.executable, "-m", "satcal", "generate", str(ws.path), "--force"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not list(ws.path.glob(".satcal-stage-*")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        from satcal.fileio import OutputSet
+        OutputSet.recover(ws.path)
+        now = _snapshot(ws.path)
+        whole = [name for name, snap in (("old", before), ("new", after))
+                 if all(now[n] == snap[n] for n in GENERATED if n != "manifest.json")]
+        assert whole, f"killed {delay} s into writing: a mix of old and new outputs"
+        assert not list(ws.path.glob(".satcal-stage-*"))
+        outcomes.append(whole[0])
+    assert "old" in outcomes  # the kills did land while the set was being written
 
 
 def test_spreadsheet_formulas_are_neutralised():

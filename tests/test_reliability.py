@@ -9,6 +9,7 @@ from satcal.judgments import Judgments
 from satcal.measures import formulation, study_formulations
 from satcal.reliability import (buckley_voorhees, d_study, discriminative_power, g_study, kendall_matrix,
                                 optimal_discounts, optimal_gains, reliability_report, score_matrix, simulate_runs)
+from satcal.report import write_analysis
 
 
 # 3 systems x 4 topics, worked by hand:
@@ -147,7 +148,7 @@ def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
     j.to_trec(qrels)
     run_dir = tmp_path / "runs"
     simulate_runs(j, n_systems=5, depth=20, seed=1, out_dir=run_dir)
-    ecir_result.save(tmp_path / "cal", figures=False, report=False)
+    write_analysis(ecir_result, tmp_path / "cal", figures=False, report=False)
     args = ["reliability", "--judgments", str(qrels), "--calibration", str(tmp_path / "cal"), "--k", "10",
             "--replicates", "100", "--normalization", "minmax", "--out", str(tmp_path / "rel"), "-q"]
     for f in sorted(run_dir.glob("*.run")):

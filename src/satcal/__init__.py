@@ -37,6 +37,7 @@ _EXPORTS = {
     "read_runs": "runs",
     "reliability_report": "reliability",
     "Workspace": "workspace",
+    "write_analysis": "report",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -178,6 +178,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
     from .analysis import calibrate
+    from .report import write_analysis
 
     sources = sum(x is not None for x in (workspace, dataset, answers))
     if sources != 1:
@@ -212,7 +213,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
             from .fileio import sha256_file
             result.meta["provenance"].update(judgments_sha256=sha256_file(judgments),
                                              answers_sha256=sha256_file(answers))
-        result.save(out)
+        write_analysis(result, out)
     if result.meta.get("notice"):
         click.echo(result.meta["notice"])
     _echo_ranking(result)
@@ -591,7 +592,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     from .simulate import UserModel
     from .workspace import Workspace
     ws = Workspace.open(directory)
-    ws.guard(["power"], force, "power")  # before the simulations, not after
+    ws.guard(["power"], force)  # before the simulations, not after
     try:
         budget_list = [int(b) for b in budgets.split(",")]
     except ValueError:
@@ -606,10 +607,13 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
                             pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
                             sims, boot, seed=ws.seed + 5,
                             progress=not quiet)
-    with ws.locked():
-        ws.guard(["power"], force, "power")
-        written = result.save(ws.path / "power")
-        ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)})
+    with ws.locked(), ws.staged("power") as outputs:
+        ws.guard(["power"], force)
+        staged = outputs.dir("power")
+        written = {name: ws.path / "power" / Path(p).relative_to(staged)
+                   for name, p in result.save(staged).items()}
+        ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)},
+                  outputs=outputs)
     cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
     click.echo(result.table[cols].to_string(index=False))
     click.echo(f"Wrote {written['table']} and {written['figure']}")

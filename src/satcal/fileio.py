@@ -1,4 +1,5 @@
-"""Small file helpers shared by every stage: atomic writes and content hashes."""
+"""Small file helpers shared by every stage: atomic writes, output sets replaced as a whole,
+content hashes."""
 from __future__ import annotations
 
 import hashlib
@@ -6,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet"]
 
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
@@ -34,6 +35,86 @@ def _umask() -> int:
 
 def atomic_write_text(path: "str | os.PathLike", text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+class OutputSet:
+    """Files and directories under ``root`` that a command replaces as one set.
+
+    Each output is written into a stage directory (``.satcal-stage-<name>/new/<path>``); then
+    the list of outputs is written atomically (the commit) and each one is moved into place,
+    a replaced directory first set aside. A command killed before its commit leaves the old
+    set whole (the stage is discarded by :meth:`recover`); killed after it, :meth:`recover`
+    finishes the moves. No reader is ever left with half of one set and half of another once
+    recovery has run, which every writing command does first.
+    """
+
+    def __init__(self, root: "str | os.PathLike", name: str):
+        self.root = Path(root)
+        self.stage = self.root / f".satcal-stage-{name}"
+        self.targets: list[Path] = []
+
+    def begin(self) -> "OutputSet":
+        if self.stage.exists():
+            OutputSet._settle(self.stage, self.root)
+        (self.stage / "new").mkdir(parents=True)
+        return self
+
+    def file(self, rel: "str | os.PathLike") -> Path:
+        """Where to write the output file ``rel`` (relative to the root)."""
+        path = self._add(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def dir(self, rel: "str | os.PathLike") -> Path:
+        """An empty directory to fill in place of the output directory ``rel``."""
+        path = self._add(rel)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _add(self, rel) -> Path:
+        rel = Path(rel)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ValueError(f"{rel}: outputs are named relative to {self.root}")
+        if rel not in self.targets:
+            self.targets.append(rel)
+        return self.stage / "new" / rel
+
+    def commit(self) -> None:
+        atomic_write_text(self.stage / "COMMIT", "".join(f"{t.as_posix()}\n" for t in self.targets))
+        OutputSet._settle(self.stage, self.root)
+
+    def abandon(self) -> None:
+        import shutil
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+    @staticmethod
+    def recover(root: "str | os.PathLike") -> list[str]:
+        """Finish committed sets and discard uncommitted ones; the names of those finished."""
+        finished = []
+        for stage in sorted(Path(root).glob(".satcal-stage-*")):
+            if (stage / "COMMIT").exists():
+                finished.append(stage.name[len(".satcal-stage-"):])
+            OutputSet._settle(stage, Path(root))
+        return finished
+
+    @staticmethod
+    def _settle(stage: Path, root: Path) -> None:
+        """Roll a stage forward (committed) or back (not), then remove it. Idempotent, so a
+        recovery that is itself interrupted can simply run again."""
+        import shutil
+        commit = stage / "COMMIT"
+        if commit.exists():
+            for line in commit.read_text(encoding="utf-8").splitlines():
+                new, target = stage / "new" / line, root / line
+                if not new.exists() and not new.is_symlink():
+                    continue  # moved by an earlier attempt
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if new.is_dir() and target.exists():
+                    old = stage / "old" / line
+                    old.parent.mkdir(parents=True, exist_ok=True)
+                    os.rename(target, old)
+                os.replace(new, target)
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def package_versions() -> dict:

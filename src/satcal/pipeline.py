@@ -85,7 +85,8 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "
          f"{bootstrap} bootstrap replicates")
     result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, n_jobs=2)
-    written = result.save(out / "ecir2015")
+    from .report import write_analysis
+    written = write_analysis(result, out / "ecir2015")
     echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "
          "has no system runs)")
     from .measures import study_formulations

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import base64
-import html
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
 from .fileio import atomic_write_text, new_figure, save_figure as _save_figure
@@ -142,20 +142,20 @@ def _first_crossing(x: np.ndarray, p: np.ndarray, level: float):
     return float(x[above[0]]) if above.size else None
 
 
-def reading_guide(result) -> list[str]:
-    """Plain-language findings drawn from the tables (a few sentences, as HTML fragments)."""
+def reading_guide(result) -> list[Markup]:
+    """Plain-language findings drawn from the tables (a few sentences, as HTML fragments whose
+    every value is escaped)."""
     rank = result.ranking
     best = rank.iloc[0]
     worst = rank.iloc[-1]
-    out = [f"The least biased formulation overall is <b>{html.escape(best.formulation)}</b> "
-           f"(b1 = {best.b1:.3f}, b2 = {best.b2:.3f}, b3 = {best.b3:.3f}); the most biased is "
-           f"<b>{html.escape(worst.formulation)}</b> (b1 = {worst.b1:.3f}, b2 = {worst.b2:.3f}, "
-           f"b3 = {worst.b3:.3f}). Next best: "
-           + ", ".join(html.escape(f) for f in rank.formulation.iloc[1:4]) + "."]
+    out = [Markup("The least biased formulation overall is <b>{}</b> (b1 = {:.3f}, b2 = {:.3f}, b3 = "
+                  "{:.3f}); the most biased is <b>{}</b> (b1 = {:.3f}, b2 = {:.3f}, b3 = {:.3f}). Next "
+                  "best: {}.").format(best.formulation, best.b1, best.b2, best.b3, worst.formulation,
+                                      worst.b1, worst.b2, worst.b3, ", ".join(rank.formulation.iloc[1:4]))]
     for ind, meaning in (("b1", "distance from P(Sat|phi) = phi"), ("b2", "gaps at phi = 0 and 1"),
                          ("b3", "users' disagreement with dphi")):
         row = result.bias.loc[result.bias[ind].idxmin()]
-        out.append(f"Lowest {ind} ({meaning}): {html.escape(row.formulation)} ({row[ind]:.3f}).")
+        out.append(Markup("Lowest {} ({}): {} ({:.3f}).").format(ind, meaning, row.formulation, row[ind]))
     if not result.anova.empty:
         parts = []
         for ind, g in result.anova.groupby("indicator"):
@@ -163,31 +163,30 @@ def reading_guide(result) -> list[str]:
             top = g["eta_sq"].idxmax()
             parts.append(f"{ind}: {top} explains {100 * g.loc[top, 'eta_sq']:.0f}% of the variance "
                          f"(p = {g.loc[top, 'p']:.2g})")
-        out.append("ANOVA over the formulations: " + "; ".join(parts) + ".")
+        out.append(Markup("ANOVA over the formulations: {}.").format("; ".join(parts)))
     c = _published(result.curves)
     sat = c[(c.formulation == best.formulation) & (c.curve == "sat")]
     pref = c[(c.formulation == best.formulation) & (c.curve == "pref")]
     if not sat.empty:
         x, p = sat.x.to_numpy(), sat.p.to_numpy()
-        share_above = np.mean(p > x)
-        out.append(f"Under {html.escape(best.formulation)}, users are satisfied with probability "
-                   f"{p[0]:.2f} at phi = 0 and {p[-1]:.2f} at phi = 1; the curve lies above the "
-                   f"diagonal (the score underestimates satisfaction) over {100 * share_above:.0f}% "
-                   f"of [0, 1].")
+        out.append(Markup("Under {}, users are satisfied with probability {:.2f} at phi = 0 and {:.2f} at "
+                          "phi = 1; the curve lies above the diagonal (the score underestimates "
+                          "satisfaction) over {:.0f}% of [0, 1].").format(best.formulation, p[0], p[-1],
+                                                                         100 * np.mean(p > x)))
     if not pref.empty:
         half = _first_crossing(pref.x.to_numpy(), pref.p.to_numpy(), 0.5)
-        out.append("A majority of users agree with the sign of dphi only once |dphi| reaches "
-                   f"{half:.2f}." if half is not None else
-                   "P(Pref|dphi) never reaches 0.5: most users do not side with the measure's "
-                   "preference at any difference.")
+        out.append(Markup("A majority of users agree with the sign of dphi only once |dphi| reaches "
+                          "{:.2f}.").format(half) if half is not None else
+                   Markup("P(Pref|dphi) never reaches 0.5: most users do not side with the measure's "
+                          "preference at any difference."))
     if "monotone" in result.fits.columns:
         bent = result.fits[~result.fits["monotone"].astype(bool)]
         if len(bent):
-            names = ", ".join(f"{html.escape(r.formulation)} ({r.curve})" for r in bent.head(8).itertuples())
-            out.append(f"{len(bent)} fitted curve(s) decrease somewhere on [0, 1], which a "
-                       f"probability of satisfaction should not: {names}{' ...' if len(bent) > 8 else ''}. "
-                       "Read them with care; satcal evaluate maps scores through their monotone "
-                       "(isotonic) fit instead.")
+            names = ", ".join(f"{r.formulation} ({r.curve})" for r in bent.head(8).itertuples())
+            out.append(Markup("{} fitted curve(s) decrease somewhere on [0, 1], which a probability of "
+                              "satisfaction should not: {}{}. Read them with care; satcal evaluate maps "
+                              "scores through their monotone (isotonic) fit instead.")
+                       .format(len(bent), names, " ..." if len(bent) > 8 else ""))
     other = _beyond_dcg_paragraph(result)
     if other:
         out.append(other)
@@ -196,13 +195,13 @@ def reading_guide(result) -> list[str]:
         means = mc.groupby("model")["log_loss"].mean()
         verdict = ("adequate" if means["quadratic_logit"] <= means["isotonic"] + 0.005 else
                    "possibly too rigid")
-        out.append(f"Model check (cross-validated log loss, mean over curves): quadratic logit "
-                   f"{means['quadratic_logit']:.4f}, linear logit {means['linear_logit']:.4f}, "
-                   f"isotonic {means['isotonic']:.4f}: the quadratic form looks {verdict}.")
+        out.append(Markup("Model check (cross-validated log loss, mean over curves): quadratic logit "
+                          "{:.4f}, linear logit {:.4f}, isotonic {:.4f}: the quadratic form looks {}.")
+                   .format(means["quadratic_logit"], means["linear_logit"], means["isotonic"], verdict))
     return out
 
 
-def _beyond_dcg_paragraph(result) -> str | None:
+def _beyond_dcg_paragraph(result) -> Markup | None:
     """What the joint ranking says about the measures beyond DCG, and how sure it is."""
     bias = result.bias
     if "family" not in bias.columns or (bias["family"] == "dcg").all():
@@ -211,17 +210,16 @@ def _beyond_dcg_paragraph(result) -> str | None:
     family = bias.set_index("formulation")["family"]
     is_dcg = rank["formulation"].map(family).eq("dcg")
     n = len(rank)
-    placed = ", ".join(f"{html.escape(f)} #{i + 1}" for i, f in rank.loc[~is_dcg, "formulation"].items())
-    text = (f"Measures beyond DCG (RBP as a geometric discount, ERR, RR, AP, P), ranked with the DCG "
-            f"formulations on the same scale (mean rank "
-            f"over b1-b3, 1 to {n}): {placed}.")
+    placed = ", ".join(f"{f} #{i + 1}" for i, f in rank.loc[~is_dcg, "formulation"].items())
+    text = Markup("Measures beyond DCG (RBP as a geometric discount, ERR, RR, AP, P), ranked with the "
+                  "DCG formulations on the same scale (mean rank over b1-b3, 1 to {}): {}.").format(n, placed)
     if not is_dcg.any():
         return text
     best_dcg = rank.loc[is_dcg, "formulation"].iloc[0]
     best_other = rank.loc[~is_dcg, "formulation"].iloc[0]
     if result.bootstrap is None:
-        return text + (" How sure this is needs the bootstrap (run the analysis with --bootstrap "
-                       "1000): without intervals, nearby ranks may be noise.")
+        return text + Markup(" How sure this is needs the bootstrap (run the analysis with --bootstrap "
+                             "1000): without intervals, nearby ranks may be noise.")
     pairs = result.bootstrap.pairwise
     pair = pairs[(pairs.indicator == "b1") & (((pairs.formulation_1 == best_dcg) & (pairs.formulation_2 == best_other))
                                              | ((pairs.formulation_1 == best_other) & (pairs.formulation_2 == best_dcg)))]
@@ -232,39 +230,21 @@ def _beyond_dcg_paragraph(result) -> str | None:
     d, lo, hi = sign * r["diff"], *sorted((sign * r["lo"], sign * r["hi"]))
     p_text = f"p < {1 / result.bootstrap.replicates:.2g}" if r["p"] == 0 else f"p = {r['p']:.2g}"
     verdict = ("the answers cannot tell the two apart" if lo <= 0 <= hi else
-               f"{html.escape(best_other if d < 0 else best_dcg)} is less biased, beyond the "
-               "bootstrap's doubt")
-    return text + (f" The best of them, {html.escape(best_other)}, against the best DCG formulation, "
-                   f"{html.escape(best_dcg)}: b1 differs by {d:+.3f} (95% interval {lo:+.3f} to "
-                   f"{hi:+.3f}, {p_text}), so {verdict}. A measure's rank says how closely its "
-                   "score tracks the probability that users are satisfied, not how well it ranks "
-                   "systems (see satcal reliability).")
+               f"{best_other if d < 0 else best_dcg} is less biased, beyond the bootstrap's doubt")
+    return text + Markup(" The best of them, {}, against the best DCG formulation, {}: b1 differs by "
+                         "{:+.3f} (95% interval {:+.3f} to {:+.3f}, {}), so {}. A measure's rank says how "
+                         "closely its score tracks the probability that users are satisfied, not how "
+                         "well it ranks systems (see satcal reliability).").format(
+        best_other, best_dcg, d, lo, hi, p_text, verdict)
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;
-padding:0 1em;color:#222;line-height:1.5}
-h1{font-size:1.7em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;font-size:.85em;margin:1em 0}th,td{border:1px solid #ddd;padding:.25em .6em;
-text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
-img{max-width:100%;border:1px solid #eee}.note{background:#f8f8f2;border-left:4px solid #bbb;padding:.5em 1em}
-details{margin:1em 0}summary{cursor:pointer;font-weight:600}.guide li{margin:.3em 0}
-.banner{background:#fff3cd;border:1px solid #e0b000;padding:.6em 1em;border-radius:4px}
-.params th{text-align:left}
-"""
-
-
-def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None) -> str:
+def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None) -> Markup:
+    """A table as HTML; pandas escapes every cell."""
     shown = df if max_rows is None else df.head(max_rows)
-    return shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True)
+    return Markup(shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True))
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
-
-
-def _parameters_html(prov: dict) -> str:
+def _parameters(prov: dict) -> list[tuple[str, object]]:
     """The study's parameters, first thing in the report (from calibration.json)."""
     norms = sorted(set(prov.get("normalization", {}).values()))
     negs = sorted(set(prov.get("negatives", {}).values()))
@@ -276,141 +256,69 @@ def _parameters_html(prov: dict) -> str:
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
             ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
-    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-                    for k, v in rows if v not in (None, ""))
-    return ("<h2>Study</h2><table class='params'>" + cells + "</table><p><small>All of it, with "
-            "the hashes of the judgments and answers and the package versions, is in "
-            "<code>calibration.json</code>.</small></p>")
+    return [(k, v) for k, v in rows if v not in (None, "")]
+
+
+_CAPTIONS = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
+             "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
+             "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
+             "fig4_intervals": "Figure 4. Bootstrap intervals of each formulation's bias"}
 
 
 def render_report(result, figure_paths: dict[str, Path]) -> str:
-    """The HTML report: findings, figures and every table (self-contained)."""
+    """The HTML report: findings, figures and every table, self-contained (figures inline),
+    from the autoescaping template ``templates/report.html``."""
+    import jinja2
     meta = result.meta
-    counts = meta.get("answer_counts", {})
-    title = f"satcal calibration report: {html.escape(str(meta.get('name') or 'study'))}"
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
-             f"<style>{_CSS}</style></head><body><h1>{title}</h1>"]
-    parts.append(f"<p>{meta.get('n_examples', 0)} answered examples "
-                 f"({', '.join(f'{k}: {v}' for k, v in counts.items())}); "
-                 f"{meta.get('n_sat_lists', 0)} lists judged both good or both bad; "
-                 f"{meta.get('n_formulations', 0)} formulations; preference population "
-                 f"<code>{html.escape(str(meta.get('population')))}</code>.</p>")
     prov = meta.get("provenance", {})
-    if prov.get("simulated"):
-        parts.append("<p class='banner'><b>Simulated answers.</b> The answers analysed here were "
-                     "written by satcal's simulated crowd from a known user model, not given by "
-                     "people: the figures show what the method recovers, not what users think.</p>")
-    if prov:
-        parts.append(_parameters_html(prov))
-    if meta.get("notice"):
-        parts.append(f"<p class='note'>{html.escape(meta['notice'])}</p>")
-    parts.append("<h2>Reading guide</h2><ul class='guide'>"
-                 + "".join(f"<li>{s}</li>" for s in reading_guide(result)) + "</ul>")
-    parts.append("<p>How to read the figures: in Figure 1 a curve above the diagonal means users "
-                 "are more satisfied than phi says (the measure underestimates satisfaction), below "
-                 "it that they are less. In Figure 2 the ideal is P = 1: the lower the curve, the "
-                 "larger a difference must be before users agree with it. Points are the observed "
-                 "proportions per bin (see the points table for their Wilson intervals).</p>")
-    if "b1_joint" in result.bias.columns:
-        parts.append(_joint_paragraph(result))
-    captions = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
-                "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
-                "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
-                "fig4_intervals": "Figure 4. Bootstrap intervals of each formulation's bias"}
-    parts.append("<h2>Figures</h2>")
-    for name, path in figure_paths.items():
-        parts.append(f"<h3>{captions.get(name, name)}</h3>{_img(path)}")
-    parts.append("<h2>Bias of each formulation</h2><p>b1 = mean |phi - P(Sat|phi)|, "
-                 "b2 = (P(Sat|0) + 1 - P(Sat|1))/2, b3 = mean (1 - P(Pref|dphi)), over a 1001-point "
-                 "grid; ordered by mean rank (1 = least biased).</p>")
     ranking = result.ranking
     if result.bootstrap is not None:
         ranking = ranking.merge(result.bias.drop(columns=["b1", "b2", "b3", "gain", "discount"]),
                                 on="formulation")
-    parts.append(_table_html(ranking))
+    context = {
+        "name": str(meta.get("name") or "study"), "n_examples": meta.get("n_examples", 0),
+        "answer_counts": ", ".join(f"{k}: {v}" for k, v in meta.get("answer_counts", {}).items()),
+        "n_sat_lists": meta.get("n_sat_lists", 0), "n_formulations": meta.get("n_formulations", 0),
+        "population": str(meta.get("population")), "simulated": bool(prov.get("simulated")),
+        "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
+        "guide": reading_guide(result),
+        "joint_gap": _joint_gap(result) if "b1_joint" in result.bias.columns else None,
+        "figures": [{"caption": _CAPTIONS.get(name, name), "alt": path.stem,
+                     "data": base64.b64encode(path.read_bytes()).decode("ascii")}
+                    for name, path in figure_paths.items()],
+        "ranking": _table_html(ranking), "pairs": None, "p_floor": None,
+        "anova": _table_html(result.anova), "model_check": None,
+        "crowd": meta.get("crowd"), "screening": None, "workers": None,
+        "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
+    }
     if result.bootstrap is not None:
         pairs = result.bootstrap.pairwise
-        parts.append("<h3>Pairwise differences (bootstrap)</h3><p>Difference in each indicator "
-                     "between formulations, with 95% interval, two-sided bootstrap p-value and its "
-                     "Holm adjustment over all the pairs of that indicator (<code>p_holm</code>; "
-                     f"a bootstrap p-value cannot go below 1/B = {1 / result.bootstrap.replicates:.2g}, "
-                     "and p = 0 means below it); the 30 smallest p-values for b1 are shown, all are "
-                     "in <code>bias_pairs.csv</code>.</p>")
-        parts.append(_table_html(pairs[pairs.indicator == "b1"].sort_values("p").head(30)))
-    parts.append("<h2>ANOVA</h2><p>Additive model value ~ gain + discount over the formulations' "
-                 "point estimates; sequential sums of squares; eta squared = SS / total SS.</p>")
-    parts.append(_table_html(result.anova))
-    parts.append("<h2>Model check</h2><p>Cross-validated log loss and Brier score of the "
-                 "quadratic logit against a linear logit and an isotonic (monotone) fit.</p>")
+        context["pairs"] = _table_html(pairs[pairs.indicator == "b1"].sort_values("p").head(30))
+        context["p_floor"] = 1 / result.bootstrap.replicates
     if not result.model_check.empty:
         summary = result.model_check.groupby(["curve", "model"], as_index=False)[["log_loss", "brier"]].mean()
-        parts.append(_table_html(summary))
-        parts.append("<details><summary>Per formulation</summary>"
-                     + _table_html(result.model_check) + "</details>")
-    crowd = result.meta.get("crowd")
-    if crowd:
-        parts.append(_crowd_paragraph(crowd, getattr(result, "workers", None)))
-    if getattr(result, "workers", None) is not None and len(result.workers):
-        w = result.workers
-        excluded = w[w["excluded"].astype(str) == "True"]
-        parts.append(f"<h2>Workers</h2><p>{len(w)} workers answered; {len(excluded)} were excluded "
-                     f"because their trust (share of traps answered correctly) fell below the "
-                     f"threshold, and their answers left out of every table above"
-                     f"{'; ' + str(result.meta['rejected_rows']) + ' rows were rejected in all (see rejects.csv)' if 'rejected_rows' in result.meta else ''}.</p>")
-        parts.append(_table_html(w.sort_values(["excluded", "trust"], ascending=[False, True])))
-    parts.append("<h2>Fits</h2><details><summary>Coefficients of every curve</summary>"
-                 + _table_html(result.fits) + "</details>")
-    parts.append("<h2>Binned points</h2><details><summary>Per formulation, curve and bin</summary>"
-                 + _table_html(result.points) + "</details>")
-    parts.append("<p>Full curves (1001 points each, with 95% bands) are in <code>curves.csv</code>."
-                 "</p><footer><p><small>Made by satcal "
-                 f"{html.escape(_version())}.</small></p></footer></body></html>")
-    return "\n".join(parts)
+        context["model_check"] = {"summary": _table_html(summary), "table": _table_html(result.model_check)}
+    workers = getattr(result, "workers", None)
+    if workers is not None and len(workers):
+        if "too_fast" in workers.columns:
+            context["screening"] = {"fast": int(workers["too_fast"].astype(str).eq("True").sum()),
+                                    "side": int(workers["same_side"].astype(str).eq("True").sum())}
+        context["workers"] = {
+            "count": len(workers), "excluded": int((workers["excluded"].astype(str) == "True").sum()),
+            "rejected_rows": meta.get("rejected_rows"),
+            "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True]))}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.get_template("report.html").render(**context)
 
 
-def _joint_paragraph(result) -> str:
-    """What each satisfaction curve estimates, in words, and how far apart they are."""
+def _joint_gap(result) -> float:
+    """Mean absolute gap, over formulations and [0, 1], between the paper's P(Sat|phi) and the
+    joint model's s(phi)."""
     c = result.curves[result.curves["curve"] == "sat"]
     pub = c[c["sat_model"] == "published"].groupby("x")["p"].mean()
     joint = c[c["sat_model"] == "joint"].groupby("x")["p"].mean()
-    gap = float(np.mean(np.abs(pub.to_numpy() - joint.to_numpy())))
-    return ("<h2>Two satisfaction curves</h2><p>Figure 1 is the paper's P(Sat | phi): it is fitted "
-            "on the answers that called both lists good or both bad, so it estimates how often a "
-            "list with score phi is called good <i>among answers where its partner list got the same "
-            "verdict</i>. Figure 1b is s(phi) of the joint model, fitted on all four answers: the "
-            "probability that a list with score phi satisfies a user, whatever its partner, under a "
-            "model where each list satisfies independently, a user who likes both or neither may "
-            "still state a preference (pi, for the higher-scored list with probability delta), and "
-            "a user who likes one list prefers it except for a lapse (lambda). s(phi) is the curve "
-            "to read as 'the probability that users are satisfied'; b1_joint and b2_joint in the bias "
-            f"table are its indicators. Averaged over formulations, the two curves differ by "
-            f"{gap:.3f} in probability on [0, 1]. The joint bands come from the observed information, "
-            "not the bootstrap.</p>")
-
-
-def _crowd_paragraph(crowd: dict, workers) -> str:
-    """How many answers each example got, whether workers agreed, and what screening flagged."""
-    text = (f"<h2>Crowd</h2><p>{crowd['answers']} answers to {crowd['examples']} examples from kept "
-            f"workers: {crowd['answers_per_example_mean']:.2f} per example on average (the design asked "
-            f"for {crowd['answers_per_example_design']}). Repeated answers to an example are separate "
-            "observations in every fit, as in the published model.")
-    agreed = crowd.get("agreement")
-    if agreed:
-        text += (f" Agreement between workers on the {agreed['examples']} examples answered more than "
-                 f"once: Krippendorff's alpha = {agreed['krippendorff_alpha']:.3f} (nominal, over the four "
-                 f"answers; 1 is perfect agreement, 0 what chance gives), and {100 * agreed['pairwise_agreement']:.1f}% "
-                 "of pairs of answers to the same example agree.")
-    else:
-        text += (" No example was answered more than once, so agreement between workers cannot be "
-                 "measured (set [design] answers_per_example to 2 or more).")
-    if workers is not None and len(workers) and "too_fast" in workers.columns:
-        fast = int(workers["too_fast"].astype(str).eq("True").sum())
-        side = int(workers["same_side"].astype(str).eq("True").sum())
-        text += (f" Screening flagged {fast} workers as answering too fast (faster than "
-                 "quality.screen_seconds_per_answer seconds an item) and "
-                 f"{side} as nearly always choosing the same side as shown (flags, not exclusions: "
-                 "see the workers table).")
-    return text + "</p>"
+    return float(np.mean(np.abs(pub.to_numpy() - joint.to_numpy())))
 
 
 def _version() -> str:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from . import __version__
 from .errors import InputFileError, SatcalError
-from .fileio import atomic_write_text, sha256_file
+from .fileio import OutputSet, atomic_write_text, sha256_file
 from .judgments import Judgments, read_judgments
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS, formulation, get_discount, get_gain
 
@@ -469,12 +469,8 @@ class Workspace:
             return None
         return pd.read_csv(path, dtype=str, keep_default_na=False)
 
-    def guard(self, names, force: bool, command: str | None = None) -> None:
-        """Refuse to overwrite outputs unless asked. Outputs that an interrupted run of
-        ``command`` left behind (its pending marker is still there) are no one's results:
-        they are replaced without --force."""
-        if command is not None and self._pending(command).exists():
-            return
+    def guard(self, names, force: bool) -> None:
+        """Refuse to overwrite outputs unless asked."""
         existing = [n for n in names if (self.path / n).exists()]
         if existing and not force:
             raise SatcalError(f"{self.path}: {', '.join(existing)} already exist; pass --force to "
@@ -524,26 +520,31 @@ class Workspace:
                                   f"for over {LOCK_WAIT} s; let it finish, or stop it and run "
                                   "this one again") from None
         try:
+            OutputSet.recover(self.path)  # finish or discard what a killed command left
             yield self
         finally:
             lock.release()
 
-    def _pending(self, command: str) -> Path:
-        return self.path / f".satcal-pending-{command}"
-
     @contextmanager
     def staged(self, command: str):
-        """Mark ``command``'s outputs as being written: if the command is killed, the marker
-        stays, and the next run replaces the incomplete set without asking for --force."""
-        marker = self._pending(command)
-        atomic_write_text(marker, f"{os.getpid()}\n")
-        yield
-        marker.unlink(missing_ok=True)
+        """``command``'s outputs as one set (:class:`~satcal.fileio.OutputSet`): written aside,
+        then moved into place together, so a killed command leaves the old set or the new one,
+        never half of each."""
+        outputs = OutputSet(self.path, command).begin()
+        try:
+            yield outputs
+        except BaseException:
+            outputs.abandon()
+            raise
+        outputs.commit()
 
     # -- manifest --------------------------------------------------------------------------
-    def record(self, command: str, details: dict | None = None, inputs: list[Path] | None = None) -> None:
-        """Append to manifest.json: versions, seeds, input hashes and the command."""
+    def record(self, command: str, details: dict | None = None, inputs: list[Path] | None = None,
+               outputs: OutputSet | None = None) -> None:
+        """Append to manifest.json: versions, seeds, input hashes and the command (into
+        ``outputs`` when the record belongs to a set of outputs)."""
         path = self.path / "manifest.json"
+        target = outputs.file("manifest.json") if outputs is not None else path
         manifest = json.loads(path.read_text()) if path.exists() else {"history": [], "inputs": {}}
         manifest["satcal_version"] = __version__
         manifest["python"] = sys.version.split()[0]
@@ -559,7 +560,7 @@ class Workspace:
                 manifest["inputs"][str(Path(f).relative_to(self.path) if Path(f).is_relative_to(self.path) else f)] = sha256_file(f)
         manifest["history"].append({"command": command, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     **({"details": details} if details else {})})
-        atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
     # -- stages ----------------------------------------------------------------------------
     def generate(self, force: bool = False, progress: bool = False):
@@ -571,7 +572,7 @@ class Workspace:
         from .generate import Design, coverage_heatmap, generate
         from .traps import build_traps, read_traps
         self.refuse_if_collected("generate")
-        self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force, "generate")
+        self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force)
         judgments = self.judgments()
         design = Design(k=self.k, levels=self["study.levels"], formulations=self.formulations(),
                         n_bins=self["generator.n_bins"], min_per_cell=self["generator.min_per_cell"],
@@ -587,14 +588,16 @@ class Workspace:
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
         csv = lambda df: df.to_csv(index=False, lineterminator="\n", float_format="%.10g")
-        with self.staged("generate"):
-            atomic_write_text(self.file("examples.csv"), csv(result.examples))
-            atomic_write_text(self.file("traps.csv"), csv(traps))
-            atomic_write_text(self.file("scores.csv"), csv(result.scores))
-            atomic_write_text(self.file("coverage.csv"), csv(result.coverage))
-            coverage_heatmap(result.coverage, design.min_per_cell, self.file("coverage"))
+        with self.staged("generate") as outputs:
+            atomic_write_text(outputs.file("examples.csv"), csv(result.examples))
+            atomic_write_text(outputs.file("traps.csv"), csv(traps))
+            atomic_write_text(outputs.file("scores.csv"), csv(result.scores))
+            atomic_write_text(outputs.file("coverage.csv"), csv(result.coverage))
+            outputs.file("coverage.png"), outputs.file("coverage.pdf")
+            coverage_heatmap(result.coverage, design.min_per_cell, outputs.file("coverage"))
             self.record("generate", {"seed": self.seed, **result.summary(),
-                                     "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")})
+                                     "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
+                        outputs=outputs)
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
         return result
 
@@ -649,18 +652,18 @@ class Workspace:
             if not force:
                 raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
                                   "replace it, or --new-batch to keep it and start another")
-        keys = self.path / "batches" / "keys"
-        with self.staged("export"):
-            keys.mkdir(parents=True, exist_ok=True)
+        with self.staged("export") as outputs:
             text = key.to_csv(index=False, lineterminator="\n")
-            atomic_write_text(keys / f"batch-{batch}.csv", text)
-            atomic_write_text(self.file("key.csv"), text)
-            atomic_write_text(self.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
-            paths = plat.write_batch(visible, key, out, self.k, self["presentation.instructions"],
-                                     self["presentation.items_per_page"],
-                                     answers_per_example=self["design.answers_per_example"])
-            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch})
-        return paths
+            atomic_write_text(outputs.file(f"batches/keys/batch-{batch}.csv"), text)
+            atomic_write_text(outputs.file("key.csv"), text)
+            atomic_write_text(outputs.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
+            staged_out = outputs.dir(f"batches/{plat.name}")
+            written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
+                                       self["presentation.items_per_page"],
+                                       answers_per_example=self["design.answers_per_example"])
+            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch},
+                        outputs=outputs)
+        return [out / Path(p).relative_to(staged_out) for p in written]
 
     def keys(self) -> pd.DataFrame | None:
         """Every batch's key in one table (item ids are unique across batches), for ingest."""
@@ -683,7 +686,7 @@ class Workspace:
         kept unless ``force``)."""
         with self.locked():
             if path is None:
-                self.guard(["preview.html"], force, "preview")
+                self.guard(["preview.html"], force)
             return self._preview(n, path)
 
     def _preview(self, n: int, path: Path | None) -> Path:
@@ -714,7 +717,7 @@ class Workspace:
         repair_interrupted_ingest(self)
         previous = self.path / "analysis"
         if previous.exists() and any(previous.iterdir()):
-            self.guard(["analysis"], force, "analyze")
+            self.guard(["analysis"], force)
         study = study_from_workspace(self)
         kwargs.setdefault("formulations", self.formulations())
         result = calibrate(study, **kwargs)
@@ -733,10 +736,11 @@ class Workspace:
                                 "answers_per_example_design": self["design.answers_per_example"],
                                 "answers_per_example_mean": float(counts.mean()),
                                 **({"agreement": agreed.as_dict()} if agreed is not None else {})}
-        with self.staged("analyze"):
-            result.save(self.path / "analysis")
-        self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
-                                "formulations": result.bias["formulation"].tolist()})
+        from .report import write_analysis
+        with self.staged("analyze") as outputs:
+            write_analysis(result, outputs.dir("analysis"))
+            self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
+                                    "formulations": result.bias["formulation"].tolist()}, outputs=outputs)
         return result
 
 

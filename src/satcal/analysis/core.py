@@ -666,10 +666,6 @@ class CalibrationResult:
             out.update(self.bootstrap.tables())
         return out
 
-    def save(self, out_dir, figures: bool = True, report: bool = True) -> dict[str, str]:
-        """Write the CSV tables, the figures (PNG and PDF) and ``report.html``."""
-        from ..report import write_analysis
-        return write_analysis(self, out_dir, figures=figures, report=report)
 
 
 def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:

@@ -15,15 +15,16 @@ from ._common import raw_answers, read_table, write_delimited
 #: Columns of a snapshot of the study database.
 SNAPSHOT_COLUMNS = ["row_id", "item_id", "worker_id", "answer", "submitted_at", "seconds", "status"]
 
-HOWTO = """Serve this batch to participants yourself:
+HOWTO = """Serve this batch to participants yourself. With STUDY the study directory (the one
+that holds this batches/ folder),
 
-    satcal serve {directory}
+    satcal serve STUDY
 
 prints the entry URL for Prolific (with PROLIFIC_PID, STUDY_ID and SESSION_ID) and for lab
-participants, and a researcher's status page. Answers are stored in {directory}/serve.db
-(or the database given with --db); read them with
+participants, and a researcher's status page. Answers are stored in STUDY/serve.db (or the
+database given with --db); read them with
 
-    satcal ingest {directory} --platform serve
+    satcal ingest STUDY --platform serve
 """
 
 
@@ -31,9 +32,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
     check_worker_visible(visible.columns)
     out_dir.mkdir(parents=True, exist_ok=True)
-    directory = out_dir.parent.parent
     return [atomic_write_text(out_dir / "items.csv", write_delimited(visible, ",")),
-            atomic_write_text(out_dir / "README.txt", HOWTO.format(directory=directory))]
+            atomic_write_text(out_dir / "README.txt", HOWTO)]
 
 
 def read_results(path) -> pd.DataFrame:
