@@ -230,3 +230,22 @@ def test_notebook_representations(ecir_result, ecir_study):
     assert summary[0] == text and len([l for l in summary if l.strip().startswith(best)]) <= 1
     assert ecir_result.ranking.iloc[0]["formulation"] in summary[-3]
     assert ecir_result._repr_html_().count("<td>lin-const</td>") == 1 and ecir_result._repr_html_().count("</tr>") == 11
+
+
+def test_figures_draw_into_a_callers_axes(ecir_result):
+    """ax= takes a notebook's own axes (one per panel); discounts= picks the panels; too few
+    axes is a clear error."""
+    from matplotlib.figure import Figure
+    from satcal.report import figure_bias, figure_pref, figure_sat
+    fig = Figure()
+    ax = fig.subplots()
+    assert figure_sat(ecir_result, ax=ax, discounts=["log2"]) is fig
+    gains = ecir_result.bias.loc[ecir_result.bias["discount"] == "log2", "gain"]
+    assert ax.get_title() == "discount: log2" and ax.get_xlabel() == "phi"
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == sorted(["P = x (ideal)", *gains])
+    axes = Figure().subplots(2, 3)
+    figure_bias(ecir_result, ax=axes)
+    assert [a.get_title() for a in axes.ravel()] == [f"{i} by {f}" for f in ("gain", "discount")
+                                                     for i in ("b1", "b2", "b3")]
+    with pytest.raises(ValueError, match="6 panels"):
+        figure_pref(ecir_result, ax=Figure().subplots(1, 2))

@@ -374,3 +374,30 @@ def test_errors_name_the_right_place(ws, tmp_path):
     (fresh / "items.csv").unlink()
     with pytest.raises(SatcalError, match="items.csv: missing; run satcal export"):
         Workspace.open(fresh).preview(force=True)
+
+
+def test_out_directory_is_written_as_one_set(tmp_path, monkeypatch):
+    """`satcal analyze --out DIR --force` that dies half-way leaves DIR as it was; a run that
+    finishes replaces its own files and keeps the user's others."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    import satcal.report as report
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bias.csv").write_text("an older analysis\n")
+    (out / "my-notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    args = ["analyze", "--dataset", "ecir2015", "--bootstrap", "0", "--out", str(out), "--force", "-q"]
+
+    def dies(*a, **k):  # after the tables are written, while the figures are drawn
+        raise RuntimeError("killed")
+    monkeypatch.setattr(report, "figure_bias", dies)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert (out / "my-notes.txt").read_text() == "mine\n"
+    assert (out / "bias.csv").read_text().startswith("formulation,")
+    assert (out / "report.html").exists() and not list(out.glob(".satcal-stage-*"))

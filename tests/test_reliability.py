@@ -169,3 +169,28 @@ def test_asl_of_a_constant_difference_is_the_most_significant():
     scores = np.stack([base, base + 0.1, base])
     asl = discriminative_power(scores, ["a", "b", "c"], replicates=200).set_index(["system_1", "system_2"])["asl"]
     assert asl[("a", "b")] == 0 and asl[("b", "c")] == 0 and asl[("a", "c")] == 1
+
+
+def test_reliability_figures_are_small_multiples_in_gain_colours(web_collection):
+    """One panel per discount, one line per gain in the calibration figures' gain colours, the
+    measures beyond DCG (which have no gain or discount) named in a last panel."""
+    from matplotlib.colors import to_hex
+    from satcal.fileio import GAIN_COLOURS
+    j, runs = web_collection
+    forms = study_formulations(normalization="ideal", negatives="zero")[:12] + \
+        [formulation(m, "ideal", negatives="zero") for m in ("err", "lin-geo0.8")]
+    r = reliability_report(runs, j, forms, k=10, replicates=100)
+    assert r.gstudy.set_index("formulation").loc["err", ["gain", "discount"]].tolist() == ["err", ""]
+    for fig in (r._fig_phi(), r._fig_asl()):
+        panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+        titles = [ax.get_title() for ax in panels]
+        discounts = list(dict.fromkeys(f.labels["discount"] for f in forms))
+        assert titles == [f"discount: {d}" if d else "other measures" for d in discounts]
+        for ax, d in zip(panels, discounts):
+            mine = [f for f in forms if f.labels["discount"] == d]
+            lines = [l for l in ax.get_lines() if l.get_linestyle() == "-"]
+            assert len(lines) == len(mine)
+            if d:  # a DCG or RBP panel: each line in its gain's colour
+                assert {to_hex(l.get_color()) for l in lines} == {GAIN_COLOURS[f.labels["gain"]] for f in mine}
+            else:
+                assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["err"]

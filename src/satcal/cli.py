@@ -6,6 +6,7 @@ and exit code 2; no traceback.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -60,11 +61,30 @@ def _prepare_out(out: Path, force: bool) -> Path:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SatcalError(f"{out}: exists and is not a directory")
+    if out.exists():
+        from .fileio import OutputSet
+        OutputSet.recover(out)  # what a killed earlier run left: finished or discarded
     if out.exists() and any(out.iterdir()) and not force:
         raise SatcalError(f"{out}: already holds files; pass --force to overwrite them, or choose "
                           "another --out")
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+@contextmanager
+def _output_dir(out: Path, force: bool):
+    """An --out directory written as one set: the command writes into a stage inside it, and
+    the files move into place together at the end (same names replaced, other files kept),
+    so a killed command leaves the old files or the new ones, never a mix."""
+    from .fileio import OutputSet
+    out = _prepare_out(out, force)
+    outputs = OutputSet(out, "out").begin()
+    try:
+        yield outputs
+    except BaseException:
+        outputs.abandon()
+        raise
+    outputs.commit()
 
 
 PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]
@@ -197,9 +217,9 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     else:
         if out is None:
             raise SatcalError("--out DIR is required with --dataset or --answers")
+        _prepare_out(out, force)  # refused before the work, not after
         if formulations is not None or scale != {"normalization": "max", "negatives": "keep"}:
             kwargs["formulations"] = parse_formulations(formulations or "study", **scale)
-        out = _prepare_out(out, force)
         if dataset:
             result = _analyze_ecir(scores, kwargs)
         else:
@@ -213,7 +233,8 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
             from .fileio import sha256_file
             result.meta["provenance"].update(judgments_sha256=sha256_file(judgments),
                                              answers_sha256=sha256_file(answers))
-        write_analysis(result, out)
+        with _output_dir(out, force) as outputs:
+            write_analysis(result, outputs.tree())
     if result.meta.get("notice"):
         click.echo(result.meta["notice"])
     _echo_ranking(result)
@@ -649,9 +670,10 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     wanted = None if formulations is None else [_calibrated_id(t.strip()) for t in formulations.split(",")
                                                 if t.strip()]
     cals = load_calibrations(calibration, wanted)
-    out = _prepare_out(out, force)
+    _prepare_out(out, force)  # refused before the work, not after
     result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)), cals, k)
-    written = result.save(out)
+    with _output_dir(out, force) as outputs:
+        written = {name: str(outputs.final(p)) for name, p in result.save(outputs.tree()).items()}
     click.echo("Expected P(Sat) per query, mean over queries, under each measure:")
     click.echo(result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     click.echo(f"Wrote {', '.join(written.values())}")
@@ -694,44 +716,46 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
     from .runs import read_runs
     if bool(runs) == bool(simulate_runs):
         raise SatcalError("give run files with --runs, or --simulate-runs N to try it on simulated systems")
-    out = _prepare_out(out, force)
-    qrels = read_judgments(judgments)
-    if simulate_runs:
-        run_set = sim_runs(qrels, simulate_runs, seed=seed, out_dir=out / "simulated-runs")
-        click.echo(f"SIMULATED runs: {simulate_runs} systems of graded quality, in {out}/simulated-runs/")
-    else:
-        run_set = read_runs(_expand_runs(runs))
-    bias = None
-    if calibration is not None:
-        path = Path(calibration) / "bias.csv"
-        if not path.exists():
-            path = Path(calibration) / "analysis" / "bias.csv"
-        if not path.exists():
-            raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
-        bias = pd.read_csv(path)
-    forms = study_formulations(normalization=normalization, negatives=negatives)
-    result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, seed=seed,
-                                calibration_bias=bias, progress=not quiet)
-    written = result.save(out)
-    if optimize != "none":
-        found = (optimal_gains(run_set, qrels, k=k, normalization=normalization) if optimize == "gains"
-                 else optimal_discounts(run_set, qrels, k=k, normalization=normalization))
-        item, phi_opt, phi_start = found
-        if optimize == "gains":
-            levels = [0] + [lv for lv in sorted(set(qrels.table["level"])) if lv > 0]
-            values = item(levels)
+    _prepare_out(out, force)  # refused before the work, not after
+    with _output_dir(out, force) as outputs:
+        root = outputs.tree()
+        qrels = read_judgments(judgments)
+        if simulate_runs:
+            run_set = sim_runs(qrels, simulate_runs, seed=seed, out_dir=root / "simulated-runs")
+            click.echo(f"SIMULATED runs: {simulate_runs} systems of graded quality, in {out}/simulated-runs/")
         else:
-            values = item.factors(k)
-        snippet = f"custom_{optimize} = {{ optimal = [{', '.join(f'{v:.6g}' for v in values)}] }}"
-        (out / f"optimal_{optimize}.toml").write_text(
-            f"# Phi at one topic {phi_opt:.6f} (from {phi_start:.6f}); paste under [formulations] of a\n"
-            f"# study.toml to calibrate it like the others{' (levels ' + str(levels) + ')' if optimize == 'gains' else ''}\n"
-            f"{snippet}\n")
-        click.echo(f"optimal {optimize}: {item.formula}; Phi at one topic {phi_opt:.4f} (from {phi_start:.4f})")
-    shown = result.combined if result.combined is not None else result.gstudy
-    cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
-    click.echo(shown[cols].sort_values("phi", ascending=False).head(10).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    click.echo(f"Wrote {len(written)} tables and figures to {out}/")
+            run_set = read_runs(_expand_runs(runs))
+        bias = None
+        if calibration is not None:
+            path = Path(calibration) / "bias.csv"
+            if not path.exists():
+                path = Path(calibration) / "analysis" / "bias.csv"
+            if not path.exists():
+                raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
+            bias = pd.read_csv(path)
+        forms = study_formulations(normalization=normalization, negatives=negatives)
+        result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, seed=seed,
+                                    calibration_bias=bias, progress=not quiet)
+        written = result.save(root)
+        if optimize != "none":
+            found = (optimal_gains(run_set, qrels, k=k, normalization=normalization) if optimize == "gains"
+                     else optimal_discounts(run_set, qrels, k=k, normalization=normalization))
+            item, phi_opt, phi_start = found
+            if optimize == "gains":
+                levels = [0] + [lv for lv in sorted(set(qrels.table["level"])) if lv > 0]
+                values = item(levels)
+            else:
+                values = item.factors(k)
+            snippet = f"custom_{optimize} = {{ optimal = [{', '.join(f'{v:.6g}' for v in values)}] }}"
+            (root / f"optimal_{optimize}.toml").write_text(
+                f"# Phi at one topic {phi_opt:.6f} (from {phi_start:.6f}); paste under [formulations] of a\n"
+                f"# study.toml to calibrate it like the others{' (levels ' + str(levels) + ')' if optimize == 'gains' else ''}\n"
+                f"{snippet}\n")
+            click.echo(f"optimal {optimize}: {item.formula}; Phi at one topic {phi_opt:.4f} (from {phi_start:.4f})")
+        shown = result.combined if result.combined is not None else result.gstudy
+        cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
+        click.echo(shown[cols].sort_values("phi", ascending=False).head(10).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        click.echo(f"Wrote {len(written)} tables and figures to {out}/")
 
 
 @main.command(context_settings=CONTEXT)

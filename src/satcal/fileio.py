@@ -52,6 +52,7 @@ class OutputSet:
         self.root = Path(root)
         self.stage = self.root / f".satcal-stage-{name}"
         self.targets: list[Path] = []
+        self._walk = False
 
     def begin(self) -> "OutputSet":
         if self.stage.exists():
@@ -71,6 +72,16 @@ class OutputSet:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def tree(self) -> Path:
+        """A directory standing for the root: every file written under it is an output (a
+        file of the same name in the root is replaced, the root's other files are kept)."""
+        self._walk = True
+        return self.stage / "new"
+
+    def final(self, path: "str | os.PathLike") -> Path:
+        """Where a file written in the stage ends up once committed."""
+        return self.root / Path(path).relative_to(self.stage / "new")
+
     def _add(self, rel) -> Path:
         rel = Path(rel)
         if rel.is_absolute() or ".." in rel.parts:
@@ -80,6 +91,12 @@ class OutputSet:
         return self.stage / "new" / rel
 
     def commit(self) -> None:
+        if self._walk:  # files written under tree(), outside the outputs already named
+            new = self.stage / "new"
+            named = [new / t for t in self.targets]
+            for path in sorted(p for p in new.rglob("*") if p.is_file()):
+                if not any(path == n or n in path.parents for n in named):
+                    self.targets.append(path.relative_to(new))
         atomic_write_text(self.stage / "COMMIT", "".join(f"{t.as_posix()}\n" for t in self.targets))
         OutputSet._settle(self.stage, self.root)
 
@@ -165,6 +182,32 @@ def new_figure(*grid, figsize=None, **subplots):
     from matplotlib.figure import Figure
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(*grid, **subplots)
+
+
+def panel_axes(ax, panels: int, *grid, figsize=None, **subplots):
+    """Axes for a figure of ``panels`` panels: the caller's (``ax``: one Axes or an array of
+    them, at least one per panel, e.g. from a notebook's own ``plt.subplots``) or those of a
+    new figure laid out as ``grid``. Returns the figure, a flat array of axes, and whether the
+    figure is new (a new one gets the figure-level legend and title)."""
+    import numpy as np
+    if ax is None:
+        fig, axes = new_figure(*grid, figsize=figsize, squeeze=False, **subplots)
+        return fig, axes.ravel(), True
+    axes = np.asarray(ax, dtype=object).ravel()
+    if axes.size < panels:
+        raise ValueError(f"ax: this figure has {panels} panels; give at least {panels} axes "
+                         f"(got {axes.size})")
+    return axes[0].figure, axes, False
+
+
+#: One colour per gain in every figure (calibration and reliability alike).
+GAIN_COLOURS = {"bin2": "#8c564b", "bin1": "#e377c2", "exp5": "#d62728", "exp3": "#ff7f0e",
+                "exp2": "#2ca02c", "lin": "#1f77b4"}
+
+
+def gain_colour(gain: str, i: int) -> str:
+    """The colour of a gain (the i-th of the figure's cycle for gains without a fixed one)."""
+    return GAIN_COLOURS.get(gain, f"C{i % 10}")
 
 
 def read_utf8_text(path: "str | os.PathLike") -> str:

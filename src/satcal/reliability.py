@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from .errors import SatcalError
-from .fileio import new_figure
+from .fileio import gain_colour, new_figure
 from .judgments import Judgments
 from .measures import Discount, Formulation, Gain, _resolve, score_lists
 from .runs import Runs, level_cube
@@ -366,28 +366,57 @@ class ReliabilityResult:
 
 
     def _fig_phi(self):
-        fig, ax = new_figure(figsize=(8, 5))
-        for i, (f, d) in enumerate(self.dstudy.groupby("formulation", sort=False)):
-            ax.plot(d["topics"], d["phi"], lw=1, color=f"C{i % 10}", alpha=0.8, label=f if i < 12 else None)
-        ax.set_xlabel("topics")
-        ax.set_ylabel("Phi")
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
-        ax.set_title("Dependability Phi against topic-set size (D-study)")
-        ax.legend(fontsize=7, ncol=2)
-        return fig
+        return self._by_discount(
+            self.dstudy, lambda d: (d["topics"].to_numpy(), d["phi"].to_numpy()),
+            "Dependability Phi against topic-set size (D-study)", "topics (log scale)", "Phi", ylim=(0, 1),
+            xlog=True)
 
     def _fig_asl(self):
-        fig, ax = new_figure(figsize=(8, 5))
-        for i, (f, d) in enumerate(self.asl.groupby("formulation", sort=False)):
-            ax.plot(np.arange(1, len(d) + 1), np.sort(d["asl"].to_numpy()), lw=1, color=f"C{i % 10}",
-                    label=f if i < 12 else None)
-        ax.axhline(0.05, color="0.5", ls=":")
-        ax.set_xlabel("system pairs sorted by ASL")
-        ax.set_ylabel("achieved significance level")
-        ax.set_title("ASL curves (Sakai's paired bootstrap)")
-        ax.legend(fontsize=7, ncol=2)
-        ax.grid(alpha=0.3)
+        return self._by_discount(
+            self.asl, lambda d: (np.arange(1, len(d) + 1), np.sort(d["asl"].to_numpy())),
+            "ASL curves (Sakai's paired bootstrap): the lower, the more pairs told apart",
+            "system pairs sorted by ASL", "achieved significance level", ylim=(0, 1), level=0.05)
+
+    def _by_discount(self, table, xy, title, xlabel, ylabel, ylim=None, level=None, xlog=False):
+        """Small multiples: one panel per discount, one line per gain in the gain's colour
+        (as in the calibration figures), the measures beyond DCG in a last panel; 36 lines in
+        one panel cannot be told apart."""
+        kinds = self.gstudy.set_index("formulation")[["gain", "discount"]]
+        discounts = list(dict.fromkeys(kinds["discount"]))
+        ncol = min(3, len(discounts))
+        nrow = int(np.ceil(len(discounts) / ncol))
+        fig, axes = new_figure(nrow, ncol, figsize=(4.4 * ncol, 3.4 * nrow + 0.8), sharex=True,
+                               sharey=True, squeeze=False)
+        gains = list(dict.fromkeys(kinds["gain"]))
+        for i, (panel, disc) in enumerate(zip(axes.flat, discounts)):
+            for f, d in table.groupby("formulation", sort=False):
+                if kinds.loc[f, "discount"] != disc:
+                    continue
+                gain = kinds.loc[f, "gain"]
+                x, y = xy(d)
+                panel.plot(x, y, lw=1.4, color=gain_colour(gain, gains.index(gain)),
+                           label=gain if disc else f)
+            if level is not None:
+                panel.axhline(level, color="0.5", ls=":", lw=1)
+            panel.set_title(f"discount: {disc}" if disc else "other measures", fontsize=10)
+            panel.grid(alpha=0.3)
+            if xlog:
+                panel.set_xscale("log")
+            if ylim:
+                panel.set_ylim(*ylim)
+            if i >= len(discounts) - ncol:
+                panel.set_xlabel(xlabel)
+            if i % ncol == 0:
+                panel.set_ylabel(ylabel)
+            if not disc:
+                panel.legend(fontsize=7, frameon=False)
+        for panel in axes.flat[len(discounts):]:
+            panel.set_visible(False)
+        named = next((p for p, d in zip(axes.flat, discounts) if d), axes.flat[0])
+        handles, labels = named.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), frameon=False, title="gain")
+        fig.suptitle(title, fontsize=12)
+        fig.tight_layout(rect=(0, 0.1, 1, 0.95))
         return fig
 
     def _fig_combined(self):
@@ -399,7 +428,7 @@ class ReliabilityResult:
             for gi, g in enumerate(gains):
                 for di, d in enumerate(discounts):
                     sel = c[(c["gain"] == g) & (c["discount"] == d)]
-                    ax.scatter(sel[ind], sel["phi"], color=f"C{gi % 10}", marker=markers[di % len(markers)], s=30)
+                    ax.scatter(sel[ind], sel["phi"], color=gain_colour(g, gi), marker=markers[di % len(markers)], s=30)
             best = c.nsmallest(3, ind)   # name the least biased only: the cloud stays readable
             for r in best.itertuples():
                 ax.annotate(r.formulation, (getattr(r, ind), r.phi), fontsize=7, xytext=(3, 3),
@@ -408,7 +437,7 @@ class ReliabilityResult:
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("system-side Phi (higher is better)")
         from matplotlib.lines import Line2D
-        handles = ([Line2D([], [], color=f"C{i % 10}", marker="o", ls="", label=f"gain {g}") for i, g in enumerate(gains)]
+        handles = ([Line2D([], [], color=gain_colour(g, i), marker="o", ls="", label=f"gain {g}") for i, g in enumerate(gains)]
                    + [Line2D([], [], color="0.3", marker=markers[i % len(markers)], ls="", label=f"discount {d}")
                       for i, d in enumerate(discounts)])
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
@@ -431,7 +460,7 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
     for f, x in tqdm(list(zip(forms, scores)), desc="reliability", disable=not progress):
         g = g_study(x)
         d = d_study(g, target=target, alpha=alpha).iloc[0]
-        g_rows.append({"formulation": f.id, "gain": f.gain.id, "discount": f.discount.id,
+        g_rows.append({"formulation": f.id, "gain": f.labels["gain"], "discount": f.labels["discount"],
                        "normalization": f.normalization, "negatives": f.negatives,
                        "systems": g.n_systems, "topics": g.n_topics, "var_system": g.var_system,
                        "var_topic": g.var_topic, "var_residual": g.var_residual,

@@ -9,14 +9,12 @@ import pandas as pd
 from markupsafe import Markup
 
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
-from .fileio import atomic_write_text, new_figure, save_figure as _save_figure
+from .fileio import atomic_write_text, gain_colour, panel_axes, save_figure as _save_figure
 
 __all__ = ["write_analysis", "figure_sat", "figure_pref", "figure_bias", "figure_intervals",
            "render_report", "reading_guide"]
 
 FIGURES = ("fig1_sat", "fig2_pref", "fig3_bias")
-_GAIN_COLOURS = {"bin2": "#8c564b", "bin1": "#e377c2", "exp5": "#d62728", "exp3": "#ff7f0e",
-                 "exp2": "#2ca02c", "lin": "#1f77b4"}
 
 
 def _ordered(values, preferred) -> list[str]:
@@ -24,113 +22,148 @@ def _ordered(values, preferred) -> list[str]:
     return [v for v in preferred if v in values] + [v for v in values if v not in preferred]
 
 
-
-
-def _colour(gain: str, i: int) -> str:
-    return _GAIN_COLOURS.get(gain, f"C{i % 10}")
-
-
 def _published(curves: pd.DataFrame) -> pd.DataFrame:
     """The paper's curves (the joint model's per-list curves have ``sat_model = joint``)."""
     return curves[curves["sat_model"] != "joint"] if "sat_model" in curves.columns else curves
 
 
+#: Band columns of curves.csv, preferred first, and what they are.
+_BANDS = (("boot_lo", "boot_hi", "bootstrap"), ("lo", "hi", "Wald"))
+
+
 def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diagonal: bool,
-                  sat_model: str = "published"):
+                  sat_model: str = "published", ax=None, discounts=None):
     curves = result.curves[result.curves["curve"] == curve]
     if "sat_model" in curves.columns:
         curves = curves[curves["sat_model"] == sat_model]
     points = result.points[result.points["curve"] == curve]
-    discounts = _ordered(curves["discount"], STUDY_DISCOUNTS)
+    shown = _ordered(curves["discount"], STUDY_DISCOUNTS)
+    if discounts is not None:
+        unknown = sorted(set(discounts) - set(shown))
+        if unknown:
+            raise ValueError(f"discounts: {unknown} not in this result (it has {shown})")
+        shown = list(discounts)
     gains = _ordered(curves["gain"], STUDY_GAINS)
-    ncol = min(3, len(discounts))
-    nrow = int(np.ceil(len(discounts) / ncol))
-    fig, axes = new_figure(nrow, ncol, figsize=(4.2 * ncol, 3.8 * nrow), sharex=True, sharey=True,
-                             squeeze=False)
-    for ax, disc in zip(axes.flat, discounts):
+    # 95% bands: the bootstrap's when there was one, else the fit's own (Wald) interval
+    band = next(((lo, hi) for lo, hi, _ in _BANDS if lo in curves.columns and curves[lo].notna().any()), None)
+    ncol = min(3, len(shown))
+    nrow = int(np.ceil(len(shown) / ncol))
+    fig, axes, new = panel_axes(ax, len(shown), nrow, ncol, figsize=(4.2 * ncol, 3.8 * nrow),
+                                sharex=True, sharey=True)
+    for i_panel, (panel, disc) in enumerate(zip(axes, shown)):
         if diagonal:
-            ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="P = x (ideal)")
+            panel.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="P = x (ideal)")
         else:
-            ax.axhline(1.0, color="0.6", ls="--", lw=1, label="P = 1 (ideal)")
+            panel.axhline(1.0, color="0.6", ls="--", lw=1, label="P = 1 (ideal)")
         for i, gain in enumerate(gains):
             c = curves[(curves["discount"] == disc) & (curves["gain"] == gain)]
             p = points[(points["discount"] == disc) & (points["gain"] == gain) & (points["n"] > 0)]
             if c.empty:
                 continue
-            col = _colour(gain, i)
-            ax.plot(c["x"], c["p"], color=col, lw=1.8, label=gain)
-            ax.scatter(p["x_mid"], p["proportion"], color=col, s=14, alpha=0.8, zorder=3)
-        ax.set_title(f"discount: {disc}" if disc else "other measures", fontsize=11)
-        if not disc:  # measures beyond DCG: one line each, named in the panel
-            ax.legend(fontsize=8, loc="upper left", frameon=False)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.25)
-    for ax in axes.flat[len(discounts):]:
-        ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel(xlabel)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(ylabel)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+            col = gain_colour(gain, i)
+            if band is not None:
+                panel.fill_between(c["x"], c[band[0]], c[band[1]], color=col, alpha=0.12, lw=0)
+            panel.plot(c["x"], c["p"], color=col, lw=1.8, label=gain)
+            panel.scatter(p["x_mid"], p["proportion"], color=col, s=14, alpha=0.8, zorder=3)
+        panel.set_title(f"discount: {disc}" if disc else "other measures", fontsize=11)
+        if not disc or not new:  # measures beyond DCG, or a caller's axes: name the lines here
+            panel.legend(fontsize=8, loc="upper left", frameon=False)
+        panel.set_xlim(0, 1)
+        panel.set_ylim(0, 1.02)
+        panel.grid(alpha=0.25)
+        if not new or i_panel >= len(shown) - ncol:
+            panel.set_xlabel(xlabel)
+        if not new or i_panel % ncol == 0:
+            panel.set_ylabel(ylabel)
+    if not new:
+        return fig
+    for panel in axes[len(shown):]:
+        panel.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    what = next((name for lo, _, name in _BANDS if band and band[0] == lo), None)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False,
-               title="gain (lines: quadratic logit fit; points: bin proportions)")
+               title="gain (lines: quadratic logit fit" + (f"; bands: 95% {what} interval" if what else "")
+               + "; points: bin proportions)")
     fig.suptitle(title, fontsize=13)
     fig.tight_layout(rect=(0, 0.08, 1, 0.96))
     return fig
 
 
-def figure_sat(result):
-    """Figure 1: P(Sat|phi), one panel per discount, a line and points per gain."""
+def figure_sat(result, ax=None, discounts=None):
+    """Figure 1: P(Sat|phi), one panel per discount, a line and points per gain.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    ax : matplotlib Axes or array of Axes, optional
+        Draw into these (one per panel) instead of a new figure, e.g. ``plt.subplots()``'s.
+    discounts : list of str, optional
+        The discounts to draw (default all), one panel each.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     return _curve_figure(result, "sat", "P(Sat | phi): probability that users are satisfied",
-                         "phi", "P(Sat | phi)", diagonal=True)
+                         "phi", "P(Sat | phi)", diagonal=True, ax=ax, discounts=discounts)
 
 
-def figure_sat_joint(result):
+def figure_sat_joint(result, ax=None, discounts=None):
     """Figure 1b: the joint model's per-list s(phi), laid out as Figure 1 (the points are the
-    published estimator's bins, for reference)."""
+    published estimator's bins, for reference). ``ax`` and ``discounts`` as in figure_sat."""
     return _curve_figure(result, "sat", "s(phi): probability that a list with score phi satisfies a user "
-                         "(joint model, all four answers)", "phi", "s(phi)", diagonal=True, sat_model="joint")
+                         "(joint model, all four answers)", "phi", "s(phi)", diagonal=True, sat_model="joint",
+                         ax=ax, discounts=discounts)
 
 
-def figure_pref(result):
-    """Figure 2: P(Pref|dphi), one panel per discount, a line and points per gain."""
+def figure_pref(result, ax=None, discounts=None):
+    """Figure 2: P(Pref|dphi), one panel per discount, a line and points per gain. ``ax`` and
+    ``discounts`` as in figure_sat."""
     return _curve_figure(result, "pref", "P(Pref | dphi): probability that users agree with the "
-                         "sign of dphi", "|dphi|", "P(Pref | dphi)", diagonal=False)
+                         "sign of dphi", "|dphi|", "P(Pref | dphi)", diagonal=False, ax=ax, discounts=discounts)
 
 
-def figure_bias(result):
-    """Figure 3: boxplots of b1, b2, b3 over formulations, grouped by gain and by discount."""
+def figure_bias(result, ax=None):
+    """Figure 3: boxplots of b1, b2, b3 over formulations, by gain (first three panels) and by
+    discount (last three). ``ax``: six Axes to draw into instead of a new figure."""
     bias = result.bias
     if "family" in bias.columns:  # gain and discount exist in the DCG family only
         bias = bias[bias["family"] == "dcg"]
-    fig, axes = new_figure(2, 3, figsize=(13, 7))
-    for row, factor, order in ((0, "gain", STUDY_GAINS), (1, "discount", STUDY_DISCOUNTS)):
+    fig, axes, new = panel_axes(ax, 6, 2, 3, figsize=(13, 7))
+    panels = iter(axes)
+    for factor, order in (("gain", STUDY_GAINS), ("discount", STUDY_DISCOUNTS)):
         levels = _ordered(bias[factor], order)
-        for col, ind in enumerate(("b1", "b2", "b3")):
-            ax = axes[row, col]
+        for ind in ("b1", "b2", "b3"):
+            panel = next(panels)
             data = [bias.loc[bias[factor] == lv, ind].to_numpy() for lv in levels]
-            ax.boxplot(data, tick_labels=levels, widths=0.6)
-            ax.set_title(f"{ind} by {factor}")
-            ax.grid(axis="y", alpha=0.25)
-    fig.suptitle("Bias of each formulation (lower is better)", fontsize=13)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+            panel.boxplot(data, tick_labels=levels, widths=0.6)
+            panel.set_title(f"{ind} by {factor}")
+            panel.set_xlabel(factor)
+            panel.set_ylabel(f"{ind} (lower is better)")
+            panel.grid(axis="y", alpha=0.25)
+    if new:
+        fig.suptitle("Bias of each formulation (lower is better)", fontsize=13)
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
-def figure_intervals(result):
-    """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap)."""
+def figure_intervals(result, ax=None):
+    """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap). ``ax``: three
+    Axes to draw into instead of a new figure."""
     bias = result.bias.sort_values("b1")
-    fig, axes = new_figure(1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
+    fig, axes, new = panel_axes(ax, 3, 1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
     y = np.arange(len(bias))
-    for ax, ind in zip(axes, ("b1", "b2", "b3")):
+    for panel, ind in zip(axes, ("b1", "b2", "b3")):
         err = np.vstack([bias[ind] - bias[f"{ind}_lo"], bias[f"{ind}_hi"] - bias[ind]])
-        ax.errorbar(bias[ind], y, xerr=err, fmt="o", ms=3, color="k", ecolor="0.5", capsize=2)
-        ax.set_title(f"{ind} (95% bootstrap interval)")
-        ax.grid(axis="x", alpha=0.25)
-    axes[0].set_yticks(y, bias["formulation"])
-    axes[0].invert_yaxis()
-    fig.tight_layout()
+        panel.errorbar(bias[ind], y, xerr=err, fmt="o", ms=3, color="k", ecolor="0.5", capsize=2)
+        panel.set_title(f"{ind} (95% bootstrap interval)")
+        panel.set_xlabel(f"{ind} (lower is better)")
+        panel.grid(axis="x", alpha=0.25)
+        if not new or panel is axes[0]:  # a new figure shares its y axis
+            panel.set_yticks(y, bias["formulation"])
+            panel.invert_yaxis()
+    if new:
+        fig.tight_layout()
     return fig
 
 
