@@ -77,14 +77,8 @@ def _output_dir(out: Path, force: bool):
     the files move into place together at the end (same names replaced, other files kept),
     so a killed command leaves the old files or the new ones, never a mix."""
     from .fileio import OutputSet
-    out = _prepare_out(out, force)
-    outputs = OutputSet(out, "out").begin()
-    try:
+    with OutputSet(_prepare_out(out, force), "out") as outputs:
         yield outputs
-    except BaseException:
-        outputs.abandon()
-        raise
-    outputs.commit()
 
 
 PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]

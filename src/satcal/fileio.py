@@ -54,6 +54,17 @@ class OutputSet:
         self.targets: list[Path] = []
         self._walk = False
 
+    def __enter__(self) -> "OutputSet":
+        return self.begin()
+
+    def __exit__(self, kind, error, trace) -> None:
+        # an error while writing discards the stage; one while committing (after the commit
+        # list is written) leaves it for recover() to finish
+        if kind is None:
+            self.commit()
+        else:
+            self.abandon()
+
     def begin(self) -> "OutputSet":
         if self.stage.exists():
             OutputSet._settle(self.stage, self.root)

@@ -530,13 +530,8 @@ class Workspace:
         """``command``'s outputs as one set (:class:`~satcal.fileio.OutputSet`): written aside,
         then moved into place together, so a killed command leaves the old set or the new one,
         never half of each."""
-        outputs = OutputSet(self.path, command).begin()
-        try:
+        with OutputSet(self.path, command) as outputs:
             yield outputs
-        except BaseException:
-            outputs.abandon()
-            raise
-        outputs.commit()
 
     # -- manifest --------------------------------------------------------------------------
     def record(self, command: str, details: dict | None = None, inputs: list[Path] | None = None,
