@@ -148,17 +148,43 @@ def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
     j.to_trec(qrels)
     run_dir = tmp_path / "runs"
     simulate_runs(j, n_systems=5, depth=20, seed=1, out_dir=run_dir)
-    write_analysis(ecir_result, tmp_path / "cal", figures=False, report=False)
-    args = ["reliability", "--judgments", str(qrels), "--calibration", str(tmp_path / "cal"), "--k", "10",
-            "--replicates", "100", "--normalization", "minmax", "--out", str(tmp_path / "rel"), "-q"]
+    args = ["reliability", "--judgments", str(qrels), "--k", "10", "--replicates", "100",
+            "--normalization", "minmax", "--out", str(tmp_path / "rel"), "-q"]
     for f in sorted(run_dir.glob("*.run")):
         args += ["--runs", str(f)]
     from satcal.cli import main
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    for name in ("gstudy", "dstudy", "discrimination", "asl", "bv_error", "kendall", "user_vs_system"):
+    for name in ("gstudy", "dstudy", "discrimination", "asl", "bv_error", "kendall"):
         assert (tmp_path / "rel" / f"{name}.csv").exists()
-    assert (tmp_path / "rel" / "user_vs_system.png").exists() and (tmp_path / "rel" / "asl_curves.png").exists()
+    assert (tmp_path / "rel" / "asl_curves.png").exists()
+    assert set(pd.read_csv(tmp_path / "rel" / "gstudy.csv")["normalization"]) == {"minmax"}
+
+
+def test_reliability_takes_the_calibrations_scale(ecir_result, ecir_study, tmp_path):
+    """With --calibration, the system side is scored at the calibration's k, normalisation and
+    negative policy (calibration.json); a contradicting option or a wider level scale is a
+    one-line refusal."""
+    from satcal.cli import main
+    write_analysis(ecir_result, tmp_path / "cal", figures=False, report=False)
+    qrels = tmp_path / "qrels.txt"
+    ecir_study.judgments.to_trec(qrels)
+    base = ["reliability", "--judgments", str(qrels), "--simulate-runs", "5", "--replicates", "100",
+            "--calibration", str(tmp_path / "cal"), "-q"]
+    res = CliRunner().invoke(main, base + ["--k", "10", "--out", str(tmp_path / "bad")])
+    assert res.exit_code != 0 and "--k 10 contradicts the calibration" in res.output and "k = 5" in res.output
+    res = CliRunner().invoke(main, base + ["--normalization", "ideal", "--out", str(tmp_path / "bad2")])
+    assert res.exit_code != 0 and "normalization = max" in res.output
+    wide = tmp_path / "wide.txt"
+    wide.write_text(qrels.read_text() + "extra 0 doc-x 3\n")
+    res = CliRunner().invoke(main, [*base[:2], str(wide), *base[3:], "--out", str(tmp_path / "bad3")])
+    assert res.exit_code != 0 and "levels go up to 3" in res.output and "0..2" in res.output
+    assert not any((tmp_path / d).exists() for d in ("bad", "bad2", "bad3"))  # refused before writing
+    res = CliRunner().invoke(main, base + ["--out", str(tmp_path / "rel")])
+    assert res.exit_code == 0, res.output
+    g = pd.read_csv(tmp_path / "rel" / "gstudy.csv")
+    assert set(g["normalization"]) == {"max"} and set(g["negatives"]) == {"keep"}
+    assert (tmp_path / "rel" / "user_vs_system.csv").exists()
 
 
 def test_asl_of_a_constant_difference_is_the_most_significant():

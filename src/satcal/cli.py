@@ -681,12 +681,15 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
               help="No runs at hand: simulate this many systems of graded quality (labelled "
                    "simulated; for trying the analysis only).")
 @click.option("--calibration", type=click.Path(path_type=Path),
-              help="An analysis directory (its bias.csv): user-side b1-b3 beside the system side.")
-@click.option("--k", type=click.IntRange(min=1), default=10, show_default=True, help="Cutoff.")
+              help="An analysis directory (its bias.csv): user-side b1-b3 beside the system side, "
+                   "scored at the calibration's own k, normalisation and negative policy.")
+@click.option("--k", type=click.IntRange(min=1), default=None,
+              help="Cutoff (default: the calibration's, else 10; another than the calibration's is refused).")
 @click.option("--normalization", type=click.Choice(["ideal", "max", "minmax", "ul1", "ul2", "raw"]),
-              default="ideal", show_default=True)
-@click.option("--negatives", type=click.Choice(["keep", "zero"]), default="keep", show_default=True,
-              help="Negative levels: gain applied as given, or mapped to 0 first.")
+              default=None, help="Default: the calibration's, else ideal (as nDCG).")
+@click.option("--negatives", type=click.Choice(["keep", "zero"]), default=None,
+              help="Negative levels: gain applied as given, or mapped to 0 first (default: the "
+                   "calibration's, else keep).")
 @click.option("--replicates", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap replicates of the discriminative-power test.")
 @click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
@@ -710,23 +713,25 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
     from .runs import read_runs
     if bool(runs) == bool(simulate_runs):
         raise SatcalError("give run files with --runs, or --simulate-runs N to try it on simulated systems")
+    qrels = read_judgments(judgments)
+    bias, prov = None, {}
+    if calibration is not None:
+        from .analysis.evaluate import read_provenance
+        path = Path(calibration) / "bias.csv"
+        if not path.exists():
+            path = Path(calibration) / "analysis" / "bias.csv"
+        if not path.exists():
+            raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
+        bias, prov = pd.read_csv(path), read_provenance(path.parent)
+    k, normalization, negatives = _calibration_scale(prov, calibration, qrels, k, normalization, negatives)
     _prepare_out(out, force)  # refused before the work, not after
     with _output_dir(out, force) as outputs:
         root = outputs.tree()
-        qrels = read_judgments(judgments)
         if simulate_runs:
             run_set = sim_runs(qrels, simulate_runs, seed=seed, out_dir=root / "simulated-runs")
             click.echo(f"SIMULATED runs: {simulate_runs} systems of graded quality, in {out}/simulated-runs/")
         else:
             run_set = read_runs(_expand_runs(runs))
-        bias = None
-        if calibration is not None:
-            path = Path(calibration) / "bias.csv"
-            if not path.exists():
-                path = Path(calibration) / "analysis" / "bias.csv"
-            if not path.exists():
-                raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
-            bias = pd.read_csv(path)
         forms = study_formulations(normalization=normalization, negatives=negatives)
         result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, seed=seed,
                                     calibration_bias=bias, progress=not quiet)
@@ -750,6 +755,29 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
         cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
         click.echo(shown[cols].sort_values("phi", ascending=False).head(10).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         click.echo(f"Wrote {len(written)} tables and figures to {out}/")
+
+
+def _calibration_scale(prov: dict, directory, judgments, k, normalization, negatives):
+    """k, normalisation and negative policy for the system side: the calibration's own (from
+    calibration.json) unless given; a contradicting option is refused, as user-side bias and
+    system-side reliability are only comparable on the same scores."""
+    def single(by_formulation):
+        values = set((by_formulation or {}).values())
+        return values.pop() if len(values) == 1 else None
+
+    chosen = []
+    for name, given, own, default in (("k", k, prov.get("k"), 10),
+                                      ("normalization", normalization, single(prov.get("normalization")), "ideal"),
+                                      ("negatives", negatives, single(prov.get("negatives")), "keep")):
+        if given is not None and own is not None and given != own:
+            raise SatcalError(f"--{name} {given} contradicts the calibration in {directory}, made with "
+                              f"{name} = {own} (calibration.json); leave --{name} out to use it")
+        chosen.append(given if given is not None else own if own is not None else default)
+    levels = prov.get("levels")
+    if levels is not None and judgments.top_level > int(levels) - 1:
+        raise SatcalError(f"{judgments.source}: levels go up to {judgments.top_level}, but the calibration "
+                          f"in {directory} was made on levels 0..{int(levels) - 1} (calibration.json)")
+    return chosen
 
 
 @main.command(context_settings=CONTEXT)
