@@ -148,7 +148,7 @@ def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
     j.to_trec(qrels)
     run_dir = tmp_path / "runs"
     simulate_runs(j, n_systems=5, depth=20, seed=1, out_dir=run_dir)
-    args = ["reliability", "--judgments", str(qrels), "--k", "10", "--replicates", "100",
+    args = ["reliability", "--judgments", str(qrels), "--k", "10", "--replicates", "100", "--alpha", "0.2",
             "--normalization", "minmax", "--out", str(tmp_path / "rel"), "-q"]
     for f in sorted(run_dir.glob("*.run")):
         args += ["--runs", str(f)]
@@ -159,6 +159,11 @@ def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
         assert (tmp_path / "rel" / f"{name}.csv").exists()
     assert (tmp_path / "rel" / "asl_curves.png").exists()
     assert set(pd.read_csv(tmp_path / "rel" / "gstudy.csv")["normalization"]) == {"minmax"}
+    # --alpha is the level of the significance count (and of the two-sided intervals)
+    asl = pd.read_csv(tmp_path / "rel" / "asl.csv")
+    power = pd.read_csv(tmp_path / "rel" / "discrimination.csv").set_index("formulation")["discriminative_power"]
+    by_hand = asl.groupby("formulation")["asl"].apply(lambda a: float((a < 0.2).mean()))
+    np.testing.assert_allclose(power.loc[by_hand.index], by_hand)
 
 
 def test_reliability_takes_the_calibrations_scale(ecir_result, ecir_study, tmp_path):

@@ -636,7 +636,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
 
 @main.command(context_settings=CONTEXT)
 @click.option("--judgments", type=click.Path(path_type=Path), required=True)
-@click.option("--run", "runs", type=click.Path(path_type=Path), multiple=True, required=True,
+@click.option("--run", "--runs", "runs", type=click.Path(path_type=Path), multiple=True, required=True,
               help="A TREC run file, a directory of them, or a glob (repeatable).")
 @click.option("--calibration", type=click.Path(path_type=Path), required=True,
               help="Output directory of satcal analyze (its fits.csv), or a workspace.")
@@ -675,7 +675,7 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
 
 @main.command(context_settings=CONTEXT)
 @click.option("--judgments", type=click.Path(path_type=Path), required=True)
-@click.option("--runs", "runs", type=click.Path(path_type=Path), multiple=True,
+@click.option("--run", "--runs", "runs", type=click.Path(path_type=Path), multiple=True,
               help="A TREC run file, a directory of them, or a glob (repeatable).")
 @click.option("--simulate-runs", type=click.IntRange(min=2), default=None,
               help="No runs at hand: simulate this many systems of graded quality (labelled "
@@ -692,6 +692,12 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
                    "calibration's, else keep).")
 @click.option("--replicates", type=click.IntRange(min=100), default=1000, show_default=True,
               help="Bootstrap replicates of the discriminative-power test.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, help="Significance level: intervals of E rho^2 and Phi are two-sided "
+              "(1 - alpha) intervals (alpha/2 in each tail; gt4ireval's alpha is per tail, so its 0.025 "
+              "is this 0.05), and a pair of systems counts as told apart when its ASL < alpha.")
+@click.option("--target", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="The E rho^2 and Phi to reach when counting the topics needed.")
 @click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
               show_default=True, help="Also find the gains (log2 discount) or discounts (linear "
               "gain) that maximise Phi at one topic (paper 000).")
@@ -700,7 +706,7 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
 @click.option("--force", is_flag=True)
 @click.option("--quiet", "-q", is_flag=True)
 def reliability(judgments, runs, simulate_runs, calibration, k, normalization, negatives, replicates,
-                optimize, seed, out, force, quiet):
+                alpha, target, optimize, seed, out, force, quiet):
     """System-side reliability of every formulation: G-study variance components, D-study
     E rho^2 and Phi with intervals and topics needed, discriminative power (Sakai's paired
     bootstrap, ASL curves), Buckley-Voorhees error rates, Kendall tau between formulations;
@@ -733,8 +739,8 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
         else:
             run_set = read_runs(_expand_runs(runs))
         forms = study_formulations(normalization=normalization, negatives=negatives)
-        result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, seed=seed,
-                                    calibration_bias=bias, progress=not quiet)
+        result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, alpha=alpha,
+                                    target=target, seed=seed, calibration_bias=bias, progress=not quiet)
         written = result.save(root)
         if optimize != "none":
             found = (optimal_gains(run_set, qrels, k=k, normalization=normalization) if optimize == "gains"

@@ -95,8 +95,9 @@ def g_study(scores: np.ndarray) -> GStudy:
 
 def d_study(g: GStudy, topics: Sequence[int] | int | None = None, target: float = 0.95,
             alpha: float = 0.05) -> pd.DataFrame:
-    """E rho^2 and Phi at ``topics`` (default: the G-study's), with (1 - alpha) intervals, and
-    the topics needed to reach ``target``."""
+    """E rho^2 and Phi at ``topics`` (default: the G-study's), with two-sided (1 - alpha)
+    intervals (alpha / 2 in each tail: gt4ireval's ``alpha`` is per tail, so its 0.025 is this
+    function's 0.05), and the topics needed to reach ``target``."""
     topics = np.atleast_1d(g.n_topics if topics is None else topics).astype(float)
     s, t, e = g.var_system, g.var_topic, g.var_residual
     with np.errstate(divide="ignore", invalid="ignore"):
