@@ -380,15 +380,14 @@ class Workspace:
             raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
                               "needs lists built from at least two levels (give --levels)")
         validate_config(tomllib.loads(text), path / "study.toml")
-        inputs = path / "inputs"
-        inputs.mkdir(parents=True, exist_ok=True)
-        for source, name in ((judgments, judgments_name), (documents, documents_name), (topics, topics_name)):
-            if source is None or not name:
-                continue
-            target = inputs / name
-            if not (target.exists() and target.resolve() == Path(source).resolve()):
-                shutil.copyfile(source, target)
-        atomic_write_text(path / "study.toml", text)
+        path.mkdir(parents=True, exist_ok=True)
+        OutputSet.recover(path)
+        # the inputs and study.toml as one set: a killed init leaves the old study or the new one
+        with OutputSet(path, "init") as outputs:
+            for source, name in ((judgments, judgments_name), (documents, documents_name), (topics, topics_name)):
+                if source is not None and name:
+                    shutil.copyfile(source, outputs.file(f"inputs/{name}"))
+            atomic_write_text(outputs.file("study.toml"), text)
         ws = cls.open(path)
         ws.record("init", {"judgments": str(judgments), "documents": str(documents or ""),
                            "topics": str(topics or "")})
