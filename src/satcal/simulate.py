@@ -231,9 +231,11 @@ def simulate_workspace(ws, platform: str | None = None, force: bool = False, mod
     model = model or _workspace_model(ws)
     answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model,
                                       ws["design.answers_per_example"])
-    plat.write_results(answers, items, key, out)
-    atomic_write_text(ws.path / "simulated" / f"{plat.name}-truth.json", json.dumps(truth, indent=1) + "\n")
-    ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed})
+    with ws.locked(), ws.staged("simulate") as outputs:  # results and truth as one set
+        plat.write_results(answers, items, key, outputs.file(out.relative_to(ws.path)))
+        atomic_write_text(outputs.file(f"simulated/{plat.name}-truth.json"), json.dumps(truth, indent=1) + "\n")
+        ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed},
+                  outputs=outputs)
     return out, truth
 
 
