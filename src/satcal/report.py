@@ -316,6 +316,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
         "guide": reading_guide(result),
         "joint_gap": _joint_gap(result) if "b1_joint" in result.bias.columns else None,
+        "joint_bootstrapped": "b1_joint_lo" in result.bias.columns,
         "figures": [{"caption": _CAPTIONS.get(name, name), "alt": path.stem,
                      "data": base64.b64encode(path.read_bytes()).decode("ascii")}
                     for name, path in figure_paths.items()],

@@ -173,6 +173,7 @@ class BootstrapResult:
     failed: pd.DataFrame = None
     seed: int = 0
     estimates: np.ndarray = None            # (F, 3): the full-sample b1, b2, b3
+    joint: dict | None = field(default=None, repr=False)  # the joint model's, see bootstrap_joint
 
     @property
     def bias_intervals(self) -> pd.DataFrame:
@@ -182,6 +183,10 @@ class BootstrapResult:
             out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
             with np.errstate(all="ignore"):
                 out[f"{name}_se"] = np.nanstd(self.indicators[:, :, k], axis=0, ddof=1)
+        if self.joint is not None:
+            lo, hi = _bc_interval(self.joint["indicators"], self.joint["estimates"])
+            for k, name in enumerate(("b1_joint", "b2_joint")):
+                out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
         return out
 
     @property
@@ -222,10 +227,13 @@ class BootstrapResult:
         result.bias = result.bias.merge(self.bias_intervals, on="formulation", how="left")
         lo_c = np.full(len(result.curves), np.nan)
         hi_c = np.full(len(result.curves), np.nan)
-        # the bootstrap is of the published curves; the joint model's rows keep their Wald band
-        published = (result.curves["sat_model"] != "joint").to_numpy() if "sat_model" in result.curves else True
-        for (f, curve), (lo, hi) in self.curve_bands.items():
-            mask = ((result.curves["formulation"] == f) & (result.curves["curve"] == curve)).to_numpy() & published
+        model = result.curves["sat_model"].to_numpy() if "sat_model" in result.curves else "published"
+        bands = [(key, band, "published") for key, band in self.curve_bands.items()]
+        if self.joint is not None:
+            bands += [((f, "sat"), band, "joint") for f, band in self.joint["bands"].items()]
+        for (f, curve), (lo, hi), which in bands:
+            mask = ((result.curves["formulation"] == f) & (result.curves["curve"] == curve)).to_numpy() & \
+                (model == which)
             lo_c[mask], hi_c[mask] = lo, hi
         result.curves = result.curves.assign(boot_lo=lo_c, boot_hi=hi_c)
         lo_p = np.full(len(result.points), np.nan)
@@ -239,10 +247,38 @@ class BootstrapResult:
                            bootstrap_failed_fits=int(self.failed[["sat", "pref"]].to_numpy().sum()))
 
 
+def _joint_replicates(phi_a, phi_b, code, W, fit):
+    """One formulation's joint model over the replicates: s(phi) band and b1, b2 per replicate."""
+    from .joint import bootstrap_thetas
+    thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
+    curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
+    ind = bias_indicators(curves, np.zeros_like(curves))
+    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"]], axis=1)}
+
+
+def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
+                    seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False) -> dict:
+    """The joint model's bootstrap, on the same replicates as the published curves' (same
+    seed, same resampled examples): each replicate's parameters by the k-step bootstrap
+    (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
+    b2_joint per replicate for their BC intervals."""
+    from .joint import CODES
+    code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
+    W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size)
+    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j]) for j in range(len(fits)))
+    results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
+                           total=len(fits))
+    estimates = np.array([[np.mean(np.abs(GRID - f.predict(GRID)[0])),
+                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2] for f in fits])
+    return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
+            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 2)
+            "estimates": estimates}
+
+
 def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,
-                          types: AnswerTypes | None = None) -> BootstrapResult:
+                          types: AnswerTypes | None = None, joint_fits: list | None = None) -> BootstrapResult:
     """Bootstrap the whole calibration over examples (see module docstring).
 
     Answers are drawn with replacement; each replicate's draws are then counted per distinct
@@ -270,10 +306,13 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                            total=len(forms))
     ids = [f.id for f in forms]
     indicators = np.stack([r["indicators"] for r in results], axis=1)  # (1 + B, F, 3)
+    joint = None
+    if joint_fits is not None:
+        joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress)
     return BootstrapResult(
         formulations=ids, replicates=replicates, indicators=indicators[1:], estimates=indicators[0],
         curve_bands={(f, c): r[f"{c}_band"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         point_bands={(f, c): r[f"{c}_points"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         failed=pd.DataFrame({"formulation": ids, "sat": [r["sat_failed"] for r in results],
                              "pref": [r["pref_failed"] for r in results]}),
-        seed=seed)
+        seed=seed, joint=joint)

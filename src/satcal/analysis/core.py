@@ -767,8 +767,9 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                 check_rows.append({**ident, "curve": curve, **row})
     ind = bias_indicators(p_sat, p_pref)
     bias = fcols.assign(**ind)[["formulation", "gain", "discount", "b1", "b2", "b3", "family"]]
+    joint_models = None
     if sat_model != "published":
-        joint_fits, joint_curves, b_joint = _joint_model(types, fcols, progress)
+        joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress)
         fit_rows += joint_fits
         curve_frames += joint_curves
         bias = bias.assign(**b_joint)
@@ -788,7 +789,8 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         from .bootstrap import bootstrap_calibration
         result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
-                                                 backend=backend, progress=progress, types=types)
+                                                 backend=backend, progress=progress, types=types,
+                                                 joint_fits=joint_models)
         result.bootstrap.attach(result)
     return result
 
@@ -800,7 +802,7 @@ SAT_MODELS = ("published", "both", "joint")
 def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
     """The joint model of every formulation: fits rows, curve frames, and b1_joint, b2_joint."""
     from .joint import fit_joint
-    fits, curves, b1, b2 = [], [], [], []
+    fits, curves, b1, b2, models = [], [], [], [], []
     iterator = range(len(fcols))
     if progress:
         from tqdm.auto import tqdm
@@ -808,6 +810,7 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
     for j in iterator:
         ident = fcols.iloc[j].to_dict()
         fit = fit_joint(types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
+        models.append(fit)
         p, lo, hi = fit.predict(GRID)
         se = np.sqrt(np.diag(fit.cov)[:3])
         fits.append({**ident, "curve": "sat", "sat_model": "joint", "n": fit.n, "successes": np.nan,
@@ -821,7 +824,7 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
                                     "p_isotonic": np.nan}))
         b1.append(float(np.mean(np.abs(GRID - p))))
         b2.append(float((p[0] + 1 - p[-1]) / 2))
-    return fits, curves, {"b1_joint": b1, "b2_joint": b2}
+    return fits, curves, {"b1_joint": b1, "b2_joint": b2}, models
 
 
 def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answers: int) -> dict:

@@ -12,11 +12,13 @@ user, under this answer process (per answer, lists A and B satisfy independently
 - exactly one satisfies: the user prefers it, except with probability lambda (a lapse).
 
 s(phi) = expit(b0 + b1 phi + b2 phi^2). Parameters are fitted by maximum likelihood (scipy,
-L-BFGS-B on the collapsed answer rows with their counts); standard errors come from the
-observed information (the numerical Hessian of the log-likelihood, statsmodels' ``approx_hess``),
-and the 95% band of s(phi) from the linear predictor's standard error, as for the published
-curves. With pi = 0 and lambda = 0 the model's both_* answers carry the published estimator's
-information, but the estimand differs: s(phi) is the per-list curve.
+L-BFGS-B with the analytic gradient, on the collapsed answer rows with their counts); standard
+errors come from the observed information (the numerical Hessian of the log-likelihood,
+statsmodels' ``approx_hess``), and the Wald band of s(phi) from the linear predictor's standard
+error, as for the published curves. When the analysis is bootstrapped, the same replicates
+bootstrap the joint model too (:func:`bootstrap_thetas`, a k-step bootstrap). With pi = 0 and
+lambda = 0 the model's both_* answers carry the published estimator's information, but the
+estimand differs: s(phi) is the per-list curve.
 """
 from __future__ import annotations
 
@@ -25,12 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_expit
 
-__all__ = ["JointFit", "fit_joint", "joint_probabilities", "PARAMETERS"]
+__all__ = ["JointFit", "fit_joint", "joint_probabilities", "bootstrap_thetas", "PARAMETERS"]
 
 PARAMETERS = ("b0", "b1", "b2", "c0", "c1", "delta", "lambda")
 #: Order of the answer codes in the probability matrix.
 CODES = ("a_better", "b_better", "both_good", "both_bad")
 _EPS = 1e-12
+#: Box of the fitting scale (keeps separated data from running off to infinity).
+BOUNDS = [(-30, 30)] * 3 + [(-20, 20)] * 2 + [(-15, 15)] * 2
 
 
 def _unpack(theta):
@@ -64,6 +68,87 @@ def joint_probabilities(theta, phi_a, phi_b) -> np.ndarray:
 def _negloglik(theta, phi_a, phi_b, code, counts):
     p = joint_probabilities(theta, phi_a, phi_b)[np.arange(code.size), code]
     return -float(np.sum(counts * np.log(np.maximum(p, _EPS))))
+
+
+def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
+    """The negative log-likelihood and its gradient (by the chain rule through s_A, s_B, pi,
+    the share to the higher list and the lapse; checked against finite differences in the
+    tests), so that each fit needs a few dozen likelihood evaluations instead of hundreds.
+
+    Batched as well: ``theta`` (B, 7) with ``counts`` (B, n) gives values (B,) and gradients
+    (B, 7), one per bootstrap replicate.
+    """
+    single = np.ndim(theta) == 1
+    theta = np.atleast_2d(np.asarray(theta, float))
+    counts = np.atleast_2d(counts)
+    col = lambda i: theta[:, i:i + 1]  # (B, 1): broadcasts over the answer rows
+    delta, lapse = expit(col(5)), 0.5 * expit(col(6))
+    s_a = expit(col(0) + col(1) * phi_a + col(2) * phi_a ** 2)
+    s_b = expit(col(0) + col(1) * phi_b + col(2) * phi_b ** 2)
+    d = phi_a - phi_b
+    pi = expit(col(3) + col(4) * np.abs(d))
+    sign = np.sign(d)
+    to_a = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
+    same = s_a * s_b + (1 - s_a) * (1 - s_b)
+    only_a, only_b = s_a * (1 - s_b), s_b * (1 - s_a)
+    is_a, is_b, is_good = code == 0, code == 1, code == 2
+    p = np.select([is_a, is_b, is_good],
+                  [same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
+                   same * pi * (1 - to_a) + only_b * (1 - lapse) + only_a * lapse,
+                   s_a * s_b * (1 - pi)], (1 - s_a) * (1 - s_b) * (1 - pi))
+    weight = np.where(p > _EPS, counts / np.maximum(p, _EPS), 0.0)  # clipped: no gradient
+    # partial derivatives of the observed answer's probability
+    dp_dsa = np.select([is_a, is_b, is_good],
+                       [(2 * s_b - 1) * pi * to_a + (1 - s_b) * (1 - lapse) - s_b * lapse,
+                        (2 * s_b - 1) * pi * (1 - to_a) - s_b * (1 - lapse) + (1 - s_b) * lapse,
+                        s_b * (1 - pi)], -(1 - s_b) * (1 - pi))
+    dp_dsb = np.select([is_a, is_b, is_good],
+                       [(2 * s_a - 1) * pi * to_a - s_a * (1 - lapse) + (1 - s_a) * lapse,
+                        (2 * s_a - 1) * pi * (1 - to_a) + (1 - s_a) * (1 - lapse) - s_a * lapse,
+                        s_a * (1 - pi)], -(1 - s_a) * (1 - pi))
+    dp_dpi = np.select([is_a, is_b, is_good], [same * to_a, same * (1 - to_a), -s_a * s_b],
+                       -(1 - s_a) * (1 - s_b))
+    dp_dto = np.where(is_a, same * pi, np.where(is_b, -same * pi, 0.0))
+    dp_dlapse = np.where(is_a, only_b - only_a, np.where(is_b, only_a - only_b, 0.0))
+    ga = weight * dp_dsa * s_a * (1 - s_a)
+    gb = weight * dp_dsb * s_b * (1 - s_b)
+    gpi = weight * dp_dpi * pi * (1 - pi)
+    grad = -np.stack([
+        np.sum(ga + gb, axis=1), np.sum(ga * phi_a + gb * phi_b, axis=1),
+        np.sum(ga * phi_a ** 2 + gb * phi_b ** 2, axis=1),
+        np.sum(gpi, axis=1), np.sum(gpi * np.abs(d), axis=1),
+        np.sum(weight * dp_dto * sign, axis=1) * (delta * (1 - delta))[:, 0],
+        np.sum(weight * dp_dlapse, axis=1) * (lapse * (1 - 2 * lapse))[:, 0]], axis=1)
+    value = -np.sum(counts * np.log(np.maximum(p, _EPS)), axis=1)
+    return (float(value[0]), grad[0]) if single else (value, grad)
+
+
+def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 1,
+                     block: int = 100) -> np.ndarray:
+    """Bootstrap replicates of the joint model's parameters, (B, 7), by the k-step bootstrap.
+
+    Each replicate starts at the full-sample estimate and takes ``steps`` Newton steps on its
+    own (resampled) log-likelihood, with the full-sample observed information as the Hessian:
+    Andrews (2002), "Higher-order improvements of a computationally attractive k-step
+    bootstrap for extremum estimators", Econometrica 70(1); k-step replicates have the same
+    first-order distribution as full re-fits at a fraction of the cost (all replicates move at
+    once, ``block`` at a time). One step: on the ECIR 2015 answers its curves are within 0.003
+    of full re-fits, and further fixed-Hessian steps do not get closer where parameters sit at
+    their bounds (tests/test_joint.py). Rows of NaN when the information is unusable.
+    """
+    weights = np.atleast_2d(weights)
+    if not np.isfinite(fit.cov).all():
+        return np.full((len(weights), fit.theta.size), np.nan)
+    low, high = np.array(BOUNDS).T
+    out = np.empty((len(weights), fit.theta.size))
+    for start in range(0, len(weights), block):
+        w = weights[start:start + block]
+        theta = np.repeat(fit.theta[None, :], len(w), axis=0)
+        for _ in range(steps):
+            _, grad = _negloglik_and_gradient(theta, phi_a, phi_b, code, w)
+            theta = np.clip(theta - grad @ fit.cov.T, low, high)
+        out[start:start + block] = theta
+    return out
 
 
 @dataclass
@@ -128,15 +213,28 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
         raise ValueError(f"unknown answer codes: {sorted(set(answers[code < 0]))}")
     counts = np.ones(answers.size) if counts is None else np.asarray(counts, float)
     args = (phi_a, phi_b, code, counts)
-    res = minimize(_negloglik, _start(*args), args=args, method="L-BFGS-B",
-                   bounds=[(-30, 30)] * 3 + [(-20, 20)] * 2 + [(-15, 15)] * 2,
-                   options={"maxiter": 2000})
+    res = minimize(_negloglik_and_gradient, _start(*args), args=args, jac=True, method="L-BFGS-B",
+                   bounds=BOUNDS, options={"maxiter": 2000})
     theta = res.x
     hess = approx_hess(theta, _negloglik, args=args)
+    return JointFit(theta, _covariance(hess), int(counts.sum()), bool(res.success), -float(res.fun))
+
+
+def _covariance(hess: np.ndarray) -> np.ndarray:
+    """The inverse of the observed information; when it is singular (a parameter the data
+    cannot place, e.g. pi when nobody who liked both lists or neither stated a preference, runs
+    to its bound and leaves the likelihood flat), its pseudo-inverse: the flat directions are
+    then held fixed, and the standard errors of s(phi) are those given the rest. NaN if even
+    that leaves a negative variance."""
+    size = hess.shape[0]
     try:
         cov = np.linalg.inv(hess)
-        if not np.all(np.isfinite(cov)) or np.any(np.diag(cov) < 0):
-            raise np.linalg.LinAlgError
+        if np.all(np.isfinite(cov)) and np.all(np.diag(cov) >= 0) and \
+                np.linalg.cond(hess) < 1 / np.finfo(float).eps:
+            return cov
     except np.linalg.LinAlgError:
-        cov = np.full((theta.size, theta.size), np.nan)
-    return JointFit(theta, cov, int(counts.sum()), bool(res.success), -float(res.fun))
+        pass
+    if not np.all(np.isfinite(hess)):
+        return np.full((size, size), np.nan)
+    cov = np.linalg.pinv((hess + hess.T) / 2, hermitian=True)
+    return cov if np.all(np.diag(cov)[:3] > 0) else np.full((size, size), np.nan)
