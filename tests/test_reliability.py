@@ -225,3 +225,23 @@ def test_reliability_figures_are_small_multiples_in_gain_colours(web_collection)
                 assert {to_hex(l.get_color()) for l in lines} == {GAIN_COLOURS[f.labels["gain"]] for f in mine}
             else:
                 assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["err"]
+
+
+def test_user_vs_system_labels_never_overlap(web_collection, ecir_result):
+    """The least biased formulations are named in each panel, and no two names overlap, however
+    close their points are (drawn with Agg and measured)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    j, runs = web_collection
+    r = reliability_report(runs, j, study_formulations(normalization="ideal", negatives="zero"), k=10,
+                           replicates=100, calibration_bias=ecir_result.bias)
+    fig = r._fig_combined()
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    for ax in fig.axes:
+        from matplotlib.text import Text
+        boxes = [Text.get_window_extent(t, renderer)  # the label itself, without its leader line
+                 for t in ax.texts if t.get_text()[:2] in ("1.", "2.", "3.")]
+        assert len(boxes) == 3
+        for i in range(3):
+            for k in range(i + 1, 3):
+                assert not boxes[i].overlaps(boxes[k])

@@ -431,9 +431,14 @@ class ReliabilityResult:
                     sel = c[(c["gain"] == g) & (c["discount"] == d)]
                     ax.scatter(sel[ind], sel["phi"], color=gain_colour(g, gi), marker=markers[di % len(markers)], s=30)
             best = c.nsmallest(3, ind)   # name the least biased only: the cloud stays readable
-            for r in best.itertuples():
-                ax.annotate(r.formulation, (getattr(r, ind), r.phi), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points")
+            for rank, r in enumerate(best.itertuples(), start=1):
+                # a fixed list in the corner with leader lines: labels never overlap each other,
+                # however close their points are
+                ax.annotate(f"{rank}. {r.formulation}", (getattr(r, ind), r.phi), fontsize=7,
+                            xytext=(0.03, 0.05 + 0.07 * (3 - rank)), textcoords="axes fraction",
+                            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.8", "alpha": 0.9},
+                            arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6})
+            ax.text(0.03, 0.27, "least biased", transform=ax.transAxes, fontsize=7, color="0.3")
             ax.set_xlabel(f"user-side bias {ind} (lower is better)")
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("system-side Phi (higher is better)")
