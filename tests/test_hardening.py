@@ -401,3 +401,17 @@ def test_out_directory_is_written_as_one_set(tmp_path, monkeypatch):
     assert (out / "my-notes.txt").read_text() == "mine\n"
     assert (out / "bias.csv").read_text().startswith("formulation,")
     assert (out / "report.html").exists() and not list(out.glob(".satcal-stage-*"))
+
+
+def test_the_lock_is_reentrant_in_a_process(ws):
+    """A command that holds the workspace and calls a stage that takes it too does not wait
+    for itself (it once waited the full LOCK_WAIT); another process still waits."""
+    import time
+    start = time.monotonic()
+    with ws.locked(), Workspace.open(ws.path).locked(), ws.locked():
+        probe = subprocess.run([sys.executable, "-c",
+                                "from filelock import FileLock, Timeout; import sys\n"
+                                f"try: FileLock({str(ws.path / '.satcal.lock')!r}).acquire(timeout=0.2)\n"
+                                "except Timeout: sys.exit(3)"], timeout=60)
+    assert probe.returncode == 3  # held against other processes
+    assert time.monotonic() - start < 30

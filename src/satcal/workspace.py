@@ -326,6 +326,11 @@ def _toml_list(values) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
+#: Workspace locks this process holds, with their depth: the lock is re-entrant in a process
+#: (a file lock object per call is not).
+_HELD: dict[str, int] = {}
+
+
 @dataclass
 class Workspace:
     """A study directory. Use :meth:`init` to create one and :meth:`open` to use it."""
@@ -506,7 +511,15 @@ class Workspace:
         stderr, up to ``LOCK_WAIT`` seconds.
         """
         from filelock import FileLock, Timeout
-        lock = FileLock(str(self.path / ".satcal.lock"))
+        key = str((self.path / ".satcal.lock").resolve())
+        if _HELD.get(key):  # this process holds it already (a command calling a stage)
+            _HELD[key] += 1
+            try:
+                yield self
+            finally:
+                _HELD[key] -= 1
+            return
+        lock = FileLock(key)
         try:
             lock.acquire(timeout=0)
         except Timeout:
@@ -518,10 +531,12 @@ class Workspace:
                 raise SatcalError(f"{self.path}: another satcal command has held the workspace "
                                   f"for over {LOCK_WAIT} s; let it finish, or stop it and run "
                                   "this one again") from None
+        _HELD[key] = 1
         try:
             OutputSet.recover(self.path)  # finish or discard what a killed command left
             yield self
         finally:
+            _HELD.pop(key, None)
             lock.release()
 
     @contextmanager
