@@ -129,6 +129,53 @@ def test_generator_refuses_pool_based_measures_with_the_reason():
     Design(formulations=[formulation("err"), formulation("rr")])  # pattern-only measures: fine
     with pytest.raises(SatcalError, match="ap uses normalisation 'pool'"):
         Design(formulations=[formulation("ap")])
+    with pytest.raises(SatcalError, match="ap uses normalisation 'pool'"):
+        Design(extra=["err", "ap"], cover_extra=True)
+    assert [f.id for f in Design(extra=["err", "ap"]).placeable_extra] == ["err"]  # not covered: fine
+
+
+def _extra_counts(examples, design):
+    """Coverage counts of the extra measures recomputed from the examples' relevance levels."""
+    from satcal.measures import bin_index
+    k = design.k
+    la = examples[[f"ra{i}" for i in range(1, k + 1)]].to_numpy()
+    lb = examples[[f"rb{i}" for i in range(1, k + 1)]].to_numpy()
+    sa, sb = (score_lists(lv, design.placeable_extra, top_level=design.top_level) for lv in (la, lb))
+    rows = []
+    for j, f in enumerate(design.placeable_extra):
+        phi = np.bincount(np.concatenate([bin_index(sa[:, j], design.n_bins), bin_index(sb[:, j], design.n_bins)]),
+                          minlength=design.n_bins)
+        dphi = np.bincount(bin_index(np.abs(sa[:, j] - sb[:, j]), design.n_bins), minlength=design.n_bins)
+        rows += [(f.id, "phi", b, int(c)) for b, c in enumerate(phi)]
+        rows += [(f.id, "dphi", b, int(c)) for b, c in enumerate(dphi)]
+    return pd.DataFrame(rows, columns=["formulation", "kind", "bin", "count"])
+
+
+@pytest.mark.parametrize("cover", [False, True])
+def test_generator_covers_extra_measures_when_asked_and_reports_the_cost(ecir_study, cover):
+    from satcal.generate import Design, generate
+    family = ["lin-log2", "exp2-zipf", "bin1-const"]
+    design = Design(formulations=family, extra=["err", "rr", "lin-geo0.8", "ap"], cover_extra=False,
+                    min_per_cell=25, seed=3)
+    design.cover_extra = cover
+    result = generate(ecir_study.judgments, design)
+    s = result.summary()
+    assert s["extra_covered"] is cover and "ap" not in set(result.coverage["formulation"])
+    assert s["examples_with_extra" if cover else "examples_without_extra"] == len(result.examples)
+    assert s["extra_cost_examples"] == s["examples_with_extra"] - s["examples_without_extra"] > 0
+    cov = result.coverage.merge(_extra_counts(result.examples, design), on=["formulation", "kind", "bin"],
+                                suffixes=("", "_recomputed"))
+    assert len(cov) == 3 * 2 * design.n_bins and (cov["count"] == cov["count_recomputed"]).all()
+    assert cov["covered"].all() == cover
+    short = int((cov["feasible"] & (cov["count"] < design.min_per_cell)).sum())
+    if cover:
+        assert short == 0 and result.complete
+    else:  # the crossed family alone leaves some of the extra measures' cells short, and says how many
+        assert short == s["extra_cells_short_without"] > 0 and result.complete
+    # the family's examples do not depend on whether extra measures are reported beside it
+    if not cover:
+        alone = generate(ecir_study.judgments, Design(formulations=family, min_per_cell=25, seed=3))
+        pd.testing.assert_frame_equal(alone.examples, result.examples)
 
 
 def test_evaluate_puts_several_measures_on_one_scale(rng, tmp_path):

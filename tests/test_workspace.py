@@ -124,3 +124,34 @@ def test_same_seed_same_bytes_through_the_workspace(tmp_path, qrels):
         ws.export()
         contents.append({f: (ws.path / f).read_bytes() for f in files})
     assert contents[0] == contents[1]
+
+
+def test_extra_measures_in_a_study_cost_what_generate_says(tmp_path, qrels):
+    """[formulations] extra: reported beside the family, covered only with cover_extra, the
+    cost in examples printed; a pool-based one covered is refused with the reason."""
+    runner = CliRunner()
+    d = tmp_path / "study"
+    assert runner.invoke(main, ["init", str(d), "--judgments", str(qrels), "--min-per-cell", "10"]).exit_code == 0
+    toml = d / "study.toml"
+    toml.write_text(toml.read_text().replace("[generator]", '[generator]\n', 1)
+                    .replace('discounts = ["zipf"', 'extra = ["err", "ap"]\ndiscounts = ["zipf"', 1))
+    r = runner.invoke(main, ["generate", str(d), "-q"])
+    assert r.exit_code == 0, r.output
+    plain = len(Workspace.open(d).table("examples.csv"))
+    assert "Extra measures err: not covered (cover_extra = false)" in r.output
+    assert f"over the {plain} the crossed family alone needs" in r.output
+    assert "Extra measures ap: pool-based, not placed by the generator" in r.output
+    toml.write_text(toml.read_text().replace("cover_extra = false", "cover_extra = true"))
+    r = runner.invoke(main, ["generate", str(d), "-q", "--force"])
+    assert r.exit_code == 2 and "ap uses normalisation 'pool'" in r.output
+    toml.write_text(toml.read_text().replace('extra = ["err", "ap"]', 'extra = ["err"]'))
+    r = runner.invoke(main, ["generate", str(d), "-q", "--force"])
+    assert r.exit_code == 0 and "Extra measures err: covered, +" in r.output, r.output
+    covered = len(Workspace.open(d).table("examples.csv"))
+    line = r.output.split("Extra measures err: covered, ")[1].splitlines()[0]
+    cost, without = int(line.split()[0]), int(line.split("over the ")[1].split()[0])
+    assert covered == without + cost  # the selection made without err, beside the one made with it
+    import pandas as pd
+    coverage = pd.read_csv(d / "coverage.csv")
+    err = coverage[(coverage["formulation"] == "err") & coverage["feasible"]]
+    assert err["covered"].all() and (err["count"] >= 10).all()

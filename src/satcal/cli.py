@@ -355,8 +355,32 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    extra = _extra_measures_line(result)
+    if extra:
+        click.echo(extra)
     click.echo(f"Traps: {getattr(result, 'traps_built', '')}")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
+
+
+def _extra_measures_line(result) -> str:
+    """What the measures beyond the DCG family cost, in examples, or what they lack."""
+    s, design = result.summary(), result.design
+    placeable = {f.id for f in design.placeable_extra}
+    unplaced = [f.id for f in design.extra if f.id not in placeable]
+    line = ""
+    if "extra_cost_examples" in s:
+        ids = ", ".join(f.id for f in design.placeable_extra)
+        cost = (f"{s['extra_cost_examples']:+d} examples over the {s['examples_without_extra']} the "
+                "crossed family alone needs")
+        if s["extra_covered"]:
+            line = f"Extra measures {ids}: covered, {cost}"
+        else:
+            line = (f"Extra measures {ids}: not covered (cover_extra = false), {s['extra_cells_short_without']} "
+                    f"of their cells hold fewer than {design.min_per_cell}; covering them: {cost}")
+    if unplaced:
+        line += ("\n" if line else "") + (f"Extra measures {', '.join(unplaced)}: pool-based, not placed by the "
+                                          "generator; calibrated on the lists the examples hold")
+    return line
 
 
 @main.command(context_settings=CONTEXT)

@@ -25,6 +25,12 @@ normalisation a list's phi depends only on its relevance pattern, so the generat
 
 A lower bound on the examples needed is ``min_per_cell * max_f (feasible |dphi|-cells of f)``:
 each example puts exactly one |dphi| value in each formulation's cells.
+
+Measures beyond the DCG family (``Design.extra``: RBP, ERR, RR, P) are covered only when asked
+(``cover_extra``), as every covered cell is paid for; either way the generator selects both
+ways and reports what covering them costs, and how many of their cells the DCG examples alone
+leave short. Pool-based measures (AP) are never placed: their scores depend on the query's
+pool, not on the relevance pattern alone.
 """
 from __future__ import annotations
 
@@ -69,6 +75,13 @@ class Design:
         Whether A and B may share documents.
     method : {"optimal", "greedy", "published"}
     seed : int
+    extra : list, optional
+        Measures beyond the crossed family (ids or formulations, e.g. ``["lin-geo0.8", "err"]``):
+        their cells are reported in the coverage table, and covered when ``cover_extra``.
+    cover_extra : bool
+        Fill the cells of ``extra`` too (pool-based measures are refused then: the generator
+        places lists by their relevance pattern alone). The cost, in examples, is reported
+        either way.
     max_query_share : float
         Limit on any one query's examples, as a share of the batch the selection asks for (0 =
         no limit). Examples that only a few queries can host (lists needing many highly
@@ -87,9 +100,14 @@ class Design:
     method: str = "optimal"
     seed: int = 2015
     max_query_share: float = 0.0
+    extra: list = ()
+    cover_extra: bool = False
 
     def __post_init__(self):
         self.formulations = _resolve(self.formulations)
+        self.extra = _resolve(self.extra) if self.extra else []
+        known = {f.id for f in self.formulations}
+        self.extra = [f for f in self.extra if f.id not in known]
         self.levels = tuple(sorted(int(v) for v in self.levels))
         problems = []
         if self.k < 1:
@@ -106,7 +124,7 @@ class Design:
             problems.append(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if not 0 <= self.max_query_share <= 1:
             problems.append(f"max_query_share must be a share in [0, 1] (0: no limit), got {self.max_query_share}")
-        for f in self.formulations:
+        for f in self.formulations + (self.extra if self.cover_extra else []):
             if f.normalization != "max":
                 problems.append(f"formulation {f.id} uses normalisation {f.normalization!r}; the "
                                 "generator places lists by the study's 'max' normalisation, which "
@@ -118,6 +136,11 @@ class Design:
     @property
     def top_level(self) -> int:
         return max(self.levels)
+
+    @property
+    def placeable_extra(self) -> list:
+        """The extra measures the generator can place (scored from the pattern alone)."""
+        return [f for f in self.extra if f.normalization == "max"]
 
 
 @dataclass
@@ -142,7 +165,8 @@ class GenerationResult:
 
     @property
     def complete(self) -> bool:
-        c = self.coverage[self.coverage["feasible"]]
+        """Every feasible cell the design covers holds ``min_per_cell``."""
+        c = self.coverage[self.coverage["feasible"] & self.coverage["covered"]]
         return bool((c["count"] >= self.design.min_per_cell).all())
 
     def summary(self) -> dict:
@@ -512,7 +536,8 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
                           "none has: use overlap = 'allow' or lower k")
     patterns, exhaustive = _candidate_patterns(design, avail, rng)
     need_pat = _requirements(patterns, design.levels)
-    forms = design.formulations
+    base, extra = design.formulations, design.placeable_extra
+    forms = base + extra
     scores = score_lists(patterns, forms, top_level=design.top_level)        # (P, F)
     pbins = bin_index(scores, design.n_bins)
     pa, pb, can, exhaustive = _candidate_pairs(need_pat, avail, design.overlap, rng, exhaustive)
@@ -520,7 +545,9 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
     mat = _incidence(pbins[pa], pbins[pb], dbins, design.n_bins)
     n_f, nb = len(forms), design.n_bins
     feasible = mat.any(axis=1)
-    need = np.where(feasible, design.min_per_cell, 0)
+    is_extra = _cell_rows(np.arange(n_f) >= len(base), nb)
+    covered = ~is_extra | design.cover_extra
+    need = np.where(feasible & covered, design.min_per_cell, 0)
 
     # Distinct concrete examples each pair can give (capped): a cell whose candidates cannot
     # supply min_per_cell distinct examples is refused up front.
@@ -529,7 +556,7 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
         per_query = np.exp(np.minimum(log_arr[pa] + log_arr[pb], 50.0))
     capacity = np.minimum(per_query.sum(axis=1), 1e9).astype(np.int64)
     cell_capacity = mat.astype(float) @ np.minimum(capacity, design.min_per_cell * 4).astype(float)
-    short = np.flatnonzero(feasible & (cell_capacity < design.min_per_cell))
+    short = np.flatnonzero(feasible & covered & (cell_capacity < design.min_per_cell))
     if short.size:
         kind, f, b = _cell_name(short[0], n_f, nb)
         raise SatcalError(f"min_per_cell = {design.min_per_cell} is unreachable: the {kind} cell "
@@ -542,6 +569,8 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
     selection: dict = {}
     chosen = _SELECTORS[design.method](mat, need, capacity, rng, lambda n: bar.update(n), selection)
     bar.close()
+    if extra:
+        selection.update(_extra_cost(design, mat, need, feasible, is_extra, capacity, chosen))
     docs_by_level = judgments.docs_by_level()
     cap_info: dict = {}
     if design.max_query_share > 0:
@@ -553,9 +582,10 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
         records, duplicates, _ = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng)
     examples = _examples_table(records, design.k)
     counts = mat.astype(np.int64) @ chosen
-    coverage = _coverage_table(counts, feasible, forms, nb)
+    coverage = _coverage_table(counts, feasible, forms, nb, covered)
     score_table = _score_table(examples, forms, design)
-    lower = design.min_per_cell * int(feasible[: n_f * nb].reshape(n_f, nb).sum(axis=1).max())
+    covered_dphi = (feasible & covered)[: n_f * nb].reshape(n_f, nb)
+    lower = design.min_per_cell * int(covered_dphi.sum(axis=1).max())
     info = {"candidate_patterns": int(len(patterns)), "candidate_pairs": int(len(pa)),
             "exhaustive": bool(exhaustive), "queries_used": int(examples["query"].nunique()),
             "duplicates": bool(duplicates),
@@ -571,15 +601,37 @@ def _cell_name(cell: int, n_f: int, nb: int):
     return kind, cell // nb, cell % nb
 
 
-def _coverage_table(counts, feasible, forms, nb) -> pd.DataFrame:
+def _cell_rows(per_formulation: np.ndarray, nb: int) -> np.ndarray:
+    """A per-formulation flag spread over its cells, in the incidence matrix's row order
+    (every formulation's |dphi| cells, then every formulation's phi cells)."""
+    per_cell = np.repeat(np.asarray(per_formulation, bool), nb)
+    return np.concatenate([per_cell, per_cell])
+
+
+def _extra_cost(design, mat, need, feasible, is_extra, capacity, chosen) -> dict:
+    """What covering the extra measures costs: the selection made the other way (with a
+    stream of its own, so the design's examples do not depend on it), in examples."""
+    other_need = np.where(feasible & (~is_extra | (not design.cover_extra)), design.min_per_cell, 0)
+    rng = np.random.default_rng([design.seed, 1])
+    other = _SELECTORS[design.method](mat, other_need, capacity, rng, lambda _n: None, {})
+    with_extra, without = (chosen, other) if design.cover_extra else (other, chosen)
+    counts_without = mat.astype(np.int64) @ without
+    short = feasible & is_extra & (counts_without < design.min_per_cell)
+    return {"extra_covered": bool(design.cover_extra),
+            "examples_without_extra": int(without.sum()), "examples_with_extra": int(with_extra.sum()),
+            "extra_cost_examples": int(with_extra.sum() - without.sum()),
+            "extra_cells_short_without": int(short.sum())}
+
+
+def _coverage_table(counts, feasible, forms, nb, covered) -> pd.DataFrame:
     n_f = len(forms)
     rows = []
     for kind, off in (("phi", n_f * nb), ("dphi", 0)):
         for j, f in enumerate(forms):
             for b in range(nb):
                 c = off + j * nb + b
-                rows.append((f.id, kind, b, int(counts[c]), bool(feasible[c])))
-    return pd.DataFrame(rows, columns=["formulation", "kind", "bin", "count", "feasible"])
+                rows.append((f.id, kind, b, int(counts[c]), bool(feasible[c]), bool(covered[c])))
+    return pd.DataFrame(rows, columns=["formulation", "kind", "bin", "count", "feasible", "covered"])
 
 
 def _score_table(examples: pd.DataFrame, forms, design) -> pd.DataFrame:

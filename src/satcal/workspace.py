@@ -91,6 +91,10 @@ overlap = "allow"
 # The largest share of the examples one query may hold, e.g. 0.05 (0: no limit). Without a
 # limit, queries with many highly relevant documents can hold much of the batch.
 max_query_share = 0
+# Fill the cells of the extra measures of [formulations] too (each covered cell is paid
+# for; generate reports what covering them costs either way). Pool-based ones (ap) cannot be
+# placed by the generator and are calibrated on the lists the examples hold.
+cover_extra = false
 
 [traps]
 # Built from the judgments, expected answers spread evenly over the four codes ...
@@ -191,6 +195,7 @@ def _code(v):
 DEFAULTED = [
     (Key("generator", "max_query_share", (int, float), lambda v: 0 <= v <= 1,
          "a share in [0, 1] (0: no limit)"), 0),
+    (Key("generator", "cover_extra", bool), False),
     (Key("simulation", "undecided_preference", (int, float), lambda v: 0 <= v <= 1, "a probability"), 0.0),
     (Key("simulation", "preference_accuracy", (int, float), lambda v: 0 <= v <= 1, "a probability"), 1.0),
     (Key("simulation", "lapse", (int, float), lambda v: 0 <= v < 0.5, "a number in [0, 0.5)"), 0.0),
@@ -443,9 +448,9 @@ class Workspace:
         from .topics import read_topics
         return read_topics(self.path / rel)
 
-    def formulations(self, normalization: str = "max", negatives: str = "keep"):
-        """The study's gains crossed with its discounts, custom ones included, then the extra
-        measures of ``formulations.extra``."""
+    def formulations(self, normalization: str = "max", negatives: str = "keep", extra: bool = True):
+        """The study's gains crossed with its discounts, custom ones included, then (unless
+        ``extra`` is false) the extra measures of ``formulations.extra``."""
         from .measures import Discount, Gain, formulation, study_formulations
         section = self.config["formulations"]
         levels = self["study.levels"]
@@ -456,6 +461,8 @@ class Workspace:
         for name, values in section.get("custom_discounts", {}).items():
             discounts.append(Discount.from_factors([float(v) for v in values], name))
         forms = study_formulations(normalization, negatives, gains=gains, discounts=discounts)
+        if not extra:
+            return forms
         known = {f.id for f in forms}
         return forms + [formulation(m, normalization, negatives) for m in section.get("extra", [])
                         if m not in known]
@@ -583,7 +590,9 @@ class Workspace:
         self.refuse_if_collected("generate")
         self.guard(["examples.csv", "traps.csv", "scores.csv", "coverage.csv"], force)
         judgments = self.judgments()
-        design = Design(k=self.k, levels=self["study.levels"], formulations=self.formulations(),
+        family, every = self.formulations(extra=False), self.formulations()
+        design = Design(k=self.k, levels=self["study.levels"], formulations=family,
+                        extra=every[len(family):], cover_extra=self["generator.cover_extra"],
                         n_bins=self["generator.n_bins"], min_per_cell=self["generator.min_per_cell"],
                         overlap=self["generator.overlap"], method=self["generator.method"], seed=self.seed,
                         max_query_share=float(self["generator.max_query_share"]))
