@@ -195,12 +195,24 @@ def test_evaluate_never_maps_through_a_decreasing_curve(ecir_study, tmp_path):
 
 
 def test_holm_adjusted_pairwise_p_values(ecir_study):
-    """p_holm by hand: sorted p (floored at 1/B), (m - i + 1) p_(i), running maximum, cap at 1."""
+    """p_normal by hand from the replicates (full-sample difference over the bootstrap standard
+    error); p_holm by hand: sorted p_normal, (m - i + 1) p_(i), running maximum, cap at 1."""
+    from scipy.stats import norm
     result = calibrate(ecir_study, ["lin-const", "exp2-log2", "bin2-zipf", "lin-zipf"],
                        model_check_folds=0, bootstrap=40, seed=3)
-    pairs = result.bootstrap.pairwise
+    boot = result.bootstrap
+    pairs = boot.pairwise
+    ids = boot.formulations
+    bias = result.bias.set_index("formulation")
+    for row in pairs.itertuples():
+        i, j, k = ids.index(row.formulation_1), ids.index(row.formulation_2), int(row.indicator[1]) - 1
+        d = boot.indicators[:, i, k] - boot.indicators[:, j, k]
+        diff = bias.loc[row.formulation_1, row.indicator] - bias.loc[row.formulation_2, row.indicator]
+        assert row.diff == pytest.approx(diff, abs=1e-9)  # row 0 of the batched fits vs statsmodels
+        assert row.p_normal == pytest.approx(2 * (1 - norm.cdf(abs(row.diff) / np.std(d, ddof=1))), abs=1e-12)
+        assert row.p == pytest.approx(min(1, 2 * min(np.mean(d <= 0), np.mean(d >= 0))))
     for _, g in pairs.groupby("indicator"):
-        p = np.maximum(g["p"].to_numpy(), 1 / 40)
+        p = g["p_normal"].to_numpy()
         order = np.argsort(p, kind="stable")
         m = p.size
         adjusted = np.empty(m)

@@ -261,7 +261,7 @@ def _beyond_dcg_paragraph(result) -> Markup | None:
     r = pair.iloc[0]
     sign = 1 if r.formulation_1 == best_other else -1
     d, lo, hi = sign * r["diff"], *sorted((sign * r["lo"], sign * r["hi"]))
-    p_text = f"p < {1 / result.bootstrap.replicates:.2g}" if r["p"] == 0 else f"p = {r['p']:.2g}"
+    p_text = f"Holm-adjusted p = {r['p_holm']:.2g} over all pairs"
     verdict = ("the answers cannot tell the two apart" if lo <= 0 <= hi else
                f"{best_other if d < 0 else best_dcg} is less biased, beyond the bootstrap's doubt")
     return text + Markup(" The best of them, {}, against the best DCG formulation, {}: b1 differs by "
@@ -327,7 +327,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     }
     if result.bootstrap is not None:
         pairs = result.bootstrap.pairwise
-        context["pairs"] = _table_html(pairs[pairs.indicator == "b1"].sort_values("p").head(30))
+        context["pairs"] = _table_html(pairs[pairs.indicator == "b1"].sort_values(["p_normal", "p"]).head(30))
         context["p_floor"] = 1 / result.bootstrap.replicates
     if not result.model_check.empty:
         summary = result.model_check.groupby(["curve", "model"], as_index=False)[["log_loss", "brier"]].mean()

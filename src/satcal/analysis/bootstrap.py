@@ -191,7 +191,20 @@ class BootstrapResult:
 
     @property
     def pairwise(self) -> pd.DataFrame:
-        """Every pair of formulations, every indicator: difference, interval, p-value."""
+        """Every pair of formulations, every indicator: difference, interval, p-values.
+
+        ``diff`` is the full-sample difference (the bootstrap mean where no estimate is kept),
+        ``lo``/``hi`` the 95% percentile interval of the replicates' differences, ``se`` their
+        standard deviation. ``p`` is the two-sided bootstrap p-value, twice the share of
+        replicates on the far side of 0: it cannot resolve anything below 1/B (``p_floor``).
+        ``p_normal`` = 2 (1 - Phi(|diff| / se)) uses the bootstrap standard error with a
+        normal approximation, which does resolve small p-values; ``p_holm`` is Holm's step-down
+        adjustment of ``p_normal`` over all the pairs of that indicator (Holm 1979), since many
+        pairs are tested at once: with B = 1000 and 630 pairs, Holm on the bootstrap p could
+        never go below 0.63.
+        """
+        from scipy.stats import norm
+        from statsmodels.stats.multitest import multipletests
         rows = []
         ids = self.formulations
         for k, name in enumerate(("b1", "b2", "b3")):
@@ -199,24 +212,23 @@ class BootstrapResult:
             for i, j in combinations(range(len(ids)), 2):
                 d = vals[:, i] - vals[:, j]
                 d = d[np.isfinite(d)]
-                if d.size == 0:
+                if d.size < 2:
                     continue
                 lo, hi = np.percentile(d, [2.5, 97.5])
-                p = min(1.0, 2 * min(np.mean(d <= 0), np.mean(d >= 0)))
+                diff = (self.estimates[i, k] - self.estimates[j, k]) if self.estimates is not None \
+                    else float(np.mean(d))
+                se = float(np.std(d, ddof=1))
                 rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
-                             "diff": float(np.nanmean(vals[:, i]) - np.nanmean(vals[:, j])),
-                             "lo": lo, "hi": hi, "p": p})
+                             "diff": float(diff), "lo": lo, "hi": hi, "se": se,
+                             "p": min(1.0, 2 * min(np.mean(d <= 0), np.mean(d >= 0))),
+                             "p_normal": float(2 * norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)})
         out = pd.DataFrame(rows)
         if out.empty:
             return out.assign(p_holm=[])
-        # Holm's step-down adjustment within each indicator: many pairs are tested at once.
-        # A bootstrap p of 0 means "below 1/B": p_floor says so.
-        from statsmodels.stats.multitest import multipletests
-        floor = 1.0 / self.replicates
         out["p_holm"] = np.nan
-        for name, g in out.groupby("indicator"):
-            out.loc[g.index, "p_holm"] = multipletests(np.maximum(g["p"], floor), method="holm")[1]
-        out["p_floor"] = floor
+        for _, g in out.groupby("indicator"):
+            out.loc[g.index, "p_holm"] = multipletests(g["p_normal"], method="holm")[1]
+        out["p_floor"] = 1.0 / self.replicates
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
