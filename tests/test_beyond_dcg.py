@@ -1,5 +1,5 @@
-"""Measures beyond DCG (SPEC 3.4): RBP, ERR, RR, P, AP, checked against trec_eval (pytrec_eval)
-and gdeval (through ir_measures) on TREC-format files read by satcal, and by hand."""
+"""Measures beyond DCG (SPEC 3.4): RBP, ERR, RR, P, AP, checked against trec_eval (pytrec_eval),
+gdeval (through ir_measures) and trectools on TREC-format files read by satcal, and by hand."""
 import shutil
 
 import numpy as np
@@ -79,6 +79,25 @@ def test_geo_discount_is_normalised_rbp(rng, p):
         rbp = np.array([(1 - p) * sum(row[i] * p ** i for i in range(7)) for row in g])
         ours = formulation(f"{gain}-geo{p}").score(levels, n_levels=4)
         np.testing.assert_allclose(ours, rbp / (1 - p ** 7), rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.8])
+def test_rbp_equals_trectools(rng, tmp_path, p):
+    """RBP@5 from TREC files: trectools (Moffat & Zobel's RBP with the level as graded gain, or
+    binary) equals (L - 1) (1 - p^k) lin-geo<p>, and (1 - p^k) bin1-geo<p>, of the lists satcal
+    reads from the same files."""
+    trectools = pytest.importorskip("trectools")
+    levels, queries, _, _ = _trec_files(rng, tmp_path, levels=(0, 1, 2, 3))
+    ours = score_lists(levels, [f"lin-geo{p}", f"bin1-geo{p}"], n_levels=4)
+    evaluation = trectools.TrecEval(trectools.TrecRun(str(tmp_path / "run")),
+                                    trectools.TrecQrel(str(tmp_path / "qrels")))
+    for col, binary, scale in ((0, False, 3 * (1 - p ** 5)), (1, True, 1 - p ** 5)):
+        theirs, _residuals = evaluation.get_rbp(p=p, depth=5, per_query=True, binary_topical_relevance=binary)
+        theirs = theirs.iloc[:, 0].reindex(queries)
+        # trectools leaves out a query none of whose top 5 is judged relevant: RBP 0 there
+        missing = theirs.isna().to_numpy()
+        assert missing.sum() < len(queries) / 2 and (np.nan_to_num(levels[missing], nan=0) == 0).all()
+        np.testing.assert_allclose(ours[:, col] * scale, theirs.fillna(0).to_numpy(), atol=1e-12)
 
 
 def test_measures_in_unit_interval_and_unknown_ids_explained(rng):
