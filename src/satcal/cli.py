@@ -520,13 +520,15 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     if dawid_skene:
         from .fileio import atomic_write_text
         from .quality import dawid_skene as fit_ds
-        repeated = report.answers[~report.answers["is_trap"].astype(bool)].groupby("example_id").size()
+        # every worker's answers, those excluded by trap trust included: the model judges them too
+        everyone = report.before_exclusion
+        repeated = everyone[~everyone["is_trap"].astype(bool)].groupby("example_id").size()
         if not (repeated >= 2).any():
             raise SatcalError("Dawid-Skene estimates workers from examples that several workers answered; "
                               "in these answers every example has one, so it cannot estimate anything. "
                               "Set [design] answers_per_example to 2 or more (trap-based trust is in "
                               "workers.csv)")
-        labels, accuracy = fit_ds(report.answers)
+        labels, accuracy = fit_ds(everyone)
         with ws.locked():
             atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
             # beside trap trust in workers.csv, so one table says all about a worker

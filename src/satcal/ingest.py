@@ -171,6 +171,8 @@ class IngestReport:
     workers: pd.DataFrame
     answers: pd.DataFrame
     rejects: pd.DataFrame
+    #: every valid answer before workers are excluded (what worker models are estimated on)
+    before_exclusion: pd.DataFrame = None
 
     def lines(self) -> list[str]:
         out = []
@@ -210,7 +212,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     Reasons, in order of precedence: platform status (tainted, rejected, cancelled), missing
     worker id, unknown item id, malformed answer, duplicate / conflicting duplicate of an
-    earlier row (same worker and example), excluded worker.
+    earlier row (same worker and example), excluded worker. The fourth table returned holds
+    every valid answer before workers are excluded, excluded workers' included.
     """
     from .platforms import swap_answer
     from .platforms.ecir2015 import PREFIX
@@ -274,13 +277,15 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side"])
+    before_exclusion = accepted.assign(answer=accepted["answer_canonical"])[ANSWER_TABLE_COLUMNS]
+    before_exclusion = before_exclusion.reset_index(drop=True)
     excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
     mark(ok & r["worker_id"].isin(excluded.index),
          "excluded worker: " + r["worker_id"].map(excluded).astype(object).fillna("").astype(str))
     ok = reason == ""
     answers = r[ok].assign(answer=r.loc[ok, "answer_canonical"])[ANSWER_TABLE_COLUMNS]
     rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
-    return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers
+    return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
 
 
 INDEX_COLUMNS = ["sha256", "file", "platform", "original"]
@@ -404,7 +409,8 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
     threshold = ws["quality.trust_threshold"] if threshold is None else threshold
     screen = {"screen_seconds": float(ws["quality.screen_seconds_per_answer"]),
               "screen_same_side": float(ws["quality.screen_same_side"])}
-    answers, rejects, workers = resolve_rows(rows, key, example_ids, threshold, ws["quality.min_traps"], screen)
+    answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
+                                                               ws["quality.min_traps"], screen)
     for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers)):
         atomic_write_text(ws.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
     per_file = []
@@ -420,7 +426,7 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
                                             regex=True).value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
-                        reasons, workers, answers, rejects)
+                        reasons, workers, answers, rejects, before_exclusion)
 
 
 def snapshot_served(ws, url: str | None, directory) -> Path:

@@ -170,10 +170,13 @@ def dawid_skene(answers: pd.DataFrame, n_iter: int = 100) -> tuple[pd.DataFrame,
         right = traps[traps["correct"].astype(str) == "True"]
         known = right.drop_duplicates("example_id").set_index("example_id")["answer"]
     import inspect
-    if known is not None and len(known) and "true_labels" in inspect.signature(model.fit).parameters:
-        ds = model.fit(data[["task", "worker", "label"]], true_labels=known)
-    else:
-        ds = model.fit(data[["task", "worker", "label"]])
+    import warnings
+    with warnings.catch_warnings():  # crowd-kit's own pandas deprecations, hundreds a fit
+        warnings.filterwarnings("ignore", module="crowdkit")
+        if known is not None and len(known) and "true_labels" in inspect.signature(model.fit).parameters:
+            ds = model.fit(data[["task", "worker", "label"]], true_labels=known)
+        else:
+            ds = model.fit(data[["task", "worker", "label"]])
     labels = ds.labels_.rename("label").reset_index()
     errors = ds.errors_
     priors = ds.priors_

@@ -340,10 +340,22 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         context["workers"] = {
             "count": len(workers), "excluded": int((workers["excluded"].astype(str) == "True").sum()),
             "rejected_rows": meta.get("rejected_rows"),
-            "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True]))}
+            "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
+            "ds": _dawid_skene_summary(workers)}
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(**context)
+
+
+def _dawid_skene_summary(workers: pd.DataFrame) -> dict | None:
+    """How far the Dawid-Skene accuracies agree with the trap trust (Spearman's rho)."""
+    if "ds_accuracy" not in workers.columns:
+        return None
+    both = workers[["ds_accuracy", "trust"]].apply(pd.to_numeric, errors="coerce").dropna()
+    if len(both) < 3:
+        return None
+    from scipy.stats import spearmanr
+    return {"rho": float(spearmanr(both["ds_accuracy"], both["trust"]).statistic), "n": len(both)}
 
 
 def _joint_gap(result) -> float:
