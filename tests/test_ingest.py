@@ -159,8 +159,47 @@ def test_conflicting_duplicates_do_not_depend_on_arrival_order(ws, tmp_path):
 def test_simulated_results_round_trip(ws, platform):
     out, truth = simulate_workspace(ws, platform)
     rep = ingest(ws, [out], platform=None)
-    assert int(rep.files["rows"].sum()) == truth["answers"] == len(rep.answers) + len(rep.rejects)
+    traps = int((ws.table("key.csv")["is_trap"] == "True").sum())
+    ground_truth = traps if platform == "labelstudio" else 0  # the researcher's reference answers
+    rows = truth["answers"] + truth["abandoned_assignments"] + ground_truth
+    assert int(rep.files["rows"].sum()) == rows == len(rep.answers) + len(rep.rejects)
     assert set(truth["spammers"]) <= set(rep.workers.loc[rep.workers["excluded"], "worker_id"])
+    assert (truth["abandoned_assignments"] > 0) == (platform in ("toloka", "labelstudio"))
+
+
+@pytest.mark.parametrize("platform,reasons", [
+    ("toloka", {"platform status: expired", "platform status: skipped"}),
+    ("labelstudio", {"platform status: cancelled",
+                     "platform status: ground truth (a reviewer's reference answer)"})])
+def test_unfinished_assignments_are_rejects_and_change_no_answer(ws, tmp_path, platform, reasons):
+    """The simulated crowd leaves some pages unfinished where the platform reports them: each
+    such row is a reject with the platform's status, and the answers are those of a crowd that
+    left nothing unfinished."""
+    import re
+    toml = ws.path / "study.toml"
+    toml.write_text(re.sub(r"(?m)^abandoned = .*$", "abandoned = 0.1", toml.read_text()))
+    ws = Workspace.open(ws.path)
+    out, truth = simulate_workspace(ws, platform)
+    rep = ingest(ws, [out])
+    status_rejects = rep.rejects[rep.rejects["reason"].str.startswith("platform status")]
+    assert set(status_rejects["reason"]) == reasons
+    left = status_rejects["reason"].isin({"platform status: expired", "platform status: skipped",
+                                          "platform status: cancelled"})
+    assert left.sum() == truth["abandoned_assignments"] > 0
+    assert (status_rejects.loc[left, "answer"].fillna("") == "").all()
+    other = copy_workspace(ws, tmp_path / "none-left")
+    toml = other.path / "study.toml"
+    toml.write_text(re.sub(r"(?m)^abandoned = .*$", "abandoned = 0.0", toml.read_text()))
+    other = Workspace.open(other.path)
+    for f in ("answers.csv", "rejects.csv", "workers.csv"):
+        (other.path / f).unlink(missing_ok=True)
+    shutil.rmtree(other.path / "raw", ignore_errors=True)
+    out0, truth0 = simulate_workspace(other, platform, force=True)
+    assert truth0["abandoned_assignments"] == 0
+    rep0 = ingest(other, [out0])
+    cols = ["example_id", "worker_id", "answer", "is_trap", "correct"]
+    pd.testing.assert_frame_equal(rep.answers[cols].sort_values(cols).reset_index(drop=True),
+                                  rep0.answers[cols].sort_values(cols).reset_index(drop=True))
 
 
 BROKEN = [
@@ -206,7 +245,8 @@ def test_cli_ingest_summary(ws):
     out, truth = simulate_workspace(ws, "toloka")
     r = CliRunner().invoke(main, ["ingest", str(ws.path), str(out)])
     assert r.exit_code == 0, r.output
-    assert f"{truth['answers']} rows =" in r.output and "excluded" in r.output
+    rows = truth['answers'] + truth['abandoned_assignments']  # unfinished pages are rows too
+    assert f"{rows} rows =" in r.output and "rejected, platform status: expired" in r.output and "excluded" in r.output
 
 
 def test_study_from_workspace_uses_kept_examples_only(ws):

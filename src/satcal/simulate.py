@@ -53,6 +53,11 @@ class UserModel:
     undecided_preference: float = 0.0
     preference_accuracy: float = 1.0
     lapse: float = 0.0
+    #: Share of example answers whose page a worker took first and left unfinished (the page
+    #: then went to the worker who answered it). Platforms that report such assignments write
+    #: them (Toloka: expired or skipped; Label Studio: cancelled), so ingest's handling of
+    #: every status is dry-run too.
+    abandoned: float = 0.0
 
     def __post_init__(self):
         problems = []
@@ -65,6 +70,8 @@ class UserModel:
         for name in ("undecided_preference", "preference_accuracy"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} must be a probability, got {getattr(self, name)}")
+        if not 0 <= self.abandoned < 1:
+            problems.append(f"abandoned must be a share in [0, 1), got {self.abandoned}")
         if not 0 <= self.lapse < 0.5:
             problems.append(f"lapse must be in [0, 0.5), got {self.lapse}")
         if self.heterogeneity < 0:
@@ -142,6 +149,7 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
         "answer": shown[order], "submitted_at": submitted[order], "started_at": started[order],
         "assignment_id": [f"{w}-p{p}" for w, p in zip(who[order], np.array(rows_page)[order])],
     })
+    answers = _with_abandoned(answers, is_trap[idx][order], workers, model.abandoned, rng)
     honest_real = ~spam & ~is_trap[idx]
     u_real = u[honest_real]
     list_curve = (expit(model.intercept + u_real[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
@@ -153,8 +161,28 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
              "p_sat_grid": GRID_TRUTH.tolist(),
              "p_sat_list": [round(float(v), 8) for v in list_curve],
              "p_sat_true": [round(float(v), 8) for v in estimand],
-             "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum())}
+             "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum()),
+             "abandoned_assignments": int((answers["status"] == "abandoned").sum())}
     return answers, truth
+
+
+def _with_abandoned(answers: pd.DataFrame, is_trap: np.ndarray, workers: np.ndarray, share: float,
+                    rng) -> pd.DataFrame:
+    """Add a ``status`` column ("" = submitted) and, for a share of the example answers, an
+    earlier assignment of the same item by another worker who left it unfinished (no answer).
+    Drawn after every answer, so the answers themselves do not depend on ``share``."""
+    answers = answers.assign(status="")
+    if share <= 0:
+        return answers
+    taken = np.flatnonzero(~is_trap & (rng.random(len(answers)) < share))
+    left = answers.iloc[taken].copy()
+    pick = rng.integers(0, len(workers), taken.size)
+    clash = workers[pick] == left["worker_id"].to_numpy()
+    left["worker_id"] = workers[(pick + clash) % len(workers)]  # someone else took it first
+    left["answer"], left["status"] = "", "abandoned"
+    left["submitted_at"] = ""
+    left["assignment_id"] = left["assignment_id"] + "-left"
+    return pd.concat([answers, left], ignore_index=True)
 
 
 def _joint_behaviour(canonical, sat_a, sat_b, dphi, model: UserModel, rng=None) -> np.ndarray:
@@ -231,6 +259,9 @@ def simulate_workspace(ws, platform: str | None = None, force: bool = False, mod
     model = model or _workspace_model(ws)
     answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model,
                                       ws["design.answers_per_example"])
+    if not plat.reports_unfinished:
+        answers = answers[answers["status"] != "abandoned"]
+        truth["abandoned_assignments"] = 0
     with ws.locked(), ws.staged("simulate") as outputs:  # results and truth as one set
         plat.write_results(answers, items, key, outputs.file(out.relative_to(ws.path)))
         atomic_write_text(outputs.file(f"simulated/{plat.name}-truth.json"), json.dumps(truth, indent=1) + "\n")
@@ -316,7 +347,7 @@ def _workspace_model(ws) -> UserModel:
                      heterogeneity=s["heterogeneity"], workers=s["workers"], spammers=s["spammers"],
                      position_bias=s["position_bias"], seed=ws.seed + 4,
                      undecided_preference=s["undecided_preference"],
-                     preference_accuracy=s["preference_accuracy"], lapse=s["lapse"])
+                     preference_accuracy=s["preference_accuracy"], lapse=s["lapse"], abandoned=s["abandoned"])
 
 
 def _workspace_lists(ws) -> pd.DataFrame:

@@ -162,6 +162,9 @@ position_bias = 0.05
 undecided_preference = 0.0
 preference_accuracy = 1.0
 lapse = 0.0
+# Share of example answers whose page another worker took first and left unfinished; the
+# platforms that report such assignments (Toloka, Label Studio) get them in their files.
+abandoned = 0.02
 '''
 
 
@@ -199,6 +202,7 @@ DEFAULTED = [
     (Key("simulation", "undecided_preference", (int, float), lambda v: 0 <= v <= 1, "a probability"), 0.0),
     (Key("simulation", "preference_accuracy", (int, float), lambda v: 0 <= v <= 1, "a probability"), 1.0),
     (Key("simulation", "lapse", (int, float), lambda v: 0 <= v < 0.5, "a number in [0, 0.5)"), 0.0),
+    (Key("simulation", "abandoned", (int, float), lambda v: 0 <= v < 1, "a share in [0, 1)"), 0.0),
     (Key("quality", "screen_seconds_per_answer", (int, float), lambda v: 0 <= v < 3600,
          "seconds, at least 0"), 2.0),
     (Key("quality", "screen_same_side", (int, float), lambda v: 0.5 < v <= 1, "a share above 0.5, at most 1"), 0.9),

@@ -57,6 +57,9 @@ class Platform:
     read_results: Callable
     result_suffix: str
     write_results: Callable | None = None  # used by the simulated crowd
+    #: whether its result file lists assignments left unfinished (the simulated crowd writes
+    #: them only where the platform does)
+    reports_unfinished: bool = False
 
 
 def _registry() -> dict[str, Platform]:

@@ -134,13 +134,23 @@ def read_results(path) -> pd.DataFrame:
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
+    """An export in Label Studio's JSON layout (for the simulated crowd): a page left unfinished
+    is a cancelled annotation, and each trap carries the researcher's ground-truth annotation,
+    as a reviewer who marks reference answers leaves it."""
     by_item: dict[str, list] = {}
-    for i, r in enumerate(answers.itertuples()):
+    abandoned = answers.get("status", pd.Series("", index=answers.index)).to_numpy() == "abandoned"
+    for i, (r, left) in enumerate(zip(answers.itertuples(), abandoned)):
+        result = [] if left else [{"from_name": "answer", "to_name": "lists", "type": "choices",
+                                   "value": {"choices": [r.answer]}}]
         by_item.setdefault(r.item_id, []).append({
-            "id": 9000 + i, "completed_by": r.worker_id,
+            "id": 9000 + i, "completed_by": r.worker_id, "result": result,
+            "was_cancelled": bool(left), "ground_truth": False, "created_at": r.submitted_at})
+    gold = key.set_index("item_id")
+    for j, (item, expected) in enumerate(gold.loc[gold["is_trap"].astype(str) == "True", "expected_shown"].items()):
+        by_item.setdefault(item, []).append({
+            "id": 1000 + j, "completed_by": "researcher", "ground_truth": True, "was_cancelled": False,
             "result": [{"from_name": "answer", "to_name": "lists", "type": "choices",
-                        "value": {"choices": [r.answer]}}],
-            "was_cancelled": False, "created_at": r.submitted_at})
+                        "value": {"choices": [str(expected).split(";")[0]]}}], "created_at": ""})
     tasks = [{"id": i + 1, "data": {"item_id": item, **{c: v for c, v in row.items() if c != "item_id"}},
               "annotations": by_item.get(item, [])}
              for i, (item, row) in enumerate(visible.set_index("item_id").astype(str).iterrows())]
@@ -148,4 +158,4 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
 
 
 PLATFORM = Platform("labelstudio", "Label Studio: JSON tasks + labeling config",
-                    write_batch, read_results, "json", write_results)
+                    write_batch, read_results, "json", write_results, reports_unfinished=True)

@@ -173,7 +173,11 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
     out["ASSIGNMENT:assignment_id"] = answers["assignment_id"].to_numpy()
     out["ASSIGNMENT:task_suite_id"] = answers["assignment_id"].to_numpy()
     out["ASSIGNMENT:worker_id"] = answers["worker_id"].to_numpy()
-    out["ASSIGNMENT:status"] = "SUBMITTED"
+    # pages left unfinished: Toloka reports them as expired (time ran out) or skipped
+    left = np.flatnonzero(answers.get("status", pd.Series("", index=answers.index)).to_numpy() == "abandoned")
+    status = np.full(len(answers), "SUBMITTED", dtype=object)
+    status[left] = np.where(np.arange(left.size) % 2 == 0, "EXPIRED", "SKIPPED")
+    out["ASSIGNMENT:status"] = status
     out["ASSIGNMENT:started"] = answers.get("started_at", answers["submitted_at"]).to_numpy()
     out["ASSIGNMENT:submitted"] = answers["submitted_at"].to_numpy()
     out["ASSIGNMENT:accepted"] = ""
@@ -182,4 +186,4 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
 
 
 PLATFORM = Platform("toloka", "Toloka: tasks TSV (INPUT:/GOLDEN:/HINT:) + project.json",
-                    write_batch, read_results, "tsv", write_results)
+                    write_batch, read_results, "tsv", write_results, reports_unfinished=True)
