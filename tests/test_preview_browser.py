@@ -138,3 +138,52 @@ def test_text_retrieval_study_shows_topics_beside_readable_lists(driver, tmp_pat
     import os
     if os.environ.get("SATCAL_SCREENSHOTS"):
         shutil.copy(tmp_path / "text-study.png", os.environ["SATCAL_SCREENSHOTS"])
+
+
+@pytest.fixture(scope="module")
+def platform_pages(make_workspace, tmp_path_factory):
+    """The generic form and a Label Studio task's HyperText payload, as pages of their own."""
+    import json
+    ws = make_workspace(lambda doc: f"Song {doc}", min_per_cell=10, platform="csv")
+    ws.export("csv")
+    ws.export("labelstudio")
+    tasks = json.loads((ws.path / "batches" / "labelstudio" / "tasks.json").read_text())
+    d = tmp_path_factory.mktemp("ls-payload")
+    page = d / "task.html"
+    # Label Studio's HyperText puts the payload in its own block: a bare page shows it alike
+    page.write_text("<!doctype html><meta charset='utf-8'><body>" + tasks[0]["data"]["html"] + "</body>")
+    return ws, ws.path / "batches" / "csv" / "template.html", page
+
+
+def _side_by_side(lists):
+    a, b = (l.rect for l in lists)
+    return b["x"] >= a["x"] + a["width"] - 1 and abs(b["y"] - a["y"]) < 5
+
+
+def test_platform_pages_show_lists_side_by_side_with_one_control_set(driver, platform_pages, tmp_path):
+    """At 1280 px: the generic form has one radio group of the four answers per item, and Label
+    Studio's payload none at all (its <Choices> are the only controls), both with the query
+    and lists A and B side by side."""
+    from selenium.webdriver.common.by import By
+    ws, form, payload = platform_pages
+    driver.set_window_size(1280, 1000)
+    driver.get(form.as_uri())
+    items = driver.find_elements(By.CSS_SELECTOR, "section.item")
+    assert len(items) == min(ws["presentation.items_per_page"], len(ws.table("items.csv")))  # one page
+    for item in items[:20]:
+        radios = item.find_elements(By.CSS_SELECTOR, "input[type=radio]")
+        assert [r.get_attribute("value") for r in radios] == ["a_better", "b_better", "both_good", "both_bad"]
+        assert len({r.get_attribute("name") for r in radios}) == 1
+        assert _side_by_side(item.find_elements(By.CSS_SELECTOR, ".list"))
+    driver.save_screenshot(str(tmp_path / "form.png"))
+    driver.get(payload.as_uri())
+    assert driver.find_elements(By.CSS_SELECTOR, "input, select, textarea, button, form") == []
+    lists = driver.find_elements(By.CSS_SELECTOR, ".list")
+    assert len(lists) == 2 and _side_by_side(lists)
+    assert [len(l.find_elements(By.TAG_NAME, "li")) for l in lists] == [ws.k, ws.k]
+    assert driver.find_element(By.CSS_SELECTOR, ".query").text
+    driver.save_screenshot(str(tmp_path / "labelstudio-task.png"))
+    import os
+    if os.environ.get("SATCAL_SCREENSHOTS"):
+        for name in ("form.png", "labelstudio-task.png"):
+            shutil.copy(tmp_path / name, os.path.join(os.environ["SATCAL_SCREENSHOTS"], name))
