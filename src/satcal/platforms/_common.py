@@ -101,3 +101,10 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
 
 def write_delimited(df: pd.DataFrame, delimiter: str) -> str:
     return df.to_csv(index=False, sep=delimiter, lineterminator="\n")
+
+
+def unfinished(answers: pd.DataFrame) -> np.ndarray:
+    """Rows of a simulated crowd's answers that are pages left unfinished (``status``)."""
+    if "status" not in answers.columns:
+        return np.zeros(len(answers), dtype=bool)
+    return answers["status"].to_numpy() == "abandoned"

@@ -19,7 +19,7 @@ from ..errors import InputFileError
 from ..fileio import atomic_write_text
 from . import (ANSWER_LABELS, Platform, check_worker_visible, render_instructions_html,
                render_lists_html)
-from ._common import raw_answers, read_text
+from ._common import raw_answers, read_text, unfinished
 
 LABEL_CONFIG = """<View>
   <Header value="Which system gives better results?"/>
@@ -138,7 +138,7 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
     is a cancelled annotation, and each trap carries the researcher's ground-truth annotation,
     as a reviewer who marks reference answers leaves it."""
     by_item: dict[str, list] = {}
-    abandoned = answers.get("status", pd.Series("", index=answers.index)).to_numpy() == "abandoned"
+    abandoned = unfinished(answers)
     for i, (r, left) in enumerate(zip(answers.itertuples(), abandoned)):
         result = [] if left else [{"from_name": "answer", "to_name": "lists", "type": "choices",
                                    "value": {"choices": [r.answer]}}]

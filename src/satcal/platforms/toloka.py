@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..fileio import atomic_write_text
 from . import ANSWER_LABELS, SHOWN_CODES, Platform, check_worker_visible
-from ._common import raw_answers, read_table, write_delimited
+from ._common import raw_answers, read_table, unfinished, write_delimited
 
 
 def view_markup(visible: pd.DataFrame, k: int) -> str:
@@ -174,7 +174,7 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
     out["ASSIGNMENT:task_suite_id"] = answers["assignment_id"].to_numpy()
     out["ASSIGNMENT:worker_id"] = answers["worker_id"].to_numpy()
     # pages left unfinished: Toloka reports them as expired (time ran out) or skipped
-    left = np.flatnonzero(answers.get("status", pd.Series("", index=answers.index)).to_numpy() == "abandoned")
+    left = np.flatnonzero(unfinished(answers))
     status = np.full(len(answers), "SUBMITTED", dtype=object)
     status[left] = np.where(np.arange(left.size) % 2 == 0, "EXPIRED", "SKIPPED")
     out["ASSIGNMENT:status"] = status
