@@ -39,14 +39,23 @@ def _requested_urls(driver):
 
 
 def _submit(driver):
-    """Click the form's button and wait until the browser has left the page (a click returns
-    before the navigation it starts)."""
+    """Click the form's button and wait until the browser has loaded the next page (a click
+    returns before the navigation it starts).
+
+    While the old document is being torn down, chromedriver may answer a question about the
+    button with a generic inspector error ("Node with given id does not belong to the
+    document") rather than a stale-element one; both mean the page is going, so the wait
+    asks again instead of failing.
+    """
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
     button = driver.find_element(By.CSS_SELECTOR, "button[type=submit]")
     button.click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+    wait = WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,))
+    wait.until(expected_conditions.staleness_of(button))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def test_prolific_participant_in_chromium(driver, server, tmp_path):
