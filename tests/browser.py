@@ -58,3 +58,11 @@ def chromium_fixture(performance_log: bool = False, size=(1280, 1000)):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def keep_screenshots(*paths) -> None:
+    """Copy screenshots to $SATCAL_SCREENSHOTS, when set, for a person to look at."""
+    keep = os.environ.get("SATCAL_SCREENSHOTS")
+    if keep:
+        for path in paths:
+            shutil.copy(path, keep)

@@ -1,10 +1,9 @@
 """satcal preview, driven in headless Chromium: what a worker sees and what a click records."""
-import shutil
 
 import pytest
 
 
-from browser import chromium_fixture
+from browser import chromium_fixture, keep_screenshots
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +134,7 @@ def test_text_retrieval_study_shows_topics_beside_readable_lists(driver, tmp_pat
         assert first.find_element(By.CSS_SELECTOR, ".title").text.startswith("Page ")
         assert "short extract" in first.find_element(By.CSS_SELECTOR, ".snippet").text
     driver.save_screenshot(str(tmp_path / "text-study.png"))
-    import os
-    if os.environ.get("SATCAL_SCREENSHOTS"):
-        shutil.copy(tmp_path / "text-study.png", os.environ["SATCAL_SCREENSHOTS"])
+    keep_screenshots(tmp_path / "text-study.png")
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +180,4 @@ def test_platform_pages_show_lists_side_by_side_with_one_control_set(driver, pla
     assert [len(l.find_elements(By.TAG_NAME, "li")) for l in lists] == [ws.k, ws.k]
     assert driver.find_element(By.CSS_SELECTOR, ".query").text
     driver.save_screenshot(str(tmp_path / "labelstudio-task.png"))
-    import os
-    if os.environ.get("SATCAL_SCREENSHOTS"):
-        for name in ("form.png", "labelstudio-task.png"):
-            shutil.copy(tmp_path / name, os.path.join(os.environ["SATCAL_SCREENSHOTS"], name))
+    keep_screenshots(tmp_path / "form.png", tmp_path / "labelstudio-task.png")

@@ -1,11 +1,10 @@
 """satcal serve in headless Chromium: a Prolific participant from the study URL to the
 completion redirect, clicking as a person would; hostile document text shown as text."""
 import json
-import shutil
 
 import pytest
 
-from browser import chromium_fixture
+from browser import chromium_fixture, keep_screenshots
 
 CODE = "BR0WSER1"
 
@@ -93,7 +92,4 @@ def test_prolific_participant_in_chromium(driver, server, tmp_path):
     assert f"https://app.prolific.com/submissions/complete?cc={CODE}" in _requested_urls(driver)
     shots = sorted(p.name for p in tmp_path.glob("*.png"))
     assert shots == ["consent.png", "page.png"]
-    keep = __import__("os").environ.get("SATCAL_SCREENSHOTS")
-    if keep:  # for a person to look at
-        for p in tmp_path.glob("*.png"):
-            shutil.copy(p, keep)
+    keep_screenshots(*tmp_path.glob("*.png"))

@@ -27,6 +27,7 @@ from scipy.special import expit
 from .errors import SatcalError
 from .measures import formulation as parse_formulation
 from .measures import score_lists
+from .platforms._common import UNFINISHED, unfinished
 
 __all__ = ["UserModel", "simulate_answers", "simulate_workspace", "simulate_served", "GRID_TRUTH"]
 
@@ -162,7 +163,7 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
              "p_sat_list": [round(float(v), 8) for v in list_curve],
              "p_sat_true": [round(float(v), 8) for v in estimand],
              "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum()),
-             "abandoned_assignments": int((answers["status"] == "abandoned").sum())}
+             "abandoned_assignments": int(unfinished(answers).sum())}
     return answers, truth
 
 
@@ -179,7 +180,7 @@ def _with_abandoned(answers: pd.DataFrame, is_trap: np.ndarray, workers: np.ndar
     pick = rng.integers(0, len(workers), taken.size)
     clash = workers[pick] == left["worker_id"].to_numpy()
     left["worker_id"] = workers[(pick + clash) % len(workers)]  # someone else took it first
-    left["answer"], left["status"] = "", "abandoned"
+    left["answer"], left["status"] = "", UNFINISHED
     left["submitted_at"] = ""
     left["assignment_id"] = left["assignment_id"] + "-left"
     return pd.concat([answers, left], ignore_index=True)
@@ -260,7 +261,7 @@ def simulate_workspace(ws, platform: str | None = None, force: bool = False, mod
     answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model,
                                       ws["design.answers_per_example"])
     if not plat.reports_unfinished:
-        answers = answers[answers["status"] != "abandoned"]
+        answers = answers[~unfinished(answers)]
         truth["abandoned_assignments"] = 0
     with ws.locked(), ws.staged("simulate") as outputs:  # results and truth as one set
         plat.write_results(answers, items, key, outputs.file(out.relative_to(ws.path)))

@@ -103,8 +103,12 @@ def write_delimited(df: pd.DataFrame, delimiter: str) -> str:
     return df.to_csv(index=False, sep=delimiter, lineterminator="\n")
 
 
+#: ``status`` of a simulated crowd's row for a page a worker took and left unfinished
+UNFINISHED = "abandoned"
+
+
 def unfinished(answers: pd.DataFrame) -> np.ndarray:
     """Rows of a simulated crowd's answers that are pages left unfinished (``status``)."""
     if "status" not in answers.columns:
         return np.zeros(len(answers), dtype=bool)
-    return answers["status"].to_numpy() == "abandoned"
+    return answers["status"].to_numpy() == UNFINISHED
