@@ -23,7 +23,7 @@ percentile, basic and normal (estimate -+ 1.96 SE) 95% intervals of b1-b3; the p
 of P(Sat|0.5); and the coverage of the Wald band of P(Sat|0.5), model-based and clustered by
 answer.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_coverage.py [studies] [B] [heterogeneity]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_coverage.py [studies] [B] [heterogeneity] [answers per example]
 """
 import sys
 import time
@@ -34,16 +34,17 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from satcal.analysis import GRID, bias_indicators, collapse_answers, design, fit_logit, satisfaction_curves
-from satcal.analysis.bootstrap import _bc_interval, bootstrap_calibration, resampling_clusters
+from satcal.analysis.bootstrap import _bc_interval, bootstrap_calibration
 from satcal.measures import formulation, score_lists
 
 FORMS = [formulation(f) for f in ("lin-const", "exp2-log2", "bin1-zipf", "lin-zipf")]
 K, LEVEL_P = 5, (0.5, 0.3, 0.2)
 INTERCEPT, SLOPE, POSITION_BIAS = -3.0, 6.0, 0.05
 HETEROGENEITY = float(sys.argv[3]) if len(sys.argv) > 3 else 0.5
-WORKERS, EXAMPLES, PER_EXAMPLE = 60, 500, 3
+PER_EXAMPLE = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+WORKERS, EXAMPLES = 60, 1500 // PER_EXAMPLE
 HALF = int(np.flatnonzero(GRID == 0.5)[0])
-METHODS = ("answers", "examples", "pigeonhole")
+METHODS = ("answers", "examples", "workers", "pigeonhole")
 
 
 def random_pairs(rng, n):
@@ -120,8 +121,7 @@ def main(n_studies, B):
     for s in range(n_studies):
         phi_a, phi_b, answers, who, ex = study(rng)
         for m in METHODS:
-            ids = {"answers": (None, None), "examples": (None, ex), "pigeonhole": (who, ex)}[m]
-            _, clusters = resampling_clusters(len(answers), *ids)
+            clusters = {"answers": None, "examples": (ex,), "workers": (who,), "pigeonhole": (who, ex)}[m]
             boot = bootstrap_calibration(phi_a, phi_b, answers, FORMS, replicates=B, seed=s,
                                          clusters=clusters)
             sat_half = np.stack([boot.curve_bands[(f.id, "sat")][0][HALF] for f in FORMS]), \

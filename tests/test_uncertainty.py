@@ -67,15 +67,32 @@ def test_example_resampling_moves_an_examples_answers_together(rng):
     np.testing.assert_array_equal(per_example[:, :, 0].sum(1), 40)  # 40 examples drawn
 
 
+def test_worker_resampling_moves_a_workers_answers_together():
+    who = np.tile(np.arange(9), 10)
+    _, clusters = resampling_clusters(who.size, who, None)
+    W = replicate_weights(who.size, 30, seed=2, clusters=clusters)
+    for w in range(9):
+        assert (W[:, who == w] == W[:, [w]]).all()
+    np.testing.assert_array_equal(W.sum(1), 90)      # 9 workers of 10 answers drawn
+
+
 def test_unique_example_ids_give_the_answer_bootstrap_and_missing_workers_are_singletons(rng):
     n = 90
     _, unique = resampling_clusters(n, None, [str(i) for i in range(n)])
     np.testing.assert_array_equal(replicate_weights(n, 8, 4, clusters=unique), replicate_weights(n, 8, 4))
     assert resampling_clusters(n, [None] * n, None)[0] == "answers"   # no worker id at all
     workers = np.array(["a", "b", None, ""] * 22 + ["a", "b"], dtype=object)
-    label, (w, e) = resampling_clusters(n, workers, None)
-    assert label == RESAMPLING["pigeonhole"]
+    # every answer its own example: examples nested in workers, so workers alone
+    label, (w,) = resampling_clusters(n, workers, None)
+    assert label == RESAMPLING["workers"]
     assert len(set(w[workers == "a"])) == 1 and len(set(w[pd.isna(workers) | (workers == "")])) == 44
+    # one worker per example (examples repeated by the same worker) is still nested; a second
+    # worker on one example makes the design crossed
+    examples = np.arange(n) // 2
+    assert resampling_clusters(n, np.repeat(np.arange(45), 2) % 7, examples)[0] == RESAMPLING["workers"]
+    crossed = np.repeat(np.arange(45), 2) % 7
+    crossed[1] = 6
+    assert resampling_clusters(n, crossed, examples)[0] == RESAMPLING["pigeonhole"]
     with pytest.raises(SatcalError, match="worker_ids has 3 entries for 90 answers"):
         resampling_clusters(n, ["a", "b", "c"], None)
 
@@ -161,6 +178,9 @@ def test_calibrate_records_what_it_resampled(rng, ecir_study):
     both = calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=["lin-const"], bootstrap=3,
                      model_check_folds=0, example_ids=ex, worker_ids=who)
     assert both.meta["provenance"]["resampling"] == "workers x examples (pigeonhole)"
+    nested = calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=["lin-const"], bootstrap=3,
+                       model_check_folds=0, worker_ids=who)   # each answer its own example
+    assert nested.meta["provenance"]["resampling"] == "workers (examples nested)"
     direct = bootstrap_calibration(pa, pb, answers, [formulation("lin-const")], replicates=3,
                                    clusters=(who, ex))
     np.testing.assert_allclose(both.bootstrap.indicators, direct.indicators, rtol=1e-12)

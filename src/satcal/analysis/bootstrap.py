@@ -76,8 +76,8 @@ def replicate_weights(n: int, replicates: int, seed: int, groups: np.ndarray | N
 
 
 #: How replicates resample, by what the answers carry (``calibration.json`` ``resampling``).
-RESAMPLING = {"pigeonhole": "workers x examples (pigeonhole)", "examples": "examples",
-              "answers": "answers"}
+RESAMPLING = {"pigeonhole": "workers x examples (pigeonhole)", "workers": "workers (examples nested)",
+              "examples": "examples", "answers": "answers"}
 
 
 def cluster_codes(ids) -> np.ndarray | None:
@@ -95,10 +95,17 @@ def cluster_codes(ids) -> np.ndarray | None:
 def resampling_clusters(n: int, worker_ids=None, example_ids=None) -> tuple[str, tuple | None]:
     """What the bootstrap resamples, from the ids the answers carry (SPEC 7.2).
 
-    With worker ids (not all missing): workers and examples, crossed (the pigeonhole
-    bootstrap; without example ids every answer is its own example). With example ids only:
-    examples, all answers to one example together. With neither: answers. Returns the
-    :data:`RESAMPLING` label and the ``clusters`` for :func:`replicate_weights`.
+    - Worker ids (not all missing) and examples answered by several workers: workers and
+      examples, crossed (Owen's pigeonhole bootstrap).
+    - Worker ids and every example answered by one worker only (the default design, one
+      answer per example; or no example ids): examples are nested in workers, and resampling
+      workers with all their answers is the cluster bootstrap of the top level (Davison &
+      Hinkley 1997, sec. 3.8); crossing them with examples would count the answers' own noise
+      three times.
+    - Example ids only: examples, all answers to one example together.
+    - Neither: answers.
+
+    Returns the :data:`RESAMPLING` label and the ``clusters`` for :func:`replicate_weights`.
     """
     def codes(ids, name):
         if ids is None:
@@ -109,7 +116,9 @@ def resampling_clusters(n: int, worker_ids=None, example_ids=None) -> tuple[str,
 
     workers, examples = codes(worker_ids, "worker_ids"), codes(example_ids, "example_ids")
     if workers is not None:
-        return RESAMPLING["pigeonhole"], (workers, examples if examples is not None else np.arange(n))
+        if examples is None or np.unique(np.stack([examples, workers]), axis=1).shape[1] == examples.max() + 1:
+            return RESAMPLING["workers"], (workers,)
+        return RESAMPLING["pigeonhole"], (workers, examples)
     if examples is not None:
         return RESAMPLING["examples"], (examples,)
     return RESAMPLING["answers"], None
@@ -360,13 +369,14 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,
                           types: AnswerTypes | None = None, joint_fits: list | None = None,
-                          clusters=None) -> BootstrapResult:
+                          clusters=None, resampling: str | None = None) -> BootstrapResult:
     """Bootstrap the whole calibration (see module docstring).
 
     ``clusters``: None (answers resampled independently), or one or two sequences of cluster
     labels per answer, in input order: ``(example_ids,)`` resamples examples, ``(worker_ids,
     example_ids)`` workers and examples crossed (Owen's pigeonhole bootstrap); a missing label
-    is a cluster of its own (:func:`resampling_clusters` builds them from the ids). Each
+    is a cluster of its own (:func:`resampling_clusters` builds them from the ids, with the
+    ``resampling`` label kept in the result; by default "examples" for one clustering). Each
     replicate's answer weights are then summed per distinct (phi_A, phi_B, answer) row
     (``types``, computed when not given), so the fits cost what the distinct rows cost.
     """
@@ -381,7 +391,7 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
         clusters = tuple(cluster_codes(c) for c in clusters)
         if any(c is None for c in clusters):
             raise SatcalError("clusters: a clustering whose labels are all missing; leave it out")
-        resampling = RESAMPLING["pigeonhole"] if len(clusters) == 2 else RESAMPLING["examples"]
+        resampling = resampling or (RESAMPLING["pigeonhole"] if len(clusters) == 2 else RESAMPLING["examples"])
     else:
         resampling = RESAMPLING["answers"]
     # Row 0: the full sample (every answer once), for the point estimates of the BC intervals.

@@ -744,9 +744,10 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         Preference population (see module docstring); ``all`` reproduces the paper.
     bootstrap : int
         Bootstrap replicates (0 for none; 1000 is the usual choice). With worker ids they
-        resample workers and examples crossed (Owen's pigeonhole bootstrap), without them
-        examples, and with neither answers (:mod:`satcal.analysis.bootstrap`); which one is
-        recorded in ``meta["provenance"]["resampling"]``.
+        resample workers and examples crossed (Owen's pigeonhole bootstrap; workers alone when
+        each example has one worker), with example ids only examples, and with neither answers
+        (:func:`~satcal.analysis.bootstrap.resampling_clusters`); which one is recorded in
+        ``meta["provenance"]["resampling"]``.
     seed : int
         Seed of the model check folds and of the bootstrap.
     sat_model : {"published", "both", "joint"}
@@ -853,7 +854,8 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
                                                  backend=backend, progress=progress, types=types,
-                                                 joint_fits=joint_models, clusters=clusters)
+                                                 joint_fits=joint_models, clusters=clusters,
+                                                 resampling=resampling)
         result.bootstrap.attach(result)
     return result
 
