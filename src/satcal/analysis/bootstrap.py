@@ -99,7 +99,7 @@ def _binned_rates(x, y, W, n_bins):
         return np.where(n > 0, s / n, np.nan)
 
 
-def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
+def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins, sat_range=None, pref_range=None):
     """All replicates of one formulation: curve bands, point bands, b1-b3 per replicate."""
     out = {}
     curves = {}
@@ -113,7 +113,7 @@ def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
         out[f"{curve}_band"] = _quantiles(p[1:])
         out[f"{curve}_points"] = _quantiles(_binned_rates(x, y, w[1:], n_bins))
         out[f"{curve}_failed"] = int((~ok[1:]).sum())
-    ind = bias_indicators(curves["sat"], curves["pref"])
+    ind = bias_indicators(curves["sat"], curves["pref"], sat_range=sat_range, pref_range=pref_range)
     out["indicators"] = np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)  # (B, 3)
     return out
 
@@ -290,12 +290,14 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
 def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,
-                          types: AnswerTypes | None = None, joint_fits: list | None = None) -> BootstrapResult:
+                          types: AnswerTypes | None = None, joint_fits: list | None = None,
+                          support: dict | None = None) -> BootstrapResult:
     """Bootstrap the whole calibration over examples (see module docstring).
 
     Answers are drawn with replacement; each replicate's draws are then counted per distinct
     (phi_A, phi_B, answer) row (``types``, computed when not given), so the fits cost what the
-    distinct rows cost.
+    distinct rows cost. ``support`` ({"sat": (F, 2), "pref": (F, 2)} ranges) computes the
+    indicators over the ranges the point estimates used (None: the whole of [0, 1]).
     """
     if replicates < 2:
         raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")
@@ -312,8 +314,9 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     def weights(curve):
         return W if curve.types is None else W[:, curve.types]
 
-    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins)
-             for j in range(len(forms)))
+    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
+    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins,
+              rng("sat", j), rng("pref", j)) for j in range(len(forms)))
     results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap",
                            total=len(forms))
     ids = [f.id for f in forms]
