@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .errors import SatcalError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

@@ -418,7 +418,7 @@ def _joint_gap(result) -> float:
 
 
 def _version() -> str:
-    from . import __version__
+    from ._version import __version__
     return __version__
 
 

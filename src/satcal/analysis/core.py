@@ -24,7 +24,7 @@ import pandas as pd
 from scipy.special import expit, ndtri
 
 from ..errors import SatcalError
-from ..ingest import ANSWER_CODES, StudyData
+from ..answers import ANSWER_CODES, StudyData
 from ..measures import Formulation, bin_index, bin_midpoints, score_lists, _resolve
 from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
 
