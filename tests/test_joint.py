@@ -285,3 +285,40 @@ def test_implied_preference_by_hand_and_by_simulation(rng):
     # batched (bootstrap replicates) equals one at a time
     np.testing.assert_allclose(implied_preference(np.stack([theta, theta + 0.1]), d)[1],
                                implied_preference(theta + 0.1, d))
+
+
+def test_pairing_correlation_of_the_ecir_pairs_and_of_a_generated_design(ecir_study, tmp_path):
+    """corr(phi_A, phi_B) per formulation equals numpy's Pearson correlation; the ECIR 2015
+    constant is the median over the published scores of the embedded answers; calibrate
+    records it; ``satcal generate`` prints its design's median beside it."""
+    import json
+    from click.testing import CliRunner
+    from satcal.analysis import calibrate
+    from satcal.cli import main
+    from satcal.datasets import load_ecir2015_crowd, published_scores
+    from satcal.generate import ECIR2015_PAIRING_CORRELATION, pairing_correlation
+    from satcal.measures import study_formulations
+    crowd = load_ecir2015_crowd()
+    a, b = published_scores(crowd, "A"), published_scores(crowd, "B")
+    numpy_r = np.array([np.corrcoef(a[:, j], b[:, j])[0, 1] for j in range(a.shape[1])])
+    np.testing.assert_allclose(pairing_correlation(a, b), numpy_r, atol=1e-12)
+    assert ECIR2015_PAIRING_CORRELATION == round(float(np.median(numpy_r)), 2)
+    # weights count rows: weight 2 is the row twice
+    w = np.arange(len(a)) % 3
+    np.testing.assert_allclose(pairing_correlation(a, b, w), pairing_correlation(np.repeat(a, w, 0), np.repeat(b, w, 0)))
+    prov = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0).meta["provenance"]
+    lin = np.corrcoef(a[:, 35], b[:, 35])[0, 1]   # lin-const is the 36th study formulation
+    assert prov["pairing_correlation"]["by_formulation"]["lin-const"] == pytest.approx(lin, abs=1e-3)
+    json.dumps(prov["pairing_correlation"])
+    # the generate command's line, against scores.csv recomputed with numpy
+    q = tmp_path / "qrels.tsv"
+    ecir_study.judgments.table.to_csv(q, sep="\t", index=False)
+    d = tmp_path / "study"
+    assert CliRunner().invoke(main, ["init", str(d), "--judgments", str(q), "--min-per-cell", "15"]).exit_code == 0
+    res = CliRunner().invoke(main, ["generate", str(d), "-q"])
+    assert res.exit_code == 0, res.output
+    scores = pd.read_csv(d / "scores.csv")
+    ids = [f.id for f in study_formulations()]
+    med = np.median([np.corrcoef(g.phi_a, g.phi_b)[0, 1] for f, g in scores.groupby("formulation") if f in ids])
+    assert f"Pairing correlation corr(phi_A, phi_B): {med:.2f} (median over the 36 formulations; " \
+           f"the ECIR 2015 pairs: {ECIR2015_PAIRING_CORRELATION:.2f})" in res.output

@@ -734,6 +734,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
 
     meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
     meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
+    meta["provenance"]["pairing_correlation"] = _pairing(types, forms)
     fcols = _formulation_columns(forms)
     fit_rows, curve_frames, point_frames, check_rows = [], [], [], []
     p_sat, p_pref = np.empty((len(forms), GRID.size)), np.empty((len(forms), GRID.size))
@@ -854,6 +855,15 @@ def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answ
         "packages": package_versions(),
         "simulated": False,
     }
+
+
+def _pairing(types: AnswerTypes, forms) -> dict:
+    """corr(phi_A, phi_B) of the answered examples (each answer once): the median over the
+    formulations and each one's (SPEC 7.2; the paper's curve depends on it)."""
+    from ..generate import pairing_correlation
+    r = pairing_correlation(types.phi_a, types.phi_b, types.counts)
+    return {"median": round(float(np.nanmedian(r)), 4) if np.isfinite(r).any() else None,
+            "by_formulation": {f.id: (round(float(v), 4) if np.isfinite(v) else None) for f, v in zip(forms, r)}}
 
 
 def _isotonic_curve(x, y, w=None) -> np.ndarray:
