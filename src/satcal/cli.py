@@ -373,6 +373,10 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    from .generate import ECIR2015_PAIRING_CORRELATION
+    click.echo(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
+               f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
+               f"{ECIR2015_PAIRING_CORRELATION:.2f}); the paper's P(Sat|phi) depends on it, the per-list curve does not")
     extra = _extra_measures_line(result)
     if extra:
         click.echo(extra)

@@ -185,7 +185,7 @@ class BootstrapResult:
                 out[f"{name}_se"] = np.nanstd(self.indicators[:, :, k], axis=0, ddof=1)
         if self.joint is not None:
             lo, hi = _bc_interval(self.joint["indicators"], self.joint["estimates"])
-            for k, name in enumerate(("b1_joint", "b2_joint")):
+            for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")):
                 out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
         return out
 
@@ -260,12 +260,13 @@ class BootstrapResult:
 
 
 def _joint_replicates(phi_a, phi_b, code, W, fit):
-    """One formulation's joint model over the replicates: s(phi) band and b1, b2 per replicate."""
-    from .joint import bootstrap_thetas
+    """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
+    implied preference curve) per replicate."""
+    from .joint import bootstrap_thetas, implied_preference
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
-    ind = bias_indicators(curves, np.zeros_like(curves))
-    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"]], axis=1)}
+    ind = bias_indicators(curves, implied_preference(thetas, GRID))
+    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
@@ -273,17 +274,18 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     """The joint model's bootstrap, on the same replicates as the published curves' (same
     seed, same resampled examples): each replicate's parameters by the k-step bootstrap
     (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
-    b2_joint per replicate for their BC intervals."""
-    from .joint import CODES
+    b2_joint, b3_joint per replicate for their BC intervals."""
+    from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
     W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size)
     tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j]) for j in range(len(fits)))
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
     estimates = np.array([[np.mean(np.abs(GRID - f.predict(GRID)[0])),
-                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2] for f in fits])
+                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2,
+                           np.mean(1 - implied_preference(f, GRID))] for f in fits])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
-            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 2)
+            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
             "estimates": estimates}
 
 

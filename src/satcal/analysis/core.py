@@ -826,6 +826,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
 
     meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
     meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
+    meta["provenance"]["pairing_correlation"] = _pairing(types, forms)
     fcols = _formulation_columns(forms)
     support = {"sat": np.array([supported_range(c.x, c.w, n_bins) for c in sat_curves]),
                "pref": np.array([supported_range(c.x, c.w, n_bins) for c in pref_curves])}
@@ -945,9 +946,11 @@ SAT_MODELS = ("published", "both", "joint")
 
 
 def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
-    """The joint model of every formulation: fits rows, curve frames, and b1_joint, b2_joint."""
-    from .joint import fit_joint
-    fits, curves, b1, b2, models = [], [], [], [], []
+    """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
+    many starts agreed and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
+    (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`)."""
+    from .joint import fit_joint, implied_preference
+    fits, curves, b1, b2, b3, models = [], [], [], [], [], []
     iterator = range(len(fcols))
     if progress:
         from tqdm.auto import tqdm
@@ -963,13 +966,16 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
                      "se0": se[0], "se1": se[1], "se2": se[2], "deviance": -2 * fit.loglik,
                      "aic": -2 * fit.loglik + 2 * fit.theta.size, "converged": fit.converged,
                      "monotone": bool(np.all(np.diff(p) >= -1e-12)),
-                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")}})
+                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
+                     "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
+                     "flags": "; ".join(fit.flags)})
         curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
                                     "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
                                     "p_isotonic": np.nan}))
         b1.append(float(np.mean(np.abs(GRID - p))))
         b2.append(float((p[0] + 1 - p[-1]) / 2))
-    return fits, curves, {"b1_joint": b1, "b2_joint": b2}, models
+        b3.append(float(np.mean(1 - implied_preference(fit, GRID))))
+    return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
 
 
 def _support_record(formulations, support: dict, n_bins: int) -> dict:
@@ -1002,6 +1008,15 @@ def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answ
         "packages": package_versions(),
         "simulated": False,
     }
+
+
+def _pairing(types: AnswerTypes, forms) -> dict:
+    """corr(phi_A, phi_B) of the answered examples (each answer once): the median over the
+    formulations and each one's (SPEC 7.2; the paper's curve depends on it)."""
+    from ..generate import pairing_correlation
+    r = pairing_correlation(types.phi_a, types.phi_b, types.counts)
+    return {"median": round(float(np.nanmedian(r)), 4) if np.isfinite(r).any() else None,
+            "by_formulation": {f.id: (round(float(v), 4) if np.isfinite(v) else None) for f, v in zip(forms, r)}}
 
 
 def _isotonic_curve(x, y, w=None) -> np.ndarray:
