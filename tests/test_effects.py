@@ -1,0 +1,144 @@
+"""The bootstrap Wald test of the gain and discount effects (satcal.analysis.effects)."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import chi2
+
+from satcal.analysis import anova_table
+from satcal.analysis.effects import (NO_BOOTSTRAP_NOTE, effect_contrasts, effects_table,
+                                     sequential_sums_of_squares, wald_test)
+
+GAINS = ["bin1", "bin2", "exp2", "exp3", "exp5", "lin"]
+DISCOUNTS = ["const", "log2", "log5", "log10", "rank", "zipf"]
+
+
+def _grid():
+    return pd.DataFrame([(f"{g}-{d}", g, d) for g in GAINS for d in DISCOUNTS],
+                        columns=["formulation", "gain", "discount"])
+
+
+def _shared_answers_cov(scale=1e-4):
+    """Covariance of 36 estimates that share their answers: a common part, a part shared by
+    formulations with the same gain, one by the same discount, and their own noise."""
+    g = _grid()
+    same_gain = (g.gain.to_numpy()[:, None] == g.gain.to_numpy()[None]).astype(float)
+    same_disc = (g.discount.to_numpy()[:, None] == g.discount.to_numpy()[None]).astype(float)
+    return scale * (3.0 + 2.0 * same_gain + 1.0 * same_disc + 0.5 * np.eye(36))
+
+
+def test_sums_of_squares_equal_statsmodels(rng):
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+    d = _grid().iloc[rng.permutation(36)[:29]]          # unbalanced: 7 cells missing
+    y = rng.normal(size=(3, len(d)))
+    ss = sequential_sums_of_squares(y, {"gain": d.gain.tolist(), "discount": d.discount.tolist()})
+    for r in range(3):
+        table = anova_lm(smf.ols("y ~ C(gain) + C(discount)", d.assign(y=y[r])).fit(), typ=1)
+        for term, name in (("C(gain)", "gain"), ("C(discount)", "discount"), ("Residual", "Residual")):
+            assert ss[name][0][r] == pytest.approx(table.loc[term, "sum_sq"])
+            assert ss[name][1] == table.loc[term, "df"]
+
+
+def test_wald_equals_statsmodels_wald_test(rng):
+    """W against statsmodels' Wald test of R theta = 0 with the covariance given (R: the first
+    five deviations of the gain means from their grand mean, a full-rank set)."""
+    import statsmodels.api as sm
+    g = _grid()
+    theta = rng.normal(size=36) * 0.01
+    reps = rng.multivariate_normal(theta, _shared_answers_cov(), size=500)
+    w, df, p = wald_test(theta, reps, effect_contrasts(g.gain))
+    dev = np.stack([(g.gain == x).to_numpy() / 6.0 for x in sorted(GAINS)]) - 1 / 36
+    res = sm.OLS(theta, np.eye(36)).fit()
+    ref = res.wald_test(dev[:5], cov_p=np.cov(reps, rowvar=False), use_f=False, scalar=True)
+    assert df == 5 and w == pytest.approx(float(ref.statistic), rel=1e-8)
+    assert p == pytest.approx(float(ref.pvalue), rel=1e-6)
+    # the formula as written, with the 6 dependent deviations and a pseudo-inverse
+    v = dev @ np.cov(reps, rowvar=False) @ dev.T
+    assert w == pytest.approx(float(dev @ theta @ np.linalg.pinv(v, rcond=1e-10) @ (dev @ theta)), rel=1e-6)
+
+
+def _studies(n, rng, boot=400):
+    """Simulated studies under an exact null (every formulation the same mean, estimates
+    correlated as shared answers make them): (estimate, replicates) pairs."""
+    root = np.linalg.cholesky(_shared_answers_cov())
+    for _ in range(n):
+        theta = 0.2 + root @ rng.standard_normal(36)
+        yield theta, theta + rng.standard_normal((boot, 36)) @ root.T
+
+
+def test_wald_test_holds_its_level_under_an_exact_null_and_the_f_test_does_not():
+    import statsmodels.api as sm
+    rng = np.random.default_rng(2015)
+    g = _grid()
+    dummies = {t: pd.get_dummies(g[t], drop_first=True, dtype=float).to_numpy() for t in ("gain", "discount")}
+    one = np.ones((36, 1))
+    x_full = np.hstack([one, dummies["gain"], dummies["discount"]])
+    wald_p, f_p = [], []
+    for theta, reps in _studies(200, rng):
+        full = sm.OLS(theta, x_full).fit()
+        for term, other in (("gain", "discount"), ("discount", "gain")):
+            wald_p.append(wald_test(theta, reps, effect_contrasts(g[term]))[2])
+            # the old test: the additive ANOVA's F for the term (balanced, so type I = type II)
+            f_p.append(full.compare_f_test(sm.OLS(theta, np.hstack([one, dummies[other]])).fit())[1])
+    rate, f_rate = np.mean(np.array(wald_p) < 0.05), np.mean(np.array(f_p) < 0.05)
+    se = np.sqrt(0.05 * 0.95 / len(wald_p))
+    assert abs(rate - 0.05) < 3 * se, rate        # nominal within Monte-Carlo error
+    assert f_rate > 0.5, f_rate                    # the old test: far from its nominal 5%
+    # and the p-values are uniform, not only at 5%
+    from scipy.stats import kstest
+    assert kstest(wald_p, "uniform").pvalue > 0.001
+
+
+def test_wald_detects_a_gain_effect():
+    rng = np.random.default_rng(7)
+    g = _grid()
+    effect = np.where(g.gain == "exp5", 0.05, 0.0)        # one gain 0.05 higher (about 11 SE)
+    cov = _shared_answers_cov(1e-5)
+    theta = rng.multivariate_normal(0.2 + effect, cov)
+    reps = rng.multivariate_normal(theta, cov, size=1000)
+    w, df, p = wald_test(theta, reps, effect_contrasts(g.gain))
+    assert p < 1e-6 and df == 5
+    assert wald_test(theta, reps, effect_contrasts(g.discount))[2] > 0.001
+
+
+def _fake_boot(reps, joint=None):
+    return SimpleNamespace(formulations=_grid().formulation.tolist(), indicators=reps,
+                           joint=None if joint is None else {"indicators": joint})
+
+
+def test_table_with_and_without_replicates(rng):
+    g = _grid()
+    cov = _shared_answers_cov()
+    theta = np.stack([rng.multivariate_normal(np.full(36, 0.2), cov) for _ in range(3)], axis=1)
+    bias = g.assign(b1=theta[:, 0], b2=theta[:, 1], b3=theta[:, 2], family="dcg")
+    plain = anova_table(bias)
+    assert plain.p.isna().all() and plain.F.isna().all()
+    assert (plain[plain.term != "Residual"].note == NO_BOOTSTRAP_NOTE).all()
+    assert plain.groupby("indicator")["df"].apply(list).tolist() == [[5, 5, 25]] * 3
+    reps = np.stack([rng.multivariate_normal(theta[:, k], cov, size=300) for k in range(3)], axis=2)
+    reps[5, 3, 0] = np.nan                                  # a failed fit: that replicate is dropped
+    # the joint model's indicators come from joint["indicators"] (two or three of them)
+    joint = reps[:, :, :2] + 0.01
+    t = anova_table(bias.assign(b1_joint=theta[:, 0] + 0.01, b2_joint=theta[:, 1] + 0.01),
+                    bootstrap=_fake_boot(reps, joint))
+    assert set(t.indicator) == {"b1", "b2", "b3", "b1_joint", "b2_joint"}
+    row = t[(t.indicator == "b1") & (t.term == "gain")].iloc[0]
+    ok = np.isfinite(reps[:, :, 0]).all(axis=1)
+    w, df, p = wald_test(theta[:, 0], reps[ok, :, 0], effect_contrasts(g.gain))
+    assert row.wald == pytest.approx(w) and row.F == pytest.approx(w / 5) and row.p == pytest.approx(p)
+    assert row.p == pytest.approx(chi2.sf(row.wald, 5)) and row.test and "299 replicates" in row.note
+    # eta squared interval: the gain share of every complete replicate, by hand (balanced grid)
+    v = reps[ok, :, 0].reshape(-1, 6, 6)                     # replicate x gain x discount
+    ss_gain = 6 * ((v.mean(axis=2) - v.mean(axis=(1, 2))[:, None]) ** 2).sum(1)
+    ss_tot = ((v - v.mean(axis=(1, 2))[:, None, None]) ** 2).sum((1, 2))
+    lo, hi = np.percentile(ss_gain / ss_tot, [2.5, 97.5])
+    assert (row.eta_sq_lo, row.eta_sq_hi) == pytest.approx((lo, hi))
+    assert row.eta_sq_lo <= row.eta_sq <= row.eta_sq_hi or abs(row.eta_sq - lo) < 0.2
+    res = t[t.term == "Residual"]
+    assert res.p.isna().all() and res.wald.isna().all() and (res.df == 25).all()
+    t3 = anova_table(bias.assign(b1_joint=theta[:, 0], b2_joint=theta[:, 1], b3_joint=theta[:, 2]),
+                     bootstrap=_fake_boot(reps, reps))
+    assert t3[t3.indicator == "b3_joint"].set_index("term").loc["gain", "p"] == \
+        pytest.approx(t[t.indicator == "b3"].set_index("term").loc["gain", "p"])
