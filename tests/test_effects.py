@@ -11,7 +11,7 @@ from satcal.analysis.effects import (NO_BOOTSTRAP_NOTE, effect_contrasts, effect
                                      sequential_sums_of_squares, wald_test)
 
 GAINS = ["bin1", "bin2", "exp2", "exp3", "exp5", "lin"]
-DISCOUNTS = ["const", "log2", "log5", "log10", "rank", "zipf"]
+DISCOUNTS = ["const", "log2", "log3", "log5", "lin", "zipf"]
 
 
 def _grid():
@@ -69,25 +69,24 @@ def _studies(n, rng, boot=400):
 
 
 def test_wald_test_holds_its_level_under_an_exact_null_and_the_f_test_does_not():
-    import statsmodels.api as sm
+    from scipy.stats import f as f_dist, kstest
     rng = np.random.default_rng(2015)
     g = _grid()
-    dummies = {t: pd.get_dummies(g[t], drop_first=True, dtype=float).to_numpy() for t in ("gain", "discount")}
-    one = np.ones((36, 1))
-    x_full = np.hstack([one, dummies["gain"], dummies["discount"]])
-    wald_p, f_p = [], []
+    wald_p, thetas = [], []
     for theta, reps in _studies(200, rng):
-        full = sm.OLS(theta, x_full).fit()
-        for term, other in (("gain", "discount"), ("discount", "gain")):
+        thetas.append(theta)
+        for term in ("gain", "discount"):
             wald_p.append(wald_test(theta, reps, effect_contrasts(g[term]))[2])
-            # the old test: the additive ANOVA's F for the term (balanced, so type I = type II)
-            f_p.append(full.compare_f_test(sm.OLS(theta, np.hstack([one, dummies[other]])).fit())[1])
-    rate, f_rate = np.mean(np.array(wald_p) < 0.05), np.mean(np.array(f_p) < 0.05)
+    # the old test: the additive ANOVA's F per term (sums of squares as statsmodels', checked
+    # in test_sums_of_squares_equal_statsmodels)
+    ss = sequential_sums_of_squares(np.array(thetas), {"gain": g.gain, "discount": g.discount})
+    res = ss["Residual"][0] / 25
+    f_p = np.concatenate([f_dist.sf(ss[t][0] / 5 / res, 5, 25) for t in ("gain", "discount")])
+    rate, f_rate = np.mean(np.array(wald_p) < 0.05), np.mean(f_p < 0.05)
     se = np.sqrt(0.05 * 0.95 / len(wald_p))
     assert abs(rate - 0.05) < 3 * se, rate        # nominal within Monte-Carlo error
     assert f_rate > 0.5, f_rate                    # the old test: far from its nominal 5%
     # and the p-values are uniform, not only at 5%
-    from scipy.stats import kstest
     assert kstest(wald_p, "uniform").pvalue > 0.001
 
 
@@ -142,3 +141,31 @@ def test_table_with_and_without_replicates(rng):
                      bootstrap=_fake_boot(reps, reps))
     assert t3[t3.indicator == "b3_joint"].set_index("term").loc["gain", "p"] == \
         pytest.approx(t[t.indicator == "b3"].set_index("term").loc["gain", "p"])
+
+
+@pytest.fixture(scope="module")
+def ecir_quick(ecir_study):
+    from satcal.analysis import calibrate
+    return calibrate(ecir_study, model_check_folds=0)
+
+
+def test_report_states_effect_size_interval_and_valid_p(ecir_quick, rng):
+    """The reading guide's effect sentence: eta squared with its interval and the Wald p, or,
+    without replicates, that no test is available (never the F test's p)."""
+    import copy
+    from satcal.report import reading_guide
+    text = " ".join(str(m) for m in reading_guide(ecir_quick))
+    assert "b1: gain explains 88% of the variance" in text     # the paper's 36 estimates
+    assert "no test without the bootstrap" in text and "p = 2e-17" not in text
+    result = copy.copy(ecir_quick)
+    g = _grid().merge(result.bias[["formulation"]], on="formulation")
+    est = result.bias.set_index("formulation").loc[g.formulation, ["b1", "b2", "b3"]].to_numpy()
+    cov = _shared_answers_cov(1e-6)
+    reps = np.stack([rng.multivariate_normal(est[:, k], cov, size=200) for k in range(3)], axis=2)
+    boot = SimpleNamespace(formulations=g.formulation.tolist(), indicators=reps, joint=None)
+    result.anova = anova_table(result.bias, bootstrap=boot)
+    row = result.anova.set_index(["indicator", "term"]).loc[("b1", "gain")]
+    text = " ".join(str(m) for m in reading_guide(result))
+    expected = (f"b1: gain explains {100 * row.eta_sq:.0f}% of the variance between formulations, 95% "
+                f"interval {100 * row.eta_sq_lo:.0f}-{100 * row.eta_sq_hi:.0f}% (bootstrap Wald test p")
+    assert expected in text and "no test without" not in text

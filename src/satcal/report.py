@@ -197,8 +197,10 @@ def reading_guide(result) -> list[Markup]:
             r = g.loc[top]
             interval = (f", 95% interval {100 * r.eta_sq_lo:.0f}-{100 * r.eta_sq_hi:.0f}%"
                         if "eta_sq_lo" in g and pd.notna(r.get("eta_sq_lo")) else "")
-            test = (f"bootstrap Wald test p = {r.p:.2g}" if pd.notna(r.p) else
-                    "no test without the bootstrap: the estimates share their answers")
+            # the chi2 tail far beyond the bootstrap's resolution says only "very small"
+            test = ("no test without the bootstrap: the estimates share their answers" if pd.isna(r.p)
+                    else "bootstrap Wald test p < 1e-16" if r.p < 1e-16
+                    else f"bootstrap Wald test p = {r.p:.2g}")
             parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
                          f"formulations{interval} ({test})")
         out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))

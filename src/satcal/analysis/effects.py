@@ -81,7 +81,7 @@ def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarra
     if reps.shape[0] < c.shape[0] + 1:
         return np.nan, 0, np.nan
     ct = c @ np.asarray(estimate, float)
-    v = c @ np.cov(reps, rowvar=False) @ c.T
+    v = np.atleast_2d(np.cov(reps @ c.T, rowvar=False))   # = C Sigma C', without the F x F Sigma
     vals, vecs = np.linalg.eigh(v)
     keep = vals > vals.max() * 1e-10 if vals.max() > 0 else np.zeros(vals.size, bool)
     df = int(keep.sum())
