@@ -4,7 +4,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import chi2
 
 from satcal.analysis import anova_table
 from satcal.analysis.effects import (NO_BOOTSTRAP_NOTE, effect_contrasts, effects_table,
@@ -48,12 +47,14 @@ def test_wald_equals_statsmodels_wald_test(rng):
     g = _grid()
     theta = rng.normal(size=36) * 0.01
     reps = rng.multivariate_normal(theta, _shared_answers_cov(), size=500)
-    w, df, p = wald_test(theta, reps, effect_contrasts(g.gain))
+    w, f, df, b, p = wald_test(theta, reps, effect_contrasts(g.gain))
     dev = np.stack([(g.gain == x).to_numpy() / 6.0 for x in sorted(GAINS)]) - 1 / 36
     res = sm.OLS(theta, np.eye(36)).fit()
     ref = res.wald_test(dev[:5], cov_p=np.cov(reps, rowvar=False), use_f=False, scalar=True)
-    assert df == 5 and w == pytest.approx(float(ref.statistic), rel=1e-8)
-    assert p == pytest.approx(float(ref.pvalue), rel=1e-6)
+    assert df == 5 and b == 500 and w == pytest.approx(float(ref.statistic), rel=1e-8)
+    # Hotelling's T^2 as an F on (5, 495) df, by hand
+    from scipy.stats import f as f_dist
+    assert f == pytest.approx(w * 495 / (499 * 5)) and p == pytest.approx(f_dist.sf(w * 495 / (499 * 5), 5, 495))
     # the formula as written, with the 6 dependent deviations and a pseudo-inverse
     v = dev @ np.cov(reps, rowvar=False) @ dev.T
     assert w == pytest.approx(float(dev @ theta @ np.linalg.pinv(v, rcond=1e-10) @ (dev @ theta)), rel=1e-6)
@@ -76,7 +77,7 @@ def test_wald_test_holds_its_level_under_an_exact_null_and_the_f_test_does_not()
     for theta, reps in _studies(200, rng):
         thetas.append(theta)
         for term in ("gain", "discount"):
-            wald_p.append(wald_test(theta, reps, effect_contrasts(g[term]))[2])
+            wald_p.append(wald_test(theta, reps, effect_contrasts(g[term]))[4])
     # the old test: the additive ANOVA's F per term (sums of squares as statsmodels', checked
     # in test_sums_of_squares_equal_statsmodels)
     ss = sequential_sums_of_squares(np.array(thetas), {"gain": g.gain, "discount": g.discount})
@@ -97,9 +98,9 @@ def test_wald_detects_a_gain_effect():
     cov = _shared_answers_cov(1e-5)
     theta = rng.multivariate_normal(0.2 + effect, cov)
     reps = rng.multivariate_normal(theta, cov, size=1000)
-    w, df, p = wald_test(theta, reps, effect_contrasts(g.gain))
+    w, f, df, b, p = wald_test(theta, reps, effect_contrasts(g.gain))
     assert p < 1e-6 and df == 5
-    assert wald_test(theta, reps, effect_contrasts(g.discount))[2] > 0.001
+    assert wald_test(theta, reps, effect_contrasts(g.discount))[4] > 0.001
 
 
 def _fake_boot(reps, joint=None):
@@ -125,9 +126,9 @@ def test_table_with_and_without_replicates(rng):
     assert set(t.indicator) == {"b1", "b2", "b3", "b1_joint", "b2_joint"}
     row = t[(t.indicator == "b1") & (t.term == "gain")].iloc[0]
     ok = np.isfinite(reps[:, :, 0]).all(axis=1)
-    w, df, p = wald_test(theta[:, 0], reps[ok, :, 0], effect_contrasts(g.gain))
-    assert row.wald == pytest.approx(w) and row.F == pytest.approx(w / 5) and row.p == pytest.approx(p)
-    assert row.p == pytest.approx(chi2.sf(row.wald, 5)) and row.test and "299 replicates" in row.note
+    w, f, df, b, p = wald_test(theta[:, 0], reps[ok, :, 0], effect_contrasts(g.gain))
+    assert row.wald == pytest.approx(w) and row.F == pytest.approx(f) and row.p == pytest.approx(p)
+    assert row.F == pytest.approx(w * 294 / (298 * 5)) and row.test and "299 replicates" in row.note
     # eta squared interval: the gain share of every complete replicate, by hand (balanced grid)
     v = reps[ok, :, 0].reshape(-1, 6, 6)                     # replicate x gain x discount
     ss_gain = 6 * ((v.mean(axis=2) - v.mean(axis=(1, 2))[:, None]) ** 2).sum(1)
