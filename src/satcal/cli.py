@@ -652,7 +652,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     writes power/power.csv and power/power.png.
     """
     from .analysis.power import power_analysis
-    from .simulate import UserModel
+    from .simulate import _workspace_model
     from .workspace import Workspace
     ws = Workspace.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
@@ -663,9 +663,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     pair_t = tuple(p.strip() for p in pair.split(","))
     if len(pair_t) != 2:
         raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    sim = ws.config["simulation"]
-    model = UserModel(formulation=sim["formulation"], intercept=sim["intercept"], slope=sim["slope"],
-                      heterogeneity=sim["heterogeneity"], workers=sim["workers"], seed=ws.seed + 5)
+    model = _workspace_model(ws)  # every [simulation] key, as satcal simulate reads them
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
                             pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
                             sims, boot, seed=ws.seed + 5,

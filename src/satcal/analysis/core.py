@@ -12,7 +12,8 @@
 - Bias, over the grid x = 0, 0.001, ..., 1:
   b1 = mean |x - P(Sat|x)|;  b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2;  b3 = mean (1 - P(Pref|x)).
 - ANOVA: value ~ gain + discount over the formulations' point estimates (additive, sequential
-  sums of squares), with eta squared = SS_term / SS_total.
+  sums of squares), with eta squared = SS_term / SS_total; the test of each effect is the
+  bootstrap Wald test of :mod:`.effects` (the estimates share their answers).
 """
 from __future__ import annotations
 
@@ -575,31 +576,18 @@ def supported_range(x, weights=None, n_bins: int = 10, min_count: int = SUPPORT_
     return (round(held[0] / n_bins, 10), round((held[-1] + 1) / n_bins, 10))
 
 
-def anova_table(bias: pd.DataFrame, indicators: Sequence[str] = ("b1", "b2", "b3")) -> pd.DataFrame:
-    """Additive two-way ANOVA value ~ gain + discount per indicator (sequential SS), eta^2.
+def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
+                bootstrap=None) -> pd.DataFrame:
+    """Effects of gain and discount per indicator: sums of squares, eta^2 and a valid test.
 
     Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
-    structure and are left out.
+    structure and are left out. The estimates share their answers, so ``p`` comes from the
+    bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
+    (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
+    and the joint model's indicators present in ``bias``.
     """
-    import statsmodels.formula.api as smf
-    from statsmodels.stats.anova import anova_lm
-
-    bias = crossed_design(bias)
-
-    terms = [t for t in ("gain", "discount") if bias[t].nunique() > 1]
-    if not terms or len(bias) <= sum(bias[t].nunique() - 1 for t in terms) + 1:
-        return pd.DataFrame(columns=["indicator", "term", "df", "sum_sq", "mean_sq", "F", "p", "eta_sq"])
-    rows = []
-    for ind in indicators:
-        model = smf.ols(f"{ind} ~ " + " + ".join(f"C({t})" for t in terms), data=bias).fit()
-        table = anova_lm(model, typ=1)
-        total = table["sum_sq"].sum()
-        for term, r in table.iterrows():
-            name = term[2:-1] if term.startswith("C(") else term
-            rows.append({"indicator": ind, "term": name, "df": int(r["df"]), "sum_sq": r["sum_sq"],
-                         "mean_sq": r["mean_sq"], "F": r["F"], "p": r["PR(>F)"],
-                         "eta_sq": r["sum_sq"] / total if total > 0 else np.nan})
-    return pd.DataFrame(rows)
+    from .effects import effects_table
+    return effects_table(bias, indicators, bootstrap=bootstrap)
 
 
 def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
@@ -958,6 +946,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                                  resampling=resampling,
                                                  support=ranges if indicator_range == "data" else None)
         result.bootstrap.attach(result)
+        result.anova = anova_table(result.bias, bootstrap=result.bootstrap)  # the valid test
     result.meta["warnings"] = thin_data_warnings(result)
     result.meta["provenance"]["warnings"] = result.meta["warnings"]
     return result
