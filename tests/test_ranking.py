@@ -132,3 +132,18 @@ def test_a_thin_partly_unreachable_study_says_so_and_crowns_nobody():
                      model_check_folds=0, indicator_range="full")
     assert full.bias.b1.iloc[0] == pytest.approx(np.mean(np.abs(c.x - c.p)), abs=1e-12)
     assert full.meta["provenance"]["indicator_range"] == "full"
+
+
+def test_the_papers_estimator_on_an_unlike_design_is_flagged(ecir_result):
+    """A design pairing lists with a strong negative correlation gets the warning; the ECIR 2015
+    pairs themselves do not."""
+    assert ecir_result.meta["design_warnings"] == []
+    rng = np.random.default_rng(8)
+    phi_a = rng.random((800, 1))
+    phi_b = np.clip(1 - phi_a + rng.normal(0, 0.05, phi_a.shape), 0, 1)
+    sa, sb = rng.random(800) < expit(-3 + 6 * phi_a[:, 0]), rng.random(800) < expit(-3 + 6 * phi_b[:, 0])
+    answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"], model_check_folds=0)
+    r_hand = np.corrcoef(phi_a[:, 0], phi_b[:, 0])[0, 1]
+    assert r.meta["provenance"]["pairing_correlation"]["median"] == pytest.approx(r_hand, abs=1e-4)
+    assert len(r.meta["design_warnings"]) == 1 and f"{r_hand:+.2f}" in r.meta["design_warnings"][0]

@@ -107,7 +107,7 @@ def _expand_runs(values) -> list[Path]:
 def _echo_ranking(result, top: int = 10) -> None:
     """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator)."""
     from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
-    for warning in result.meta.get("warnings", []):
+    for warning in result.meta.get("warnings", []) + result.meta.get("design_warnings", []):
         click.echo(f"warning: {warning}")
     cols = estimator_columns(result.bias, result.estimator)
     rank = result.ranking.head(top)

@@ -362,6 +362,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "population": str(meta.get("population")), "simulated": bool(prov.get("simulated")),
         "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
         "guide": reading_guide(result), "warnings": list(meta.get("warnings", [])),
+        "design_warnings": list(meta.get("design_warnings", [])),
         "estimator": _ESTIMATOR_TEXT[result.estimator],
         "joint_gap": _joint_gap(result) if "b1_joint" in result.bias.columns else None,
         "joint_bootstrapped": "b1_joint_lo" in result.bias.columns,

@@ -335,19 +335,19 @@ class BootstrapResult:
                            bootstrap_failed_fits=int(self.failed[["sat", "pref"]].to_numpy().sum()))
 
 
-def _joint_replicates(phi_a, phi_b, code, W, fit):
+def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=None):
     """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
     implied preference curve) per replicate."""
     from .joint import bootstrap_thetas, implied_preference
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
-    ind = bias_indicators(curves, implied_preference(thetas, GRID))
+    ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
     return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
                     seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False,
-                    clusters=None) -> dict:
+                    clusters=None, support: dict | None = None) -> dict:
     """The joint model's bootstrap, on the same replicates as the published curves' (same
     seed, same resampled examples): each replicate's parameters by the k-step bootstrap
     (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
@@ -356,12 +356,16 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
     W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size, clusters)
-    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j]) for j in range(len(fits)))
+    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
+    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j], rng("sat_joint", j), rng("pref", j))
+             for j in range(len(fits)))
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
-    estimates = np.array([[np.mean(np.abs(GRID - f.predict(GRID)[0])),
-                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2,
-                           np.mean(1 - implied_preference(f, GRID))] for f in fits])
+    def estimate(j, f):  # the full-sample indicators, over the same ranges as the replicates'
+        ind = bias_indicators(f.predict(GRID)[0], implied_preference(f, GRID), sat_range=rng("sat_joint", j),
+                              pref_range=rng("pref", j))
+        return [float(ind["b1"]), float(ind["b2"]), float(ind["b3"])]
+    estimates = np.array([estimate(j, f) for j, f in enumerate(fits)])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
             "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
             "estimates": estimates}
@@ -419,7 +423,7 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     joint = None
     if joint_fits is not None:
         joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress,
-                                clusters=clusters)
+                                clusters=clusters, support=support)
     return BootstrapResult(
         formulations=ids, replicates=replicates, indicators=indicators[1:], estimates=indicators[0],
         curve_bands={(f, c): r[f"{c}_band"] for f, r in zip(ids, results) for c in ("sat", "pref")},

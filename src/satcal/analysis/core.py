@@ -916,7 +916,11 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     bias = fcols.assign(**ind)[["formulation", "gain", "discount", "b1", "b2", "b3", "family"]]
     joint_models = None
     if sat_model != "published":
-        joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress)
+        support["sat_joint"] = np.array([_list_support(types, j, n_bins) for j in range(len(forms))])
+        meta["provenance"]["support"] = _support_record(fcols["formulation"], support, n_bins)
+        ranges["sat_joint"] = support["sat_joint"] if indicator_range == "data" else None
+        joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress,
+                                                                      ranges["sat_joint"], ranges["pref"])
         fit_rows += joint_fits
         curve_frames += joint_curves
         bias = bias.assign(**b_joint)
@@ -943,13 +947,37 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
                                                  backend=backend, progress=progress, types=types,
                                                  joint_fits=joint_models, clusters=clusters,
-                                                 resampling=resampling,
-                                                 support=ranges if indicator_range == "data" else None)
+                                                 resampling=resampling, support=ranges)
         result.bootstrap.attach(result)
         result.anova = anova_table(result.bias, bootstrap=result.bootstrap)  # the valid test
     result.meta["warnings"] = thin_data_warnings(result)
     result.meta["provenance"]["warnings"] = result.meta["warnings"]
+    result.meta["design_warnings"] = design_warnings(result)
+    result.meta["provenance"]["design_warnings"] = result.meta["design_warnings"]
     return result
+
+
+#: How far a design's pairing correlation may stray from the ECIR 2015 pairs' before the paper's
+#: estimator is called incomparable with the published one (the audit's two designs, -0.06
+#: and -0.77, moved lin-const's b2 from 0.096 to 0.325).
+PAIRING_TOLERANCE = 0.2
+
+
+def design_warnings(result: "CalibrationResult") -> list[str]:
+    """Sentences saying when the paper's estimator is read on a design unlike the paper's: its
+    P(Sat|phi) is the satisfaction of a list given that its partner got the same verdict, so it
+    moves with how the design pairs lists (SPEC 7.2)."""
+    from ..generate import ECIR2015_PAIRING_CORRELATION as PAPER
+    r = result.meta.get("provenance", {}).get("pairing_correlation", {}).get("median")
+    if r is None or abs(r - PAPER) <= PAIRING_TOLERANCE:
+        return []
+    lead = ("the ranking leads with the per-list estimator, which does not depend on it"
+            if "b1_joint" in result.bias.columns else
+            "run the analysis with the joint model (--sat-model both) for the per-list estimator, "
+            "which does not depend on it")
+    return [f"This design pairs lists with correlation {r:+.2f} between phi_A and phi_B (median over "
+            f"formulations; the ECIR 2015 pairs: {PAPER:+.2f}). The paper's P(Sat|phi) and b1-b3 depend "
+            f"on that pairing, so here they are not comparable with the published ones; {lead}."]
 
 
 #: Below these, a study's answers are called thin and its ranking is not crowned: the paper
@@ -979,7 +1007,7 @@ def thin_data_warnings(result: "CalibrationResult") -> list[str]:
                    "observations: their proportions are within +/- 0.2 at best.")
     support = result.meta.get("support")
     if support is not None:
-        sat = support["sat"]
+        sat = support.get("sat_joint", support["sat"])  # the lead estimator's curve
         short = np.flatnonzero(~((sat[:, 0] <= 1e-9) & (sat[:, 1] >= 1 - 1e-9)))
         if short.size:
             names = result.bias["formulation"].to_numpy()[short]
@@ -998,7 +1026,14 @@ def thin_data_warnings(result: "CalibrationResult") -> list[str]:
 SAT_MODELS = ("published", "both", "joint")
 
 
-def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
+def _list_support(types: AnswerTypes, j: int, n_bins: int) -> tuple:
+    """Where the per-list curve of formulation ``j`` has data: every answered list counts (the
+    joint model uses all four answers), A and B alike."""
+    x = np.concatenate([types.phi_a[:, j], types.phi_b[:, j]])
+    return supported_range(x, np.concatenate([types.counts, types.counts]), n_bins)
+
+
+def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_range=None, pref_range=None):
     """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
     many starts agreed and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
     (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`)."""
@@ -1022,12 +1057,16 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
                      **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
                      "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
                      "flags": "; ".join(fit.flags)})
+        s_rng = None if sat_range is None else sat_range[j]
+        p_rng = None if pref_range is None else pref_range[j]
+        inside = (GRID >= (0 if s_rng is None else s_rng[0]) - 1e-12) & (GRID <= (1 if s_rng is None else s_rng[1]) + 1e-12)
         curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
                                     "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
-                                    "p_isotonic": np.nan}))
-        b1.append(float(np.mean(np.abs(GRID - p))))
-        b2.append(float((p[0] + 1 - p[-1]) / 2))
-        b3.append(float(np.mean(1 - implied_preference(fit, GRID))))
+                                    "p_isotonic": np.nan, "supported": inside}))
+        ind = bias_indicators(p, implied_preference(fit, GRID), sat_range=s_rng, pref_range=p_rng)
+        b1.append(float(ind["b1"]))
+        b2.append(float(ind["b2"]))
+        b3.append(float(ind["b3"]))
     return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
 
 
