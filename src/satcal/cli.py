@@ -136,8 +136,9 @@ def _analysis_options(f):
                           "not siding with the higher score; this reproduces the published numbers) "
                           "or only a_better/b_better answers."),
         click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000,
-                     show_default=True, help="Bootstrap replicates over examples, for intervals "
-                                             "and pairwise tests (0 for none)."),
+                     show_default=True, help="Bootstrap replicates (over workers and examples "
+                                             "when answers carry worker ids, else examples), for "
+                                             "intervals and pairwise tests (0 for none)."),
         click.option("--seed", type=int, default=2015, show_default=True,
                      help="Seed of the bootstrap and of the model-check folds."),
         click.option("--jobs", type=int, default=1, show_default=True,

@@ -326,6 +326,7 @@ def _parameters(prov: dict) -> list[tuple[str, object]]:
             ("satisfaction model", ", ".join(prov.get("sat_model", []))),
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
+            ("bootstrap resamples", prov.get("resampling")),
             ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
     return [(k, v) for k, v in rows if v not in (None, "")]
 
