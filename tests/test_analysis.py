@@ -80,12 +80,14 @@ def test_satisfaction_and_preference_rows():
     phi_b = np.array([[0.1], [0.6], [0.5], [0.7], [0.3]])
     answers = ["a_better", "a_better", "b_better", "both_good", "both_bad"]
     x, y = satisfaction_data(phi_a, phi_b, answers)
-    np.testing.assert_allclose(x[:, 0], [0.4, 0.3, 0.7, 0.3]) and np.testing.assert_array_equal(y, [1, 0, 1, 0])
+    np.testing.assert_allclose(x[:, 0], [0.4, 0.3, 0.7, 0.3])
+    np.testing.assert_array_equal(y, [1, 0, 1, 0])
     (xa, ya), = preference_data(phi_a, phi_b, answers, "all")
     np.testing.assert_allclose(xa, [0.8, 0.4, 0.0, 0.3, 0.0])
     np.testing.assert_array_equal(ya, [1, 0, 0, 0, 0])
     (xp, yp), = preference_data(phi_a, phi_b, answers, "preferences_only")
-    np.testing.assert_allclose(xp, [0.8, 0.4]) and np.testing.assert_array_equal(yp, [1, 0])
+    np.testing.assert_allclose(xp, [0.8, 0.4])
+    np.testing.assert_array_equal(yp, [1, 0])
 
 
 def test_anova_equals_hand_sums_of_squares(rng):

@@ -132,3 +132,29 @@ def test_calibrated_ndcg_maps_trec_eval_ndcg(tmp_path, rng):
         trec = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(fq), {"ndcg_cut.10"}).evaluate(
             pytrec_eval.parse_run(fr))
     np.testing.assert_allclose(ours.to_numpy(), [trec[q]["ndcg_cut_10"] for q in ours.index], atol=1e-9)
+
+
+def test_evaluate_leads_with_the_per_list_curve(files, tmp_path):
+    """With the joint model in the analysis, evaluate maps phi through s(phi) of fits.csv's joint
+    rows (computed here from those coefficients), and says so in its tables."""
+    from satcal.analysis import calibrate
+    from satcal.analysis.evaluate import load_calibrations
+    rng = np.random.default_rng(4)
+    n = 600
+    phi_a, phi_b = rng.random((n, 1)), rng.random((n, 1))
+    sa, sb = rng.random(n) < expit(-3 + 6 * phi_a[:, 0]), rng.random(n) < expit(-3 + 6 * phi_b[:, 0])
+    answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+    result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"],
+                       sat_model="both", model_check_folds=0)
+    result.meta["provenance"]["k"] = 2
+    write_analysis(result, tmp_path / "cal", figures=False, report=False)
+    cal, = load_calibrations(tmp_path / "cal")
+    fits = pd.read_csv(tmp_path / "cal" / "fits.csv")
+    joint = fits[(fits.sat_model == "joint")].iloc[0]
+    assert cal.sat_model == "joint"
+    np.testing.assert_allclose(cal.sat, joint[["beta0", "beta1", "beta2"]].to_numpy(float))
+    r = evaluate_runs(read_judgments(files / "qrels"), read_runs([files / "a.run"]), cal, k=2)
+    b = joint[["beta0", "beta1", "beta2"]].to_numpy(float)
+    expected = np.mean([expit(b[0] + b[1] * x + b[2] * x * x) for x in (0.75, 0.5)])
+    assert r.per_system["expected_sat"].iloc[0] == pytest.approx(expected, rel=1e-9)
+    assert set(r.per_system["sat_model"]) == {"joint"}

@@ -258,15 +258,17 @@ def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:
     with its expected share of both_good), i.e. the probability limit of the estimator.
     ``p_sat_list`` keeps the per-list model curve for comparison.
     """
-    from .analysis import design, fit_logit_batch
+    import statsmodels.api as sm
     if p_a.size == 0:
         return np.full(GRID_TRUTH.size, np.nan)
     agree = p_a * p_b + (1 - p_a) * (1 - p_b)
     share_good = p_a * p_b / np.maximum(agree, 1e-300)
     x = np.concatenate([phi_a, phi_b])
-    beta, _ = fit_logit_batch(design(x)[None], np.concatenate([share_good, share_good])[None],
-                              np.concatenate([agree, agree])[None])
-    return expit(design(GRID_TRUTH) @ beta[0])
+    quadratic = lambda v: np.stack([np.ones_like(v), v, v ** 2], axis=-1)
+    # a weighted binomial GLM on expected proportions: the analysis's fit on expected data
+    fit = sm.GLM(np.concatenate([share_good, share_good]), quadratic(x), family=sm.families.Binomial(),
+                 var_weights=np.concatenate([agree, agree])).fit(tol=1e-12)
+    return expit(quadratic(GRID_TRUTH) @ np.asarray(fit.params))
 
 
 def simulate_workspace(ws, platform: str | None = None, force: bool = False, model: UserModel | None = None):
