@@ -165,11 +165,12 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
     Returns
     -------
     DataFrame with :data:`COLUMNS`. Per indicator one row per term and a ``Residual`` row.
-    ``wald`` = W, ``F`` = W (B - df) / ((B - 1) df) and ``p`` = P(F(df, B - df) > F) (the test
-    of the module docstring; ``F`` is *not* the OLS F ratio, which is not a valid test here). ``eta_sq_lo, eta_sq_hi``:
-    95% percentile interval of eta squared over the replicates. Without replicates ``F``,
-    ``wald`` and ``p`` are empty and ``note`` says why. The ``Residual`` row holds df, sum_sq,
-    mean_sq and eta_sq (the share no main effect explains) and no test.
+    ``wald`` = W, ``F`` = W (B - df) / ((B - 1) df) and ``p`` = P(F(df, B - df) > F) (the
+    test of the module docstring; ``F`` is *not* the OLS F ratio, which is not a valid test
+    here). ``eta_sq_lo, eta_sq_hi``: 95% percentile interval of eta squared over the
+    replicates. Without replicates ``F``, ``wald`` and ``p`` are empty and ``note`` says why.
+    The ``Residual`` row holds df, sum_sq, mean_sq and eta_sq (the share no main effect
+    explains, with its interval) and no test.
     """
     from .core import crossed_design
 
@@ -222,7 +223,9 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
                 else:
                     w, f, df_w, b, p = wald_test(y, reps, effect_contrasts(factors[term]))
                     note = f"{b} replicates; F on ({df_w}, {b - df_w}) df"
-                    if df_w != df:
+                    if df_w == 0:
+                        note = f"{b} complete replicates: too few, or no variation, for the test"
+                    elif df_w != df:
                         note += "; the contrasts' bootstrap covariance has a smaller rank"
                     row.update(wald=w, F=f, p=p, test=TEST_NAME, note=note)
             rows.append(row)
