@@ -203,6 +203,7 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
                 if docs is not None and field in docs.columns:
                     visible[f"{shown}{i}_{field}"] = _display(pd.Series(ids), docs, field)
     _split_urls(visible)
+    _fill_titles(visible, k)
     expected = src["expected"].fillna("").astype(str)
     expected_shown = [";".join(swap_answer(c) if s else c for c in e.split(";")) if e else ""
                       for e, s in zip(expected, swapped)]
@@ -211,6 +212,38 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
                         "expected": expected.to_numpy(), "expected_shown": expected_shown,
                         "page": page, "example_hash": example_digest(src, k)})
     return visible, key
+
+
+def _fill_titles(visible: pd.DataFrame, k: int) -> None:
+    """A query or document without a title shows its id, on every platform as in preview.
+
+    Platform templates (Appen's CML, Toloka's view) show the ``_title`` column where there is
+    one; a documents table or topics file that covers only some queries or documents leaves the
+    others' titles empty, and a worker would read "Query:" and nothing. Preview and every
+    HTML page satcal renders fall back to the id (``_item.html``); the files now carry the same
+    text. Queries and documents shown as bare ids are counted in one warning each.
+    """
+    import warnings
+    from ..errors import SatcalWarning
+    shown = [("query", "query_title", "queries", "a topics file (satcal init --topics, or topics = ... "
+              "in study.toml) or documents-table rows for them")]
+    shown += [(f"{side}{i}", f"{side}{i}_title", "documents", "documents-table titles for them")
+              for side in ("A", "B") for i in range(1, k + 1)]
+    bare: dict[str, tuple[set, set, str]] = {}
+    for id_col, title_col, what, remedy in shown:
+        if title_col not in visible.columns:
+            continue  # no titles at all: workspace export warns about bare ids as a whole
+        ids, titles = visible[id_col], visible[title_col].fillna("").astype(str)
+        empty = titles.str.strip() == ""
+        visible[title_col] = titles.where(~empty, ids)
+        named, untitled, _ = bare.setdefault(what, (set(), set(), remedy))
+        named.update(ids)
+        untitled.update(ids[empty | (titles == ids)])
+    for what, (named, untitled, remedy) in bare.items():
+        if untitled:
+            example = html.unescape(sorted(untitled)[0])
+            warnings.warn(f"{len(untitled)} of {len(named)} {what} have no title: workers will see the "
+                          f"bare id (e.g. {example!r}); give {remedy}", SatcalWarning, stacklevel=4)
 
 
 # --------------------------------------------------------------------------------------------
