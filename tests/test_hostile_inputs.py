@@ -30,24 +30,45 @@ RESULT_FILES = {
     "truncated line": ("r.csv", b"item_id,worker_id,answer\ni1,w1,a_better\ni2,w2\n"),
     "stray quote": ("r.csv", b'item_id,worker_id,answer\ni1,"w1,a_better\ni2,w2,b_better\n'),
     "latin-1": ("r.csv", "item_id,worker_id,answer\ni1,w\xe9,a_better\n".encode("latin-1")),
-    "utf-16": ("r.csv", "item_id,worker_id,answer\ni1,w1,a_better\n".encode("utf-16")),
     "empty": ("r.csv", b""),
     "json garbage": ("r.json", b"[{\"data\": {\"item_id\": \"x\"}, \"annotations\": [}"),
     "json object": ("r.json", b"{\"tasks\": []}"),
     "json without item ids": ("r.json", b"[{\"data\": {}, \"annotations\": []}]"),
+    # content that yields no answer at all is an error, never an empty success
+    "json tasks never annotated": ("r.json", b'[{"id": 1, "data": {"item_id": "i1"}}, {"id": 2, "data": {"item_id": "i2"}, "annotations": []}]'),
+    "json-min never annotated": ("r.json", b'[{"item_id": "i1", "id": 1, "annotator": null, "annotation_id": null}]'),
+    "json empty list": ("r.json", b"[]"),
+    "json unknown layout": ("r.json", b'[{"task": 1, "label": "a_better"}]'),
+    "json lines": ("r.json", b'{"id": 1, "results": {"judgments": []}}\n{"id": 2, "results": {}}\n'),
+    "json nested too deeply": ("r.json", b"[" * 100_000 + b"]" * 100_000),
+    "label studio csv never annotated": ("r.csv", b'"annotation_id","annotator","created_at","id","item_id","lead_time","updated_at"\n,"",,1,"i1",,\n', "labelstudio"),
+    "csv header only": ("r.csv", b"item_id,worker_id,answer\n\n"),
+    "appen header only": ("r.csv", b"_unit_id,_created_at,_golden,_id,_worker_id,answer,item_id\n", "appen"),
+    "appen aggregated report": ("r.csv", b"_unit_id,_golden,_unit_state,_trusted_judgments,_last_judgment_at,answer,answer:confidence,item_id\n1,false,finalized,3,x,a_better,1,i1\n", "appen"),
+    "toloka header only": ("r.tsv", b"INPUT:item_id\tOUTPUT:answer\tASSIGNMENT:worker_id\tASSIGNMENT:assignment_id\n", "toloka"),
+    "serve header only": ("r.csv", b"row_id,item_id,worker_id,answer,submitted_at,seconds,status\n", "serve"),
+    "utf-16 undecodable on line 3": ("r.csv", "item_id,worker_id,answer\ni1,w1,a_better\n".encode("utf-16")
+                                     + b"i\x00\x00\xd8,\x00\n\x00", "csv"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(RESULT_FILES))
 def test_bad_result_files(ws, tmp_path, case):
-    name, data = RESULT_FILES[case]
+    name, data, *platform = RESULT_FILES[case]
     f = tmp_path / name
     f.write_bytes(data)
-    platform = "labelstudio" if name.endswith(".json") else "csv"
+    platform = platform[0] if platform else "labelstudio" if name.endswith(".json") else "csv"
     before = _tree(ws.path)
     res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", platform])
     _assert_clean_error(res)
+    assert str(f) in res.output  # the error names the file
+    if "on line 3" in case:
+        assert f"{f}:3: " in res.output
     assert _tree(ws.path) == before
+    # and detecting the platform changes nothing
+    if not platform == "serve":
+        _assert_clean_error(CliRunner().invoke(main, ["ingest", str(ws.path), str(f)]))
+        assert _tree(ws.path) == before
 
 
 STUDY_TOML_EDITS = {

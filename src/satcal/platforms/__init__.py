@@ -14,6 +14,7 @@ and only on platforms that hide them from workers (Appen, Toloka).
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ def detect_platform(path, head: str) -> str:
         return "appen"
     if '"d1A"' in first or ",d1A," in first:
         return "ecir2015"
+    if "annotation_id" in first and "annotator" in first:  # Label Studio's CSV / TSV export
+        return "labelstudio"
     return "csv"
 
 
@@ -283,12 +286,19 @@ def template_environment(*extra_dirs):
                               autoescape=True, undefined=jinja2.StrictUndefined)
 
 
+@functools.lru_cache(maxsize=1)
+def _item_templates():
+    """The item templates' environment, built once: building one per item made a Label Studio
+    export of a thousand items take half a minute."""
+    return template_environment()
+
+
 def render_lists_html(row: pd.Series, k: int, inline_style: bool = False) -> str:
     """The HTML of an item without its answer controls: the query, then lists A and B side by
     side. ``inline_style`` puts the layout in style attributes, for platforms that show the
     HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies."""
-    return template_environment().get_template("lists.html").render(item=item_view(row, k),
-                                                                    inline_style=inline_style)
+    return _item_templates().get_template("lists.html").render(item=item_view(row, k),
+                                                               inline_style=inline_style)
 
 
 def instruction_paragraphs(text: str) -> list[str]:
@@ -298,7 +308,7 @@ def instruction_paragraphs(text: str) -> list[str]:
 
 def render_instructions_html(instructions: str) -> str:
     """The study's instructions as escaped HTML paragraphs, for a platform's instructions box."""
-    template = template_environment().get_template("instructions.html")
+    template = _item_templates().get_template("instructions.html")
     return template.render(paragraphs=instruction_paragraphs(instructions))
 
 
@@ -307,7 +317,7 @@ def render_form_html(visible: pd.DataFrame, k: int, instructions: str, title: st
     template and ``satcal preview``); a small script shows the code a click records."""
     paragraphs = instruction_paragraphs(instructions)
     items = [item_view(row, k) for row in visible.to_dict("records")]
-    return template_environment().get_template("form.html").render(
+    return _item_templates().get_template("form.html").render(
         title=title, instructions=paragraphs, items=items, labels=ANSWER_LABELS) + "\n"
 
 
