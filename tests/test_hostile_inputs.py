@@ -4,6 +4,7 @@ as it was."""
 import hashlib
 import shutil
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -83,6 +84,11 @@ STUDY_TOML_EDITS = {
     "infinite heterogeneity": ("heterogeneity = 0.5", "heterogeneity = inf"),
     "not toml": ("[study]", "[study"),
     "unknown extra measure": ("# extra = ", "extra = [\"ndcg\"]\n# "),
+    # a logarithm or power of base 1 divides by log 1 = 0 or gives every level gain 0
+    "log base 1": ('"log2"', '"log1"'),
+    "log base below 1": ('"log2"', '"log0.5"'),
+    "jarvelin base 1": ('"log2"', '"jarvelin1"'),
+    "exp base 1": ('"exp2"', '"exp1"'),
 }
 
 
@@ -98,6 +104,56 @@ def test_bad_study_toml(ws, case):
         res = CliRunner().invoke(main, [*command[:1], str(ws.path), *command[1:]])
         _assert_clean_error(res)
         assert "study.toml" in res.output
+    assert _tree(ws.path) == before
+
+
+@pytest.mark.parametrize("base", ["1", "1.0", "0", "0.5"])
+def test_log_base_must_exceed_one(base):
+    """log<b> is 1/log_b(b + i - 1): base 1 divides by log 1 = 0 (it crashed the generator);
+    the message says what the base must be."""
+    from satcal.measures import get_discount
+    with pytest.raises(ValueError, match=rf"discount log{base}: the base must be greater than 1"):
+        get_discount(f"log{base}")
+    # a base just above 1 is a discount: 1 at rank 1, falling with rank
+    d = get_discount("log1.5").factors(5)
+    np.testing.assert_allclose(d, np.log(1.5) / np.log(1.5 + np.arange(5)))
+
+
+def test_unreadable_study_toml(ws, monkeypatch):
+    """study.toml that cannot be read (its permissions; simulated, as the tests may run as
+    root, who reads anything) is a one-line error naming it, for every command."""
+    import pathlib
+    toml = ws.path / "study.toml"
+    real = pathlib.Path.read_bytes
+
+    def read_bytes(self):
+        if self == toml:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    before = _tree(ws.path)
+    with monkeypatch.context() as patch:
+        patch.setattr(pathlib.Path, "read_bytes", read_bytes)
+        for command in (["generate", "--force"], ["export", "--force"], ["analyze"], ["preview"]):
+            res = CliRunner().invoke(main, [*command[:1], str(ws.path), *command[1:]])
+            _assert_clean_error(res)
+            assert f"{toml}: permission denied" in res.output
+    assert _tree(ws.path) == before
+
+
+def test_unreadable_result_file(ws, tmp_path, monkeypatch):
+    import pathlib
+    f = tmp_path / "results.csv"
+    f.write_text("item_id,worker_id,answer\ni1,w1,a_better\n")
+    real = pathlib.Path.read_bytes
+    before = _tree(ws.path)
+    with monkeypatch.context() as patch:
+        patch.setattr(pathlib.Path, "read_bytes",
+                      lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+                      if self == f else real(self))
+        res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f)])
+    _assert_clean_error(res)
+    assert f"{f}: permission denied" in res.output
     assert _tree(ws.path) == before
 
 
