@@ -7,7 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet",
+           "read_utf8_text", "read_delimited"]
 
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
@@ -222,16 +223,17 @@ def gain_colour(gain: str, i: int) -> str:
 
 
 def read_utf8_text(path: "str | os.PathLike") -> str:
-    """A text file's content: UTF-8 with or without a BOM; CRLF is left to the line splitter.
+    """A text file's content: UTF-8 with or without a BOM, or UTF-16 / UTF-32 (as spreadsheet
+    programs save "Unicode text"); CRLF is left to the line splitter.
 
-    Another encoding (Latin-1, Windows-1252) is a one-line error naming the line of the first
-    undecodable byte.
+    Another encoding (Latin-1, Windows-1252), a sequence that does not decode, or a binary
+    file is a one-line error naming the line where decoding failed.
     """
     return decode_utf8(read_file_bytes(path), path)
 
 
 def read_file_bytes(path: "str | os.PathLike") -> bytes:
-    """A file's bytes; a missing file or a directory is a one-line error."""
+    """A file's bytes; a missing, unreadable or special file is a one-line error."""
     from .errors import SatcalError
     path = Path(path)
     try:
@@ -240,20 +242,57 @@ def read_file_bytes(path: "str | os.PathLike") -> bytes:
         raise SatcalError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise SatcalError(f"{path}: is a directory, expected a file") from None
+    except PermissionError:
+        raise SatcalError(f"{path}: permission denied: the file cannot be read (check its "
+                          "permissions)") from None
+    except OSError as exc:
+        raise SatcalError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+#: Byte-order marks of the wider Unicode encodings, longest first (UTF-32's LE mark starts
+#: with UTF-16's).
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+         (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _wide_codec(raw: bytes) -> str | None:
+    """UTF-16 or UTF-32 by the BOM, or UTF-16 without one by the zero bytes of ASCII text."""
+    for bom, codec in _BOMS:
+        if raw.startswith(bom):
+            return codec
+    if len(raw) > 3 and raw[0] and not raw[1] and not raw[3]:
+        return "utf-16-le"
+    if len(raw) > 3 and not raw[0] and raw[1] and not raw[2]:
+        return "utf-16-be"
+    return None
 
 
 def decode_utf8(raw: bytes, path: "str | os.PathLike") -> str:
-    """``raw`` as UTF-8 text (a BOM dropped); UTF-16 or Latin-1 bytes are one-line errors."""
+    """``raw`` as text: UTF-8 (a BOM dropped), or UTF-16 / UTF-32 recognised by the BOM (or
+    UTF-16 by its zero bytes). Undecodable bytes, NUL characters and spreadsheet workbooks are
+    one-line errors naming the line."""
     from .errors import InputFileError
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(raw) > 3 and raw[1:4:2] == b"\0\0"):
-        raise InputFileError(path, "is UTF-16 text (as some spreadsheet programs save it): re-save "
-                                   "it as UTF-8")
+    if raw.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):
+        raise InputFileError(path, "is a spreadsheet workbook (or another archive), not text: save it "
+                                   "as CSV (UTF-8)")
+    codec = _wide_codec(raw)
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode(codec or "utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
+        line = raw[: exc.start].decode(codec or "utf-8", errors="replace").count("\n") + 1
+        if codec:
+            raise InputFileError(path, f"is {codec.upper().replace('-LE', '').replace('-BE', '')} text with "
+                                       f"bytes that do not decode ({exc.reason}): re-save it as UTF-8",
+                                 line) from None
         raise InputFileError(path, f"is not UTF-8 text (byte {raw[exc.start]:#x}; it looks like "
                                    "Latin-1 or Windows-1252: re-save it as UTF-8)", line) from None
+    if codec and text.startswith("\ufeff"):
+        text = text[1:]  # utf-16-le / -be keep a BOM that 'utf-16' would have dropped
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise InputFileError(path, "holds NUL characters: a binary file, not text",
+                             text.count("\n", 0, nul) + 1)
+    return text
 
 
 def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
@@ -268,3 +307,77 @@ def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
         return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except pd.errors.ParserError as exc:
         raise InputFileError(path, f"is not a readable CSV ({str(exc).splitlines()[0]})") from None
+
+
+def read_delimited(path, delimiter: str, required: list[str], *, text: str | None = None,
+                   expected: str | None = None, rows: str | None = None):
+    """A delimited file with a header, every cell a string, checked row by row; the line in
+    the file where each row starts is in the ``__line__`` column.
+
+    ``expected`` describes the layout in the errors (default: the required columns); ``rows``,
+    when given, makes a header without rows an error saying what rows were expected.
+
+    Raises one-line errors for: a missing required column (naming the delimiter found when it
+    looks like the wrong one), a row with the wrong number of fields (a truncated last line or
+    quoting broken by a spreadsheet program), an unclosed quote.
+    """
+    import csv
+    import io
+    import pandas as pd
+    from .errors import InputFileError
+    text = read_utf8_text(path) if text is None else text
+    layout = expected or f"a header with {', '.join(required)}"
+    if not text.strip():
+        raise InputFileError(path, f"is empty: expected {layout}")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader)
+    except csv.Error as exc:
+        raise InputFileError(path, f"unreadable header ({exc})", 1) from None
+    header = [h.strip() for h in header]
+    repeated = sorted({h for h in header if header.count(h) > 1 and h})
+    if repeated:
+        name = repeated[0]
+        where = [i + 1 for i, h in enumerate(header) if h == name]
+        raise InputFileError(path, f"column {name!r} appears {len(where)} times in the header "
+                                   f"(columns {', '.join(map(str, where))}); which one holds the "
+                                   "answer is ambiguous", 1)
+    missing = [c for c in required if c not in header]
+    if missing:
+        other = "," if delimiter == "\t" else "\t"
+        hint = ""
+        if len(header) == 1 and other in header[0]:
+            hint = (f" (the header is split by {'commas' if other == ',' else 'tabs'}: wrong "
+                    f"delimiter, expected {'tabs' if delimiter == chr(9) else 'commas'})")
+        raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}"
+                                   + (f": expected {expected}" if expected else ""), 1)
+    records, lines = [], []
+    while True:
+        start = reader.line_num + 1  # a quoted field may run over several lines: name the first
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise InputFileError(path, f"broken quoting ({exc}){_quote_hint(start, reader.line_num)}; "
+                                       "was the file re-saved by a spreadsheet program?", start) from None
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            problem = "truncated line" if len(row) < len(header) else "extra fields"
+            raise InputFileError(path, f"{problem}: {len(row)} fields, the header has {len(header)}"
+                                       f"{_quote_hint(start, reader.line_num)}", start)
+        records.append(row)
+        lines.append(start)
+    if not records and rows:
+        raise InputFileError(path, f"has a header and no rows under it: expected {rows}", 2)
+    table = pd.DataFrame(records, columns=header, dtype=object) if records else pd.DataFrame(columns=header)
+    table["__line__"] = lines
+    return table
+
+
+def _quote_hint(start: int, end: int) -> str:
+    """When a record ran over several lines, a stray quote on its first line opened a field."""
+    if end <= start:
+        return ""
+    return f" (a quote opened on this line runs on to line {end}: a stray \" in a value?)"

@@ -264,7 +264,7 @@ def ingest(ws, files, platform: str | None = None, threshold: float | None = Non
 
 
 def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
-    from .fileio import atomic_write_bytes, atomic_write_text, sha256_bytes
+    from .fileio import atomic_write_bytes, atomic_write_text, read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
 
     raw_dir = ws.path / "raw"
@@ -274,7 +274,7 @@ def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
         path = Path(f)
         if not path.is_file():
             raise SatcalError(f"{path}: no such file")
-        data = path.read_bytes()
+        data = read_file_bytes(path)  # an unreadable file is a one-line error
         digest = sha256_bytes(data)
         if digest in set(index["sha256"]) or digest in {n[0] for n in new_files}:
             continue

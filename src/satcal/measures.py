@@ -113,8 +113,18 @@ def _lin_gain(_m: re.Match) -> Gain:
     return Gain("lin", lambda l: l, "g(l) = l")
 
 
+def _base_above_one(b: str, what: str, formula: str) -> float:
+    """A logarithm's or a power's base from an id: above 1, or the measure is degenerate
+    (log base 1 divides by log 1 = 0; a power of 1 gives every level gain 0; below 1 the
+    discount grows or the gain falls with relevance)."""
+    base = float(b)
+    if not base > 1:
+        raise ValueError(f"{what}{b}: the base must be greater than 1 in {formula}, got {b}")
+    return base
+
+
 def _exp_gain(m: re.Match) -> Gain:
-    base = float(m.group("b"))
+    base = _base_above_one(m.group("b"), "gain exp", "g(l) = b^l - 1")
     return Gain(f"exp{m.group('b')}", lambda l: base ** l - 1.0, f"g(l) = {m.group('b')}^l - 1")
 
 
@@ -186,14 +196,14 @@ def _lin_discount(_m):
 
 
 def _log_discount(m):
-    b = float(m.group("b"))
+    b = _base_above_one(m.group("b"), "discount log", "d(i) = 1/log_b(b + i - 1)")
     # 1/log_b(b + i - 1): log2 gives the de facto 1/log2(i+1) (Burges et al., 2005).
     return Discount(f"log{m.group('b')}", lambda i, k: np.log(b) / np.log(b + i - 1.0),
                     f"d(i) = 1/log_{m.group('b')}({m.group('b')} + i - 1)")
 
 
 def _jarvelin(m):
-    b = float(m.group("b"))
+    b = _base_above_one(m.group("b"), "discount jarvelin", "d(i) = 1/max(1, log_b i)")
     # The original DCG (Jarvelin & Kekalainen 2000): no discount before rank b.
     return Discount(f"jarvelin{m.group('b')}",
                     lambda i, k: 1.0 / np.maximum(1.0, np.log(i) / np.log(b)),
