@@ -54,24 +54,44 @@ def test_concurrent_ingests_lose_nothing(ws, tmp_path):
 def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
     _, (first, second) = _split_results(ws, tmp_path, 2)
     ingest(ws, [first], threshold=0.0)
-    before = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "raw/index.csv")}
+    names = ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv", "manifest.json")
+    before = {n: (ws.path / n).read_bytes() for n in names}
     import satcal.ingest as mod
-    real = mod._rebuild
+    real = mod.resolve_rows
 
     def dies(*args, **kwargs):  # the process dies after archiving, before the tables
         raise KeyboardInterrupt
-    monkeypatch.setattr(mod, "_rebuild", dies)
+    monkeypatch.setattr(mod, "resolve_rows", dies)
     with pytest.raises(KeyboardInterrupt):
         ingest(ws, [second], threshold=0.0)
-    assert (ws.path / "raw" / mod.PENDING).exists()
-    monkeypatch.setattr(mod, "_rebuild", real)
-    assert mod.repair_interrupted_ingest(ws)
-    assert not (ws.path / "raw" / mod.PENDING).exists()
+    monkeypatch.setattr(mod, "resolve_rows", real)
     for name, data in before.items():
         assert (ws.path / name).read_bytes() == data, name
-    assert len(list((ws.path / "raw").glob("*-part1.csv"))) == 0
+    assert not list((ws.path / "raw").glob("*-part1.csv")) and not list(ws.path.glob(".satcal-stage-*"))
     again = ingest(ws, [second], threshold=0.0)  # and the file can then be ingested normally
     assert again.files["new"].sum() == 1
+
+
+def test_an_older_versions_killed_first_ingest_is_repaired(ws, tmp_path):
+    """What satcal before output sets left when its first ingest was killed after archiving:
+    a pending marker, the archived file, no tables. The next ingest undoes it and ingests
+    (it died with KeyError: 'answer')."""
+    from satcal.cli import main
+    from click.testing import CliRunner
+    import satcal.ingest as mod
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    fresh = copy_workspace(ws, tmp_path / "fresh")
+    ingest(fresh, [part], threshold=0.0)
+    raw = ws.path / "raw"
+    raw.mkdir()
+    index = pd.read_csv(fresh.path / "raw" / "index.csv", dtype=str)
+    shutil.copy(fresh.path / "raw" / index["file"][0], raw / index["file"][0])
+    (raw / mod.PENDING).write_text(index.to_json(orient="records") + "\n")
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(part), "--threshold", "0"])
+    assert res.exit_code == 0, res.output
+    for name in ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv"):
+        assert (ws.path / name).read_bytes() == (fresh.path / name).read_bytes(), name
+    assert not (raw / mod.PENDING).exists()
 
 
 GENERATED = ("examples.csv", "traps.csv", "scores.csv", "coverage.csv", "coverage.png", "coverage.pdf",

@@ -575,9 +575,11 @@ class Workspace:
         if self["study.documents"]:
             files.append(self.path / self["study.documents"])
         files += list(inputs or [])
-        for f in files:
-            if Path(f).exists():
-                manifest["inputs"][str(Path(f).relative_to(self.path) if Path(f).is_relative_to(self.path) else f)] = sha256_file(f)
+        for f in map(Path, files):
+            # a file of this set is recorded under the name it will have once committed
+            name = outputs.final(f) if outputs is not None and f.is_relative_to(outputs.stage / "new") else f
+            if f.exists():
+                manifest["inputs"][str(name.relative_to(self.path) if name.is_relative_to(self.path) else name)] = sha256_file(f)
         manifest["history"].append({"command": command, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     **({"details": details} if details else {})})
         atomic_write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
