@@ -154,3 +154,68 @@ def test_extra_measures_in_a_study_cost_what_generate_says(tmp_path, qrels):
     coverage = pd.read_csv(d / "coverage.csv")
     err = coverage[(coverage["formulation"] == "err") & coverage["feasible"]]
     assert err["covered"].all() and (err["count"] >= 10).all()
+
+
+def _answer_one_page(ws, url=None):
+    """One lab participant answers one page of the hosted study (in process, no server)."""
+    from satcal.serve import HostedStudy
+    study = HostedStudy.from_workspace(ws, url)
+    try:
+        pid = study.enter("lab", "p1")
+        view = study.next_page(pid)
+        form = {f"answer-{it['item_id']}": it.get("expected") or "a_better" for it in view.items}
+        assert study.submit(pid, view.token, form) == "stored"
+        return sum(it["kind"] == "item" for it in view.items)
+    finally:
+        study.engine.dispose()
+
+
+def test_answers_in_the_study_database_count_as_collected(exported_workspace, tmp_path):
+    """Issue 25.1: serve.db holds answers not ingested yet; export --force (a changed key),
+    generate --force and init --force are refused through the CLI, the key is untouched, and
+    the answers then ingest with no 'unknown item id'."""
+    import pandas as pd
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
+    answered = _answer_one_page(ws)
+    key = (ws.path / "key.csv").read_bytes()
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7"))
+    runner = CliRunner()
+    res = runner.invoke(main, ["export", str(ws.path), "--force"])
+    assert res.exit_code == 2, res.output
+    assert f"serve.db holds {answered} answers" in res.output and "--new-batch" in res.output
+    assert f"satcal ingest {ws.path} --platform serve" in res.output
+    res = runner.invoke(main, ["generate", str(ws.path), "--force"])
+    assert res.exit_code == 2 and f"holds {answered} answers" in res.output
+    res = runner.invoke(main, ["init", str(ws.path), "--judgments", str(ws.path / ws["study.judgments"]),
+                               "--force"])
+    assert res.exit_code == 2 and f"{answered} answers not ingested yet" in res.output
+    assert (ws.path / "key.csv").read_bytes() == key
+    res = runner.invoke(main, ["ingest", str(ws.path), "--platform", "serve", "--threshold", "0"])
+    assert res.exit_code == 0, res.output
+    answers = pd.read_csv(ws.path / "answers.csv", dtype=str)
+    rejects = pd.read_csv(ws.path / "rejects.csv", dtype=str)
+    assert len(answers) == answered and not rejects["reason"].str.startswith("unknown item").any()
+    # a new batch keeps the key the database is bound to, so its answers still resolve
+    res = runner.invoke(main, ["export", str(ws.path), "--new-batch"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["ingest", str(ws.path), "--platform", "serve", "--threshold", "0"])
+    assert res.exit_code == 0, res.output
+    assert len(pd.read_csv(ws.path / "answers.csv", dtype=str)) == answered
+
+
+def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path):
+    """A database given with --db (noted when satcal serve starts) is looked at like
+    serve.db; one bound to another key, or holding nothing, does not count."""
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    ws.remember_database(url)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7"))
+    fresh = copy_workspace(ws, tmp_path / "fresh")
+    assert fresh.export(force=True)  # nothing answered anywhere: the key may be replaced
+    answered = _answer_one_page(ws, url)
+    with pytest.raises(SatcalError, match=rf"elsewhere.db holds {answered} answers .* --db {url}"):
+        Workspace.open(ws.path).export(force=True)

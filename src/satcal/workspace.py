@@ -364,6 +364,9 @@ class Workspace:
             if not force:
                 raise SatcalError(f"{path}/study.toml exists; pass --force to start the study over")
             collected = [n for n in ("raw", "answers.csv") if (path / n).exists()]
+            held = served_answers(path)
+            if held is not None:
+                collected.append(f"{held[1]} answers not ingested yet in {held[0]}")
             if collected:
                 raise SatcalError(f"{path} holds collected answers ({', '.join(collected)}); --force "
                                   "would leave them beside a new design. Start the new study in "
@@ -507,11 +510,30 @@ class Workspace:
 
     def refuse_if_collected(self, command: str) -> None:
         """Once answers are collected, the examples and the key they refer to are fixed: a new
-        design or presentation would change what the collected answers mean."""
+        design or presentation would change what the collected answers mean. Answers still in
+        a hosted study's database count as collected."""
         if self.collected():
             raise SatcalError(f"{self.path} holds collected answers (raw/); {command} would change the "
                               "examples or the key they answer, even with --force. For a new batch, "
                               "start a new study directory (satcal init NEW_DIR ...)")
+        held = served_answers(self.path)
+        if held is not None:
+            url, n = held
+            raise SatcalError(f"{url} holds {n} answers to this study's key.csv, not ingested yet; {command} "
+                              "would change the examples they answer, even with --force. Ingest them "
+                              f"first ({_ingest_served(self.path, url)}); a new design then needs a new "
+                              "study directory (satcal init NEW_DIR ...)")
+
+    def remember_database(self, url: str | None) -> None:
+        """Note a study database ``satcal serve`` uses (a URL's password left out), so that
+        commands that would replace the key it is bound to can look for answers in it."""
+        from .serve import db
+        url = url or db.default_url(self.path)
+        path = self.path / SERVED_DATABASES
+        known = json.loads(path.read_text()) if path.exists() else []
+        shown = _hide_password(url)
+        if shown not in known:
+            atomic_write_text(path, json.dumps(known + [shown], indent=1) + "\n")
 
     # -- concurrency and interrupted commands ----------------------------------------------
     @contextmanager
@@ -651,6 +673,7 @@ class Workspace:
         current = self.batch_number()
         batch = current + 1 if new_batch or current == 0 else current
         collected = self.collected()
+        held = None if collected else served_answers(self.path)
         if not collected:
             self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) and not new_batch else [],
                        force)
@@ -668,6 +691,12 @@ class Workspace:
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
             key.drop(columns=["batch"]).astype(str))
         if existing_key is not None and not same and not new_batch:
+            if held is not None:
+                url, n = held
+                raise SatcalError(f"{url} holds {n} answers to this study's key.csv, not ingested yet, and "
+                                  "key.csv would change, even with --force. Ingest them first "
+                                  f"({_ingest_served(self.path, url)}), or start a new batch and keep "
+                                  f"this key: satcal export {self.path} --new-batch")
             if collected:
                 raise SatcalError(f"{self.path} holds collected answers and key.csv would change (the "
                                   "examples, documents or presentation settings changed), even with "
@@ -766,6 +795,72 @@ class Workspace:
             self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
                                     "formulations": result.bias["formulation"].tolist()}, outputs=outputs)
         return result
+
+
+#: The study databases ``satcal serve`` used, besides the default DIR/serve.db.
+SERVED_DATABASES = "batches/served-databases.json"
+
+
+def _hide_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: kept as given (connect() will say why)
+        return url
+
+
+def _ingest_served(path: Path, url: str) -> str:
+    from .serve import db
+    own = url == _hide_password(db.default_url(path))
+    return f"satcal ingest {path} --platform serve" + ("" if own else f" --db {url}")
+
+
+def served_answers(path: Path) -> tuple[str, int] | None:
+    """The first study database of the workspace at ``path`` (``DIR/serve.db`` and those
+    ``satcal serve`` noted) that holds answers to the current key.csv, with their number;
+    None if none does. Answers to another key are not counted: that key is kept under
+    batches/keys/ (an earlier batch) or was never served."""
+    key = path / "key.csv"
+    if not key.exists():
+        return None
+    from .serve import db
+    urls = [db.default_url(path)]
+    noted = path / SERVED_DATABASES
+    if noted.exists():
+        urls += [u for u in json.loads(noted.read_text()) if u not in urls]
+    digest = sha256_file(key)
+    for url in urls:
+        n = _responses_to(url, digest)
+        if n:
+            return _hide_password(url), n
+    return None
+
+
+def _responses_to(url: str, digest: str) -> int:
+    """Item responses stored in the database at ``url`` while it was bound to the key of hash
+    ``digest`` (0 for a missing SQLite file or a database of another key)."""
+    from sqlalchemy import func, inspect, select
+    from sqlalchemy.exc import SQLAlchemyError
+    from .serve import db
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        return 0
+    engine = db.connect(url)
+    try:
+        if not inspect(engine).has_table("satcal_meta"):
+            return 0
+        t = db.tables()
+        with engine.connect() as conn:
+            bound = conn.execute(select(t["meta"].c.value).where(t["meta"].c.name == "key_sha256")).scalar()
+            if bound != digest:
+                return 0
+            return int(conn.execute(select(func.count()).select_from(t["responses"])
+                                    .where(t["responses"].c.kind == "item")).scalar_one())
+    except SQLAlchemyError as exc:
+        raise SatcalError(f"{_hide_password(url)}: cannot read this study database to look for answers "
+                          f"({str(getattr(exc, 'orig', exc)).strip()}); ingest its answers first, or, if it "
+                          f"is gone, remove it from {SERVED_DATABASES}") from None
+    finally:
+        engine.dispose()
 
 
 def _warn_bare_ids(visible: pd.DataFrame, path: Path) -> None:
