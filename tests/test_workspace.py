@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -218,4 +219,56 @@ def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path):
     assert fresh.export(force=True)  # nothing answered anywhere: the key may be replaced
     answered = _answer_one_page(ws, url)
     with pytest.raises(SatcalError, match=rf"elsewhere.db holds {answered} answers .* --db {url}"):
+        Workspace.open(ws.path).export(force=True)
+
+
+@pytest.mark.parametrize("old,new,fragment", [
+    ("k = 5", "k = 6", r"study.k = 6, but \w+.csv was made with k = 5; put study.k back to 5, or run "
+                       "satcal generate"),
+    ("levels = [0, 1, 2]", "levels = [0, 1, 2, 3]",
+     r"study.levels = \[0, 1, 2, 3\], but \w+.csv was made with levels = \[0, 1, 2\] \(phi would be "
+     r"rescaled\); put study.levels back to \[0, 1, 2\], or run satcal generate"),
+])
+def test_a_design_changed_after_generate_is_refused(exported_workspace, tmp_path, old, new, fragment):
+    """Issue 25.4: k or levels edited in study.toml after generate: preview, export, simulate
+    and power say which command to run (they ended in KeyError: 'A6' and "['ra6'] not in
+    index"); nothing is written."""
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace(old, new))
+    before = sorted(p.relative_to(ws.path) for p in ws.path.rglob("*"))
+    runner = CliRunner()
+    for command in ("preview", "export", "simulate", "power"):
+        res = runner.invoke(main, [command, str(ws.path), "--force"])
+        assert res.exit_code == 2, (command, res.output)
+        assert re.search(fragment, res.output), (command, res.output)
+        assert res.output.count("\n") == 1  # one line, no traceback
+    assert sorted(p.relative_to(ws.path) for p in ws.path.rglob("*")) == before
+
+
+def test_levels_changed_after_answers_never_rescale_phi(exported_workspace, tmp_path):
+    """After answers, a changed levels made analyze rescale phi silently (lin-const b1 moved,
+    exit 0); now it is refused, saying the answers were collected under the old levels."""
+    from conftest import copy_workspace
+    from satcal.ingest import ingest
+    from satcal.simulate import simulate_workspace
+    ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
+    out, _ = simulate_workspace(ws, "csv")
+    ingest(ws, [out], threshold=0.0)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("levels = [0, 1, 2]", "levels = [0, 1, 2, 3]"))
+    res = CliRunner().invoke(main, ["analyze", str(ws.path), "--bootstrap", "0", "-q"])
+    assert res.exit_code == 2
+    assert "put study.levels back to [0, 1, 2] (the answers were collected with it" in res.output
+    assert not (ws.path / "analysis").exists()
+
+
+def test_an_older_workspace_without_a_design_record_is_checked_by_its_examples(exported_workspace, tmp_path):
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
+    (ws.path / "design.json").unlink()
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("k = 5", "k = 4"))
+    with pytest.raises(SatcalError, match="study.k = 4, but examples.csv was made with k = 5"):
         Workspace.open(ws.path).export(force=True)

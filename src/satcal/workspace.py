@@ -485,7 +485,51 @@ class Workspace:
                 hint = f"run {step} {self.path} first" if step else "was it deleted?"
                 raise SatcalError(f"{path}: missing; {hint}")
             return None
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
+        from .fileio import spreadsheet_value
+        table = spreadsheet_value(pd.read_csv(path, dtype=str, keep_default_na=False))
+        if name in DESIGN_TABLES:
+            self.check_design(name, table)
+        return table
+
+    def check_design(self, name: str, table: pd.DataFrame) -> None:
+        """Refuse a table made under another k or other levels than study.toml now says: its
+        lists would be read with the wrong length, or its scores rescaled without a word."""
+        design = self.generated_design()
+        was_k = design.get("k")
+        cols = {"examples.csv": r"a\d+", "items.csv": r"A\d+"}.get(name)
+        if cols is not None:
+            own_k = sum(bool(re.fullmatch(cols, c)) for c in table.columns)
+            if name == "items.csv" and own_k and own_k != (was_k or self.k) and was_k is not None:
+                raise SatcalError(f"{self.path}/items.csv was exported with k = {own_k}, but examples.csv was "
+                                  f"generated with k = {was_k}: run satcal export {self.path} --force")
+            was_k = was_k if was_k is not None else own_k or None
+        if was_k is not None and was_k != self.k:
+            raise SatcalError(f"{self.path}/study.toml: study.k = {self.k}, but {name} was made with k = {was_k}; "
+                              + self._design_fix(f"study.k back to {was_k}"))
+        levels = design.get("levels")
+        if levels is not None and list(levels) != list(self["study.levels"]):
+            raise SatcalError(f"{self.path}/study.toml: study.levels = {self['study.levels']}, but {name} was made "
+                              f"with levels = {levels} (phi would be rescaled); "
+                              + self._design_fix(f"study.levels back to {levels}"))
+
+    def generated_design(self) -> dict:
+        """k and levels the examples were generated with (empty before generate, or for a
+        workspace generated before they were recorded)."""
+        path = self.path / DESIGN_FILE
+        if not path.exists():
+            return {}
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise SatcalError(f"{path}: not readable JSON; run satcal generate {self.path} --force "
+                              "to write it again") from None
+
+    def _design_fix(self, back: str) -> str:
+        if self.collected() or served_answers(self.path) is not None:
+            return (f"put {back} (the answers were collected with it; another design needs a new "
+                    "study directory: satcal init NEW_DIR ...)")
+        return (f"put {back}, or run satcal generate {self.path} --force and satcal export {self.path} "
+                "--force to make the examples and batch again")
 
     def guard(self, names, force: bool) -> None:
         """Refuse to overwrite outputs unless asked."""
@@ -641,6 +685,8 @@ class Workspace:
             atomic_write_text(outputs.file("coverage.csv"), csv(result.coverage))
             outputs.file("coverage.png"), outputs.file("coverage.pdf")
             coverage_heatmap(result.coverage, design.min_per_cell, outputs.file("coverage"))
+            atomic_write_text(outputs.file(DESIGN_FILE), json.dumps(
+                {"k": self.k, "levels": list(self["study.levels"])}, indent=1) + "\n")
             self.record("generate", {"seed": self.seed, **result.summary(),
                                      "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
                         outputs=outputs)
@@ -796,6 +842,11 @@ class Workspace:
                                     "formulations": result.bias["formulation"].tolist()}, outputs=outputs)
         return result
 
+
+#: What generate records of the design its examples were made under.
+DESIGN_FILE = "design.json"
+#: The tables made under one k and one set of levels.
+DESIGN_TABLES = ("examples.csv", "scores.csv", "traps.csv", "items.csv", "key.csv", "answers.csv")
 
 #: The study databases ``satcal serve`` used, besides the default DIR/serve.db.
 SERVED_DATABASES = "batches/served-databases.json"
