@@ -25,7 +25,7 @@ import pandas as pd
 
 from . import __version__
 from .errors import InputFileError, SatcalError
-from .fileio import OutputSet, atomic_write_text, sha256_file
+from .fileio import OutputSet, atomic_write_text, sha256_file, spreadsheet_safe, spreadsheet_value
 from .judgments import Judgments, read_judgments
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS, formulation, get_discount, get_gain
 
@@ -677,7 +677,9 @@ class Workspace:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
-        csv = lambda df: df.to_csv(index=False, lineterminator="\n", float_format="%.10g")
+        # query and document ids are the user's: no cell may run as a formula in a spreadsheet
+        # (read back through table(), which gives the values as they were)
+        csv = lambda df: spreadsheet_safe(df).to_csv(index=False, lineterminator="\n", float_format="%.10g")
         with self.staged("generate") as outputs:
             atomic_write_text(outputs.file("examples.csv"), csv(result.examples))
             atomic_write_text(outputs.file("traps.csv"), csv(traps))
@@ -752,10 +754,13 @@ class Workspace:
                 raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
                                   "replace it, or --new-batch to keep it and start another")
         with self.staged("export") as outputs:
-            text = key.to_csv(index=False, lineterminator="\n")
+            # spreadsheet-safe like every table of the workspace; the platform's own upload
+            # files (written by plat.write_batch) keep the values the platform shows
+            text = spreadsheet_safe(key).to_csv(index=False, lineterminator="\n")
             atomic_write_text(outputs.file(f"batches/keys/batch-{batch}.csv"), text)
             atomic_write_text(outputs.file("key.csv"), text)
-            atomic_write_text(outputs.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("items.csv"),
+                              spreadsheet_safe(visible).to_csv(index=False, lineterminator="\n"))
             staged_out = outputs.dir(f"batches/{plat.name}")
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
                                        self["presentation.items_per_page"],
@@ -766,7 +771,7 @@ class Workspace:
 
     def keys(self) -> pd.DataFrame | None:
         """Every batch's key in one table (item ids are unique across batches), for ingest."""
-        frames = [pd.read_csv(p, dtype=str, keep_default_na=False)
+        frames = [spreadsheet_value(pd.read_csv(p, dtype=str, keep_default_na=False))
                   for p in sorted((self.path / "batches" / "keys").glob("batch-*.csv"))]
         current = self.table("key.csv", required=False)
         if current is not None:
