@@ -60,7 +60,10 @@ def environment_error(exc: OSError) -> str | None:
     name = errno.errorcode.get(exc.errno or 0, "")
     if name not in _ENVIRONMENT_ERRORS:
         return None
-    where = exc.filename if exc.filename is not None else "a file"
+    import re
+    where = str(exc.filename) if exc.filename is not None else "a file"
+    # a file written aside into an output set is named where it was to go
+    where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", where)
     return f"{where}: {_ENVIRONMENT_ERRORS[name]}"
 
 
