@@ -592,6 +592,10 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(ws, tmp_path, free_kb):
             assert left <= {Path(".satcal.lock")}, (args[0], left)
             assert not list(target.glob(".satcal-stage-*"))
         assert "ingest" in failed  # the disk was full enough to matter
+        res = runner.invoke(main, ["init", str(small / "new"), "--judgments", str(ws.path / ws["study.judgments"])])
+        if res.exit_code != 0:
+            assert res.exit_code == 1 and "no space left on the device" in res.output, res.output
+            assert not (small / "new").exists()
         (small / "filler").unlink()
         res = runner.invoke(main, ["ingest", str(target), str(part), "--threshold", "0"])
         assert res.exit_code == 0, res.output

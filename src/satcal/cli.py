@@ -61,7 +61,9 @@ def environment_error(exc: OSError) -> str | None:
     if name not in _ENVIRONMENT_ERRORS:
         return None
     import re
-    where = str(exc.filename) if exc.filename is not None else "a file"
+    # a copy that fails for want of space names its source first and its target second
+    target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
+    where = str(target) if target is not None else "a file"
     # a file written aside into an output set is named where it was to go
     where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", where)
     return f"{where}: {_ENVIRONMENT_ERRORS[name]}"
@@ -573,13 +575,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
                               "Set [design] answers_per_example to 2 or more (trap-based trust is in "
                               "workers.csv)")
         labels, accuracy = fit_ds(everyone)
-        with ws.locked():
-            atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
-            # beside trap trust in workers.csv, so one table says all about a worker
+        with ws.locked(), ws.staged("dawid-skene") as outputs:
             from .ingest import spreadsheet_safe
+            atomic_write_text(outputs.file("workers_ds.csv"),
+                              spreadsheet_safe(accuracy).to_csv(index=False, lineterminator="\n"))
+            # beside trap trust in workers.csv, so one table says all about a worker
             workers = report.workers.drop(columns=["ds_accuracy"], errors="ignore").merge(
                 accuracy, on="worker_id", how="left")
-            atomic_write_text(ws.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')} and "
                    "workers.csv (ds_accuracy)")
 

@@ -76,7 +76,11 @@ class OutputSet:
     def begin(self) -> "OutputSet":
         if self.stage.exists():
             OutputSet._settle(self.stage, self.root)
-        (self.stage / "new").mkdir(parents=True)
+        try:
+            (self.stage / "new").mkdir(parents=True)
+        except BaseException:  # a full disk, say: no empty stage left behind
+            self.abandon()
+            raise
         return self
 
     def file(self, rel: "str | os.PathLike") -> Path:

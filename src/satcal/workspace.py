@@ -397,18 +397,34 @@ class Workspace:
             raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
                               "needs lists built from at least two levels (give --levels)")
         validate_config(tomllib.loads(text), path / "study.toml")
+        made = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
         OutputSet.recover(path)
+        try:
+            cls._write_init(path, text, judgments, documents, topics, judgments_name, documents_name,
+                            topics_name)
+        except BaseException:
+            if made:  # a directory this made stays only with something in it
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass
+            raise
+        return cls.open(path)
+
+    @classmethod
+    def _write_init(cls, path, text, judgments, documents, topics, judgments_name, documents_name,
+                    topics_name) -> None:
         # the inputs and study.toml as one set: a killed init leaves the old study or the new one
         with OutputSet(path, "init") as outputs:
             for source, name in ((judgments, judgments_name), (documents, documents_name), (topics, topics_name)):
                 if source is not None and name:
                     shutil.copyfile(source, outputs.file(f"inputs/{name}"))
             atomic_write_text(outputs.file("study.toml"), text)
-        ws = cls.open(path)
-        ws.record("init", {"judgments": str(judgments), "documents": str(documents or ""),
-                           "topics": str(topics or "")})
-        return ws
+            # the manifest in the same set: a full disk leaves no study without its record
+            cls(path, validate_config(tomllib.loads(text), path / "study.toml")).record(
+                "init", {"judgments": str(judgments), "documents": str(documents or ""),
+                         "topics": str(topics or "")}, outputs=outputs)
 
     @classmethod
     def open(cls, path) -> "Workspace":
@@ -642,8 +658,12 @@ class Workspace:
             files.append(self.path / self["study.documents"])
         files += list(inputs or [])
         for f in map(Path, files):
-            # a file of this set is recorded under the name it will have once committed
+            # a file of this set is recorded under the name it will have once committed, with
+            # the content it will have then
             name = outputs.final(f) if outputs is not None and f.is_relative_to(outputs.stage / "new") else f
+            if outputs is not None and f.is_relative_to(self.path) and not f.is_relative_to(outputs.stage):
+                staged = outputs.stage / "new" / f.relative_to(self.path)
+                f = staged if staged.exists() else f
             if f.exists():
                 manifest["inputs"][str(name.relative_to(self.path) if name.is_relative_to(self.path) else name)] = sha256_file(f)
         manifest["history"].append({"command": command, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
