@@ -35,6 +35,38 @@ class SatcalGroup(click.Group):
             except SatcalError as exc:
                 click.echo(f"satcal: error: {exc}", err=True)
                 ctx.exit(2)
+            except OSError as exc:
+                line = environment_error(exc)
+                if line is None:
+                    raise
+                click.echo(f"satcal: error: {line}", err=True)
+                ctx.exit(1)
+
+
+#: Errors of the machine, not of satcal or the user's files: one line naming the path, exit 1.
+_ENVIRONMENT_ERRORS = {"ENOSPC": "no space left on the device; free some and run the command again "
+                                 "(nothing was changed)",
+                       "EDQUOT": "disk quota exceeded; free some space and run the command again "
+                                 "(nothing was changed)",
+                       "EACCES": "permission denied",
+                       "EPERM": "operation not permitted",
+                       "EROFS": "read-only file system"}
+
+
+def environment_error(exc: OSError) -> str | None:
+    """The one line for a full disk, a denied permission or a read-only file system (named
+    by the path the failing call was given), or None for any other error."""
+    import errno
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if name not in _ENVIRONMENT_ERRORS:
+        return None
+    import re
+    # a copy that fails for want of space names its source first and its target second
+    target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
+    where = str(target) if target is not None else "a file"
+    # a file written aside into an output set is named where it was to go
+    where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", where)
+    return f"{where}: {_ENVIRONMENT_ERRORS[name]}"
 
 
 @click.group(name="satcal", cls=SatcalGroup, context_settings=CONTEXT)
@@ -57,7 +89,9 @@ def main():
     """
 
 
-def _prepare_out(out: Path, force: bool) -> Path:
+def _prepare_out(out: Path, force: bool, create: bool = True) -> Path:
+    """Check ``--out`` (refused when it holds files, unless ``force``); made only if ``create``,
+    so a command that checks it before its work leaves nothing when the work fails."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SatcalError(f"{out}: exists and is not a directory")
@@ -67,7 +101,8 @@ def _prepare_out(out: Path, force: bool) -> Path:
     if out.exists() and any(out.iterdir()) and not force:
         raise SatcalError(f"{out}: already holds files; pass --force to overwrite them, or choose "
                           "another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    if create:
+        out.mkdir(parents=True, exist_ok=True)
     return out
 
 
@@ -75,10 +110,21 @@ def _prepare_out(out: Path, force: bool) -> Path:
 def _output_dir(out: Path, force: bool):
     """An --out directory written as one set: the command writes into a stage inside it, and
     the files move into place together at the end (same names replaced, other files kept),
-    so a killed command leaves the old files or the new ones, never a mix."""
+    so a killed command leaves the old files or the new ones, never a mix. A directory this
+    made is removed again if the command fails before anything is in it."""
     from .fileio import OutputSet
-    with OutputSet(_prepare_out(out, force), "out") as outputs:
-        yield outputs
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        with OutputSet(_prepare_out(out, force), "out") as outputs:
+            yield outputs
+    except BaseException:
+        for p in made:  # innermost first; a directory that holds anything stays
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
 
 
 PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]
@@ -230,7 +276,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     else:
         if out is None:
             raise SatcalError("--out DIR is required with --dataset or --answers")
-        _prepare_out(out, force)  # refused before the work, not after
+        _prepare_out(out, force, create=False)  # refused before the work, not after
         if formulations is not None or scale != {"normalization": "max", "negatives": "keep"}:
             kwargs["formulations"] = parse_formulations(formulations or "study", **scale)
         if dataset:
@@ -552,13 +598,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
                               "Set [design] answers_per_example to 2 or more (trap-based trust is in "
                               "workers.csv)")
         labels, accuracy = fit_ds(everyone)
-        with ws.locked():
-            atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
-            # beside trap trust in workers.csv, so one table says all about a worker
+        with ws.locked(), ws.staged("dawid-skene") as outputs:
             from .ingest import spreadsheet_safe
+            atomic_write_text(outputs.file("workers_ds.csv"),
+                              spreadsheet_safe(accuracy).to_csv(index=False, lineterminator="\n"))
+            # beside trap trust in workers.csv, so one table says all about a worker
             workers = report.workers.drop(columns=["ds_accuracy"], errors="ignore").merge(
                 accuracy, on="worker_id", how="left")
-            atomic_write_text(ws.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')} and "
                    "workers.csv (ds_accuracy)")
 
@@ -592,6 +639,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     from .workspace import Workspace
     ws = Workspace.open(directory)
     study = HostedStudy.from_workspace(ws, db_url)
+    with ws.locked():
+        ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
     settings = study.settings
     click.echo(f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
@@ -711,7 +760,7 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     wanted = None if formulations is None else [_calibrated_id(t.strip()) for t in formulations.split(",")
                                                 if t.strip()]
     cals = load_calibrations(calibration, wanted)
-    _prepare_out(out, force)  # refused before the work, not after
+    _prepare_out(out, force, create=False)  # refused before the work, not after
     result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)), cals, k)
     with _output_dir(out, force) as outputs:
         written = {name: str(outputs.final(p)) for name, p in result.save(outputs.tree()).items()}
@@ -777,7 +826,7 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
             raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
         bias, prov = pd.read_csv(path), read_provenance(path.parent)
     k, normalization, negatives = _calibration_scale(prov, calibration, qrels, k, normalization, negatives)
-    _prepare_out(out, force)  # refused before the work, not after
+    _prepare_out(out, force, create=False)  # refused before the work, not after
     with _output_dir(out, force) as outputs:
         root = outputs.tree()
         if simulate_runs:

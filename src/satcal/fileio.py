@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet",
-           "read_utf8_text", "read_delimited"]
+           "read_utf8_text", "read_delimited",
+           "spreadsheet_safe", "spreadsheet_value", "to_csv_safe"]
 
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
@@ -22,6 +24,11 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write() names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -53,6 +60,7 @@ class OutputSet:
         self.root = Path(root)
         self.stage = self.root / f".satcal-stage-{name}"
         self.targets: list[Path] = []
+        self.deletions: list[Path] = []
         self._walk = False
 
     def __enter__(self) -> "OutputSet":
@@ -69,7 +77,11 @@ class OutputSet:
     def begin(self) -> "OutputSet":
         if self.stage.exists():
             OutputSet._settle(self.stage, self.root)
-        (self.stage / "new").mkdir(parents=True)
+        try:
+            (self.stage / "new").mkdir(parents=True)
+        except BaseException:  # a full disk, say: no empty stage left behind
+            self.abandon()
+            raise
         return self
 
     def file(self, rel: "str | os.PathLike") -> Path:
@@ -90,6 +102,13 @@ class OutputSet:
         self._walk = True
         return self.stage / "new"
 
+    def delete(self, rel: "str | os.PathLike") -> None:
+        """Remove the file ``rel`` (relative to the root) when the set is committed."""
+        rel = Path(rel)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ValueError(f"{rel}: outputs are named relative to {self.root}")
+        self.deletions.append(rel)
+
     def final(self, path: "str | os.PathLike") -> Path:
         """Where a file written in the stage ends up once committed."""
         return self.root / Path(path).relative_to(self.stage / "new")
@@ -109,7 +128,14 @@ class OutputSet:
             for path in sorted(p for p in new.rglob("*") if p.is_file()):
                 if not any(path == n or n in path.parents for n in named):
                     self.targets.append(path.relative_to(new))
-        atomic_write_text(self.stage / "COMMIT", "".join(f"{t.as_posix()}\n" for t in self.targets))
+        try:
+            if self.deletions:  # read only once COMMIT exists
+                atomic_write_text(self.stage / "DELETE", "".join(f"{t.as_posix()}\n" for t in self.deletions))
+            atomic_write_text(self.stage / "COMMIT", "".join(f"{t.as_posix()}\n" for t in self.targets))
+        except BaseException:
+            # not committed (a full disk, say): the old set stays, and so must no stage
+            self.abandon()
+            raise
         OutputSet._settle(self.stage, self.root)
 
     def abandon(self) -> None:
@@ -143,6 +169,10 @@ class OutputSet:
                     old.parent.mkdir(parents=True, exist_ok=True)
                     os.rename(target, old)
                 os.replace(new, target)
+            deletions = stage / "DELETE"
+            if deletions.exists():
+                for line in deletions.read_text(encoding="utf-8").splitlines():
+                    (root / line).unlink(missing_ok=True)
         shutil.rmtree(stage, ignore_errors=True)
 
 
@@ -381,3 +411,72 @@ def _quote_hint(start: int, end: int) -> str:
     if end <= start:
         return ""
     return f" (a quote opened on this line runs on to line {end}: a stray \" in a value?)"
+
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_RISKY = r"^'*[=+\-@\t\r]"
+
+
+def spreadsheet_safe(table):
+    """``table`` with every text cell a spreadsheet would run as a formula behind a leading
+    apostrophe (the OWASP rule for CSV injection); numbers, negative ones included, are left
+    alone. A text cell that is already apostrophes before such a prefix gets one more, so
+    :func:`spreadsheet_value` gives back every value exactly."""
+    import pandas as pd
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
+            continue
+        text = values.astype(str)
+        risky = text.str.contains(_RISKY, regex=True) & values.notna()
+        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
+        risky &= ~numeric
+        if risky.any():
+            out[col] = values.astype(object).where(~risky, "'" + text)
+    if isinstance(out.columns, pd.Index) and out.columns.dtype == object:
+        out.columns = [("'" + c) if isinstance(c, str) and _risky_text(c) else c for c in out.columns]
+    return out
+
+
+def _risky_text(value: str) -> bool:
+    import re
+    if not re.match(_RISKY, value):
+        return False
+    try:
+        float(value)
+        return False
+    except ValueError:
+        return True
+
+
+def spreadsheet_value(table):
+    """The values :func:`spreadsheet_safe` protected, as they were (one apostrophe dropped
+    from each cell that is apostrophes before a formula prefix); for satcal's own tables read
+    back."""
+    import pandas as pd
+    out = table
+    for col in table.columns:
+        values = table[col]
+        if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
+            continue
+        text = values.astype(str)
+        marked = text.str.contains(r"^'+[=+\-@\t\r]", regex=True) & values.notna()
+        if marked.any():
+            if out is table:
+                out = table.copy()
+            out[col] = values.where(~marked, text.str[1:])
+    cols = [c[1:] if isinstance(c, str) and re.match(r"^'+[=+\-@\t\r]", c) else c for c in out.columns]
+    if list(cols) != list(out.columns):
+        out = out.copy() if out is table else out
+        out.columns = cols
+    return out
+
+
+def to_csv_safe(table, **kwargs) -> str:
+    """``table`` as CSV text that a spreadsheet opens without running any cell
+    (:func:`spreadsheet_safe`); the index is left out unless ``index=True``."""
+    kwargs.setdefault("index", False)
+    kwargs.setdefault("lineterminator", "\n")
+    return spreadsheet_safe(table).to_csv(**kwargs)

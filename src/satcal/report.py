@@ -163,7 +163,15 @@ def figure_intervals(result, ax=None):
     y = np.arange(len(bias))
     for panel, ind in zip(axes, ("b1", "b2", "b3")):
         err = np.vstack([bias[ind] - bias[f"{ind}_lo"], bias[f"{ind}_hi"] - bias[ind]])
-        panel.errorbar(bias[ind], y, xerr=err, fmt="o", ms=3, color="k", ecolor="0.5", capsize=2)
+        # a percentile interval of a small study can lie wholly on one side of its point
+        # estimate: that side's bar is drawn at length 0 and the point marked, not refused
+        misses = (err < 0).any(axis=0)
+        panel.errorbar(bias[ind], y, xerr=np.clip(err, 0, None), fmt="o", ms=3, color="k", ecolor="0.5",
+                       capsize=2)
+        if misses.any():
+            panel.plot(bias[ind][misses], y[misses], "x", ms=8, color="C3",
+                       label="interval misses the estimate (bar clipped at it)")
+            panel.legend(loc="lower right", fontsize="small")
         panel.set_title(f"{ind} (95% bootstrap interval)")
         panel.set_xlabel(f"{ind} (lower is better)")
         panel.grid(axis="x", alpha=0.25)
@@ -343,7 +351,9 @@ _ESTIMATOR_TEXT = {
 _CAPTIONS = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
              "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
              "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
-             "fig4_intervals": "Figure 4. Bootstrap intervals of each formulation's bias"}
+             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias "
+                                "(a red cross marks an interval that lies wholly on one side of its "
+                                "estimate; its bar is clipped at the estimate)")}
 
 
 def render_report(result, figure_paths: dict[str, Path]) -> str:
