@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_expit
 
+from .._threads import one_blas_thread
+
 __all__ = ["JointFit", "fit_joint", "joint_probabilities", "bootstrap_thetas", "PARAMETERS"]
 
 PARAMETERS = ("b0", "b1", "b2", "c0", "c1", "delta", "lambda")
@@ -198,6 +200,7 @@ def _start(phi_a, phi_b, code, counts) -> np.ndarray:
     return np.array([b0, b1, 0.0, -1.0, 1.0, 1.0, -2.0])
 
 
+@one_blas_thread
 def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     """Maximum-likelihood fit of the joint model to answers (codes of ``CODES``), each row
     standing for ``counts`` answers (default 1)."""

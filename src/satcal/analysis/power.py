@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from ..measures import formulation as parse_formulation
 from ..measures import score_lists
@@ -104,6 +105,7 @@ def _pair_detected(phi_a, phi_b, answers, cols, boot, rng):
     return (lo > 0) | (hi < 0), diff[0]
 
 
+@one_blas_thread
 def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model, formulations,
                    pair: tuple[str, str] = ("lin-const", "exp2-log2"), budgets=(250, 500, 1000, 2000),
                    answers_per_example: int = 1, sims: int = 50, boot: int = 100, alpha: float = 0.05,
