@@ -26,6 +26,11 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 _KEEP = np.array([0] + [((1 << (8 * k)) - 1) << (8 * (8 - k)) for k in range(1, 9)], dtype=np.uint64)
 #: Ids longer than this (bytes) are not worth packing: the general reader takes the file.
 _MAX_ID_BYTES = 256
+#: _MASK[w, n]: the mask of word w of an n-byte field (_KEEP of the bytes left for that word),
+#: one gather per word instead of a clip and a gather.
+_MASK = _KEEP[np.clip(np.arange(_MAX_ID_BYTES + 1)[None, :] - 8 * np.arange(_MAX_ID_BYTES // 8)[:, None], 0, 8)]
+#: Spare zero bytes after each chunk: a word read at any offset of any field stays inside.
+_SPARE = _MAX_ID_BYTES + 8
 
 
 @dataclass
@@ -175,14 +180,17 @@ def _pack(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: list | 
     ``out``: one 1-D array of n words per word position, written into instead (no (n, W)
     array is made, and it returns None); as many as W at least.
     """
-    width = max(1, (int(lengths.max(initial=0)) + 7) // 8)
+    longest = int(lengths.max(initial=0))
+    width = max(1, (longest + 7) // 8)
     at_every_byte = np.ndarray(shape=(buf.size - 7,), dtype=">u8", buffer=buf, strides=(1,))
     last = at_every_byte.size - 1
+    # with enough spare bytes after the last field no word read needs clamping
+    clamp = int(starts.max(initial=0)) + 8 * (width - 1) > last
     whole = None if out is not None else np.empty((len(starts), width), dtype=np.uint64)
     for w in range(width):
-        word = at_every_byte[np.minimum(starts + 8 * w, last)]
-        np.bitwise_and(word, _KEEP[np.clip(lengths - 8 * w, 0, 8)],
-                       out=out[w] if out is not None else whole[:, w])
+        word = at_every_byte[np.minimum(starts + 8 * w, last) if clamp else starts + 8 * w]
+        mask = _MASK[w][lengths] if longest <= _MAX_ID_BYTES else _KEEP[np.clip(lengths - 8 * w, 0, 8)]
+        np.bitwise_and(word, mask, out=out[w] if out is not None else whole[:, w])
     return whole
 
 
@@ -205,7 +213,9 @@ def read_columns(raw: bytes, n_fields: int, ids: tuple[int, ...], numbers: tuple
     (so that 8-byte reads past a field's end stay inside it); results go straight into
     arrays sized for the file's line count, so nothing large is allocated twice.
     """
-    capacity = raw.count(b"\n") + 1
+    # at most one row per 2 n_fields bytes (each field a byte and a separator): arrays of that
+    # size are allocated, not touched, so the unused tail costs nothing (no pass to count lines)
+    capacity = len(raw) // (2 * n_fields) + 1
     sinks = {c: _IdSink(capacity) for c in ids}
     values = {c: np.empty(capacity) for c in numbers}
     scratch = np.zeros(0, dtype=np.uint8)
@@ -214,10 +224,10 @@ def read_columns(raw: bytes, n_fields: int, ids: tuple[int, ...], numbers: tuple
         end = raw.find(b"\n", min(begin + _CHUNK, len(raw)))
         end = len(raw) if end < 0 else end + 1
         size = end - begin
-        if scratch.size < size + 8:
-            scratch = np.zeros(size + 8, dtype=np.uint8)
+        if scratch.size < size + _SPARE:
+            scratch = np.zeros(size + _SPARE, dtype=np.uint8)
         scratch[:size] = np.frombuffer(raw, dtype=np.uint8, count=size, offset=begin)
-        scratch[size:size + 8] = 0
+        scratch[size:size + _SPARE] = 0
         located = _split_chunk(scratch[:size], n_fields, forbidden)
         if located is None:
             return None
@@ -254,14 +264,18 @@ class _IdSink:
         while len(self.columns) < width:  # calloc'd: rows never written read as zero padding
             self.columns.append(np.zeros(self.capacity, dtype=np.uint64))
         _pack(buf, starts, lengths, out=[c[at:at + m] for c in self.columns[:width]])
-        if self.changes > self.capacity // 4 or not m:
-            return  # finish() factorises every row whatever the further count
+        if self.changes > self.capacity or not m:
+            return  # counted enough: finish() factorises every row
         # rows whose id differs from the row before (the first: from the last row put before)
         lo = at - 1 if at else 0
         differs = np.zeros(at + m - lo - 1, dtype=bool)
         for c in self.columns:  # every column: a shorter id reads as zero in the wider words
             differs |= c[lo + 1:at + m] != c[lo:at + m - 1]
         self.changes += int(np.count_nonzero(differs)) + (at == 0)
+        if self.changes > (at + m) // 4:
+            # more than a quarter of the rows so far: finish() will factorise every row (only
+            # the choice between two exact ways depends on this count, never the result)
+            self.changes = self.capacity + 1
 
     def finish(self, n: int) -> TokenIds:
         columns = [c[:n] for c in self.columns]
@@ -298,8 +312,16 @@ def _split_chunk(data: np.ndarray, n_fields: int, forbidden: bytes):
     starts, ends = edges[0::2], edges[1::2]
     if starts.size % n_fields:
         return None
-    per_line = np.diff(np.searchsorted(starts, newlines), prepend=0, append=starts.size)
-    if not ((per_line == 0) | (per_line == n_fields)).all():
+    lines = newlines.size + (data[-1] != 10)
+    if starts.size == lines * n_fields and lines:
+        # no blank line: fields n*i .. n*i+n-1 must lie between newlines i-1 and i (line i)
+        first, last = starts[0::n_fields], ends[n_fields - 1::n_fields]
+        inside = (first[1:] > newlines[:lines - 1]).all() and \
+            (last[:newlines.size] <= newlines[:lines]).all()
+    else:  # blank lines: count the fields of every line
+        per_line = np.diff(np.searchsorted(starts, newlines), prepend=0, append=starts.size)
+        inside = ((per_line == 0) | (per_line == n_fields)).all()
+    if not inside:
         return None
     lengths = (ends - starts).reshape(-1, n_fields)
     if lengths.size and lengths.max() > _MAX_ID_BYTES:
