@@ -187,8 +187,9 @@ def _analysis_options(f):
                                              "intervals and pairwise tests (0 for none)."),
         click.option("--seed", type=int, default=2015, show_default=True,
                      help="Seed of the bootstrap and of the model-check folds."),
-        click.option("--jobs", type=int, default=1, show_default=True,
-                     help="Parallel workers for the bootstrap (-1: all cores)."),
+        click.option("--jobs", type=int, default=0, show_default=True,
+                     help="Worker processes for the bootstrap: 0 one per core this process may "
+                          "use (its CPU affinity), -1 the same, -2 one fewer, N exactly N."),
         click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
                      show_default=True, help="Parallel backend for the bootstrap."),
         click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
@@ -255,6 +256,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
+    from ._threads import resolve_jobs
     from .analysis import calibrate
     from .report import write_analysis
 
@@ -262,7 +264,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     if sources != 1:
         raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
                           "--answers FILE with --judgments FILE")
-    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
+    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=resolve_jobs(jobs),
                   backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model,
                   indicator_range=indicator_range)
     scale = dict(normalization=normalization, negatives=negatives)

@@ -203,7 +203,13 @@ def sha256_file(path: "str | os.PathLike") -> str:
 
 def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
     """Save a matplotlib figure as ``base.png`` (150 dpi) and ``base.pdf``, atomically and with
-    no creation date or software version inside, so the same figure gives the same bytes."""
+    no creation date or software version inside, so the same figure gives the same bytes.
+
+    The figure is saved at its own size (``bbox_inches=None``): its layout is made once, where
+    it is drawn (``tight_layout`` or a constrained layout), and each format then costs one
+    drawing. A tight bounding box would draw the whole figure once more per format only to
+    measure it (a third of ``satcal analyze``'s time at 4,400 answers).
+    """
     import io
 
     base = Path(base)
@@ -212,17 +218,17 @@ def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
                 "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
     for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {})):
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext, bbox_inches="tight", metadata=metadata[ext], **kwargs)
+        fig.savefig(buf, format=ext, bbox_inches=None, metadata=metadata[ext], **kwargs)
         paths.append(atomic_write_bytes(base.with_suffix(f".{ext}"), buf.getvalue()))
     return paths
 
 
-def new_figure(*grid, figsize=None, **subplots):
+def new_figure(*grid, figsize=None, layout=None, **subplots):
     """A matplotlib ``Figure`` and its axes (``Figure.subplots`` arguments), made without
     pyplot: the user's backend (a notebook's inline one, say) is never switched, and nothing
-    is left open in pyplot."""
+    is left open in pyplot. ``layout``: the Figure's layout engine (e.g. ``"constrained"``)."""
     from matplotlib.figure import Figure
-    fig = Figure(figsize=figsize)
+    fig = Figure(figsize=figsize, layout=layout)
     return fig, fig.subplots(*grid, **subplots)
 
 

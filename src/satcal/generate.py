@@ -700,7 +700,8 @@ def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
 
     forms = list(dict.fromkeys(coverage["formulation"]))
     nb = int(coverage["bin"].max()) + 1
-    fig, axes = new_figure(nrows=1, ncols=2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True)
+    fig, axes = new_figure(nrows=1, ncols=2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True,
+                           layout="constrained")  # room for the colour bar and long formulation ids
     for ax, kind, title in ((axes[0], "phi", "phi cells (lists)"), (axes[1], "dphi", "|dphi| cells (examples)")):
         c = coverage[coverage["kind"] == kind]
         grid = c.pivot(index="formulation", columns="bin", values="count").reindex(forms).to_numpy(float)

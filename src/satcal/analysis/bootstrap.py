@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from .core import (GRID, AnswerTypes, _distinct_pairs, bias_indicators, collapse_answers, design,
                    fit_logit_replicates, preference_curves, satisfaction_curves)
@@ -402,6 +403,7 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
             "estimates": estimates}
 
 
+@one_blas_thread
 def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,

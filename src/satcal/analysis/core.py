@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, ndtri
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from ..answers import ANSWER_CODES, StudyData
 from ..measures import Formulation, bin_index, bin_midpoints, score_lists, _resolve
@@ -795,6 +796,7 @@ def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:
                          "family": [x["family"] for x in labels]})
 
 
+@one_blas_thread
 def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
               phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,

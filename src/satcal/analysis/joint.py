@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_expit
 
+from .._threads import one_blas_thread
+
 __all__ = ["JointFit", "fit_joint", "fit_flags", "joint_probabilities", "bootstrap_thetas",
            "implied_preference", "PARAMETERS"]
 
@@ -254,6 +256,7 @@ def _collapse_rows(phi_a, phi_b, code, counts):
     return phi_a[first][keep], phi_b[first][keep], code[first][keep], summed[keep]
 
 
+@one_blas_thread
 def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     """Maximum-likelihood fit of the joint model to answers (codes of ``CODES``), each row
     standing for ``counts`` answers (default 1).

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from ..measures import formulation as parse_formulation
 from ..measures import score_lists
@@ -137,6 +138,7 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     return out
 
 
+@one_blas_thread
 def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserModel, formulations,
                    pair: tuple[str, str] = ("lin-const", "exp2-log2"), budgets=(250, 500, 1000, 2000),
                    answers_per_example: int = 1, sims: int = 50, boot: int = 100, alpha: float = 0.05,
