@@ -299,7 +299,8 @@ class BootstrapResult:
 
     @property
     def pairwise(self) -> pd.DataFrame:
-        """Every pair of formulations, every indicator: difference, interval, p-values.
+        """Every pair of formulations, every indicator (the per-list ``b1_joint``-``b3_joint``
+        too when the joint model ran): difference, interval, p-values.
 
         ``diff`` is the full-sample difference (the bootstrap mean where no estimate is kept),
         ``lo``/``hi`` the 95% percentile interval of the replicates' differences, ``se`` their
@@ -315,16 +316,19 @@ class BootstrapResult:
         from statsmodels.stats.multitest import multipletests
         rows = []
         ids = self.formulations
-        for k, name in enumerate(("b1", "b2", "b3")):
-            vals = self.indicators[:, :, k]
+        sets = [(name, self.indicators[:, :, k], None if self.estimates is None else self.estimates[:, k])
+                for k, name in enumerate(("b1", "b2", "b3"))]
+        if self.joint is not None:  # the per-list estimator's indicators, paired the same way
+            sets += [(name, self.joint["indicators"][:, :, k], self.joint["estimates"][:, k])
+                     for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")[:self.joint["indicators"].shape[2]])]
+        for name, vals, est in sets:
             for i, j in combinations(range(len(ids)), 2):
                 d = vals[:, i] - vals[:, j]
                 d = d[np.isfinite(d)]
                 if d.size < 2:
                     continue
                 lo, hi = np.percentile(d, [2.5, 97.5])
-                diff = (self.estimates[i, k] - self.estimates[j, k]) if self.estimates is not None \
-                    else float(np.mean(d))
+                diff = (est[i] - est[j]) if est is not None else float(np.mean(d))
                 se = float(np.std(d, ddof=1))
                 rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
                              "diff": float(diff), "lo": lo, "hi": hi, "se": se,
