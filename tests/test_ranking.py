@@ -167,3 +167,18 @@ def test_pairwise_differences_of_the_per_list_indicators(ecir_study):
         assert row.diff == pytest.approx(bias.loc[row.formulation_1, row.indicator]
                                          - bias.loc[row.formulation_2, row.indicator], abs=1e-9)
         assert row.p_normal == pytest.approx(2 * norm.sf(abs(row.diff) / np.std(d, ddof=1)), abs=1e-12)
+
+
+def test_the_report_of_a_thin_partial_study_warns_and_crowns_nobody(tmp_path):
+    from satcal.report import write_analysis
+    phi_a, phi_b, answers = _thin_partial_study()
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const", "lin-log2", "exp2-log2"],
+                  bootstrap=20, seed=2, model_check_folds=0, sat_model="both")
+    write_analysis(r, tmp_path, figures=True, report=True)
+    html = (tmp_path / "report.html").read_text()
+    assert "Thin or partial data" in html and "Only 300 answers" in html
+    assert f"{r.verdict.top} is the least biased" not in html
+    import json
+    record = json.loads((tmp_path / "calibration.json").read_text())
+    assert record["indicator_range"] == "data" and record["warnings"] == r.meta["warnings"]
+    assert record["support"]["ranges"]["lin-const"]["sat_joint"][1] <= 0.6
