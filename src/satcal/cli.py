@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .errors import SatcalError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -35,6 +35,38 @@ class SatcalGroup(click.Group):
             except SatcalError as exc:
                 click.echo(f"satcal: error: {exc}", err=True)
                 ctx.exit(2)
+            except OSError as exc:
+                line = environment_error(exc)
+                if line is None:
+                    raise
+                click.echo(f"satcal: error: {line}", err=True)
+                ctx.exit(1)
+
+
+#: Errors of the machine, not of satcal or the user's files: one line naming the path, exit 1.
+_ENVIRONMENT_ERRORS = {"ENOSPC": "no space left on the device; free some and run the command again "
+                                 "(nothing was changed)",
+                       "EDQUOT": "disk quota exceeded; free some space and run the command again "
+                                 "(nothing was changed)",
+                       "EACCES": "permission denied",
+                       "EPERM": "operation not permitted",
+                       "EROFS": "read-only file system"}
+
+
+def environment_error(exc: OSError) -> str | None:
+    """The one line for a full disk, a denied permission or a read-only file system (named
+    by the path the failing call was given), or None for any other error."""
+    import errno
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if name not in _ENVIRONMENT_ERRORS:
+        return None
+    import re
+    # a copy that fails for want of space names its source first and its target second
+    target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
+    where = str(target) if target is not None else "a file"
+    # a file written aside into an output set is named where it was to go
+    where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", where)
+    return f"{where}: {_ENVIRONMENT_ERRORS[name]}"
 
 
 @click.group(name="satcal", cls=SatcalGroup, context_settings=CONTEXT)
@@ -57,7 +89,9 @@ def main():
     """
 
 
-def _prepare_out(out: Path, force: bool) -> Path:
+def _prepare_out(out: Path, force: bool, create: bool = True) -> Path:
+    """Check ``--out`` (refused when it holds files, unless ``force``); made only if ``create``,
+    so a command that checks it before its work leaves nothing when the work fails."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SatcalError(f"{out}: exists and is not a directory")
@@ -67,7 +101,8 @@ def _prepare_out(out: Path, force: bool) -> Path:
     if out.exists() and any(out.iterdir()) and not force:
         raise SatcalError(f"{out}: already holds files; pass --force to overwrite them, or choose "
                           "another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    if create:
+        out.mkdir(parents=True, exist_ok=True)
     return out
 
 
@@ -75,10 +110,21 @@ def _prepare_out(out: Path, force: bool) -> Path:
 def _output_dir(out: Path, force: bool):
     """An --out directory written as one set: the command writes into a stage inside it, and
     the files move into place together at the end (same names replaced, other files kept),
-    so a killed command leaves the old files or the new ones, never a mix."""
+    so a killed command leaves the old files or the new ones, never a mix. A directory this
+    made is removed again if the command fails before anything is in it."""
     from .fileio import OutputSet
-    with OutputSet(_prepare_out(out, force), "out") as outputs:
-        yield outputs
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        with OutputSet(_prepare_out(out, force), "out") as outputs:
+            yield outputs
+    except BaseException:
+        for p in made:  # innermost first; a directory that holds anything stays
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
 
 
 PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]
@@ -105,32 +151,45 @@ def _expand_runs(values) -> list[Path]:
 
 
 def _echo_ranking(result, top: int = 10) -> None:
+    """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator)."""
+    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
+    for warning in result.meta.get("warnings", []) + result.meta.get("design_warnings", []):
+        click.echo(f"warning: {warning}")
+    cols = estimator_columns(result.bias, result.estimator)
     rank = result.ranking.head(top)
-    intervals = "b1_lo" in result.bias.columns
+    lo, hi = f"{cols[0]}_lo", f"{cols[0]}_hi"
+    intervals = lo in result.bias.columns
     if intervals:
-        rank = rank.merge(result.bias[["formulation", "b1_lo", "b1_hi"]], on="formulation")
-    click.echo("\nFormulations ranked by bias (mean rank over b1, b2, b3; 1 = least biased):")
-    click.echo(f"  {'#':>2}  {'formulation':<14} {'b1':>7}{'  b1 95% interval' if intervals else ''} "
-               f"{'b2':>7} {'b3':>7}")
-    for i, r in enumerate(rank.itertuples(), start=1):
-        iv = f"  [{r.b1_lo:.4f}, {r.b1_hi:.4f}]" if intervals else ""
-        click.echo(f"  {i:>2}  {r.formulation:<14} {r.b1:7.4f}{iv} {r.b2:7.4f} {r.b3:7.4f}")
+        rank = rank.merge(result.bias[["formulation", lo, hi]], on="formulation")
+    ranks = "rank_lo" in rank.columns
+    click.echo(f"\nFormulations ranked by bias ({ESTIMATOR_NAMES[result.estimator]}; mean rank over "
+               f"{', '.join(cols)}; 1 = least biased):")
+    click.echo(f"  {'#':>2}  {'formulation':<14} {cols[0]:>8}{'  95% interval    ' if intervals else ''} "
+               f"{cols[1]:>8} {cols[2]:>8}{'  P(first)  rank 95%' if ranks else ''}")
+    for i, r in enumerate(rank.itertuples(index=False), start=1):
+        r = r._asdict()
+        iv = f"  [{r[lo]:.4f}, {r[hi]:.4f}]" if intervals else ""
+        rk = f"  {r['p_best']:8.2f}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
+        click.echo(f"  {i:>2}  {r['formulation']:<14} {r[cols[0]]:8.4f}{iv} {r[cols[1]]:8.4f} {r[cols[2]]:8.4f}{rk}")
+    click.echo("\n" + result.verdict.sentence())
 
 
 def _analysis_options(f):
     options = [
         click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
                      show_default=True,
-                     help="Preference population: 'all' answers (ties and both_* count as "
-                          "disagreement, as in the paper) or only a_better/b_better answers."),
+                     help="Preference population: 'all' answers (ties and both_* answers count as "
+                          "not siding with the higher score; this reproduces the published numbers) "
+                          "or only a_better/b_better answers."),
         click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000,
                      show_default=True, help="Bootstrap replicates (over workers and examples "
                                              "when answers carry worker ids, else examples), for "
                                              "intervals and pairwise tests (0 for none)."),
         click.option("--seed", type=int, default=2015, show_default=True,
                      help="Seed of the bootstrap and of the model-check folds."),
-        click.option("--jobs", type=int, default=1, show_default=True,
-                     help="Parallel workers for the bootstrap (-1: all cores)."),
+        click.option("--jobs", type=int, default=0, show_default=True,
+                     help="Worker processes for the bootstrap: 0 one per core this process may "
+                          "use (its CPU affinity), -1 the same, -2 one fewer, N exactly N."),
         click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
                      show_default=True, help="Parallel backend for the bootstrap."),
         click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
@@ -152,6 +211,11 @@ def _analysis_options(f):
                           "answers: satisfaction of a list whose partner got the same verdict; "
                           "reproduces the paper exactly), or 'both' (also the per-list curve of a "
                           "joint model over all four answers; 'joint' is the same)."),
+        click.option("--indicator-range", "indicator_range", type=click.Choice(["data", "full"]),
+                     default="data", show_default=True,
+                     help="Where b1-b3 are computed: over the scores the answers reach ('data'; "
+                          "curves beyond them are extrapolations) or over all of [0, 1] ('full', as "
+                          "the paper, whose design reached it). The same when answers reach [0, 1]."),
         click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
     ]
@@ -179,7 +243,7 @@ def _analysis_options(f):
 @_analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
             bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, sat_model,
-            force, quiet):
+            indicator_range, force, quiet):
     """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
 
     \b
@@ -192,6 +256,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
+    from ._threads import resolve_jobs
     from .analysis import calibrate
     from .report import write_analysis
 
@@ -199,8 +264,9 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     if sources != 1:
         raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
                           "--answers FILE with --judgments FILE")
-    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
-                  backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model)
+    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=resolve_jobs(jobs),
+                  backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model,
+                  indicator_range=indicator_range)
     scale = dict(normalization=normalization, negatives=negatives)
     if workspace is not None:
         from .workspace import Workspace
@@ -212,7 +278,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     else:
         if out is None:
             raise SatcalError("--out DIR is required with --dataset or --answers")
-        _prepare_out(out, force)  # refused before the work, not after
+        _prepare_out(out, force, create=False)  # refused before the work, not after
         if formulations is not None or scale != {"normalization": "max", "negatives": "keep"}:
             kwargs["formulations"] = parse_formulations(formulations or "study", **scale)
         if dataset:
@@ -356,6 +422,10 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    from .generate import ECIR2015_PAIRING_CORRELATION
+    click.echo(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
+               f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
+               f"{ECIR2015_PAIRING_CORRELATION:.2f}); the paper's P(Sat|phi) depends on it, the per-list curve does not")
     extra = _extra_measures_line(result)
     if extra:
         click.echo(extra)
@@ -530,13 +600,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
                               "Set [design] answers_per_example to 2 or more (trap-based trust is in "
                               "workers.csv)")
         labels, accuracy = fit_ds(everyone)
-        with ws.locked():
-            atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
-            # beside trap trust in workers.csv, so one table says all about a worker
+        with ws.locked(), ws.staged("dawid-skene") as outputs:
             from .ingest import spreadsheet_safe
+            atomic_write_text(outputs.file("workers_ds.csv"),
+                              spreadsheet_safe(accuracy).to_csv(index=False, lineterminator="\n"))
+            # beside trap trust in workers.csv, so one table says all about a worker
             workers = report.workers.drop(columns=["ds_accuracy"], errors="ignore").merge(
                 accuracy, on="worker_id", how="left")
-            atomic_write_text(ws.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')} and "
                    "workers.csv (ds_accuracy)")
 
@@ -570,6 +641,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     from .workspace import Workspace
     ws = Workspace.open(directory)
     study = HostedStudy.from_workspace(ws, db_url)
+    with ws.locked():
+        ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
     settings = study.settings
     click.echo(f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
@@ -631,7 +704,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     writes power/power.csv and power/power.png.
     """
     from .analysis.power import power_analysis
-    from .simulate import UserModel
+    from .simulate import _workspace_model
     from .workspace import Workspace
     ws = Workspace.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
@@ -642,9 +715,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     pair_t = tuple(p.strip() for p in pair.split(","))
     if len(pair_t) != 2:
         raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    sim = ws.config["simulation"]
-    model = UserModel(formulation=sim["formulation"], intercept=sim["intercept"], slope=sim["slope"],
-                      heterogeneity=sim["heterogeneity"], workers=sim["workers"], seed=ws.seed + 5)
+    model = _workspace_model(ws)  # every [simulation] key, as satcal simulate reads them
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
                             pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
                             sims, boot, seed=ws.seed + 5,
@@ -691,7 +762,7 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     wanted = None if formulations is None else [_calibrated_id(t.strip()) for t in formulations.split(",")
                                                 if t.strip()]
     cals = load_calibrations(calibration, wanted)
-    _prepare_out(out, force)  # refused before the work, not after
+    _prepare_out(out, force, create=False)  # refused before the work, not after
     result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)), cals, k)
     with _output_dir(out, force) as outputs:
         written = {name: str(outputs.final(p)) for name, p in result.save(outputs.tree()).items()}
@@ -757,7 +828,7 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
             raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
         bias, prov = pd.read_csv(path), read_provenance(path.parent)
     k, normalization, negatives = _calibration_scale(prov, calibration, qrels, k, normalization, negatives)
-    _prepare_out(out, force)  # refused before the work, not after
+    _prepare_out(out, force, create=False)  # refused before the work, not after
     with _output_dir(out, force) as outputs:
         root = outputs.tree()
         if simulate_runs:

@@ -350,13 +350,14 @@ class ReliabilityResult:
         return out
 
     def save(self, out_dir) -> dict[str, str]:
-        from .fileio import atomic_write_text, save_figure
+        from .fileio import atomic_write_text, save_figure, spreadsheet_safe
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = {}
         for name, t in self.tables().items():
             path = out / f"{name}.csv"
-            atomic_write_text(path, t.to_csv(index=False, lineterminator="\n", float_format="%.8g"))
+            # run tags come from the user's files: no cell may run as a formula in a spreadsheet
+            atomic_write_text(path, spreadsheet_safe(t).to_csv(index=False, lineterminator="\n", float_format="%.8g"))
             written[name] = str(path)
         figs = {"phi_vs_topics": self._fig_phi(), "asl_curves": self._fig_asl()}
         if self.combined is not None:

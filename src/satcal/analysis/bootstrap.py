@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from .core import (GRID, AnswerTypes, _distinct_pairs, bias_indicators, collapse_answers, design,
                    fit_logit_replicates, preference_curves, satisfaction_curves)
@@ -211,7 +212,7 @@ def _binned_rates(x, y, W, n_bins):
         return np.where(n > 0, s / n, np.nan)
 
 
-def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
+def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins, sat_range=None, pref_range=None):
     """All replicates of one formulation: curve bands, point bands, b1-b3 per replicate."""
     out = {}
     curves = {}
@@ -225,7 +226,7 @@ def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
         out[f"{curve}_band"] = _quantiles(p[1:])
         out[f"{curve}_points"] = _quantiles(_binned_rates(x, y, w[1:], n_bins))
         out[f"{curve}_failed"] = int((~ok[1:]).sum())
-    ind = bias_indicators(curves["sat"], curves["pref"])
+    ind = bias_indicators(curves["sat"], curves["pref"], sat_range=sat_range, pref_range=pref_range)
     out["indicators"] = np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)  # (B, 3)
     return out
 
@@ -298,13 +299,14 @@ class BootstrapResult:
                 out[f"{name}_se"] = np.nanstd(self.indicators[:, :, k], axis=0, ddof=1)
         if self.joint is not None:
             lo, hi = _bc_interval(self.joint["indicators"], self.joint["estimates"])
-            for k, name in enumerate(("b1_joint", "b2_joint")):
+            for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")):
                 out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
         return out
 
     @property
     def pairwise(self) -> pd.DataFrame:
-        """Every pair of formulations, every indicator: difference, interval, p-values.
+        """Every pair of formulations, every indicator (the per-list ``b1_joint``-``b3_joint``
+        too when the joint model ran): difference, interval, p-values.
 
         ``diff`` is the full-sample difference (the bootstrap mean where no estimate is kept),
         ``lo``/``hi`` the 95% percentile interval of the replicates' differences, ``se`` their
@@ -320,16 +322,19 @@ class BootstrapResult:
         from statsmodels.stats.multitest import multipletests
         rows = []
         ids = self.formulations
-        for k, name in enumerate(("b1", "b2", "b3")):
-            vals = self.indicators[:, :, k]
+        sets = [(name, self.indicators[:, :, k], None if self.estimates is None else self.estimates[:, k])
+                for k, name in enumerate(("b1", "b2", "b3"))]
+        if self.joint is not None:  # the per-list estimator's indicators, paired the same way
+            sets += [(name, self.joint["indicators"][:, :, k], self.joint["estimates"][:, k])
+                     for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")[:self.joint["indicators"].shape[2]])]
+        for name, vals, est in sets:
             for i, j in combinations(range(len(ids)), 2):
                 d = vals[:, i] - vals[:, j]
                 d = d[np.isfinite(d)]
                 if d.size < 2:
                     continue
                 lo, hi = np.percentile(d, [2.5, 97.5])
-                diff = (self.estimates[i, k] - self.estimates[j, k]) if self.estimates is not None \
-                    else float(np.mean(d))
+                diff = (est[i] - est[j]) if est is not None else float(np.mean(d))
                 se = float(np.std(d, ddof=1))
                 rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
                              "diff": float(diff), "lo": lo, "hi": hi, "se": se,
@@ -372,41 +377,49 @@ class BootstrapResult:
                            bootstrap_failed_fits=int(self.failed[["sat", "pref"]].to_numpy().sum()))
 
 
-def _joint_replicates(phi_a, phi_b, code, W, fit):
-    """One formulation's joint model over the replicates: s(phi) band and b1, b2 per replicate."""
-    from .joint import bootstrap_thetas
+def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=None):
+    """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
+    implied preference curve) per replicate."""
+    from .joint import bootstrap_thetas, implied_preference
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
-    ind = bias_indicators(curves, np.zeros_like(curves))
-    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"]], axis=1)}
+    ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
+    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
                     seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False,
-                    clusters=None) -> dict:
+                    clusters=None, support: dict | None = None) -> dict:
     """The joint model's bootstrap, on the same replicates as the published curves' (same
     seed, same resampled examples): each replicate's parameters by the k-step bootstrap
     (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
-    b2_joint per replicate for their BC intervals. ``clusters`` as for
+    b2_joint, b3_joint per replicate for their BC intervals. ``clusters`` as for
     :func:`replicate_weights` (the same as the published curves', so the same weights)."""
-    from .joint import CODES
+    from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
     W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size, clusters)
-    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j]) for j in range(len(fits)))
+    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
+    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j], rng("sat_joint", j), rng("pref", j))
+             for j in range(len(fits)))
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
-    estimates = np.array([[np.mean(np.abs(GRID - f.predict(GRID)[0])),
-                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2] for f in fits])
+    def estimate(j, f):  # the full-sample indicators, over the same ranges as the replicates'
+        ind = bias_indicators(f.predict(GRID)[0], implied_preference(f, GRID), sat_range=rng("sat_joint", j),
+                              pref_range=rng("pref", j))
+        return [float(ind["b1"]), float(ind["b2"]), float(ind["b3"])]
+    estimates = np.array([estimate(j, f) for j, f in enumerate(fits)])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
-            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 2)
+            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
             "estimates": estimates}
 
 
+@one_blas_thread
 def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,
                           types: AnswerTypes | None = None, joint_fits: list | None = None,
-                          clusters=None, resampling: str | None = None) -> BootstrapResult:
+                          support: dict | None = None, clusters=None,
+                          resampling: str | None = None) -> BootstrapResult:
     """Bootstrap the whole calibration (see module docstring).
 
     ``clusters``: None (answers resampled independently), or one or two sequences of cluster
@@ -416,6 +429,8 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     ``resampling`` label kept in the result; by default "examples" for one clustering). Each
     replicate's answer weights are then summed per distinct (phi_A, phi_B, answer) row
     (``types``, computed when not given), so the fits cost what the distinct rows cost.
+    ``support`` ({"sat": (F, 2), "pref": (F, 2)} ranges) computes the indicators over the
+    ranges the point estimates used (None: the whole of [0, 1]).
     """
     if replicates < 2:
         raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")
@@ -441,8 +456,9 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     def weights(curve):
         return W if curve.types is None else W[:, curve.types]
 
-    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins)
-             for j in range(len(forms)))
+    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
+    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins,
+              rng("sat", j), rng("pref", j)) for j in range(len(forms)))
     results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap",
                            total=len(forms))
     ids = [f.id for f in forms]
@@ -450,7 +466,7 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     joint = None
     if joint_fits is not None:
         joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress,
-                                clusters=clusters)
+                                clusters=clusters, support=support)
     return BootstrapResult(
         formulations=ids, replicates=replicates, indicators=indicators[1:], estimates=indicators[0],
         curve_bands={(f, c): r[f"{c}_band"] for f, r in zip(ids, results) for c in ("sat", "pref")},
