@@ -174,6 +174,33 @@ def _echo_ranking(result, top: int = 10) -> None:
     click.echo("\n" + result.verdict.sentence())
 
 
+class LevelsType(click.ParamType):
+    """``--levels``, the same everywhere: a list of levels (``0,1,2,3``) or their number L
+    (``4``, meaning 0..L-1). Converts to the sorted list of levels."""
+
+    name = "LEVELS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        text = str(value).strip()
+        try:
+            parts = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            self.fail(f"{value!r}: expected levels separated by commas (e.g. 0,1,2,3) or their number "
+                      "(e.g. 4 for 0..3)", param, ctx)
+        if len(parts) == 1 and "," not in text:
+            if parts[0] < 2:
+                self.fail(f"{value!r}: a scale needs at least 2 levels", param, ctx)
+            return list(range(parts[0]))
+        if len(set(parts)) != len(parts) or len(parts) < 2:
+            self.fail(f"{value!r}: expected at least 2 distinct levels", param, ctx)
+        return sorted(parts)
+
+
+LEVELS = LevelsType()
+
+
 def _analysis_options(f):
     options = [
         click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
@@ -232,8 +259,9 @@ def _analysis_options(f):
 @click.option("--judgments", type=click.Path(path_type=Path), help="Judgments of the external study.")
 @click.option("--k", type=click.IntRange(min=1), default=None, help="Documents per list (default: "
               "the number of a<i> columns).")
-@click.option("--levels", type=click.IntRange(min=2), default=None,
-              help="Number of relevance levels L, 0..L-1 (default: from the judgments).")
+@click.option("--levels", type=LEVELS, default=None,
+              help="The relevance levels, 0..L-1: as a list (0,1,2,3) or their number L (4) "
+                   "(default: from the judgments).")
 @click.option("--unjudged", type=click.Choice(["error", "zero"]), default="error", show_default=True,
               help="A listed document with no judgment: an error, or level 0.")
 @click.option("--scores", type=click.Choice(["exact", "published"]), default="exact",
@@ -289,7 +317,11 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
             from .ingest import read_external_study
             from .judgments import read_judgments
             qrels = read_judgments(judgments)
-            study = read_external_study(answers, qrels, k=k, n_levels=levels, unjudged=unjudged)
+            if levels is not None and levels != list(range(len(levels))):
+                raise SatcalError(f"--levels {','.join(map(str, levels))}: an analysis scale is 0..L-1; "
+                                  f"give {','.join(map(str, range(len(levels))))} or {len(levels)}")
+            study = read_external_study(answers, qrels, k=k, n_levels=None if levels is None else len(levels),
+                                        unjudged=unjudged)
             result = calibrate(study, **kwargs)
             from .fileio import sha256_file
             result.meta["provenance"].update(judgments_sha256=sha256_file(judgments),
@@ -369,8 +401,8 @@ def _analyze_ecir(scores: str, kwargs: dict):
               help="Optional topics: TREC topics file, 'id<TAB>text' lines, or CSV/TSV with query, "
                    "title (and description, narrative); workers see the title and description.")
 @click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Documents per list.")
-@click.option("--levels", default=None, help="Levels to build lists from, e.g. 0,1,2 (default: the "
-              "judgments' non-negative levels).")
+@click.option("--levels", type=LEVELS, default=None, help="Levels to build lists from: a list (0,1,2) "
+              "or their number (3 for 0..2) (default: the judgments' non-negative levels).")
 @click.option("--min-per-cell", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="appen", show_default=True)
 @click.option("--seed", type=int, default=2015, show_default=True)
@@ -382,13 +414,7 @@ def init(directory, judgments, documents, topics, k, levels, min_per_cell, platf
     self-contained; every later command reads study.toml.
     """
     from .workspace import Workspace
-    level_list = None
-    if levels:
-        try:
-            level_list = [int(v) for v in levels.split(",")]
-        except ValueError:
-            raise SatcalError(f"--levels {levels!r}: expected integers separated by commas, e.g. 0,1,2") from None
-    ws = Workspace.init(directory, judgments, documents, k=k, levels=level_list, seed=seed,
+    ws = Workspace.init(directory, judgments, documents, k=k, levels=levels, seed=seed,
                         min_per_cell=min_per_cell, platform=platform, force=force, topics=topics)
     click.echo(f"Created {ws.path}/study.toml; edit it, then run: satcal generate {ws.path}")
 
