@@ -23,26 +23,32 @@ same on 1 or 8 processes, with joblib's local processes or on a Dask cluster. A 
 answer weights are summed per distinct (phi_A, phi_B, answer) row (``np.bincount``), so it
 costs O(answers) to draw and its fits cost what the distinct rows cost.
 
-Measured coverage (benchmarks/bench_coverage.py, docs/benchmarks.md: 150 simulated studies of
-1,500 answers from 60 workers with heterogeneity 0.5 on random pairs, 4 formulations, B = 300):
-resampling answers or examples where workers differ gives standard errors of b1 0.64-0.85 of
-the true spread and 95 % intervals covering b1 0.80-0.89 of the time. The pigeonhole bootstrap
-is conservative: no resampling scheme is exact for crossed data (McCullagh 2000, "Resampling
-and exchangeable arrays", Bernoulli 6(2)), and this one counts each answer's own noise about
-three times, so its standard errors are 1.3-1.8x the true spread and its intervals cover
-0.97-0.99. With one answer per example, resampling workers comes close to the nominal level
-(see the benchmark). Without worker effects, resampling examples is right (SE ratio 0.92-1.03).
+Measured (benchmarks/bench_coverage.py, docs/benchmarks.md; 150 simulated studies of 1,500
+answers from 60 workers with heterogeneity 0.5 on random pairs, 4 formulations, B = 300;
+"SE ratio" is the mean bootstrap SE over the SD of the estimates across studies):
+
+- resampling answers or examples while workers differ: SE ratio of b1 0.64-0.87, BC intervals
+  cover b1 0.84 of the time (0.77-0.90), the P(Sat|0.5) band 0.79-0.82;
+- one answer per example, workers resampled: SE ratio 0.94-1.02 for b1-b3, coverage of b1,
+  b2, b3 0.92, 0.93, 0.93 and of the P(Sat|0.5) band 0.93;
+- three answers per example, pigeonhole: conservative, SE ratio 1.3-1.8, coverage 0.97-1.00
+  (0.99 for the band). No resampling scheme is exact for crossed data (McCullagh 2000,
+  "Resampling and exchangeable arrays", Bernoulli 6(2)); this one counts each answer's own
+  noise about three times. Workers alone there give SE ratio 0.79-0.97 and coverage 0.91-0.93:
+  the pigeonhole's intervals are the ones that hold 95 %;
+- no worker effects, examples resampled: SE ratio 0.87-1.03, coverage of b1, b2, b3 0.89,
+  0.91, 0.94 and of the band 0.94.
 
 Curves and points get percentile intervals (2.5 %, 97.5 %). The bias indicators get
 bias-corrected (BC) percentile intervals (Efron 1981, "Nonparametric standard errors and
 confidence intervals", Canadian Journal of Statistics 9(2)): b1 averages an absolute value, so
 its estimate is biased upward where the curve is near the diagonal. Where b1 is small (0.037,
 tests/test_bootstrap.py's design) BC intervals cover it 0.89 of the time and percentile ones
-0.75; at b1 0.11-0.30 (the benchmark, examples resampled, no worker effects) BC covers b1
-0.82-0.95 (mean 0.89) and percentile 0.91-0.95, b2 0.91 and 0.92, b3 0.94 and 0.94. BC is kept
-for its worst case. The two-sided bootstrap p-value of a difference d between formulations is
-``min(1, 2 min(P*(d <= 0), P*(d >= 0)))``. Replicates whose fit does not converge
-(separation) are left out and counted.
+0.75; at b1 = 0.11-0.30 (the benchmark) percentile intervals cover a little more than BC (b1
+0.93-0.94 against 0.89-0.92 where the resampling is right; basic and normal intervals less). BC is
+kept for its worst case. The two-sided bootstrap p-value of a difference d between
+formulations is ``min(1, 2 min(P*(d <= 0), P*(d >= 0)))``. Replicates whose fit does not
+converge (separation) are left out and counted.
 """
 from __future__ import annotations
 
@@ -299,7 +305,8 @@ class BootstrapResult:
 
     @property
     def pairwise(self) -> pd.DataFrame:
-        """Every pair of formulations, every indicator: difference, interval, p-values.
+        """Every pair of formulations, every indicator (the per-list ``b1_joint``-``b3_joint``
+        too when the joint model ran): difference, interval, p-values.
 
         ``diff`` is the full-sample difference (the bootstrap mean where no estimate is kept),
         ``lo``/``hi`` the 95% percentile interval of the replicates' differences, ``se`` their
@@ -315,16 +322,19 @@ class BootstrapResult:
         from statsmodels.stats.multitest import multipletests
         rows = []
         ids = self.formulations
-        for k, name in enumerate(("b1", "b2", "b3")):
-            vals = self.indicators[:, :, k]
+        sets = [(name, self.indicators[:, :, k], None if self.estimates is None else self.estimates[:, k])
+                for k, name in enumerate(("b1", "b2", "b3"))]
+        if self.joint is not None:  # the per-list estimator's indicators, paired the same way
+            sets += [(name, self.joint["indicators"][:, :, k], self.joint["estimates"][:, k])
+                     for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")[:self.joint["indicators"].shape[2]])]
+        for name, vals, est in sets:
             for i, j in combinations(range(len(ids)), 2):
                 d = vals[:, i] - vals[:, j]
                 d = d[np.isfinite(d)]
                 if d.size < 2:
                     continue
                 lo, hi = np.percentile(d, [2.5, 97.5])
-                diff = (self.estimates[i, k] - self.estimates[j, k]) if self.estimates is not None \
-                    else float(np.mean(d))
+                diff = (est[i] - est[j]) if est is not None else float(np.mean(d))
                 se = float(np.std(d, ddof=1))
                 rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
                              "diff": float(diff), "lo": lo, "hi": hi, "se": se,
