@@ -43,7 +43,7 @@ import pandas as pd
 
 from .errors import SatcalError
 from .judgments import Judgments
-from .measures import _resolve, bin_index, score_lists
+from .measures import resolve_formulations, bin_index, score_lists
 
 __all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap",
            "pairing_correlation", "ECIR2015_PAIRING_CORRELATION"]
@@ -138,8 +138,8 @@ class Design:
     cover_extra: bool = False
 
     def __post_init__(self):
-        self.formulations = _resolve(self.formulations)
-        self.extra = _resolve(self.extra) if self.extra else []
+        self.formulations = resolve_formulations(self.formulations)
+        self.extra = resolve_formulations(self.extra) if self.extra else []
         known = {f.id for f in self.formulations}
         self.extra = [f for f in self.extra if f.id not in known]
         self.levels = tuple(sorted(int(v) for v in self.levels))
