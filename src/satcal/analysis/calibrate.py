@@ -103,27 +103,62 @@ class CalibrationResult:
                 f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
 
     def summary(self, top: int = 10) -> str:
-        """The study's parameters and the formulations ranked by bias, as text."""
+        """The study's parameters, its warnings, the ranking's verdict and the top of the
+        ranking (the lead estimator's indicators), as text."""
         prov = self.meta.get("provenance", {})
         lines = [repr(self), ""]
         for key in ("k", "levels", "population", "answers", "examples", "workers", "seed", "bootstrap",
-                    "simulated"):
+                    "resampling", "indicator_range", "simulated"):
             if prov.get(key) is not None:
-                lines.append(f"  {key:<12} {prov[key]}")
+                lines.append(f"  {key:<15} {prov[key]}")
+        for warning in self.meta.get("warnings", []) + self.meta.get("design_warnings", []):
+            lines.append(f"warning: {warning}")
+        cols = estimator_columns(self.bias, self.estimator)
+        shown = ["formulation"] + cols + ["mean_rank"]
         rank = self.ranking.head(top)
-        cols = ["formulation", "b1", "b2", "b3", "mean_rank"]
-        if "b1_lo" in self.bias.columns:
-            rank = rank.merge(self.bias[["formulation", "b1_lo", "b1_hi"]], on="formulation")
-            cols[2:2] = ["b1_lo", "b1_hi"]
-        lines += ["", f"Ranked by bias (mean rank over b1, b2, b3; top {len(rank)}):",
-                  rank[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}")]
+        if "p_best" in rank.columns:
+            shown += ["p_best", "rank_lo", "rank_hi"]
+        lines += ["", f"Ranked by bias (mean rank over {', '.join(cols)}; top {len(rank)}):",
+                  rank[shown].to_string(index=False, float_format=lambda v: f"{v:.4f}"),
+                  "", self.verdict.sentence()]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         import html
-        rank = self.ranking.head(10)[["formulation", "b1", "b2", "b3", "mean_rank"]]
+        cols = estimator_columns(self.bias, self.estimator)
+        rank = self.ranking.head(10)[["formulation"] + cols + ["mean_rank"]]
         return (f"<p><b>{html.escape(repr(self))}</b></p>"
-                + rank.to_html(index=False, float_format=lambda v: f"{v:.4f}", border=0))
+                + rank.to_html(index=False, float_format=lambda v: f"{v:.4f}", border=0)
+                + f"<p>{html.escape(self.verdict.sentence())}</p>")
+
+    def p_sat(self, formulation: str, phi, model: str | None = None) -> np.ndarray:
+        """The fitted probability of satisfaction at scores ``phi`` under one formulation.
+
+        Parameters
+        ----------
+        formulation : str
+            A formulation of this result (e.g. ``"lin-const"``).
+        phi : float or array
+        model : {"joint", "published"}, optional
+            ``joint``: the per-list s(phi); ``published``: the paper's P(Sat|phi). Default: the
+            estimator the ranking leads with.
+
+        Returns
+        -------
+        ndarray of the same shape as ``phi``: expit(b0 + b1 phi + b2 phi^2) of ``fits.csv``.
+        """
+        from scipy.special import expit
+        model = model or ("joint" if self.estimator == "per_list" else "published")
+        fits = self.fits
+        rows = fits[(fits["formulation"] == formulation) & (fits["curve"] == "sat")]
+        if "sat_model" in rows.columns:
+            rows = rows[rows["sat_model"] == model]
+        if rows.empty:
+            known = ", ".join(dict.fromkeys(fits["formulation"]))
+            raise SatcalError(f"no {model} satisfaction curve for {formulation!r}; this result has {known}")
+        beta = rows[["beta0", "beta1", "beta2"]].to_numpy(float)[0]
+        x = np.asarray(phi, float)
+        return expit(beta[0] + beta[1] * x + beta[2] * x * x)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         out = {"fits": self.fits, "curves": self.curves, "points": self.points, "bias": self.bias,
