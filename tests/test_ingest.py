@@ -302,6 +302,9 @@ def test_utf16_results_read_as_their_utf8_original(ws, tmp_path):
         f.write_bytes(text.replace("\n", "\r\n").encode(encoding))
         pd.testing.assert_frame_equal(get_platform("toloka").read_results(f).drop(columns="source_file"),
                                       original.drop(columns="source_file"))
+        if encoding != "utf-32":  # ingest guesses the platform from the first bytes, as ingest reads them
+            from satcal.platforms import detect_platform
+            assert detect_platform(f, f.read_bytes()[:4096].decode("utf-8", "replace")) == "toloka"
     lines = text.splitlines(keepends=True)
     broken = tmp_path / "broken.tsv"
     # a lone high surrogate in the first field of line 4
