@@ -119,8 +119,9 @@ def read_results(path) -> pd.DataFrame:
         tasks = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and text.lstrip().startswith("{"):
-            raise InputFileError(path, "holds one JSON object per line (JSON lines), which Label Studio "
-                                       f"does not export: expected {LAYOUTS}", exc.lineno) from None
+            raise InputFileError(path, "holds one JSON object per line (JSON lines, as Appen's JSON report), "
+                                       f"which Label Studio does not export: expected {LAYOUTS}; for Appen, "
+                                       "give the full report as CSV (--platform appen)", exc.lineno) from None
         raise InputFileError(path, f"is not valid JSON ({exc.msg}; truncated?)", exc.lineno) from None
     except RecursionError:
         raise InputFileError(path, "is JSON nested too deeply to be a Label Studio export") from None
