@@ -119,31 +119,90 @@ def parse_expected(text: str) -> list[str]:
     return parts
 
 
-def read_traps(path: "str | os.PathLike", judgments: Judgments, k: int) -> pd.DataFrame:
-    """Traps from a user CSV: ``query, a1..a<k>, b1..b<k>, expected`` (several codes allowed)."""
-    from .fileio import read_csv_strings
+#: Mistakes listed, one line each, before the rest are only counted.
+MAX_MISTAKES = 20
+
+
+def read_traps(path: "str | os.PathLike", judgments: Judgments, k: int, levels=None) -> pd.DataFrame:
+    """Traps from a user CSV: ``query, a1..a<k>, b1..b<k>, expected`` (several codes allowed),
+    optionally with the documents' levels ``ra1..ra<k>, rb1..rb<k>`` (as in a generated
+    ``traps.csv``).
+
+    Checked as the generator builds lists, each mistake one line naming the file, the line and
+    the column: an expected answer that is not one of the four codes; an empty document id; a
+    document twice in one list; a document the judgments do not give for the query, or give a
+    level outside ``levels`` (the study's levels, which lists are built from; default every
+    judged level); a level column that is not one of ``levels`` or contradicts the judgments.
+
+    Raises
+    ------
+    InputFileError
+        Its first line is the first mistake; each further mistake follows on a line of its own
+        (at most ``MAX_MISTAKES``, then how many more).
+    """
+    from .fileio import read_delimited
     path = Path(path)
-    table = read_csv_strings(path, "a traps CSV with query, a1..a<k>, b1..b<k>, expected")
     cols = ["query"] + [f"a{i}" for i in range(1, k + 1)] + [f"b{i}" for i in range(1, k + 1)] + ["expected"]
-    missing = [c for c in cols if c not in table.columns]
-    if missing:
-        raise InputFileError(path, f"missing column(s) {', '.join(missing)}: expected {', '.join(cols)}", 1)
-    out = table[cols].copy()
+    table = read_delimited(path, ",", cols, expected="a traps CSV with " + ", ".join(cols),
+                           rows="one row per trap")
+    scale = sorted(int(v) for v in (levels if levels is not None else judgments.levels))
+    scale_text = ", ".join(map(str, scale))
+    out = table[cols].copy().reset_index(drop=True)
+    line = table["__line__"].to_numpy()
     out.insert(0, "trap_id", [f"trap{i + 1:02d}" for i in range(len(out))])
-    for row, text in enumerate(out["expected"], start=2):
+    mistakes: list[tuple[int, int, str, str]] = []  # (line, column position, column, problem)
+    where = {c: i for i, c in enumerate(table.columns)}
+    note = lambda r, col, problem: mistakes.append((int(line[r]), where[col], col, problem))
+    for r, text in enumerate(out["expected"]):
         codes = parse_expected(text)
-        bad = [c for c in codes if c not in _CODES]
-        if not codes or bad:
-            raise InputFileError(path, f"expected {text!r} is not one or more of {', '.join(TRAP_KINDS)} "
-                                       "separated by ';'", row, "expected")
+        if not codes or any(c not in _CODES for c in codes):
+            note(r, "expected", f"expected {text!r} is not one or more of {', '.join(TRAP_KINDS)} "
+                                "separated by ';'")
     out["expected"] = out["expected"].map(lambda t: ";".join(parse_expected(t)))
     for side in ("a", "b"):
-        docs = out[[f"{side}{i}" for i in range(1, k + 1)]].to_numpy()
+        names = [f"{side}{i}" for i in range(1, k + 1)]
+        docs = out[names].to_numpy(dtype=object)
         lv = judgments.lookup(out["query"], docs)
-        if np.isnan(lv).any():
-            r, c = map(int, np.argwhere(np.isnan(lv))[0])
-            raise InputFileError(path, f"document {docs[r, c]!r} of query {out['query'].iloc[r]!r} is "
-                                       "not in the judgments", r + 2, f"{side}{c + 1}")
-        for i in range(k):
-            out[f"r{side}{i + 1}"] = lv[:, i].astype(int)
+        given = [f"r{side}{i}" for i in range(1, k + 1)]
+        given = table[given].reset_index(drop=True) if all(c in table.columns for c in given) else None
+        for r in range(len(out)):
+            query = out["query"].iloc[r]
+            for i, col in enumerate(names):
+                doc = docs[r, i]
+                if not str(doc).strip():
+                    note(r, col, "empty document id")
+                    continue
+                first = next((names[j] for j in range(i) if docs[r, j] == doc), None)
+                if first is not None:
+                    note(r, col, f"document {doc!r} is in list {side} twice (columns {first} and {col}): "
+                                 "a list holds distinct documents")
+                if np.isnan(lv[r, i]):
+                    note(r, col, f"document {doc!r} of query {query!r} is not in the judgments")
+                    continue
+                level = int(lv[r, i])
+                if level not in scale:
+                    note(r, col, f"document {doc!r} of query {query!r} is judged {level}, outside the "
+                                 f"study's levels {scale_text}")
+                if given is not None:
+                    text = str(given.iloc[r, i]).strip()
+                    try:
+                        stated = int(text)
+                    except ValueError:
+                        stated = None
+                    if stated is None or (stated not in scale and stated != level):
+                        note(r, f"r{col}", f"level {stated if stated is not None else text!r} is not one of "
+                                           f"the study's levels {scale_text}")
+                    elif stated != level:  # (a judged level out of the scale is named above)
+                        note(r, f"r{col}", f"level {stated} but the judgments give document {doc!r} of "
+                                           f"query {query!r} level {level}")
+        if not mistakes:
+            for i in range(k):
+                out[f"r{side}{i + 1}"] = lv[:, i].astype(int)
+    if mistakes:
+        mistakes.sort(key=lambda m: (m[0], m[1]))
+        lines = [str(InputFileError(path, problem, ln, col)) for ln, _, col, problem in mistakes]
+        error = InputFileError(path, mistakes[0][3], mistakes[0][0], mistakes[0][2])
+        more = len(lines) - MAX_MISTAKES
+        error.args = ("\n".join(lines[:MAX_MISTAKES] + ([f"{path}: and {more} more mistakes"] if more > 0 else [])),)
+        raise error
     return out

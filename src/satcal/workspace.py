@@ -692,7 +692,7 @@ class Workspace:
             if (self.path / self["traps.file"]).resolve() == self.file("traps.csv").resolve():
                 raise SatcalError(f"{self.path}/study.toml: traps.file = 'traps.csv' is the name of the "
                                   "generated traps table; rename your traps file (e.g. my-traps.csv)")
-            traps = read_traps(self.path / self["traps.file"], judgments, self.k)
+            traps = read_traps(self.path / self["traps.file"], judgments, self.k, levels=self["study.levels"])
         else:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
                                 levels=self["study.levels"])

@@ -73,7 +73,9 @@ def _registry() -> dict[str, Platform]:
 def detect_platform(path, head: str) -> str:
     """Guess a result file's platform from its name and first line."""
     name = str(path).lower()
-    first = head.lstrip("\ufeff").splitlines()[0] if head.strip() else ""
+    # UTF-16 bytes read as UTF-8 show their ASCII letters between NULs, after a BOM's U+FFFD
+    head = head.replace("\x00", "").lstrip("\ufeff\ufffd")
+    first = head.splitlines()[0] if head.strip() else ""
     if name.endswith(".json"):
         return "labelstudio"
     if "ASSIGNMENT:" in first or "INPUT:" in first:

@@ -73,7 +73,7 @@ def _choice(ann: dict) -> tuple[str, str]:
         return "", "malformed annotation: result is not a list"
     chosen = []
     for res in results:
-        if not isinstance(res, dict) or res.get("from_name") != "answer":
+        if not isinstance(res, dict) or res.get("from_name") != CONTROL:
             continue
         value = res.get("value")
         choices = value.get("choices") if isinstance(value, dict) else value
@@ -119,11 +119,14 @@ def read_results(path) -> pd.DataFrame:
         tasks = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and text.lstrip().startswith("{"):
-            raise InputFileError(path, "holds one JSON object per line (JSON lines), which Label Studio "
-                                       f"does not export: expected {LAYOUTS}", exc.lineno) from None
+            raise InputFileError(path, "holds one JSON object per line (JSON lines, as Appen's JSON report), "
+                                       f"which Label Studio does not export: expected {LAYOUTS}; for Appen, "
+                                       "give the full report as CSV (--platform appen)", exc.lineno) from None
         raise InputFileError(path, f"is not valid JSON ({exc.msg}; truncated?)", exc.lineno) from None
     except RecursionError:
         raise InputFileError(path, "is JSON nested too deeply to be a Label Studio export") from None
+    except ValueError as exc:  # e.g. a number too long to convert
+        raise InputFileError(path, f"is not JSON that can be read ({str(exc).splitlines()[0]})") from None
     if isinstance(tasks, dict) and isinstance(tasks.get("data"), dict):
         tasks = [tasks]  # one task exported on its own
     if not isinstance(tasks, list):
@@ -138,8 +141,19 @@ def read_results(path) -> pd.DataFrame:
     return _read_tasks(path, tasks)
 
 
+#: The Choices control of satcal's labeling config: where an annotation holds its answer.
+CONTROL = "answer"
+
+
+def _renamed_control(path, names: set | None = None) -> InputFileError:
+    found = f" (found {', '.join(sorted(map(str, names))[:5])})" if names else ""
+    return InputFileError(path, f"no annotation holds a choice under {CONTROL!r}, the name of the Choices in "
+                                f"satcal's labeling config{found}: was the labeling config changed?")
+
+
 def _read_tasks(path, tasks: list) -> pd.DataFrame:
     rows = []
+    controls: set = set()  # the controls the annotations' results come from
     for t_index, task in enumerate(tasks, start=1):
         data = task.get("data", {}) if isinstance(task, dict) else {}
         if not isinstance(data, dict) or "item_id" not in data:
@@ -161,6 +175,8 @@ def _read_tasks(path, tasks: list) -> pd.DataFrame:
                              "malformed annotation: not an object", t_index, None))
                 continue
             choice, problem = _choice(ann)
+            if isinstance(ann.get("result"), list):
+                controls.update(r.get("from_name") for r in ann["result"] if isinstance(r, dict))
             cancelled = ann.get("was_cancelled") or ann.get("skipped")  # 'skipped' before 1.0
             status = (problem or ("cancelled" if cancelled else "")
                       or ("ground truth (a reviewer's reference answer)" if ann.get("ground_truth") else ""))
@@ -171,6 +187,8 @@ def _read_tasks(path, tasks: list) -> pd.DataFrame:
         raise InputFileError(path, f"none of its {len(tasks)} tasks has an annotation (no 'annotations' or "
                                    "'completions' entries): is it the tasks file of the batch rather than "
                                    "the project's export after annotating?")
+    if CONTROL not in controls and controls - {None}:
+        raise _renamed_control(path, controls - {None})
     return _answers(path, rows)
 
 
@@ -179,13 +197,15 @@ def _read_min(path, records: list) -> pd.DataFrame:
     for r_index, rec in enumerate(records, start=1):
         if not isinstance(rec, dict) or "item_id" not in rec:
             raise InputFileError(path, f"record {r_index} has no item_id: expected {LAYOUTS}")
-        if rec.get("annotation_id") is None and rec.get("answer") is None:
+        if rec.get("annotation_id") is None and rec.get(CONTROL) is None:
             continue  # a task nobody annotated
-        rows.append(_min_row(rec.get("item_id"), rec.get("answer"), rec.get("annotator"),
+        rows.append(_min_row(rec.get("item_id"), rec.get(CONTROL), rec.get("annotator"),
                              rec.get("annotation_id"), rec.get("created_at"), rec.get("lead_time"), r_index))
     if not rows:
         raise InputFileError(path, f"none of its {len(records)} JSON-MIN records has an answer: were they "
                                    "exported before anyone annotated?")
+    if not any(isinstance(r, dict) and CONTROL in r for r in records):
+        raise _renamed_control(path)
     _warn_minimal(path)
     return _answers(path, rows)
 
@@ -198,11 +218,14 @@ def _read_table_export(path, delimiter) -> pd.DataFrame:
         delimiter = "\t" if "\t" in head and "," not in head else ","
     t = read_delimited(path, delimiter, ["item_id", "annotator", "annotation_id"], text=text,
                        expected=LAYOUTS, rows="one row per annotation")
-    answer = t["answer"] if "answer" in t.columns else pd.Series([""] * len(t), index=t.index)
+    answer = t[CONTROL] if CONTROL in t.columns else pd.Series([""] * len(t), index=t.index)
     keep = (t["annotation_id"].str.strip() != "") | (answer.str.strip() != "")
     if not keep.any():
         raise InputFileError(path, f"none of its {len(t)} rows has an annotation (annotation_id and answer "
                                    "are empty): was it exported before anyone annotated?")
+    if CONTROL not in t.columns:
+        raise InputFileError(path, f"no column {CONTROL!r}, the name of the Choices in satcal's labeling config, "
+                                   "though annotations are listed: was the labeling config changed?", 1)
     rows = [_min_row(r["item_id"], answer[i], r["annotator"], r["annotation_id"], r.get("created_at"),
                      r.get("lead_time"), r["__line__"]) for i, r in t[keep].iterrows()]
     _warn_minimal(path)
