@@ -607,3 +607,28 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(ws, tmp_path, free_kb):
         assert len(answers) + len(rejects) == len(pd.read_csv(part, dtype=str))
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_read_only_workspace_is_one_line(ws, tmp_path):
+    """EROFS (a read-only mount) and EACCES end in one line naming the path, exit 1."""
+    import errno
+    from click.testing import CliRunner
+    from satcal.cli import environment_error, main
+    assert environment_error(PermissionError(errno.EACCES, "Permission denied", "/x/key.csv")) == \
+        "/x/key.csv: permission denied"
+    assert environment_error(OSError(errno.ENOSPC, "No space", "/x/a.csv", None, "/x/.satcal-stage-ingest/new/b.csv")) \
+        == "/x/b.csv: no space left on the device; free some and run the command again (nothing was changed)"
+    assert environment_error(OSError(errno.EIO, "I/O error", "/x")) is None  # others keep their traceback
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    small = tmp_path / "ro"
+    reason = _mount_small_fs(small, 64 * 1024)
+    if reason:
+        pytest.skip(reason)
+    try:
+        shutil.copytree(ws.path, small / "study")
+        subprocess.run(["mount", "-o", "remount,ro", str(small)], check=True)
+        res = CliRunner().invoke(main, ["ingest", str(small / "study"), str(part)])
+        assert res.exit_code == 1
+        assert res.output == f"satcal: error: {small / 'study' / '.satcal.lock'}: read-only file system\n"
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
