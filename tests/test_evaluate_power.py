@@ -10,7 +10,7 @@ from satcal.analysis.power import power_analysis
 from satcal.cli import main
 from satcal.errors import InputFileError
 from satcal.judgments import read_judgments
-from satcal.measures import study_formulations
+from satcal.measures import formulation
 from satcal.runs import read_runs
 from satcal.simulate import UserModel
 from satcal.report import write_analysis
@@ -73,8 +73,10 @@ def test_run_errors(tmp_path, text, fragment):
 
 @pytest.fixture(scope="module")
 def power(ecir_study):
-    return power_analysis(ecir_study.examples, 5, 2, UserModel(), study_formulations(),
-                          budgets=(60, 1500), sims=12, boot=40, seed=3)
+    # a 3 x 2 grid of the study's formulations keeps the simulated analyses fast
+    forms = [formulation(f"{g}-{d}") for d in ("const", "log2") for g in ("lin", "exp2", "exp5")]
+    return power_analysis(ecir_study.examples, 5, 2, UserModel(), forms,
+                          budgets=(60, 1500), sims=10, boot=40, seed=3)
 
 
 def test_power_grows_with_budget(power):
@@ -83,6 +85,9 @@ def test_power_grows_with_budget(power):
     assert t.loc[1500, "power_pair_b3"] >= 0.8          # lin-const vs exp2-log2 differ in b3 by ~0.02
     assert t.loc[1500, "power_gain_b2"] >= 0.8
     assert (t.filter(like="power_") <= 1).all().all() and (t.filter(like="power_") >= 0).all().all()
+    # Monte-Carlo standard error of each share of 10 simulated studies
+    for col in [c for c in t.columns if c.startswith("power_") and not c.endswith("_se")]:
+        np.testing.assert_allclose(t[f"{col}_se"], np.sqrt(t[col] * (1 - t[col]) / 10))
 
 
 def test_power_figure(power, tmp_path):
@@ -127,3 +132,29 @@ def test_calibrated_ndcg_maps_trec_eval_ndcg(tmp_path, rng):
         trec = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(fq), {"ndcg_cut.10"}).evaluate(
             pytrec_eval.parse_run(fr))
     np.testing.assert_allclose(ours.to_numpy(), [trec[q]["ndcg_cut_10"] for q in ours.index], atol=1e-9)
+
+
+def test_evaluate_leads_with_the_per_list_curve(files, tmp_path):
+    """With the joint model in the analysis, evaluate maps phi through s(phi) of fits.csv's joint
+    rows (computed here from those coefficients), and says so in its tables."""
+    from satcal.analysis import calibrate
+    from satcal.analysis.evaluate import load_calibrations
+    rng = np.random.default_rng(4)
+    n = 600
+    phi_a, phi_b = rng.random((n, 1)), rng.random((n, 1))
+    sa, sb = rng.random(n) < expit(-3 + 6 * phi_a[:, 0]), rng.random(n) < expit(-3 + 6 * phi_b[:, 0])
+    answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+    result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"],
+                       sat_model="both", model_check_folds=0)
+    result.meta["provenance"]["k"] = 2
+    write_analysis(result, tmp_path / "cal", figures=False, report=False)
+    cal, = load_calibrations(tmp_path / "cal")
+    fits = pd.read_csv(tmp_path / "cal" / "fits.csv")
+    joint = fits[(fits.sat_model == "joint")].iloc[0]
+    assert cal.sat_model == "joint"
+    np.testing.assert_allclose(cal.sat, joint[["beta0", "beta1", "beta2"]].to_numpy(float))
+    r = evaluate_runs(read_judgments(files / "qrels"), read_runs([files / "a.run"]), cal, k=2)
+    b = joint[["beta0", "beta1", "beta2"]].to_numpy(float)
+    expected = np.mean([expit(b[0] + b[1] * x + b[2] * x * x) for x in (0.75, 0.5)])
+    assert r.per_system["expected_sat"].iloc[0] == pytest.approx(expected, rel=1e-9)
+    assert set(r.per_system["sat_model"]) == {"joint"}

@@ -386,6 +386,14 @@ def test_concurrent_participants_on_postgresql_with_two_server_processes(served_
     assert items.groupby("item_id").size().max() <= 2  # no slot given twice
 
 
+def test_same_prolific_id_entering_at_once_is_one_row_on_postgresql(served_ws, postgres_url):
+    study = _study(served_ws, postgres_url)
+    try:
+        _entering_at_once_makes_one_row(study)
+    finally:
+        study.engine.dispose()
+
+
 def test_sigkill_mid_load_keeps_every_committed_page(served_ws):
     """Participants whose page submission got its redirect (the commit) must find that page
     whole after the server is killed with SIGKILL and restarted; a page is all or nothing."""
@@ -428,3 +436,303 @@ def test_sigkill_mid_load_keeps_every_committed_page(served_ws):
     sizes = items.groupby(["page_token", "page"]).size()
     assert all(n == len(pages[p]) for (_, p), n in sizes.items())
     assert np.isfinite(pd.to_numeric(stored["seconds"])).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile and unlucky requests (issues 25 and 26): never a 500, never a traceback, never a
+# redirect off the server, never a silent change of participant, busy is not full
+# --------------------------------------------------------------------------------------------
+TRACEBACK_MARKS = ("Traceback", 'File "', "Error:", "Exception")
+
+
+def _client(study, **rates):
+    """The app in-process (Starlette's TestClient), exceptions turned into responses as a
+    real server would send them."""
+    from starlette.testclient import TestClient
+    from satcal.serve import create_app
+    return TestClient(create_app(study, **rates), raise_server_exceptions=False, follow_redirects=False)
+
+
+def _sound(response):
+    """The response is an answer, not a crash: no 5xx, no traceback text."""
+    assert response.status_code < 500, (response.request.method, response.request.url, response.text[:300])
+    for mark in TRACEBACK_MARKS:
+        assert mark not in response.text, (mark, response.request.url)
+    return response
+
+
+def _into_page(http, query):
+    """Enter with ``query``, consent, and return the first page's form."""
+    from satcal.serve.client import parse_form
+    r = _sound(http.get("/?" + query))
+    assert r.status_code == 303
+    if r.headers["location"] == "/consent":
+        form = parse_form(_sound(http.get("/consent")).text)
+        r = _sound(http.post("/consent", data={**form.hidden, "consent": "yes"}))
+        assert r.headers["location"] == "/page"
+    return parse_form(_sound(http.get("/page")).text)
+
+
+def test_non_ascii_and_malformed_tokens_are_refused_not_crashed(served_ws):
+    study = _study(served_ws)
+    http = _client(study)
+    form = _into_page(http, "participant=tok1")
+    wrong = {"ascii": "0" * 64, "non-ascii": "\u00e9" * 64, "latin-1 bytes": b"\xff\xfe".decode("latin-1") * 32}
+    for what, token in wrong.items():
+        for path in ("/consent", "/page"):
+            r = _sound(http.post(path, data={**form.hidden, "csrf": token}))
+            assert r.status_code == 403, (what, path)
+        assert _sound(http.get("/status/" + token)).status_code == 404, what
+    # raw bodies a browser would never send: invalid escapes, bytes that are not UTF-8, NULs
+    urlencoded = {"content-type": "application/x-www-form-urlencoded"}
+    for body in (b"csrf=%ff%fe&consent=yes", b"csrf=\xff\xfe", b"csrf=%zz&a=%", b"%%%=&&==", b"\x00=\x00"):
+        for path in ("/consent", "/page", "/switch"):
+            assert _sound(http.post(path, content=body, headers=urlencoded)).status_code == 403, (body, path)
+    # the right CSRF token with malformed fields: consent not given (422), a page token that is
+    # no page's (the participant moves on to their page, nothing stored), no one to switch to
+    body = b"csrf=" + form.hidden["csrf"].encode() + b"&assignment=%00%ff&answer-x=%00&consent=%ff"
+    for path, status in (("/consent", 422), ("/page", 303), ("/switch", 400)):
+        assert _sound(http.post(path, content=body, headers=urlencoded)).status_code == status, path
+    assert _sound(http.get("/status/" + study.status_token)).status_code == 200  # the right one still works
+    assert len(_stored(served_ws)) == 0
+    # the page a participant is on is unchanged by all of it
+    from satcal.serve.client import parse_form
+    assert parse_form(_sound(http.get("/page")).text).hidden["assignment"] == form.hidden["assignment"]
+
+
+def test_redirects_never_follow_the_host_header(served_ws):
+    """Every Location the server sends is a path on this server (or Prolific's completion
+    URL), whatever Host the request names; a trailing slash is a 404, not a redirect."""
+    from satcal.serve.client import Participant
+    http = _client(_study(served_ws))
+    http.headers["host"] = "evil.example"
+    for path in ("/page/", "/consent/", "/done/", "/status/", "/static"):
+        r = _sound(http.get(path))
+        assert r.status_code == 404 and "location" not in r.headers, path
+    locations = []
+    http.event_hooks["response"].append(lambda r: locations.append(r.headers.get("location")))
+    visit = Participant("http://testserver", http).run("PROLIFIC_PID=host1&STUDY_ID=s&SESSION_ID=s", attentive)
+    assert visit.pages == 3 and visit.end_url.endswith(f"cc={CODE}")
+    sent = [loc for loc in locations if loc is not None]
+    assert len(sent) >= 5
+    for loc in sent:
+        assert (loc.startswith("/") and not loc.startswith("//")) or \
+            loc.startswith("https://app.prolific.com/"), loc
+
+
+def test_a_link_never_swaps_a_running_participant_without_their_confirmation(served_ws):
+    from satcal.serve.client import parse_form
+    study = _study(served_ws)
+    http = _client(study)
+    form = _into_page(http, "participant=runner")
+    token = form.hidden["assignment"]
+    # a third-party link to another participant: a question, not a swap
+    r = _sound(http.get("/?participant=intruder"))
+    assert r.status_code == 200 and "runner" in r.text and "intruder" in r.text
+    assert study.known("lab", "intruder") is None  # nobody created by the link
+    assert parse_form(_sound(http.get("/page")).text).hidden["assignment"] == token
+    switch = parse_form(r.text)
+    assert switch.action == "/switch" and switch.method == "post" and switch.hidden["participant"] == "intruder"
+    # a forged confirmation (another site cannot know the token): refused, still the runner
+    forged = _sound(http.post("/switch", data={**switch.hidden, "csrf": "f" * 64}))
+    assert forged.status_code == 403
+    assert parse_form(_sound(http.get("/page")).text).hidden["assignment"] == token
+    # a confirmation without the running session's cookie (a cross-site POST): refused
+    from starlette.testclient import TestClient
+    cookieless = TestClient(http.app, raise_server_exceptions=False, follow_redirects=False)
+    assert _sound(cookieless.post("/switch", data=switch.hidden)).status_code == 403
+    # the same person's own link resumes without a question
+    r = _sound(http.get("/?participant=runner"))
+    assert r.status_code == 303 and r.headers["location"] == "/page"
+    # confirmed on the page: now the other participant, from their own start
+    r = _sound(http.post("/switch", data=switch.hidden))
+    assert r.status_code == 303 and r.headers["location"] == "/consent"
+    intruder = study.known("lab", "intruder")
+    assert intruder is not None and intruder["consented_at"] is None
+    # a Prolific link in a browser running a Prolific participant: asked too, with its ids kept
+    http2 = _client(study)
+    _into_page(http2, "PROLIFIC_PID=pro1&STUDY_ID=s1&SESSION_ID=a")
+    r = _sound(http2.get("/?PROLIFIC_PID=pro2&STUDY_ID=s1&SESSION_ID=b"))
+    assert r.status_code == 200
+    assert parse_form(r.text).hidden == {"csrf": study.csrf_token(study.known("prolific", "pro1")["id"]),
+                                         "PROLIFIC_PID": "pro2", "STUDY_ID": "s1", "SESSION_ID": "b"}
+
+
+def test_a_finished_session_is_replaced_by_a_new_link_without_a_question(served_ws):
+    from satcal.serve.client import Participant
+    study = _study(served_ws)
+    http = _client(study)
+    visit = Participant("http://testserver", http).run("participant=early", attentive)
+    assert visit.pages == 3 and study.known("lab", "early")["finished_at"] is not None
+    r = _sound(http.get("/?participant=late"))
+    assert r.status_code == 303 and r.headers["location"] == "/consent"
+    assert study.known("lab", "late") is not None
+
+
+def test_one_prolific_id_is_one_participant_across_study_ids(served_ws):
+    """The researcher duplicated the Prolific study: the same person enters under a second
+    STUDY_ID. They resume where they were; no page is shown to them twice; and once done,
+    the second study gets no completion code for nothing."""
+    from satcal.serve.client import Participant, parse_form
+    study = _study(served_ws)
+    first = _client(study)
+    form = _into_page(first, "PROLIFIC_PID=dup1&STUDY_ID=studyA&SESSION_ID=s1")
+    answers = {n: v[0] for n, v in form.radios.items()}
+    assert _sound(first.post("/page", data={**form.hidden, **answers})).headers["location"] == "/page"
+    second_page = parse_form(_sound(first.get("/page")).text).hidden["assignment"]
+    # a new browser, the other STUDY_ID: the page they were on, not page 1 again
+    second = _client(study)
+    r = _sound(second.get("/?PROLIFIC_PID=dup1&STUDY_ID=studyB&SESSION_ID=s2"))
+    assert r.headers["location"] == "/page"  # consent was given already
+    assert parse_form(_sound(second.get("/page")).text).hidden["assignment"] == second_page
+    visit = Participant("http://testserver", second).run("PROLIFIC_PID=dup1&STUDY_ID=studyB&SESSION_ID=s2",
+                                                         attentive)
+    assert visit.end_url.endswith(f"cc={CODE}")
+    stored = _stored(served_ws)
+    pages = _pages(served_ws)
+    page_of = {i: p for p, ids in pages.items() for i in ids}
+    shown = stored.loc[stored["status"] == ""].assign(page=lambda d: d["item_id"].map(page_of))
+    assert shown.groupby("page_token")["page"].first().is_unique  # no page twice
+    assert shown["page_token"].nunique() == 3 and not stored.duplicated(["worker_id", "item_id"]).any()
+    assert set(stored["study_id"]) == {"studyA"}  # one participant, as first entered
+    # entering under a third STUDY_ID after finishing: told so, no completion code
+    third = _client(study)
+    r = _sound(third.get("/?PROLIFIC_PID=dup1&STUDY_ID=studyC&SESSION_ID=s3"))
+    assert r.status_code == 200 and "already taken part" in r.text and CODE not in r.text
+    assert "location" not in r.headers
+    # and the same STUDY_ID again still ends with its completion redirect, as before
+    visit = Participant("http://testserver", _client(study)).run("PROLIFIC_PID=dup1&STUDY_ID=studyA&SESSION_ID=s1")
+    assert visit.end_url.endswith(f"cc={CODE}") and visit.pages == 0
+
+
+def _entering_at_once_makes_one_row(study):
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(lambda i: study.enter("prolific", "race1", f"st{i % 4}", f"se{i}"), range(16)))
+    assert len(set(ids)) == 1
+    from sqlalchemy import func, select
+    from satcal.serve import db
+    p = db.tables()["participants"]
+    with study.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(p).where(p.c.external_id == "race1")).scalar_one() == 1
+
+
+def test_same_prolific_id_entering_under_two_study_ids_at_once_is_one_row(served_ws):
+    _entering_at_once_makes_one_row(_study(served_ws))
+
+
+def test_a_busy_study_asks_newcomers_to_come_back_and_full_is_only_when_answered(served_ws, monkeypatch):
+    import satcal.serve.study as study_module
+    from satcal.serve.client import parse_form
+    ws = _configure(served_ws, answers_per_example=1, pages_per_participant=1, attention_checks=0,
+                    assignment_timeout_minutes=2)
+    study = _study(ws)
+    start = float(int(time.time()))
+    clock = [start]
+    monkeypatch.setattr(study_module.time, "time", lambda: clock[0])
+    holders = {pid: study.next_page(pid) for pid in (study.enter("lab", f"h{i}") for i in range(len(study.pages)))}
+    clock[0] += 30  # every slot held, none answered; the first frees at start + 2 minutes
+    http = _client(study)
+    r = _sound(http.get("/?participant=newcomer"))
+    form = parse_form(_sound(http.get("/consent")).text)
+    r = _sound(http.post("/consent", data={**form.hidden, "consent": "yes"}))
+    r = _sound(http.get("/page"))
+    assert r.headers["location"] == "/done"
+    r = _sound(http.get("/done"))
+    frees = time.strftime("%H:%M", time.gmtime(start + 120))
+    assert r.status_code == 200 and f"after {frees} UTC" in r.text and "in about 2 minutes" in r.text
+    assert "answered already" not in r.text
+    assert study.progress()["participants"] == {"in progress": len(study.pages), "waiting": 1}
+    assert study.known("lab", "newcomer")["finished_at"] is None
+    # the slot times out: the newcomer, reloading, gets that page and is in progress again
+    clock[0] = start + 121
+    r = _sound(http.get("/done"))
+    assert r.headers["location"] == "/page"
+    page = parse_form(_sound(http.get("/page")).text)
+    assert study.progress()["participants"] == {"in progress": len(study.pages) + 1}
+    answers = {n: v[0] for n, v in page.radios.items()}
+    assert _sound(http.post("/page", data={**page.hidden, **answers})).headers["location"] == "/page"
+    # the holders answer too (the abandoner's late page is kept as an extra answer)
+    for pid, view in holders.items():
+        assert study.submit(pid, view.token, {f"answer-{i['item_id']}": "both_bad" for i in view.items}) == "stored"
+    assert study.progress()["slots_done"] == len(study.pages)
+    # now every slot is answered: full, and recorded so
+    late = _client(study)
+    _sound(late.get("/?participant=latecomer"))
+    form = parse_form(_sound(late.get("/consent")).text)
+    _sound(late.post("/consent", data={**form.hidden, "consent": "yes"}))
+    r = _sound(late.get("/done"))
+    assert "answered already" in r.text and study.known("lab", "latecomer")["outcome"] == "full"
+
+
+def test_fuzzed_requests_get_no_500_and_no_traceback(served_ws):
+    """Seeded random bytes in paths, tokens, query strings, form fields, bodies, content types,
+    cookies and Host headers, anonymous and inside a running participant's session (whose
+    right CSRF token lets the noise reach the study's own logic); bounded in count and time."""
+    from collections import Counter
+    from urllib.parse import quote, quote_from_bytes
+    from satcal.serve.client import parse_form
+    study = _study(served_ws)
+    rates = dict(participant_rate="100000/minute", entry_rate="100000/minute")
+    http = _client(study, **rates)
+    form = _into_page(http, "participant=fuzz")
+    session = http.cookies["satcal_session"]
+    anonymous = _client(study, **rates)
+    rng = np.random.default_rng(20261124)
+    alphabet = np.frombuffer(b"%&=+;/?#\\.\x00\xff\xfe\xc3\xa9 abcAZ09_-", dtype=np.uint8)
+
+    def noise(n):
+        """n random bytes: from the whole byte range, or from the characters that matter."""
+        pool = rng.integers(0, 256, n, dtype=np.uint8) if rng.random() < 0.5 else rng.choice(alphabet, n)
+        return pool.tobytes()
+
+    def pick(options, weights=None):
+        return options[rng.choice(len(options), p=weights)]
+
+    forms = ["/consent", "/page", "/switch", "/"]
+    fields = ["csrf", "consent", "assignment", "participant", "PROLIFIC_PID", "STUDY_ID", "SESSION_ID"]
+    types = ["application/x-www-form-urlencoded", "multipart/form-data; boundary=xyz", "multipart/form-data",
+             "application/json", "text/plain; charset=utf-8"]
+    seen, deadline = Counter(), time.monotonic() + 20
+    for i in range(500):
+        if time.monotonic() > deadline:
+            break
+        if i % 25 == 0:  # keep to the page the participant is on, so the noise meets a live page
+            form = parse_form(_sound(http.get("/page")).text) or form
+        client = http if rng.random() < 0.75 else anonymous
+        method = pick(["GET", "POST", "PUT", "HEAD"], [0.35, 0.55, 0.05, 0.05])
+        path, where = pick(forms + ["/done", "/status/" + study.status_token]), rng.random()
+        if where < 0.15:
+            path = "/status/" + quote_from_bytes(noise(int(rng.integers(1, 40))), safe="")
+        elif where < 0.25:
+            path += "/"
+        elif where < 0.35:
+            path = path.rstrip("/") + "/" + quote_from_bytes(noise(int(rng.integers(1, 20))), safe="")
+        query = "&".join(f"{pick(fields + ['x'])}={quote_from_bytes(noise(int(rng.integers(0, 30))))}"
+                         for _ in range(int(rng.integers(0, 4))))
+        headers = {"content-type": pick(types, [0.7, 0.1, 0.05, 0.1, 0.05])}
+        if rng.random() < 0.6:  # the participant's own form with one field made of noise
+            data = {**form.hidden, "consent": "yes", "participant": "fuzz",
+                    **{n: v[0] for n, v in form.radios.items()}}
+            data[pick(fields + list(form.radios), None)] = noise(int(rng.integers(0, 70))).decode("latin-1")
+            body = "&".join(f"{quote(k)}={quote(v, encoding='latin-1')}" for k, v in data.items()).encode()
+            headers["content-type"] = "application/x-www-form-urlencoded"
+        else:
+            body = noise(int(rng.integers(0, 300)))
+        if rng.random() < 0.2:
+            headers["host"] = noise(int(rng.integers(1, 20))).translate(None, b"\r\n\x00") or b"x"
+        if rng.random() < 0.1:  # a tampered or foreign session cookie
+            headers["cookie"] = "satcal_session=" + pick([noise(40).hex(), session[:-6] + "AAAAAA"])
+        r = _sound(client.request(method, path + ("?" + query if query else ""), headers=headers,
+                                  content=body if method in ("POST", "PUT") else None))
+        location = r.headers.get("location", "/")
+        assert (location.startswith("/") and not location.startswith("//")) or \
+            location.startswith("https://app.prolific.com/"), location
+        http.cookies.set("satcal_session", session)  # a switch confirmed by noise: back to the fuzzer
+        seen[(method, r.status_code)] += 1
+    assert sum(seen.values()) > 50
+    # the noise met the study's logic, not only the doors: stored pages and refused forms both
+    assert seen[("POST", 303)] > 0 and seen[("POST", 403)] > 0 and seen[("POST", 422)] > 0
+    stored = _stored(served_ws)
+    assert len(stored) > 0 and stored["answer"].isin(["a_better", "b_better", "both_good", "both_bad"]).all()
+    assert not stored.duplicated(["worker_id", "item_id"]).any()

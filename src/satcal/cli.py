@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .errors import SatcalError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -151,31 +151,45 @@ def _expand_runs(values) -> list[Path]:
 
 
 def _echo_ranking(result, top: int = 10) -> None:
+    """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator)."""
+    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
+    for warning in result.meta.get("warnings", []) + result.meta.get("design_warnings", []):
+        click.echo(f"warning: {warning}")
+    cols = estimator_columns(result.bias, result.estimator)
     rank = result.ranking.head(top)
-    intervals = "b1_lo" in result.bias.columns
+    lo, hi = f"{cols[0]}_lo", f"{cols[0]}_hi"
+    intervals = lo in result.bias.columns
     if intervals:
-        rank = rank.merge(result.bias[["formulation", "b1_lo", "b1_hi"]], on="formulation")
-    click.echo("\nFormulations ranked by bias (mean rank over b1, b2, b3; 1 = least biased):")
-    click.echo(f"  {'#':>2}  {'formulation':<14} {'b1':>7}{'  b1 95% interval' if intervals else ''} "
-               f"{'b2':>7} {'b3':>7}")
-    for i, r in enumerate(rank.itertuples(), start=1):
-        iv = f"  [{r.b1_lo:.4f}, {r.b1_hi:.4f}]" if intervals else ""
-        click.echo(f"  {i:>2}  {r.formulation:<14} {r.b1:7.4f}{iv} {r.b2:7.4f} {r.b3:7.4f}")
+        rank = rank.merge(result.bias[["formulation", lo, hi]], on="formulation")
+    ranks = "rank_lo" in rank.columns
+    click.echo(f"\nFormulations ranked by bias ({ESTIMATOR_NAMES[result.estimator]}; mean rank over "
+               f"{', '.join(cols)}; 1 = least biased):")
+    click.echo(f"  {'#':>2}  {'formulation':<14} {cols[0]:>8}{'  95% interval    ' if intervals else ''} "
+               f"{cols[1]:>8} {cols[2]:>8}{'  P(first)  rank 95%' if ranks else ''}")
+    for i, r in enumerate(rank.itertuples(index=False), start=1):
+        r = r._asdict()
+        iv = f"  [{r[lo]:.4f}, {r[hi]:.4f}]" if intervals else ""
+        rk = f"  {r['p_best']:8.2f}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
+        click.echo(f"  {i:>2}  {r['formulation']:<14} {r[cols[0]]:8.4f}{iv} {r[cols[1]]:8.4f} {r[cols[2]]:8.4f}{rk}")
+    click.echo("\n" + result.verdict.sentence())
 
 
 def _analysis_options(f):
     options = [
         click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
                      show_default=True,
-                     help="Preference population: 'all' answers (ties and both_* count as "
-                          "disagreement, as in the paper) or only a_better/b_better answers."),
+                     help="Preference population: 'all' answers (ties and both_* answers count as "
+                          "not siding with the higher score; this reproduces the published numbers) "
+                          "or only a_better/b_better answers."),
         click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000,
-                     show_default=True, help="Bootstrap replicates over examples, for intervals "
-                                             "and pairwise tests (0 for none)."),
+                     show_default=True, help="Bootstrap replicates (over workers and examples "
+                                             "when answers carry worker ids, else examples), for "
+                                             "intervals and pairwise tests (0 for none)."),
         click.option("--seed", type=int, default=2015, show_default=True,
                      help="Seed of the bootstrap and of the model-check folds."),
-        click.option("--jobs", type=int, default=1, show_default=True,
-                     help="Parallel workers for the bootstrap (-1: all cores)."),
+        click.option("--jobs", type=int, default=0, show_default=True,
+                     help="Worker processes for the bootstrap: 0 one per core this process may "
+                          "use (its CPU affinity), -1 the same, -2 one fewer, N exactly N."),
         click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
                      show_default=True, help="Parallel backend for the bootstrap."),
         click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
@@ -197,6 +211,11 @@ def _analysis_options(f):
                           "answers: satisfaction of a list whose partner got the same verdict; "
                           "reproduces the paper exactly), or 'both' (also the per-list curve of a "
                           "joint model over all four answers; 'joint' is the same)."),
+        click.option("--indicator-range", "indicator_range", type=click.Choice(["data", "full"]),
+                     default="data", show_default=True,
+                     help="Where b1-b3 are computed: over the scores the answers reach ('data'; "
+                          "curves beyond them are extrapolations) or over all of [0, 1] ('full', as "
+                          "the paper, whose design reached it). The same when answers reach [0, 1]."),
         click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
     ]
@@ -224,7 +243,7 @@ def _analysis_options(f):
 @_analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
             bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, sat_model,
-            force, quiet):
+            indicator_range, force, quiet):
     """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
 
     \b
@@ -237,6 +256,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
+    from ._threads import resolve_jobs
     from .analysis import calibrate
     from .report import write_analysis
 
@@ -244,8 +264,9 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     if sources != 1:
         raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
                           "--answers FILE with --judgments FILE")
-    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
-                  backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model)
+    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=resolve_jobs(jobs),
+                  backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model,
+                  indicator_range=indicator_range)
     scale = dict(normalization=normalization, negatives=negatives)
     if workspace is not None:
         from .workspace import Workspace
@@ -401,6 +422,10 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    from .generate import ECIR2015_PAIRING_CORRELATION
+    click.echo(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
+               f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
+               f"{ECIR2015_PAIRING_CORRELATION:.2f}); the paper's P(Sat|phi) depends on it, the per-list curve does not")
     extra = _extra_measures_line(result)
     if extra:
         click.echo(extra)
@@ -679,7 +704,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     writes power/power.csv and power/power.png.
     """
     from .analysis.power import power_analysis
-    from .simulate import UserModel
+    from .simulate import _workspace_model
     from .workspace import Workspace
     ws = Workspace.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
@@ -690,9 +715,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     pair_t = tuple(p.strip() for p in pair.split(","))
     if len(pair_t) != 2:
         raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    sim = ws.config["simulation"]
-    model = UserModel(formulation=sim["formulation"], intercept=sim["intercept"], slope=sim["slope"],
-                      heterogeneity=sim["heterogeneity"], workers=sim["workers"], seed=ws.seed + 5)
+    model = _workspace_model(ws)  # every [simulation] key, as satcal simulate reads them
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
                             pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
                             sims, boot, seed=ws.seed + 5,

@@ -32,8 +32,9 @@ _BANDS = (("boot_lo", "boot_hi", "bootstrap"), ("lo", "hi", "Wald"))
 
 
 def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diagonal: bool,
-                  sat_model: str = "published", ax=None, discounts=None):
+                  sat_model: str = "published", ax=None, discounts=None, show_points: bool = True):
     curves = result.curves[result.curves["curve"] == curve]
+    extrapolated = False
     if "sat_model" in curves.columns:
         curves = curves[curves["sat_model"] == sat_model]
     points = result.points[result.points["curve"] == curve]
@@ -61,10 +62,16 @@ def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diag
             if c.empty:
                 continue
             col = gain_colour(gain, i)
+            # solid where the answers hold data, dotted where the curve only extrapolates
+            sup = c["supported"].astype(bool).to_numpy() if "supported" in c.columns else np.ones(len(c), bool)
+            extrapolated = extrapolated or not sup.all()
             if band is not None:
-                panel.fill_between(c["x"], c[band[0]], c[band[1]], color=col, alpha=0.12, lw=0)
-            panel.plot(c["x"], c["p"], color=col, lw=1.8, label=gain)
-            panel.scatter(p["x_mid"], p["proportion"], color=col, s=14, alpha=0.8, zorder=3)
+                panel.fill_between(c["x"], c[band[0]], c[band[1]], where=sup, color=col, alpha=0.12, lw=0)
+            panel.plot(c["x"].where(sup), c["p"].where(sup), color=col, lw=1.8, label=gain)
+            if not sup.all():
+                panel.plot(c["x"].where(~sup), c["p"].where(~sup), color=col, lw=1.0, ls=":")
+            if show_points:
+                panel.scatter(p["x_mid"], p["proportion"], color=col, s=14, alpha=0.8, zorder=3)
         panel.set_title(f"discount: {disc}" if disc else "other measures", fontsize=11)
         if not disc or not new:  # measures beyond DCG, or a caller's axes: name the lines here
             panel.legend(fontsize=8, loc="upper left", frameon=False)
@@ -83,7 +90,8 @@ def _curve_figure(result, curve: str, title: str, xlabel: str, ylabel: str, diag
     what = next((name for lo, _, name in _BANDS if band and band[0] == lo), None)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False,
                title="gain (lines: quadratic logit fit" + (f"; bands: 95% {what} interval" if what else "")
-               + "; points: bin proportions)")
+               + ("; points: bin proportions" if show_points else "")
+               + ("; dotted: no data there, extrapolated" if extrapolated else "") + ")")
     fig.suptitle(title, fontsize=13)
     fig.tight_layout(rect=(0, 0.08, 1, 0.96))
     return fig
@@ -109,11 +117,11 @@ def figure_sat(result, ax=None, discounts=None):
 
 
 def figure_sat_joint(result, ax=None, discounts=None):
-    """Figure 1b: the joint model's per-list s(phi), laid out as Figure 1 (the points are the
-    published estimator's bins, for reference). ``ax`` and ``discounts`` as in figure_sat."""
+    """Figure 1b: the joint model's per-list s(phi), laid out as Figure 1 (no points: no answer
+    observes one list's satisfaction alone). ``ax`` and ``discounts`` as in figure_sat."""
     return _curve_figure(result, "sat", "s(phi): probability that a list with score phi satisfies a user "
                          "(joint model, all four answers)", "phi", "s(phi)", diagonal=True, sat_model="joint",
-                         ax=ax, discounts=discounts)
+                         ax=ax, discounts=discounts, show_points=False)
 
 
 def figure_pref(result, ax=None, discounts=None):
@@ -185,16 +193,28 @@ def _first_crossing(x: np.ndarray, p: np.ndarray, level: float):
 
 def reading_guide(result) -> list[Markup]:
     """Plain-language findings drawn from the tables (a few sentences, as HTML fragments whose
-    every value is escaped)."""
+    every value is escaped). Each claim about which formulation is least biased is the
+    bootstrap's verdict (:attr:`CalibrationResult.verdict`), never the point estimates alone."""
+    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
     rank = result.ranking
+    verdict = result.verdict
+    cols = estimator_columns(result.bias, verdict.estimator)
     best = rank.iloc[0]
-    worst = rank.iloc[-1]
-    out = [Markup("The least biased formulation overall is <b>{}</b> (b1 = {:.3f}, b2 = {:.3f}, b3 = "
-                  "{:.3f}); the most biased is <b>{}</b> (b1 = {:.3f}, b2 = {:.3f}, b3 = {:.3f}). Next "
-                  "best: {}.").format(best.formulation, best.b1, best.b2, best.b3, worst.formulation,
-                                      worst.b1, worst.b2, worst.b3, ", ".join(rank.formulation.iloc[1:4]))]
-    for ind, meaning in (("b1", "distance from P(Sat|phi) = phi"), ("b2", "gaps at phi = 0 and 1"),
-                         ("b3", "users' disagreement with dphi")):
+    out = [Markup("<b>{}</b>").format(verdict.sentence())]
+    out.append(Markup("Ranked first on the full sample: {} ({} = {:.3f}, {} = {:.3f}, {} = {:.3f}); "
+                      "last: {}.").format(best.formulation, cols[0], best[cols[0]], cols[1], best[cols[1]],
+                                          cols[2], best[cols[2]], rank.formulation.iloc[-1]))
+    if verdict.estimator == "per_list":
+        paper_best = rank.sort_values(["mean_rank_paper", "b1"]).formulation.iloc[0]
+        out.append(Markup("The paper's estimator ranks {} first; it depends on which partners the design "
+                          "pairs lists with (see 'Two satisfaction curves'), the per-list one does not.")
+                   .format(paper_best))
+    meanings = (("distance from the ideal curve s(phi) = phi" if verdict.estimator == "per_list"
+                 else "distance from P(Sat|phi) = phi"),
+                "gaps at the ends of the score range",
+                "share of answers not siding with the higher-scored list, both-good and both-bad "
+                "answers included")
+    for ind, meaning in zip(cols, meanings):
         row = result.bias.loc[result.bias[ind].idxmin()]
         out.append(Markup("Lowest {} ({}): {} ({:.3f}).").format(ind, meaning, row.formulation, row[ind]))
     if not result.anova.empty:
@@ -202,18 +222,33 @@ def reading_guide(result) -> list[Markup]:
         for ind, g in result.anova.groupby("indicator"):
             g = g[g.term != "Residual"].set_index("term")
             top = g["eta_sq"].idxmax()
-            parts.append(f"{ind}: {top} explains {100 * g.loc[top, 'eta_sq']:.0f}% of the variance "
-                         f"(p = {g.loc[top, 'p']:.2g})")
-        out.append(Markup("ANOVA over the formulations: {}.").format("; ".join(parts)))
-    c = _published(result.curves)
-    sat = c[(c.formulation == best.formulation) & (c.curve == "sat")]
-    pref = c[(c.formulation == best.formulation) & (c.curve == "pref")]
+            r = g.loc[top]
+            interval = (f", 95% interval {100 * r.eta_sq_lo:.0f}-{100 * r.eta_sq_hi:.0f}%"
+                        if "eta_sq_lo" in g and pd.notna(r.get("eta_sq_lo")) else "")
+            # the chi2 tail far beyond the bootstrap's resolution says only "very small"
+            test = ("no test without the bootstrap: the estimates share their answers" if pd.isna(r.p)
+                    else "bootstrap Wald test p < 1e-16" if r.p < 1e-16
+                    else f"bootstrap Wald test p = {r.p:.2g}")
+            parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
+                         f"formulations{interval} ({test})")
+        out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
+    c = result.curves
+    model = "joint" if verdict.estimator == "per_list" else "published"
+    if "sat_model" in c.columns:
+        sat = c[(c.formulation == best.formulation) & (c.curve == "sat") & (c.sat_model == model)]
+    else:
+        sat = c[(c.formulation == best.formulation) & (c.curve == "sat")]
+    pref = _published(c)
+    pref = pref[(pref.formulation == best.formulation) & (pref.curve == "pref")]
     if not sat.empty:
+        if "supported" in sat.columns:
+            sat = sat[sat.supported.astype(bool)]
         x, p = sat.x.to_numpy(), sat.p.to_numpy()
-        out.append(Markup("Under {}, users are satisfied with probability {:.2f} at phi = 0 and {:.2f} at "
-                          "phi = 1; the curve lies above the diagonal (the score underestimates "
-                          "satisfaction) over {:.0f}% of [0, 1].").format(best.formulation, p[0], p[-1],
-                                                                         100 * np.mean(p > x)))
+        what = "a list satisfies a user" if model == "joint" else "users are satisfied"
+        out.append(Markup("Under {}, {} with probability {:.2f} at phi = {:.1f} and {:.2f} at phi = {:.1f}; "
+                          "the curve lies above the diagonal (the score underestimates satisfaction) over "
+                          "{:.0f}% of that range.").format(best.formulation, what, p[0], x[0], p[-1], x[-1],
+                                                          100 * np.mean(p > x)))
     if not pref.empty:
         half = _first_crossing(pref.x.to_numpy(), pref.p.to_numpy(), 0.5)
         out.append(Markup("A majority of users agree with the sign of dphi only once |dphi| reaches "
@@ -270,8 +305,9 @@ def _beyond_dcg_paragraph(result) -> Markup | None:
     sign = 1 if r.formulation_1 == best_other else -1
     d, lo, hi = sign * r["diff"], *sorted((sign * r["lo"], sign * r["hi"]))
     p_text = f"Holm-adjusted p = {r['p_holm']:.2g} over all pairs"
-    verdict = ("the answers cannot tell the two apart" if lo <= 0 <= hi else
-               f"{best_other if d < 0 else best_dcg} is less biased, beyond the bootstrap's doubt")
+    verdict = ("the answers cannot tell the two apart" if r["p_holm"] >= 0.05 or lo <= 0 <= hi else
+               f"{best_other if d < 0 else best_dcg} is less biased by b1 (the difference holds after "
+               "Holm's adjustment over all pairs)")
     return text + Markup(" The best of them, {}, against the best DCG formulation, {}: b1 differs by "
                          "{:+.3f} (95% interval {:+.3f} to {:+.3f}, {}), so {}. A measure's rank says how "
                          "closely its score tracks the probability that users are satisfied, not how "
@@ -279,10 +315,12 @@ def _beyond_dcg_paragraph(result) -> Markup | None:
         best_other, best_dcg, d, lo, hi, p_text, verdict)
 
 
-def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None) -> Markup:
+def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None,
+                na_rep: str = "NaN") -> Markup:
     """A table as HTML; pandas escapes every cell."""
     shown = df if max_rows is None else df.head(max_rows)
-    return Markup(shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True))
+    return Markup(shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True,
+                                na_rep=na_rep))
 
 
 def _parameters(prov: dict) -> list[tuple[str, object]]:
@@ -296,9 +334,19 @@ def _parameters(prov: dict) -> list[tuple[str, object]]:
             ("satisfaction model", ", ".join(prov.get("sat_model", []))),
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
+            ("bootstrap resamples", prov.get("resampling")),
             ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
     return [(k, v) for k, v in rows if v not in (None, "")]
 
+
+_ESTIMATOR_TEXT = {
+    "per_list": Markup("the per-list s(phi) of the joint model (<code>b1_joint</code>, <code>b2_joint</code>, "
+                       "<code>b3_joint</code>), which does not depend on the design's pairs; the paper's "
+                       "<code>b1</code>-<code>b3</code> and their ranking (<code>mean_rank_paper</code>) "
+                       "stay beside it for reproduction"),
+    "paper": Markup("the paper's P(Sat|phi) and P(Pref|dphi) (<code>b1</code>-<code>b3</code>); run the "
+                    "analysis with the joint model (<code>--sat-model both</code>) for the per-list "
+                    "estimator, which does not depend on the design's pairs")}
 
 _CAPTIONS = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
              "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
@@ -316,28 +364,30 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     prov = meta.get("provenance", {})
     ranking = result.ranking
     if result.bootstrap is not None:
-        ranking = ranking.merge(result.bias.drop(columns=["b1", "b2", "b3", "gain", "discount"]),
-                                on="formulation")
+        extra = [c for c in result.bias.columns if c == "formulation" or c not in ranking.columns]
+        ranking = ranking.merge(result.bias[extra].drop(columns=["family"], errors="ignore"), on="formulation")
     context = {
         "name": str(meta.get("name") or "study"), "n_examples": meta.get("n_examples", 0),
         "answer_counts": ", ".join(f"{k}: {v}" for k, v in meta.get("answer_counts", {}).items()),
         "n_sat_lists": meta.get("n_sat_lists", 0), "n_formulations": meta.get("n_formulations", 0),
         "population": str(meta.get("population")), "simulated": bool(prov.get("simulated")),
         "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
-        "guide": reading_guide(result),
+        "guide": reading_guide(result), "warnings": list(meta.get("warnings", [])),
+        "design_warnings": list(meta.get("design_warnings", [])),
+        "estimator": _ESTIMATOR_TEXT[result.estimator],
         "joint_gap": _joint_gap(result) if "b1_joint" in result.bias.columns else None,
         "joint_bootstrapped": "b1_joint_lo" in result.bias.columns,
         "figures": [{"caption": _CAPTIONS.get(name, name), "alt": path.stem,
                      "data": base64.b64encode(path.read_bytes()).decode("ascii")}
                     for name, path in figure_paths.items()],
         "ranking": _table_html(ranking), "pairs": None, "p_floor": None,
-        "anova": _table_html(result.anova), "model_check": None,
+        "anova": _table_html(result.anova, na_rep=""), "model_check": None,
         "crowd": meta.get("crowd"), "screening": None, "workers": None,
         "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
     }
     if result.bootstrap is not None:
         pairs = result.bootstrap.pairwise
-        context["pairs"] = _table_html(pairs[pairs.indicator == "b1"].sort_values(["p_normal", "p"]).head(30))
+        context["pairs"] = _table_html(_close_pairs(result, pairs))
         context["p_floor"] = 1 / result.bootstrap.replicates
     if not result.model_check.empty:
         summary = result.model_check.groupby(["curve", "model"], as_index=False)[["log_loss", "brier"]].mean()
@@ -355,6 +405,17 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(**context)
+
+
+def _close_pairs(result, pairs: pd.DataFrame, n: int = 15) -> pd.DataFrame:
+    """The pairs a reader asks about: the top-ranked formulation against the ``n`` closest to it
+    in the lead indicator (not the most obviously different pairs)."""
+    from .analysis.ranking import estimator_columns
+    lead = estimator_columns(result.bias, result.estimator)[0]
+    indicator = lead if (pairs.indicator == lead).any() else "b1"
+    top = result.ranking.formulation.iloc[0]
+    mine = pairs[(pairs.indicator == indicator) & ((pairs.formulation_1 == top) | (pairs.formulation_2 == top))]
+    return mine.assign(_gap=mine["diff"].abs()).sort_values("_gap").drop(columns="_gap").head(n)
 
 
 def _dawid_skene_summary(workers: pd.DataFrame) -> dict | None:
@@ -378,7 +439,7 @@ def _joint_gap(result) -> float:
 
 
 def _version() -> str:
-    from . import __version__
+    from ._version import __version__
     return __version__
 
 
@@ -400,9 +461,10 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
     if figures or report:
         fig_dir = out / "figures"
         fig_dir.mkdir(exist_ok=True)
-        makers = {"fig1_sat": figure_sat, "fig2_pref": figure_pref, "fig3_bias": figure_bias}
+        makers = {"fig1_sat": figure_sat}
         if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "joint").any():
             makers["fig1b_sat_joint"] = figure_sat_joint
+        makers.update(fig2_pref=figure_pref, fig3_bias=figure_bias)
         if result.bootstrap is not None:
             makers["fig4_intervals"] = figure_intervals
         for name, make in makers.items():

@@ -1,16 +1,53 @@
-"""Bootstrap over examples: intervals for every curve, point and bias value, and pairwise
-differences between formulations (B = 1000 by default, seeded).
+"""Bootstrap: intervals for every curve, point and bias value, and pairwise differences between
+formulations (B = 1000 by default, seeded).
 
-Each replicate resamples the answered examples with replacement; an example's two satisfaction
-rows and its preference row travel together. Replicate b draws from its own stream,
-``SeedSequence(seed).spawn(B)[b]``, so the numbers do not depend on how the work is split:
-the same on 1 or 8 processes, with joblib's local processes or on a Dask cluster.
+What a replicate resamples follows the data's structure (SPEC 7.2), because answers are not
+independent: one worker's answers share that worker's leniency, several answers to one example
+share its lists, and an example's two P(Sat|phi) rows share one verdict.
+
+- Answers with worker ids, examples answered by several workers (crossed): Owen's pigeonhole
+  bootstrap (Owen 2007, "The pigeonhole bootstrap", Annals of Applied Statistics 1(2)). Each
+  replicate draws the workers with replacement and, independently, the examples; an answer's
+  weight is (times its worker was drawn) x (times its example was drawn).
+- Worker ids and one worker per example (the default design, one answer per example):
+  examples are nested in workers, so the replicate draws workers and takes all their answers
+  (the cluster bootstrap of the top level; Davison & Hinkley 1997, "Bootstrap Methods and
+  their Application", sec. 3.8). Crossing would count each answer's own noise three times.
+- Example ids only (the ECIR 2015 data): examples, with all their answers.
+- Neither: answers, independently.
+
+Every rule keeps an answer's two satisfaction rows and its preference row together. The
+label is in ``calibration.json`` (``resampling``). Replicate b draws from its own stream,
+``SeedSequence(seed).spawn(B)[b]``, so the numbers do not depend on how the work is split: the
+same on 1 or 8 processes, with joblib's local processes or on a Dask cluster. A replicate's
+answer weights are summed per distinct (phi_A, phi_B, answer) row (``np.bincount``), so it
+costs O(answers) to draw and its fits cost what the distinct rows cost.
+
+Measured (benchmarks/bench_coverage.py, docs/benchmarks.md; 150 simulated studies of 1,500
+answers from 60 workers with heterogeneity 0.5 on random pairs, 4 formulations, B = 300;
+"SE ratio" is the mean bootstrap SE over the SD of the estimates across studies):
+
+- resampling answers or examples while workers differ: SE ratio of b1 0.64-0.87, BC intervals
+  cover b1 0.84 of the time (0.77-0.90), the P(Sat|0.5) band 0.79-0.82;
+- one answer per example, workers resampled: SE ratio 0.94-1.02 for b1-b3, coverage of b1,
+  b2, b3 0.92, 0.93, 0.93 and of the P(Sat|0.5) band 0.93;
+- three answers per example, pigeonhole: conservative, SE ratio 1.3-1.8, coverage 0.97-1.00
+  (0.99 for the band). No resampling scheme is exact for crossed data (McCullagh 2000,
+  "Resampling and exchangeable arrays", Bernoulli 6(2)); this one counts each answer's own
+  noise about three times. Workers alone there give SE ratio 0.79-0.97 and coverage 0.91-0.93:
+  the pigeonhole's intervals are the ones that hold 95 %;
+- no worker effects, examples resampled: SE ratio 0.87-1.03, coverage of b1, b2, b3 0.89,
+  0.91, 0.94 and of the band 0.94.
 
 Curves and points get percentile intervals (2.5 %, 97.5 %). The bias indicators get
-bias-corrected (BC) percentile intervals (Efron 1981): b1 averages an absolute value, so its
-estimate is biased upward and plain percentile intervals under-cover (75 % instead of 95 %
-in our simulation; BC: 95 %, see tests/test_bootstrap.py). The two-sided bootstrap p-value of
-a difference d between formulations is ``min(1, 2 min(P*(d <= 0), P*(d >= 0)))``. Replicates whose fit does not
+bias-corrected (BC) percentile intervals (Efron 1981, "Nonparametric standard errors and
+confidence intervals", Canadian Journal of Statistics 9(2)): b1 averages an absolute value, so
+its estimate is biased upward where the curve is near the diagonal. Where b1 is small (0.037,
+tests/test_bootstrap.py's design) BC intervals cover it 0.89 of the time and percentile ones
+0.75; at b1 = 0.11-0.30 (the benchmark) percentile intervals cover a little more than BC (b1
+0.93-0.94 against 0.89-0.92 where the resampling is right; basic and normal intervals less). BC is
+kept for its worst case. The two-sided bootstrap p-value of a difference d between
+formulations is ``min(1, 2 min(P*(d <= 0), P*(d >= 0)))``. Replicates whose fit does not
 converge (separation) are left out and counted.
 """
 from __future__ import annotations
@@ -22,31 +59,107 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from .core import (GRID, AnswerTypes, _distinct_pairs, bias_indicators, collapse_answers, design,
                    fit_logit_replicates, preference_curves, satisfaction_curves)
 from ..measures import bin_index
 
-__all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "parallel_map"]
+__all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "resampling_clusters",
+           "cluster_codes", "parallel_map", "RESAMPLING"]
 
 LEVEL = 0.95
 
 
 def replicate_weights(n: int, replicates: int, seed: int, groups: np.ndarray | None = None,
-                      n_groups: int | None = None) -> np.ndarray:
-    """Resampling counts; replicate b uses child stream b of SeedSequence(seed).
+                      n_groups: int | None = None, clusters=None) -> np.ndarray:
+    """Resampling weights of the answers; replicate b uses child stream b of SeedSequence(seed).
 
-    Without ``groups``: (B, n), how often each of the n answers is drawn. With ``groups`` (the
-    distinct row of each answer, :class:`~satcal.analysis.core.AnswerTypes`): (B, n_groups),
-    the same draws summed per distinct row, so memory grows with distinct rows, not answers.
+    Parameters
+    ----------
+    n : int
+        Number of answers.
+    replicates, seed : int
+    groups, n_groups : optional
+        The distinct row of each answer (:class:`~satcal.analysis.core.AnswerTypes`
+        ``inverse``) and the number of rows: the weights are then summed per distinct row,
+        (B, n_groups), so memory grows with distinct rows, not answers.
+    clusters : sequence of (n,) int arrays, optional
+        One or two clusterings of the answers, coded 0..G-1 (:func:`cluster_codes`). Each
+        replicate draws the G clusters of every clustering with replacement, independently, and
+        an answer's weight is the product of its clusters' draw counts: with (workers,
+        examples) this is Owen's (2007) pigeonhole bootstrap, with (examples,) the bootstrap of
+        examples. None: every answer drawn independently (n draws). Each replicate costs
+        O(n + G) time.
+
+    Returns
+    -------
+    (B, n) weights, or (B, n_groups) with ``groups``.
     """
     children = np.random.SeedSequence(seed).spawn(replicates)
     width = n if groups is None else int(n_groups)
     out = np.empty((replicates, width), dtype=np.float64)
+    sizes = [int(c.max()) + 1 if len(c) else 0 for c in clusters] if clusters is not None else []
     for b, child in enumerate(children):
-        draws = np.random.default_rng(child).integers(0, n, n)
-        out[b] = np.bincount(draws if groups is None else groups[draws], minlength=width)
+        rng = np.random.default_rng(child)
+        if clusters is None:
+            draws = rng.integers(0, n, n)
+            out[b] = np.bincount(draws if groups is None else groups[draws], minlength=width)
+            continue
+        w = np.ones(n)
+        for codes, size in zip(clusters, sizes):
+            w *= np.bincount(rng.integers(0, size, size), minlength=size)[codes]
+        out[b] = w if groups is None else np.bincount(groups, weights=w, minlength=width)
     return out
+
+
+#: How replicates resample, by what the answers carry (``calibration.json`` ``resampling``).
+RESAMPLING = {"pigeonhole": "workers x examples (pigeonhole)", "workers": "workers (examples nested)",
+              "examples": "examples", "answers": "answers"}
+
+
+def cluster_codes(ids) -> np.ndarray | None:
+    """Integer codes 0..G-1 of cluster labels, in order of first appearance; a missing label
+    (None, NaN, empty) is a cluster of its own. None when every label is missing."""
+    ids = pd.Series(np.asarray(ids, dtype=object))
+    missing = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
+    if missing.all():
+        return None
+    codes, uniques = pd.factorize(ids.where(~missing, None), use_na_sentinel=True)
+    codes[missing] = uniques.size + np.arange(int(missing.sum()))
+    return codes.astype(np.intp)
+
+
+def resampling_clusters(n: int, worker_ids=None, example_ids=None) -> tuple[str, tuple | None]:
+    """What the bootstrap resamples, from the ids the answers carry (SPEC 7.2).
+
+    - Worker ids (not all missing) and examples answered by several workers: workers and
+      examples, crossed (Owen's pigeonhole bootstrap).
+    - Worker ids and every example answered by one worker only (the default design, one
+      answer per example; or no example ids): examples are nested in workers, and resampling
+      workers with all their answers is the cluster bootstrap of the top level (Davison &
+      Hinkley 1997, sec. 3.8); crossing them with examples would count the answers' own noise
+      three times.
+    - Example ids only: examples, all answers to one example together.
+    - Neither: answers.
+
+    Returns the :data:`RESAMPLING` label and the ``clusters`` for :func:`replicate_weights`.
+    """
+    def codes(ids, name):
+        if ids is None:
+            return None
+        if len(ids) != n:
+            raise SatcalError(f"{name} has {len(ids)} entries for {n} answers")
+        return cluster_codes(ids)
+
+    workers, examples = codes(worker_ids, "worker_ids"), codes(example_ids, "example_ids")
+    if workers is not None:
+        if examples is None or np.unique(np.stack([examples, workers]), axis=1).shape[1] == examples.max() + 1:
+            return RESAMPLING["workers"], (workers,)
+        return RESAMPLING["pigeonhole"], (workers, examples)
+    if examples is not None:
+        return RESAMPLING["examples"], (examples,)
+    return RESAMPLING["answers"], None
 
 
 def _quantiles(values: np.ndarray, axis: int = 0):
@@ -99,7 +212,7 @@ def _binned_rates(x, y, W, n_bins):
         return np.where(n > 0, s / n, np.nan)
 
 
-def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
+def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins, sat_range=None, pref_range=None):
     """All replicates of one formulation: curve bands, point bands, b1-b3 per replicate."""
     out = {}
     curves = {}
@@ -113,7 +226,7 @@ def _one_formulation(x_sat, y_sat, w_sat, x_pref, y_pref, w_pref, n_bins):
         out[f"{curve}_band"] = _quantiles(p[1:])
         out[f"{curve}_points"] = _quantiles(_binned_rates(x, y, w[1:], n_bins))
         out[f"{curve}_failed"] = int((~ok[1:]).sum())
-    ind = bias_indicators(curves["sat"], curves["pref"])
+    ind = bias_indicators(curves["sat"], curves["pref"], sat_range=sat_range, pref_range=pref_range)
     out["indicators"] = np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)  # (B, 3)
     return out
 
@@ -174,6 +287,7 @@ class BootstrapResult:
     seed: int = 0
     estimates: np.ndarray = None            # (F, 3): the full-sample b1, b2, b3
     joint: dict | None = field(default=None, repr=False)  # the joint model's, see bootstrap_joint
+    resampling: str = RESAMPLING["answers"]  # what a replicate resamples, see RESAMPLING
 
     @property
     def bias_intervals(self) -> pd.DataFrame:
@@ -185,13 +299,14 @@ class BootstrapResult:
                 out[f"{name}_se"] = np.nanstd(self.indicators[:, :, k], axis=0, ddof=1)
         if self.joint is not None:
             lo, hi = _bc_interval(self.joint["indicators"], self.joint["estimates"])
-            for k, name in enumerate(("b1_joint", "b2_joint")):
+            for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")):
                 out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
         return out
 
     @property
     def pairwise(self) -> pd.DataFrame:
-        """Every pair of formulations, every indicator: difference, interval, p-values.
+        """Every pair of formulations, every indicator (the per-list ``b1_joint``-``b3_joint``
+        too when the joint model ran): difference, interval, p-values.
 
         ``diff`` is the full-sample difference (the bootstrap mean where no estimate is kept),
         ``lo``/``hi`` the 95% percentile interval of the replicates' differences, ``se`` their
@@ -207,16 +322,19 @@ class BootstrapResult:
         from statsmodels.stats.multitest import multipletests
         rows = []
         ids = self.formulations
-        for k, name in enumerate(("b1", "b2", "b3")):
-            vals = self.indicators[:, :, k]
+        sets = [(name, self.indicators[:, :, k], None if self.estimates is None else self.estimates[:, k])
+                for k, name in enumerate(("b1", "b2", "b3"))]
+        if self.joint is not None:  # the per-list estimator's indicators, paired the same way
+            sets += [(name, self.joint["indicators"][:, :, k], self.joint["estimates"][:, k])
+                     for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")[:self.joint["indicators"].shape[2]])]
+        for name, vals, est in sets:
             for i, j in combinations(range(len(ids)), 2):
                 d = vals[:, i] - vals[:, j]
                 d = d[np.isfinite(d)]
                 if d.size < 2:
                     continue
                 lo, hi = np.percentile(d, [2.5, 97.5])
-                diff = (self.estimates[i, k] - self.estimates[j, k]) if self.estimates is not None \
-                    else float(np.mean(d))
+                diff = (est[i] - est[j]) if est is not None else float(np.mean(d))
                 se = float(np.std(d, ddof=1))
                 rows.append({"indicator": name, "formulation_1": ids[i], "formulation_2": ids[j],
                              "diff": float(diff), "lo": lo, "hi": hi, "se": se,
@@ -259,52 +377,78 @@ class BootstrapResult:
                            bootstrap_failed_fits=int(self.failed[["sat", "pref"]].to_numpy().sum()))
 
 
-def _joint_replicates(phi_a, phi_b, code, W, fit):
-    """One formulation's joint model over the replicates: s(phi) band and b1, b2 per replicate."""
-    from .joint import bootstrap_thetas
+def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=None):
+    """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
+    implied preference curve) per replicate."""
+    from .joint import bootstrap_thetas, implied_preference
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
-    ind = bias_indicators(curves, np.zeros_like(curves))
-    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"]], axis=1)}
+    ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
+    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
-                    seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False) -> dict:
+                    seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False,
+                    clusters=None, support: dict | None = None) -> dict:
     """The joint model's bootstrap, on the same replicates as the published curves' (same
     seed, same resampled examples): each replicate's parameters by the k-step bootstrap
     (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
-    b2_joint per replicate for their BC intervals."""
-    from .joint import CODES
+    b2_joint, b3_joint per replicate for their BC intervals. ``clusters`` as for
+    :func:`replicate_weights` (the same as the published curves', so the same weights)."""
+    from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
-    W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size)
-    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j]) for j in range(len(fits)))
+    W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size, clusters)
+    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
+    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j], rng("sat_joint", j), rng("pref", j))
+             for j in range(len(fits)))
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
-    estimates = np.array([[np.mean(np.abs(GRID - f.predict(GRID)[0])),
-                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2] for f in fits])
+    def estimate(j, f):  # the full-sample indicators, over the same ranges as the replicates'
+        ind = bias_indicators(f.predict(GRID)[0], implied_preference(f, GRID), sat_range=rng("sat_joint", j),
+                              pref_range=rng("pref", j))
+        return [float(ind["b1"]), float(ind["b2"]), float(ind["b3"])]
+    estimates = np.array([estimate(j, f) for j, f in enumerate(fits)])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
-            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 2)
+            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
             "estimates": estimates}
 
 
+@one_blas_thread
 def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,
-                          types: AnswerTypes | None = None, joint_fits: list | None = None) -> BootstrapResult:
-    """Bootstrap the whole calibration over examples (see module docstring).
+                          types: AnswerTypes | None = None, joint_fits: list | None = None,
+                          support: dict | None = None, clusters=None,
+                          resampling: str | None = None) -> BootstrapResult:
+    """Bootstrap the whole calibration (see module docstring).
 
-    Answers are drawn with replacement; each replicate's draws are then counted per distinct
-    (phi_A, phi_B, answer) row (``types``, computed when not given), so the fits cost what the
-    distinct rows cost.
+    ``clusters``: None (answers resampled independently), or one or two sequences of cluster
+    labels per answer, in input order: ``(example_ids,)`` resamples examples, ``(worker_ids,
+    example_ids)`` workers and examples crossed (Owen's pigeonhole bootstrap); a missing label
+    is a cluster of its own (:func:`resampling_clusters` builds them from the ids, with the
+    ``resampling`` label kept in the result; by default "examples" for one clustering). Each
+    replicate's answer weights are then summed per distinct (phi_A, phi_B, answer) row
+    (``types``, computed when not given), so the fits cost what the distinct rows cost.
+    ``support`` ({"sat": (F, 2), "pref": (F, 2)} ranges) computes the indicators over the
+    ranges the point estimates used (None: the whole of [0, 1]).
     """
     if replicates < 2:
         raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")
     if types is None:
         types = collapse_answers(phi_a, phi_b, answers)
     n = types.n_answers
+    if clusters is not None:
+        if len(clusters) not in (1, 2) or any(len(c) != n for c in clusters):
+            raise SatcalError(f"clusters: one or two sequences of {n} labels (one per answer) expected")
+        clusters = tuple(cluster_codes(c) for c in clusters)
+        if any(c is None for c in clusters):
+            raise SatcalError("clusters: a clustering whose labels are all missing; leave it out")
+        resampling = resampling or (RESAMPLING["pigeonhole"] if len(clusters) == 2 else RESAMPLING["examples"])
+    else:
+        resampling = RESAMPLING["answers"]
     # Row 0: the full sample (every answer once), for the point estimates of the BC intervals.
     W = np.vstack([types.counts[None, :],
-                   replicate_weights(n, replicates, seed, types.inverse, types.counts.size)])
+                   replicate_weights(n, replicates, seed, types.inverse, types.counts.size, clusters)])
     sat = satisfaction_curves(types)
     pref = preference_curves(types, population)
     w_sat = W[:, sat[0].types]  # the same rows for every formulation
@@ -312,19 +456,21 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     def weights(curve):
         return W if curve.types is None else W[:, curve.types]
 
-    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins)
-             for j in range(len(forms)))
+    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
+    tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins,
+              rng("sat", j), rng("pref", j)) for j in range(len(forms)))
     results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap",
                            total=len(forms))
     ids = [f.id for f in forms]
     indicators = np.stack([r["indicators"] for r in results], axis=1)  # (1 + B, F, 3)
     joint = None
     if joint_fits is not None:
-        joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress)
+        joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress,
+                                clusters=clusters, support=support)
     return BootstrapResult(
         formulations=ids, replicates=replicates, indicators=indicators[1:], estimates=indicators[0],
         curve_bands={(f, c): r[f"{c}_band"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         point_bands={(f, c): r[f"{c}_points"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         failed=pd.DataFrame({"formulation": ids, "sat": [r["sat_failed"] for r in results],
                              "pref": [r["pref_failed"] for r in results]}),
-        seed=seed, joint=joint)
+        seed=seed, joint=joint, resampling=resampling)

@@ -7,11 +7,13 @@
   published figures and bias scores were computed); ``preferences_only`` keeps a_better /
   b_better answers with dphi != 0.
 - Fit: binomial GLM with logit link on (1, x, x^2) (statsmodels, unpenalised), with a 95%
-  band from the linear predictor's standard error.
+  Wald band from the linear predictor's standard error; for P(Sat|phi) the covariance is
+  cluster-robust with an answer's two rows as one cluster (``fit_logit(clusters=...)``).
 - Bias, over the grid x = 0, 0.001, ..., 1:
   b1 = mean |x - P(Sat|x)|;  b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2;  b3 = mean (1 - P(Pref|x)).
 - ANOVA: value ~ gain + discount over the formulations' point estimates (additive, sequential
-  sums of squares), with eta squared = SS_term / SS_total.
+  sums of squares), with eta squared = SS_term / SS_total; the test of each effect is the
+  bootstrap Wald test of :mod:`.effects` (the estimates share their answers).
 """
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, ndtri
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
-from ..ingest import ANSWER_CODES, StudyData
+from ..answers import ANSWER_CODES, StudyData
 from ..measures import Formulation, bin_index, bin_midpoints, score_lists, _resolve
+from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
 
 __all__ = [
     "POPULATIONS",
@@ -49,6 +53,8 @@ __all__ = [
     "CalibrationResult",
     "calibrate",
     "rank_formulations",
+    "supported_range",
+    "INDICATOR_RANGES",
 ]
 
 POPULATIONS = ("all", "preferences_only")
@@ -258,7 +264,12 @@ def design(x, degree: int = 2) -> np.ndarray:
 
 @dataclass
 class LogitFit:
-    """A fitted logit curve P(y=1|x) = expit(beta . (1, x, x^2, ...))."""
+    """A fitted logit curve P(y=1|x) = expit(beta . (1, x, x^2, ...)).
+
+    ``cov`` is the covariance of ``beta`` that :meth:`band` uses: the inverse Fisher
+    information (``cov_type = "model"``), or the cluster-robust sandwich when the rows were
+    fitted with clusters (``"cluster"``, see :func:`fit_logit`).
+    """
 
     beta: np.ndarray
     cov: np.ndarray
@@ -267,12 +278,13 @@ class LogitFit:
     deviance: float
     aic: float
     converged: bool
+    cov_type: str = "model"
 
     def predict(self, x) -> np.ndarray:
         return expit(design(x, len(self.beta) - 1) @ self.beta)
 
     def band(self, x, level: float = 0.95):
-        """Pointwise interval from the linear predictor's standard error."""
+        """Pointwise Wald interval, expit(eta -+ z se(eta)), with se(eta) from ``cov``."""
         X = design(x, len(self.beta) - 1)
         eta = X @ self.beta
         se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, self.cov, X), 0.0))
@@ -305,13 +317,26 @@ def sufficient_statistics(x, y, w=None):
     return xd[nz], yd[nz], counts[nz]
 
 
-def fit_logit(x, y, degree: int = 2, weights=None) -> LogitFit:
+def fit_logit(x, y, degree: int = 2, weights=None, clusters=None) -> LogitFit:
     """Unpenalised binomial GLM with logit link on (1, x, ..., x^degree) (statsmodels).
 
     The rows are first collapsed to their sufficient statistics (distinct (x, y) with counts,
     fitted with frequency weights), so the cost depends on the number of distinct scores, not
     on the number of answers; coefficients, covariance, deviance and AIC are those of the
     per-row fit. ``weights`` are frequency weights of the given rows.
+
+    ``clusters`` (one label per given row) makes ``cov`` cluster-robust: the rows with one
+    label form one cluster, which stands for ``weight`` identical clusters (so the rows of a
+    label must share their weight; a collapsed answer type with count c is c clusters). The
+    sandwich (Liang & Zeger 1986, Biometrika 73(1); CR1 as in Stata and statsmodels'
+    ``cov_type="cluster"``, whose default small-sample factor it applies):
+
+        V = c H^-1 (sum_g w_g s_g s_g^T) H^-1,  s_g = sum_{i in g} (y_i - p_i) x_i,
+        c = G / (G - 1) * (N - 1) / (N - K),
+
+    with H the Fisher information, G = sum_g w_g clusters, N observations and K coefficients.
+    :func:`calibrate` clusters the P(Sat|phi) rows by answer (an answer's A and B rows share
+    its verdict, so they are not independent; the model-based band is about 20 % too narrow).
 
     scikit-learn's ``LogisticRegression`` is penalised by default and flips the quadratic
     coefficient's sign on this kind of data, so statsmodels is used.
@@ -330,8 +355,37 @@ def fit_logit(x, y, degree: int = 2, weights=None) -> LogitFit:
     separated = any(issubclass(w.category, (PerfectSeparationWarning, ConvergenceWarning))
                     for w in caught)
     converged = bool(res.converged) and not separated
-    return LogitFit(np.asarray(res.params), np.asarray(res.cov_params()), int(round(n)),
-                    int(round(float((ws * ys).sum()))), float(res.deviance), float(res.aic), converged)
+    beta, cov = np.asarray(res.params), np.asarray(res.cov_params())
+    if clusters is not None:
+        cov = _cluster_cov(x, y, weights, clusters, beta, degree)
+    return LogitFit(beta, cov, int(round(n)), int(round(float((ws * ys).sum()))), float(res.deviance),
+                    float(res.aic), converged, "model" if clusters is None else "cluster")
+
+
+def _cluster_cov(x, y, weights, clusters, beta, degree):
+    """The CR1 cluster-robust covariance of :func:`fit_logit` (see there)."""
+    x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
+    w = np.ones_like(x) if weights is None else np.asarray(weights, float).ravel()
+    codes, _ = pd.factorize(np.asarray(clusters).ravel())
+    if codes.size != x.size or (codes < 0).any():
+        raise SatcalError(f"clusters need one label per row ({x.size}), none missing")
+    X = design(x, degree)
+    p = expit(X @ beta)
+    scores = (y - p)[:, None] * X                                   # one observation's score
+    g = codes.max() + 1
+    s = np.stack([np.bincount(codes, weights=scores[:, k], minlength=g) for k in range(X.shape[1])], 1)
+    w_g = np.bincount(codes, weights=w, minlength=g) / np.bincount(codes, minlength=g)
+    if not np.allclose(w, w_g[codes]):
+        raise SatcalError("clusters: the rows of one cluster need the same weight")
+    meat = (s * w_g[:, None]).T @ s
+    # the Fisher information at beta itself (statsmodels' IRLS covariance is from its last
+    # iteration's weights, a few 1e-7 off)
+    bread = np.linalg.pinv((X * (w * p * (1 - p))[:, None]).T @ X)
+    n_clusters, n_obs, k = w_g.sum(), w.sum(), X.shape[1]
+    if n_clusters < 2 or n_obs <= k:
+        return np.full((k, k), np.nan)
+    factor = n_clusters / (n_clusters - 1) * (n_obs - 1) / (n_obs - k)
+    return factor * bread @ meat @ bread
 
 
 def _newton(beta: np.ndarray, eta_of, y_of, w_of, design_of, max_iter: int, tol: float):
@@ -462,43 +516,79 @@ def binned_points(x, y, n_bins: int = 10, weights=None) -> pd.DataFrame:
                          "n": n, "successes": np.rint(s).astype(int), "proportion": prop, "lo": lo, "hi": hi})
 
 
-def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GRID) -> dict:
-    """b1, b2, b3 from curves evaluated on ``grid`` (last axis).
+def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GRID,
+                    sat_range=None, pref_range=None) -> dict:
+    """b1, b2, b3 from curves evaluated on ``grid`` (last axis), over the supported ranges.
 
+    Over the whole grid (``sat_range`` and ``pref_range`` None, or (0, 1)), as in the paper:
     b1 = mean |x - P(Sat|x)|, b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2, b3 = mean (1 - P(Pref|x)).
+    Over a supported range [lo, hi] (``sat_range``, ``pref_range``: (..., 2) arrays that
+    broadcast against the curves' leading axes), the means run over the grid points inside it
+    and b2 measures the gaps at its ends: ((P(Sat|lo) - lo) + (hi - P(Sat|hi))) / 2, which is
+    the paper's b2 when [lo, hi] = [0, 1]. A curve is not scored where no answer holds data.
     """
-    return {
-        "b1": np.abs(grid - p_sat).mean(axis=-1),
-        "b2": (p_sat[..., 0] + 1.0 - p_sat[..., -1]) / 2.0,
-        "b3": (1.0 - p_pref).mean(axis=-1),
-    }
+    p_sat, p_pref = np.asarray(p_sat, float), np.asarray(p_pref, float)
+    if sat_range is None and pref_range is None:
+        return {"b1": np.abs(grid - p_sat).mean(axis=-1),
+                "b2": (p_sat[..., 0] + 1.0 - p_sat[..., -1]) / 2.0,
+                "b3": (1.0 - p_pref).mean(axis=-1)}
+    s_lo, s_hi, s_mask = _range_mask(sat_range, grid)
+    _, _, p_mask = _range_mask(pref_range, grid)
+
+    def at(p, x):  # the curve at x (a grid point); nan where the range is undefined
+        idx = np.searchsorted(grid, np.where(np.isfinite(x), x, 0.0) - 1e-12)
+        idx = np.broadcast_to(np.asarray(idx)[..., None], p.shape[:-1] + (1,))
+        return np.where(np.isfinite(x), np.take_along_axis(p, idx, -1)[..., 0], np.nan)
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"b1": (np.abs(grid - p_sat) * s_mask).sum(axis=-1) / s_mask.sum(axis=-1),
+                "b2": ((at(p_sat, s_lo) - s_lo) + (s_hi - at(p_sat, s_hi))) / 2.0,
+                "b3": ((1.0 - p_pref) * p_mask).sum(axis=-1) / p_mask.sum(axis=-1)}
 
 
-def anova_table(bias: pd.DataFrame, indicators: Sequence[str] = ("b1", "b2", "b3")) -> pd.DataFrame:
-    """Additive two-way ANOVA value ~ gain + discount per indicator (sequential SS), eta^2.
+def _range_mask(bounds, grid: np.ndarray):
+    """(lo, hi, mask over grid) of ranges given as (..., 2); None is the whole of [0, 1]."""
+    bounds = np.array([0.0, 1.0]) if bounds is None else np.asarray(bounds, float)
+    lo, hi = bounds[..., 0], bounds[..., 1]
+    mask = (grid >= lo[..., None] - 1e-12) & (grid <= hi[..., None] + 1e-12)
+    return lo, hi, mask.astype(float)
+
+
+#: Observations a bin needs before a curve counts as supported by data there.
+SUPPORT_MIN_COUNT = 5
+#: Where the bias indicators are computed: ``data`` (the supported range, the default) or
+#: ``full`` (the whole of [0, 1], as the paper, whose design reached it for every formulation).
+INDICATOR_RANGES = ("data", "full")
+
+
+def supported_range(x, weights=None, n_bins: int = 10, min_count: int = SUPPORT_MIN_COUNT) -> tuple:
+    """The range of scores a curve's data support: from the lower edge of the lowest bin to the
+    upper edge of the highest bin holding at least ``min_count`` observations (SPEC 4 bins).
+
+    Bins are the study's unit of coverage, so a curve is supported wherever the design placed
+    enough lists (or differences); between two such bins it is interpolated, beyond them it
+    would be extrapolated. (nan, nan) when no bin has enough data.
+    """
+    b = bin_index(np.asarray(x, float), n_bins)
+    w = np.ones(b.size) if weights is None else np.asarray(weights, float)
+    held = np.flatnonzero(np.bincount(b, weights=w, minlength=n_bins) >= min_count)
+    if held.size == 0:
+        return (np.nan, np.nan)
+    return (round(held[0] / n_bins, 10), round((held[-1] + 1) / n_bins, 10))
+
+
+def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
+                bootstrap=None) -> pd.DataFrame:
+    """Effects of gain and discount per indicator: sums of squares, eta^2 and a valid test.
 
     Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
-    structure and are left out.
+    structure and are left out. The estimates share their answers, so ``p`` comes from the
+    bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
+    (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
+    and the joint model's indicators present in ``bias``.
     """
-    import statsmodels.formula.api as smf
-    from statsmodels.stats.anova import anova_lm
-
-    bias = crossed_design(bias)
-
-    terms = [t for t in ("gain", "discount") if bias[t].nunique() > 1]
-    if not terms or len(bias) <= sum(bias[t].nunique() - 1 for t in terms) + 1:
-        return pd.DataFrame(columns=["indicator", "term", "df", "sum_sq", "mean_sq", "F", "p", "eta_sq"])
-    rows = []
-    for ind in indicators:
-        model = smf.ols(f"{ind} ~ " + " + ".join(f"C({t})" for t in terms), data=bias).fit()
-        table = anova_lm(model, typ=1)
-        total = table["sum_sq"].sum()
-        for term, r in table.iterrows():
-            name = term[2:-1] if term.startswith("C(") else term
-            rows.append({"indicator": ind, "term": name, "df": int(r["df"]), "sum_sq": r["sum_sq"],
-                         "mean_sq": r["mean_sq"], "F": r["F"], "p": r["PR(>F)"],
-                         "eta_sq": r["sum_sq"] / total if total > 0 else np.nan})
-    return pd.DataFrame(rows)
+    from .effects import effects_table
+    return effects_table(bias, indicators, bootstrap=bootstrap)
 
 
 def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
@@ -515,15 +605,6 @@ def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
     per_gain = bias.groupby("gain")["discount"].nunique()
     gains = per_gain.index[per_gain == len(discounts)] if len(bias) else []
     return bias[bias["gain"].isin(gains)]
-
-
-def rank_formulations(bias: pd.DataFrame) -> pd.DataFrame:
-    """Formulations ordered by their mean rank over b1, b2, b3 (1 = least biased)."""
-    out = bias[["formulation", "gain", "discount", "b1", "b2", "b3"]].copy()
-    for b in ("b1", "b2", "b3"):
-        out[f"rank_{b}"] = out[b].rank(method="min").astype(int)
-    out["mean_rank"] = out[["rank_b1", "rank_b2", "rank_b3"]].mean(axis=1)
-    return out.sort_values(["mean_rank", "b1"]).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -626,8 +707,47 @@ class CalibrationResult:
     workers: pd.DataFrame | None = None     # a workspace's worker table, shown in the report
 
     @property
+    def estimator(self) -> str:
+        """The estimator the ranking leads with: ``per_list`` when the joint model ran, else
+        ``paper`` (see :mod:`satcal.analysis.ranking`)."""
+        return lead_estimator(self.bias)
+
+    @property
     def ranking(self) -> pd.DataFrame:
-        return rank_formulations(self.bias)
+        """Formulations by mean rank over the lead estimator's b1-b3, with each one's
+        probability of ranking first and its 95% rank interval when bootstrapped."""
+        table = rank_formulations(self.bias, self.estimator)
+        unc = self.rank_uncertainty
+        if unc is not None:
+            table = table.merge(unc, on="formulation", how="left")
+        return table
+
+    @property
+    def rank_uncertainty(self) -> pd.DataFrame | None:
+        """:func:`~satcal.analysis.ranking.rank_uncertainty` of the lead estimator (None without
+        a bootstrap)."""
+        boot = self.bootstrap
+        if boot is None:
+            return None
+        cols = estimator_columns(self.bias, self.estimator)
+        paper = {"b1": 0, "b2": 1, "b3": 2}
+        joint = {"b1_joint": 0, "b2_joint": 1, "b3_joint": 2}
+        parts = []
+        for c in cols:
+            if c in paper:
+                parts.append(boot.indicators[:, :, paper[c]])
+            elif boot.joint is not None and joint[c] < boot.joint["indicators"].shape[2]:
+                parts.append(boot.joint["indicators"][:, :, joint[c]])
+            else:
+                return None
+        return rank_uncertainty(np.stack(parts, axis=2), list(boot.formulations))
+
+    @property
+    def verdict(self):
+        """:class:`~satcal.analysis.ranking.RankingVerdict`: whether the answers single out one
+        least-biased formulation."""
+        return ranking_verdict(rank_formulations(self.bias, self.estimator), self.rank_uncertainty,
+                               thin=bool(self.meta.get("warnings")))
 
     def __repr__(self) -> str:
         best = self.ranking.iloc[0] if len(self.bias) else None
@@ -676,11 +796,13 @@ def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:
                          "family": [x["family"] for x in labels]})
 
 
+@one_blas_thread
 def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
               phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
               bootstrap: int = 0, seed: int = 0, n_jobs: int = 1, backend: str = "loky",
-              progress: bool = False, sat_model: str = "published") -> CalibrationResult:
+              progress: bool = False, sat_model: str = "published",
+              indicator_range: str = "data", worker_ids=None, example_ids=None) -> CalibrationResult:
     """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
 
     Parameters
@@ -693,7 +815,11 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     population : {"all", "preferences_only"}
         Preference population (see module docstring); ``all`` reproduces the paper.
     bootstrap : int
-        Bootstrap replicates over examples (0 for none; 1000 is the usual choice).
+        Bootstrap replicates (0 for none; 1000 is the usual choice). With worker ids they
+        resample workers and examples crossed (Owen's pigeonhole bootstrap; workers alone when
+        each example has one worker), with example ids only examples, and with neither answers
+        (:func:`~satcal.analysis.bootstrap.resampling_clusters`); which one is recorded in
+        ``meta["provenance"]["resampling"]``.
     seed : int
         Seed of the model check folds and of the bootstrap.
     sat_model : {"published", "both", "joint"}
@@ -703,12 +829,25 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         answers (:mod:`satcal.analysis.joint`): rows with ``sat_model = "joint"`` in curves and
         fits (its band from the observed information) and ``b1_joint``, ``b2_joint`` in bias.
         b1-b3 stay the published model's.
+    indicator_range : {"data", "full"}
+        Where b1-b3 are computed: over the range of scores each curve's data support
+        (:func:`supported_range`, the default), or over the whole of [0, 1] as in the paper (the
+        same thing when the design reaches every bin, as ECIR 2015's does). Curves outside their
+        support are extrapolations: ``curves.csv`` marks them (``supported``) and the figures
+        draw them dotted.
+    worker_ids, example_ids : sequence, optional
+        With ``phi_a``/``phi_b``/``answers`` and no study: the worker and the example of each
+        answer, for the bootstrap's resampling (a study gives its own ``worker_id`` and
+        ``example_id`` columns).
     """
     forms = _resolve(formulations)
     if sat_model not in SAT_MODELS:
         raise SatcalError(f"sat_model must be one of {', '.join(SAT_MODELS)}, got {sat_model!r}")
     if population not in POPULATIONS:
         raise SatcalError(f"population must be one of {', '.join(POPULATIONS)}, got {population!r}")
+    if indicator_range not in INDICATOR_RANGES:
+        raise SatcalError(f"indicator_range must be one of {', '.join(INDICATOR_RANGES)}, "
+                          f"got {indicator_range!r}")
     meta: dict = {"population": population, "seed": seed, "n_formulations": len(forms)}
     if study is not None:
         types = collapse_study(study, forms)
@@ -734,7 +873,13 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
 
     meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
     meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
+    meta["provenance"]["pairing_correlation"] = _pairing(types, forms)
     fcols = _formulation_columns(forms)
+    support = {"sat": np.array([supported_range(c.x, c.w, n_bins) for c in sat_curves]),
+               "pref": np.array([supported_range(c.x, c.w, n_bins) for c in pref_curves])}
+    meta["support"] = support
+    meta["provenance"]["indicator_range"] = indicator_range
+    meta["provenance"]["support"] = _support_record(fcols["formulation"], support, n_bins)
     fit_rows, curve_frames, point_frames, check_rows = [], [], [], []
     p_sat, p_pref = np.empty((len(forms), GRID.size)), np.empty((len(forms), GRID.size))
     iterator = range(len(forms))
@@ -745,7 +890,8 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         ident = fcols.iloc[j].to_dict()
         for curve, data, store in (("sat", sat_curves[j], p_sat), ("pref", pref_curves[j], p_pref)):
             x, y, w = data.x, data.y, data.w
-            fit = fit_logit(x, y, weights=w)
+            # an answer's A and B rows form one cluster (its row of AnswerTypes, data.types)
+            fit = fit_logit(x, y, weights=w, clusters=data.types if curve == "sat" else None)
             store[j] = fit.predict(GRID)
             lo, hi = fit.band(GRID)
             fit_rows.append({**ident, "curve": curve, "n": fit.n, "successes": fit.successes,
@@ -757,19 +903,26 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                              # the isotonic fit, which cannot
                              "monotone": bool(np.all(np.diff(store[j]) >= -1e-12))})
             iso = _isotonic_curve(x, y, w)
+            rng = support[curve][j]
             curve_frames.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
                                               "curve": curve, "x": GRID, "p": store[j], "lo": lo,
-                                              "hi": hi, "p_isotonic": iso}))
+                                              "hi": hi, "p_isotonic": iso,
+                                              "supported": (GRID >= rng[0] - 1e-12) & (GRID <= rng[1] + 1e-12)}))
             pts = binned_points(x, y, n_bins, weights=w)
             point_frames.append(pts.assign(**ident, curve=curve))
             checks = model_check(x, y, model_check_folds, seed, obs=data.obs) if model_check_folds else []
             for row in checks:
                 check_rows.append({**ident, "curve": curve, **row})
-    ind = bias_indicators(p_sat, p_pref)
+    ranges = support if indicator_range == "data" else {"sat": None, "pref": None}
+    ind = bias_indicators(p_sat, p_pref, sat_range=ranges["sat"], pref_range=ranges["pref"])
     bias = fcols.assign(**ind)[["formulation", "gain", "discount", "b1", "b2", "b3", "family"]]
     joint_models = None
     if sat_model != "published":
-        joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress)
+        support["sat_joint"] = np.array([_list_support(types, j, n_bins) for j in range(len(forms))])
+        meta["provenance"]["support"] = _support_record(fcols["formulation"], support, n_bins)
+        ranges["sat_joint"] = support["sat_joint"] if indicator_range == "data" else None
+        joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress,
+                                                                      ranges["sat_joint"], ranges["pref"])
         fit_rows += joint_fits
         curve_frames += joint_curves
         bias = bias.assign(**b_joint)
@@ -786,23 +939,108 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         model_check=pd.DataFrame(check_rows, columns=order + ["model", "log_loss", "brier", "folds"]),
         meta=meta)
     if bootstrap:
-        from .bootstrap import bootstrap_calibration
+        from .bootstrap import bootstrap_calibration, resampling_clusters
+        if study is not None:
+            worker_ids, example_ids = (study.examples[c] if c in study.examples.columns else None
+                                       for c in ("worker_id", "example_id"))
+        resampling, clusters = resampling_clusters(len(answers), worker_ids, example_ids)
+        meta["provenance"]["resampling"] = resampling
         result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
                                                  backend=backend, progress=progress, types=types,
-                                                 joint_fits=joint_models)
+                                                 joint_fits=joint_models, clusters=clusters,
+                                                 resampling=resampling, support=ranges)
         result.bootstrap.attach(result)
+        result.anova = anova_table(result.bias, bootstrap=result.bootstrap)  # the valid test
+    result.meta["warnings"] = thin_data_warnings(result)
+    result.meta["provenance"]["warnings"] = result.meta["warnings"]
+    result.meta["design_warnings"] = design_warnings(result)
+    result.meta["provenance"]["design_warnings"] = result.meta["design_warnings"]
     return result
+
+
+#: How far a design's pairing correlation may stray from the ECIR 2015 pairs' before the paper's
+#: estimator is called incomparable with the published one (the audit's two designs, -0.06
+#: and -0.77, moved lin-const's b2 from 0.096 to 0.325).
+PAIRING_TOLERANCE = 0.2
+
+
+def design_warnings(result: "CalibrationResult") -> list[str]:
+    """Sentences saying when the paper's estimator is read on a design unlike the paper's: its
+    P(Sat|phi) is the satisfaction of a list given that its partner got the same verdict, so it
+    moves with how the design pairs lists (SPEC 7.2)."""
+    from ..generate import ECIR2015_PAIRING_CORRELATION as PAPER
+    r = result.meta.get("provenance", {}).get("pairing_correlation", {}).get("median")
+    if r is None or abs(r - PAPER) <= PAIRING_TOLERANCE:
+        return []
+    lead = ("the ranking leads with the per-list estimator, which does not depend on it"
+            if "b1_joint" in result.bias.columns else
+            "run the analysis with the joint model (--sat-model both) for the per-list estimator, "
+            "which does not depend on it")
+    return [f"This design pairs lists with correlation {r:+.2f} between phi_A and phi_B (median over "
+            f"formulations; the ECIR 2015 pairs: {PAPER:+.2f}). The paper's P(Sat|phi) and b1-b3 depend "
+            f"on that pairing, so here they are not comparable with the published ones; {lead}."]
+
+
+#: Below these, a study's answers are called thin and its ranking is not crowned: the paper
+#: collected 4,115 answers; a cluster bootstrap over fewer than 20 workers rests on too few
+#: clusters; a bin of fewer than 20 observations gives a proportion within +/- 0.2 at best.
+THIN = {"answers": 1000, "workers": 20, "per_bin": 20}
+
+
+def thin_data_warnings(result: "CalibrationResult") -> list[str]:
+    """Sentences saying where the answers are too thin, or the scores too narrow, to support
+    the analysis's claims (shown first in the report, printed by the CLI, kept in
+    calibration.json). Empty when nothing is thin."""
+    out = []
+    prov = result.meta.get("provenance", {})
+    n = int(result.meta.get("n_examples", 0))
+    if n < THIN["answers"]:
+        out.append(f"Only {n} answers (the paper collected 4,115): curves and indicators are uncertain; "
+                   "read the intervals, not the point estimates.")
+    workers = prov.get("workers")
+    if workers is not None and workers < THIN["workers"]:
+        out.append(f"Only {workers} workers: what one worker thinks weighs on every estimate, and an "
+                   "interval that resamples workers rests on few of them.")
+    pts = result.points[result.points["n"] > 0]
+    sparse = pts[pts["n"] < THIN["per_bin"]]
+    if len(pts) and len(sparse) / len(pts) > 0.25:
+        out.append(f"{len(sparse)} of {len(pts)} bins with data hold fewer than {THIN['per_bin']} "
+                   "observations: their proportions are within +/- 0.2 at best.")
+    support = result.meta.get("support")
+    if support is not None:
+        sat = support.get("sat_joint", support["sat"])  # the lead estimator's curve
+        short = np.flatnonzero(~((sat[:, 0] <= 1e-9) & (sat[:, 1] >= 1 - 1e-9)))
+        if short.size:
+            names = result.bias["formulation"].to_numpy()[short]
+            shown = ", ".join(f"{f} [{sat[j, 0]:.1f}, {sat[j, 1]:.1f}]" for f, j in zip(names[:6], short[:6]))
+            more = f" and {short.size - 6} more" if short.size > 6 else ""
+            where = ("over that range only, so they are not comparable with indicators over [0, 1]"
+                     if prov.get("indicator_range", "data") == "data" else
+                     "over [0, 1] all the same (indicator_range = full): partly extrapolated")
+            out.append(f"The answers do not reach all of [0, 1] for {short.size} formulations "
+                       f"({shown}{more}): their curves beyond it are extrapolations (dotted in the "
+                       f"figures) and their indicators are computed {where}.")
+    return out
 
 
 #: Satisfaction models of ``calibrate(sat_model=...)``; ``joint`` is the same as ``both``.
 SAT_MODELS = ("published", "both", "joint")
 
 
-def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
-    """The joint model of every formulation: fits rows, curve frames, and b1_joint, b2_joint."""
-    from .joint import fit_joint
-    fits, curves, b1, b2, models = [], [], [], [], []
+def _list_support(types: AnswerTypes, j: int, n_bins: int) -> tuple:
+    """Where the per-list curve of formulation ``j`` has data: every answered list counts (the
+    joint model uses all four answers), A and B alike."""
+    x = np.concatenate([types.phi_a[:, j], types.phi_b[:, j]])
+    return supported_range(x, np.concatenate([types.counts, types.counts]), n_bins)
+
+
+def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_range=None, pref_range=None):
+    """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
+    many starts agreed and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
+    (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`)."""
+    from .joint import fit_joint, implied_preference
+    fits, curves, b1, b2, b3, models = [], [], [], [], [], []
     iterator = range(len(fcols))
     if progress:
         from tqdm.auto import tqdm
@@ -818,13 +1056,28 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
                      "se0": se[0], "se1": se[1], "se2": se[2], "deviance": -2 * fit.loglik,
                      "aic": -2 * fit.loglik + 2 * fit.theta.size, "converged": fit.converged,
                      "monotone": bool(np.all(np.diff(p) >= -1e-12)),
-                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")}})
+                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
+                     "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
+                     "flags": "; ".join(fit.flags)})
+        s_rng = None if sat_range is None else sat_range[j]
+        p_rng = None if pref_range is None else pref_range[j]
+        inside = (GRID >= (0 if s_rng is None else s_rng[0]) - 1e-12) & (GRID <= (1 if s_rng is None else s_rng[1]) + 1e-12)
         curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
                                     "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
-                                    "p_isotonic": np.nan}))
-        b1.append(float(np.mean(np.abs(GRID - p))))
-        b2.append(float((p[0] + 1 - p[-1]) / 2))
-    return fits, curves, {"b1_joint": b1, "b2_joint": b2}, models
+                                    "p_isotonic": np.nan, "supported": inside}))
+        ind = bias_indicators(p, implied_preference(fit, GRID), sat_range=s_rng, pref_range=p_rng)
+        b1.append(float(ind["b1"]))
+        b2.append(float(ind["b2"]))
+        b3.append(float(ind["b3"]))
+    return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
+
+
+def _support_record(formulations, support: dict, n_bins: int) -> dict:
+    """calibration.json's record of where each curve has data (SPEC 7.2)."""
+    return {"rule": f"hull of the {n_bins} bins holding at least {SUPPORT_MIN_COUNT} observations",
+            "min_count": SUPPORT_MIN_COUNT,
+            "ranges": {f: {curve: [None if not np.isfinite(v) else float(v) for v in support[curve][j]]
+                           for curve in support} for j, f in enumerate(formulations)}}
 
 
 def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answers: int) -> dict:
@@ -849,6 +1102,15 @@ def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answ
         "packages": package_versions(),
         "simulated": False,
     }
+
+
+def _pairing(types: AnswerTypes, forms) -> dict:
+    """corr(phi_A, phi_B) of the answered examples (each answer once): the median over the
+    formulations and each one's (SPEC 7.2; the paper's curve depends on it)."""
+    from ..generate import pairing_correlation
+    r = pairing_correlation(types.phi_a, types.phi_b, types.counts)
+    return {"median": round(float(np.nanmedian(r)), 4) if np.isfinite(r).any() else None,
+            "by_formulation": {f.id: (round(float(v), 4) if np.isfinite(v) else None) for f, v in zip(forms, r)}}
 
 
 def _isotonic_curve(x, y, w=None) -> np.ndarray:

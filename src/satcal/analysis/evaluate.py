@@ -1,7 +1,9 @@
 """Calibrated evaluation of systems: from DCG to expected user satisfaction (paper 003, sec. 5).
 
 For each system and query, phi under each calibrated formulation or measure (DCG family, RBP,
-ERR, RR, AP, P) and the expected satisfaction P(Sat|phi) from its fitted curve, so systems
+ERR, RR, AP, P) and the expected satisfaction from its fitted curve: the per-list s(phi) of the
+joint model when the analysis fitted it (the probability that a list with score phi satisfies a
+user, whatever design the study used), else the paper's P(Sat|phi); so systems
 scored by different measures are compared on one scale; per system, the mean
 expected satisfaction with a t interval over queries; for each pair of systems, the expected
 share of queries on which users prefer either one:
@@ -44,6 +46,7 @@ class Calibration:
     levels: int | None = None
     sat_monotone: tuple | None = None    # (grid, p): the isotonic curve, used when the
     pref_monotone: tuple | None = None   # quadratic logit decreases somewhere on [0, 1]
+    sat_model: str = "published"         # "joint": sat is the per-list s(phi)
 
     def p_sat(self, phi):
         if self.sat_monotone is not None:
@@ -72,11 +75,15 @@ def load_calibration(directory, formulation: str = "lin-const") -> Calibration:
 
 def load_calibrations(directory, formulations=None) -> list[Calibration]:
     """Every calibrated formulation (or the ones named) of an analysis directory, in its
-    order. Only the paper's curves (``sat_model`` published, where the column exists)."""
+    order. Satisfaction is the per-list s(phi) of the joint model where the analysis fitted it
+    (``sat_model`` joint in fits.csv), else the paper's P(Sat|phi); preference is the paper's
+    P(Pref|dphi)."""
     path = _fits_path(directory)
     prov = read_provenance(path.parent)
     fits = pd.read_csv(path, keep_default_na=False)
+    joint = pd.DataFrame(columns=fits.columns)
     if "sat_model" in fits.columns:
+        joint = fits[(fits["sat_model"] == "joint") & (fits["curve"] == "sat")].set_index("formulation")
         fits = fits[fits["sat_model"].isin(["published", ""])]
     available = list(dict.fromkeys(fits["formulation"]))
     wanted = available if formulations is None else list(formulations)
@@ -88,11 +95,24 @@ def load_calibrations(directory, formulations=None) -> list[Calibration]:
                               f"{', '.join(available[:8])}{' ...' if len(available) > 8 else ''}")
         beta = lambda c: rows.loc[c, ["beta0", "beta1", "beta2"]].to_numpy(float)
         monotone = {c: _isotonic_if_decreasing(path.parent, f, c, rows.loc[c]) for c in ("sat", "pref")}
-        out.append(Calibration(f, beta("sat"), beta("pref"),
+        sat, sat_model = beta("sat"), "published"
+        if f in joint.index:
+            sat, sat_model = joint.loc[f, ["beta0", "beta1", "beta2"]].to_numpy(float), "joint"
+            monotone["sat"] = _running_max_if_decreasing(sat, joint.loc[f])
+        out.append(Calibration(f, sat, beta("pref"),
                                prov.get("normalization", {}).get(f, "max"),
                                prov.get("negatives", {}).get(f, "keep"), prov.get("k"), prov.get("levels"),
-                               monotone["sat"], monotone["pref"]))
+                               monotone["sat"], monotone["pref"], sat_model))
     return out
+
+
+def _running_max_if_decreasing(beta: np.ndarray, fit_row) -> tuple | None:
+    """The joint curve's running maximum (its smallest monotone majorant from the left) when
+    it decreases somewhere: a probability of satisfaction should not fall as phi grows."""
+    if str(fit_row.get("monotone", "True")) != "False":
+        return None
+    grid = np.round(np.linspace(0.0, 1.0, 1001), 3)
+    return grid, np.maximum.accumulate(expit(design(grid) @ beta))
 
 
 def _isotonic_if_decreasing(directory: Path, formulation: str, curve: str, fit_row) -> tuple | None:
@@ -248,12 +268,13 @@ def evaluate_runs(judgments: Judgments, runs: Runs, calibration, k: int | None =
         phi = phi_all[:, :, j]
         p_sat = cal.p_sat(phi)
         query_frames.append(pd.DataFrame({"system": np.repeat(systems, n), "query": np.tile(queries, len(systems)),
-                                          "formulation": cal.formulation, "phi": phi.ravel(),
-                                          "p_sat": p_sat.ravel()}))
+                                          "formulation": cal.formulation, "sat_model": cal.sat_model,
+                                          "phi": phi.ravel(), "p_sat": p_sat.ravel()}))
         mean = p_sat.mean(axis=1)
         sd = p_sat.std(axis=1, ddof=1) if n > 1 else np.zeros(len(systems))
         half = t_crit * sd / np.sqrt(n) if n > 1 else np.full(len(systems), np.nan)
-        system_frames.append(pd.DataFrame({"system": systems, "formulation": cal.formulation, "queries": n,
+        system_frames.append(pd.DataFrame({"system": systems, "formulation": cal.formulation,
+                                           "sat_model": cal.sat_model, "queries": n,
                                            "mean_phi": phi.mean(axis=1), "expected_sat": mean,
                                            "sat_lo": mean - half, "sat_hi": mean + half}))
         for a, b in combinations(range(len(systems)), 2):

@@ -20,10 +20,14 @@ from ..errors import SatcalError
 from ..platforms import SHOWN_CODES
 from . import db
 
-__all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN"]
+__all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN", "WAITING"]
 
 #: Participant ids and codes accepted at entry (Prolific ids are 24 hex digits).
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: A page's assignment token (``secrets.token_hex(16)``).
+TOKEN_PATTERN = re.compile(r"[0-9a-f]{32}")
+#: The outcome of a newcomer who found every slot held (not finished: they come back).
+WAITING = "waiting"
 
 
 @dataclass(frozen=True)
@@ -110,24 +114,45 @@ class HostedStudy:
 
     # -- participants ----------------------------------------------------------------------
     def enter(self, kind: str, external_id: str, study_id: str = "", session_id: str = "") -> int:
-        """The participant's id, created on first entry (a returning participant resumes)."""
+        """The participant's id, created on first entry (a returning participant resumes).
+
+        A person is ``(kind, external_id)``: one Prolific id is one participant under every
+        STUDY_ID of the study (the row keeps the STUDY_ID and SESSION_ID of the first entry), so
+        a Prolific study duplicated to recruit more never shows anyone a page twice."""
         from sqlalchemy import insert, select
         from sqlalchemy.exc import IntegrityError
-        p = db.tables()["participants"]
-        where = (p.c.kind == kind) & (p.c.external_id == external_id) & (p.c.study_id == study_id)
+        t = db.tables()
+        p, meta = t["participants"], t["meta"]
+        where = (p.c.kind == kind) & (p.c.external_id == external_id)
+        first = select(p.c.id).where(where).order_by(p.c.id).limit(1)
         for _ in range(3):
             with self.engine.connect() as conn:
-                found = conn.execute(select(p.c.id).where(where)).scalar()
-                if found is not None:
-                    return int(found)
+                found = conn.execute(first).scalar()
+            if found is not None:
+                return int(found)
             try:
                 with self.writer.begin() as conn:
+                    # entries queue here (SQLite: BEGIN IMMEDIATE; PostgreSQL: this row lock), so the
+                    # same person entering under two STUDY_IDs at once gets one row, not two
+                    conn.execute(select(meta.c.name).where(meta.c.name == "schema_version").with_for_update())
+                    found = conn.execute(first).scalar()
+                    if found is not None:
+                        return int(found)
                     return int(conn.execute(insert(p).values(
                         kind=kind, external_id=external_id, study_id=study_id, session_id=session_id,
                         created_at=time.time(), outcome="")).inserted_primary_key[0])
             except IntegrityError:
                 continue  # the same participant entered twice at once: the other insert won
         raise SatcalError("could not register the participant")
+
+    def known(self, kind: str, external_id: str) -> dict | None:
+        """The participant ``(kind, external_id)`` if they have entered before (nothing created)."""
+        from sqlalchemy import select
+        p = db.tables()["participants"]
+        with self.engine.connect() as conn:
+            row = conn.execute(select(p).where((p.c.kind == kind) & (p.c.external_id == external_id))
+                               .order_by(p.c.id).limit(1)).mappings().first()
+        return dict(row) if row else None
 
     def participant(self, pid: int) -> dict | None:
         from sqlalchemy import select
@@ -164,12 +189,12 @@ class HostedStudy:
         from sqlalchemy import and_, insert, or_, select, update
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
-        s, a = t["slots"], t["assignments"]
+        s, a, p = t["slots"], t["assignments"], t["participants"]
         for _ in range(50):
             now = time.time()
             free = and_(s.c.done.is_(False), s.c.replicate <= self.settings.answers_per_example,
                         or_(s.c.assignment_id.is_(None), s.c.held_until < now))
-            seen = select(a.c.page).where(a.c.participant_id == pid)
+            seen = self._seen(pid)
             try:
                 with self.writer.begin() as conn:
                     # PostgreSQL: skip slots another claimer has locked (SQLite serialises writers)
@@ -190,6 +215,8 @@ class HostedStudy:
                                        .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
                     if won != 1:
                         raise _Lost  # another participant took this slot first: try the next
+                    if position == 0:  # a newcomer told to come back has a page now
+                        conn.execute(update(p).where((p.c.id == pid) & (p.c.outcome == WAITING)).values(outcome=""))
                     return {**values, "id": aid, "submitted_at": None}
             except _Lost:
                 continue
@@ -201,6 +228,31 @@ class HostedStudy:
                 if row is not None:
                     return dict(row) if row["submitted_at"] is None else None
         raise SatcalError("too many concurrent claims; try again")
+
+    def _seen(self, pid: int):
+        """The pages this person has had, under any of their participant rows (a database from
+        before one Prolific id was one participant may hold two rows of one person)."""
+        from sqlalchemy import select
+        t = db.tables()
+        a, p = t["assignments"], t["participants"]
+        me = p.alias("me")
+        same = (select(p.c.id).join(me, (me.c.kind == p.c.kind) & (me.c.external_id == p.c.external_id))
+                .where(me.c.id == pid))
+        return select(a.c.page).where(a.c.participant_id.in_(same))
+
+    def first_release(self, pid: int) -> float | None:
+        """When this participant can next get a page: None when every slot on a page they have
+        not had is answered (the study is full for them), else the earliest time one of those
+        slots is free (now, if one is free already; else when its holder's assignment times
+        out)."""
+        from sqlalchemy import func, select
+        s = db.tables()["slots"]
+        open_slot = (s.c.done.is_(False) & (s.c.replicate <= self.settings.answers_per_example)
+                     & s.c.page.not_in(self._seen(pid)))
+        with self.engine.connect() as conn:
+            n, earliest = conn.execute(select(func.count(), func.min(func.coalesce(s.c.held_until, 0.0)))
+                                       .where(open_slot)).one()
+        return max(float(earliest), time.time()) if n else None
 
     def _view(self, row) -> PageView:
         items = [dict(it, kind="item") for it in self.pages[int(row["page"])]]
@@ -219,6 +271,8 @@ class HostedStudy:
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
         a, s, r = t["assignments"], t["slots"], t["responses"]
+        if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
+            return "unknown"  # nothing malformed reaches the database (PostgreSQL refuses NUL bytes)
         with self.engine.connect() as conn:
             row = conn.execute(select(a).where((a.c.token == token) & (a.c.participant_id == pid))).mappings().first()
         if row is None:
@@ -259,14 +313,21 @@ class HostedStudy:
                                            & r.c.correct.is_(False))).scalar_one())
 
     def finish(self, pid: int) -> str:
-        """Record the end; the outcome: ``completed``, ``failed_attention`` or ``full`` (no page
-        was left for a participant who had answered none)."""
+        """Record the end; the outcome: ``completed``, ``failed_attention``, ``full`` (a
+        participant who had answered nothing, and every slot they could have is answered) or
+        ``waiting`` (answered nothing, and every such slot is held by someone now: not an end,
+        they are to come back when one frees, see :meth:`first_release`)."""
         from sqlalchemy import func, select
         t = db.tables()
         p, a = t["participants"], t["assignments"]
         with self.engine.connect() as conn:
             answered = conn.execute(select(func.count()).select_from(a).where(
                 (a.c.participant_id == pid) & a.c.submitted_at.is_not(None))).scalar_one()
+        if answered == 0 and self.first_release(pid) is not None:
+            with self.writer.begin() as conn:
+                conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
+                             .values(outcome=WAITING))
+            return WAITING
         if answered == 0:
             outcome = "full"
         elif self.attention_failures(pid) >= self.settings.attention_fail_limit:

@@ -1,0 +1,206 @@
+"""Which formulation is least biased, and how sure the answers are of it.
+
+Two estimators of the bias indicators sit side by side in ``bias.csv`` (SPEC 7.2):
+
+- **per-list** (``b1_joint``, ``b2_joint``, ``b3_joint``): from s(phi), the probability that a
+  list with score phi satisfies a user, of the joint model over all four answers (SPEC 7.1).
+  When the model holds it does not depend on which partners the design pairs lists with, so it
+  is what the ranking leads with whenever the joint model ran;
+- **paper** (``b1``, ``b2``, ``b3``): Urbano and Marrero's P(Sat|phi), fitted on both_good and
+  both_bad answers only, i.e. the satisfaction of a list *given that its partner got the same
+  verdict*. It reproduces the published numbers but depends on the design: read it on the
+  paper's kind of design only.
+
+A formulation's rank is its mean rank over the estimator's three indicators (1 = least biased).
+With bootstrap replicates the ranking gets its uncertainty: each replicate is ranked the same
+way, giving each formulation the probability of ranking first (``p_best``, ties shared) and a
+95% percentile interval of its rank (``rank_lo``, ``rank_hi``). The formulations whose rank
+interval reaches 1 are those the answers cannot tell apart from the top; a single formulation is
+called the least biased only when it is the only one (Hall and Miller 2009, "Using the bootstrap
+to quantify the authority of an empirical ranking", Annals of Statistics 37(6B)). These are
+marginal intervals, one per formulation, not a simultaneous confidence set: the sentence built
+from them says "cannot tell apart", never more.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ESTIMATORS", "lead_estimator", "estimator_columns", "rank_formulations",
+           "rank_uncertainty", "RankingVerdict", "ranking_verdict"]
+
+#: The indicators of each estimator, in order b1, b2, b3.
+ESTIMATORS = {"per_list": ("b1_joint", "b2_joint", "b3_joint"), "paper": ("b1", "b2", "b3")}
+#: What each estimator is, in the words the report and the CLI use.
+ESTIMATOR_NAMES = {"per_list": "per-list s(phi) of the joint model",
+                   "paper": "the paper's P(Sat|phi) and P(Pref|dphi)"}
+LEVEL = 0.95
+
+
+def lead_estimator(bias: pd.DataFrame) -> str:
+    """``per_list`` when the joint model ran (``b1_joint`` in ``bias``), else ``paper``."""
+    return "per_list" if "b1_joint" in bias.columns and bias["b1_joint"].notna().any() else "paper"
+
+
+def estimator_columns(bias: pd.DataFrame, estimator: str) -> list[str]:
+    """The bias columns an estimator ranks by. The per-list estimator falls back on the paper's
+    b3 when the joint model's implied preference indicator is not there."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    cols = list(ESTIMATORS[estimator])
+    if estimator == "per_list" and "b3_joint" not in bias.columns:
+        cols[2] = "b3"
+    return cols
+
+
+def _mean_ranks(values: np.ndarray) -> np.ndarray:
+    """Mean over the last axis of each indicator's rank among formulations (axis -2), 1 = lowest;
+    ties get the lowest rank of their group, as ``pandas.Series.rank(method="min")``."""
+    from scipy.stats import rankdata
+    return rankdata(values, method="min", axis=-2).mean(axis=-1)
+
+
+def rank_formulations(bias: pd.DataFrame, estimator: str | None = None) -> pd.DataFrame:
+    """Formulations ordered by their mean rank over the estimator's b1, b2, b3 (1 = least biased).
+
+    Parameters
+    ----------
+    bias : DataFrame
+        ``bias.csv``: ``formulation, gain, discount, b1, b2, b3`` and, when the joint model ran,
+        ``b1_joint, b2_joint`` (and ``b3_joint``).
+    estimator : {"per_list", "paper"}, optional
+        Default: :func:`lead_estimator`.
+
+    Returns
+    -------
+    DataFrame
+        ``formulation, gain, discount, estimator``, the three indicators, ``rank_<indicator>``,
+        ``mean_rank`` and, when the per-list estimator leads, ``mean_rank_paper`` (the paper's
+        ranking, for reproduction).
+    """
+    estimator = estimator or lead_estimator(bias)
+    cols = estimator_columns(bias, estimator)
+    keep = ["formulation", "gain", "discount"] + list(dict.fromkeys(["b1", "b2", "b3"] + cols))
+    out = bias[[c for c in keep if c in bias.columns]].copy()
+    out.insert(3, "estimator", estimator)
+    for c in cols:
+        out[f"rank_{c}"] = out[c].rank(method="min").astype(int)
+    out["mean_rank"] = out[[f"rank_{c}" for c in cols]].mean(axis=1)
+    if estimator != "paper":
+        out["mean_rank_paper"] = _mean_ranks(out[["b1", "b2", "b3"]].to_numpy(float)[None])[0]
+    return out.sort_values(["mean_rank", cols[0]]).reset_index(drop=True)
+
+
+def rank_uncertainty(replicates: np.ndarray, formulations: list[str]) -> pd.DataFrame:
+    """Each formulation's rank over bootstrap replicates of its indicators.
+
+    Parameters
+    ----------
+    replicates : (B, F, m) array
+        Replicate values of the m indicators of the F formulations. A replicate with a missing
+        value (a fit that failed) is left out.
+    formulations : list of str
+
+    Returns
+    -------
+    DataFrame
+        ``formulation, p_best, rank_lo, rank_hi, rank_median, replicates_used``: the share of
+        replicates in which the formulation ranks first by mean rank (shared equally among tied
+        formulations), and the 2.5%, 97.5% and 50% points of its rank (1 = least biased).
+    """
+    reps = np.asarray(replicates, float)
+    ok = np.isfinite(reps).all(axis=(1, 2))
+    reps = reps[ok]
+    if reps.shape[0] == 0:
+        nan = np.full(len(formulations), np.nan)
+        return pd.DataFrame({"formulation": formulations, "p_best": nan, "rank_lo": nan, "rank_hi": nan,
+                             "rank_median": nan, "replicates_used": 0})
+    from scipy.stats import rankdata
+    mean_rank = _mean_ranks(reps)                                  # (B, F)
+    rank = rankdata(mean_rank, method="min", axis=1)               # rank of the mean rank
+    first = rank == 1
+    p_best = (first / first.sum(axis=1, keepdims=True)).mean(axis=0)
+    q = [(1 - LEVEL) / 2 * 100, (1 + LEVEL) / 2 * 100, 50]
+    lo = np.percentile(rank, q[0], axis=0, method="lower")
+    hi = np.percentile(rank, q[1], axis=0, method="higher")
+    med = np.percentile(rank, q[2], axis=0, method="lower")
+    return pd.DataFrame({"formulation": formulations, "p_best": p_best, "rank_lo": lo.astype(int),
+                         "rank_hi": hi.astype(int), "rank_median": med.astype(int),
+                         "replicates_used": int(reps.shape[0])})
+
+
+@dataclass(frozen=True)
+class RankingVerdict:
+    """What the ranking allows one to say.
+
+    Attributes
+    ----------
+    estimator : str
+        ``per_list`` or ``paper``.
+    top : str
+        The formulation ranked first on the full sample.
+    contenders : tuple of str
+        The formulations the answers cannot tell apart from the top (rank interval reaching 1),
+        the top included; empty without a bootstrap.
+    p_best : dict
+        Probability of ranking first, per contender.
+    settled : bool
+        True when a single formulation is the least biased at the stated level and nothing
+        warns that the data are too thin to say so.
+    reason : str
+        Why it is not settled ('' when it is).
+    """
+
+    estimator: str
+    top: str
+    contenders: tuple
+    p_best: dict
+    settled: bool
+    reason: str
+
+    def sentence(self) -> str:
+        """One plain sentence, backed by the bootstrap (or saying that it is missing)."""
+        name = ESTIMATOR_NAMES[self.estimator]
+        if not self.contenders:
+            return (f"By the {name}, {self.top} ranks first, but {self.reason}: the ranking carries "
+                    "no stated uncertainty, so no formulation is called the least biased.")
+        if len(self.contenders) == 1 and not self.settled:
+            return (f"By the {name}, {self.top} ranks first in {100 * self.p_best[self.top]:.0f}% of the "
+                    f"bootstrap replicates, {self.reason}.")
+        if self.settled:
+            return (f"By the {name}, {self.top} is the least biased: it ranks first in "
+                    f"{100 * self.p_best[self.top]:.0f}% of the bootstrap replicates and no other "
+                    f"formulation's 95% rank interval reaches first place.")
+        shown = ", ".join(f"{f} ({100 * self.p_best.get(f, 0):.0f}%)" for f in self.contenders[:8])
+        more = f" and {len(self.contenders) - 8} more" if len(self.contenders) > 8 else ""
+        return (f"By the {name}, the answers cannot tell apart {len(self.contenders)} formulations at "
+                f"the top: {shown}{more} (the share of bootstrap replicates in which each ranks first); "
+                f"{self.reason}.")
+
+
+def ranking_verdict(ranking: pd.DataFrame, uncertainty: pd.DataFrame | None,
+                    thin: bool = False) -> RankingVerdict:
+    """Whether the answers single out one least-biased formulation (see the module docstring).
+
+    ``ranking`` is :func:`rank_formulations`' table, ``uncertainty`` :func:`rank_uncertainty`'s
+    (None without a bootstrap), ``thin`` whether the analysis warned that its data are thin.
+    """
+    estimator = str(ranking["estimator"].iloc[0])
+    top = str(ranking["formulation"].iloc[0])
+    if uncertainty is None or uncertainty["replicates_used"].max() == 0:
+        return RankingVerdict(estimator, top, (), {}, False, "the analysis was not bootstrapped")
+    u = uncertainty.set_index("formulation")
+    order = [f for f in ranking["formulation"] if f in u.index]
+    contenders = tuple(f for f in order if u.loc[f, "rank_lo"] <= 1)
+    if top not in contenders:  # the full-sample leader always stays in the set it leads
+        contenders = (top,) + contenders
+    p_best = {f: float(u.loc[f, "p_best"]) for f in contenders}
+    if len(contenders) > 1:
+        reason = "no single formulation is the least biased at 95%"
+        return RankingVerdict(estimator, top, contenders, p_best, False, reason)
+    if thin:
+        return RankingVerdict(estimator, top, contenders, p_best, False,
+                              "but the data are too thin to call it the least biased (see the warnings)")
+    return RankingVerdict(estimator, top, contenders, p_best, True, "")

@@ -1,0 +1,184 @@
+"""Ranking with its uncertainty, support of the curves, and the warnings of thin studies."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+
+from satcal.analysis import calibrate
+from satcal.analysis.core import GRID, bias_indicators, supported_range
+from satcal.analysis.ranking import rank_formulations, rank_uncertainty, ranking_verdict
+
+
+def test_indicators_over_the_whole_range_are_the_papers():
+    rng = np.random.default_rng(0)
+    p_sat, p_pref = rng.random((4, GRID.size)), rng.random((4, GRID.size))
+    full = bias_indicators(p_sat, p_pref)
+    ranged = bias_indicators(p_sat, p_pref, sat_range=np.tile([0.0, 1.0], (4, 1)),
+                             pref_range=np.tile([0.0, 1.0], (4, 1)))
+    for k in ("b1", "b2", "b3"):
+        np.testing.assert_allclose(ranged[k], full[k], rtol=0, atol=1e-15)
+
+
+def test_indicators_over_a_supported_range_by_hand():
+    x = GRID
+    p_sat = expit(-2 + 5 * x)[None]
+    p_pref = expit(1 + 2 * x)[None]
+    got = bias_indicators(p_sat, p_pref, sat_range=np.array([[0.2, 0.6]]), pref_range=np.array([[0.0, 0.3]]))
+    inside = [i for i, v in enumerate(x) if 0.2 - 1e-9 <= v <= 0.6 + 1e-9]
+    b1 = sum(abs(x[i] - p_sat[0, i]) for i in inside) / len(inside)
+    i_lo, i_hi = inside[0], inside[-1]
+    b2 = ((p_sat[0, i_lo] - 0.2) + (0.6 - p_sat[0, i_hi])) / 2
+    inside_p = [i for i, v in enumerate(x) if v <= 0.3 + 1e-9]
+    b3 = sum(1 - p_pref[0, i] for i in inside_p) / len(inside_p)
+    assert got["b1"][0] == pytest.approx(b1, abs=1e-12)
+    assert got["b2"][0] == pytest.approx(b2, abs=1e-12)
+    assert got["b3"][0] == pytest.approx(b3, abs=1e-12)
+    assert len(inside) == 401 and x[i_lo] == 0.2 and x[i_hi] == 0.6
+
+
+def test_supported_range_is_the_hull_of_bins_with_enough_data():
+    # bins 0.1-0.2: 6 lists, 0.3-0.4: 2 lists (too few), 0.5-0.6: 5 lists -> [0.1, 0.6]
+    x = np.r_[np.full(6, 0.15), np.full(2, 0.35), np.full(5, 0.55), [0.95]]
+    assert supported_range(x) == (0.1, 0.6)
+    assert np.isnan(supported_range(x, min_count=7)).all()
+    # weights count as observations
+    assert supported_range([0.95], weights=[5]) == (0.9, 1.0)
+
+
+def _rank_by_loop(reps):
+    """Independent computation: pandas ranks replicate by replicate."""
+    B, F, m = reps.shape
+    ranks = np.empty((B, F))
+    for b in range(B):
+        frame = pd.DataFrame(reps[b])
+        mean_rank = frame.rank(method="min").mean(axis=1)
+        ranks[b] = mean_rank.rank(method="min").to_numpy()
+    return ranks
+
+
+def test_rank_uncertainty_against_a_replicate_loop():
+    rng = np.random.default_rng(3)
+    reps = rng.normal(np.linspace(0, 1, 7)[None, :, None], 0.4, size=(300, 7, 3))
+    got = rank_uncertainty(reps, list("abcdefg"))
+    ranks = _rank_by_loop(reps)
+    first = ranks == 1
+    share = (first / first.sum(1, keepdims=True)).mean(0)
+    np.testing.assert_allclose(got["p_best"], share, atol=1e-12)
+    assert got["p_best"].sum() == pytest.approx(1.0)
+    for j in range(7):
+        r = np.sort(ranks[:, j])
+        assert got["rank_lo"][j] == int(np.percentile(r, 2.5, method="lower"))
+        assert got["rank_hi"][j] == int(np.percentile(r, 97.5, method="higher"))
+
+
+def test_replicates_with_failed_fits_are_left_out():
+    reps = np.random.default_rng(1).random((50, 4, 3))
+    reps[:5, 2, 1] = np.nan
+    assert rank_uncertainty(reps, list("abcd"))["replicates_used"].iloc[0] == 45
+
+
+def _bias(values):
+    return pd.DataFrame({"formulation": list("abc"), "gain": list("abc"), "discount": "x",
+                         "b1": values, "b2": values, "b3": values})
+
+
+def test_verdict_crowns_only_a_formulation_set_apart():
+    bias = _bias([0.1, 0.2, 0.3])
+    ranking = rank_formulations(bias, "paper")
+    rng = np.random.default_rng(0)
+    apart = rng.normal(np.array([0.1, 0.2, 0.3])[None, :, None], 0.01, size=(400, 3, 3))
+    v = ranking_verdict(ranking, rank_uncertainty(apart, list("abc")))
+    assert v.settled and v.top == "a" and v.contenders == ("a",)
+    assert "is the least biased" in v.sentence()
+    close = rng.normal(np.array([0.1, 0.2, 0.3])[None, :, None], 0.2, size=(400, 3, 3))
+    v = ranking_verdict(ranking, rank_uncertainty(close, list("abc")))
+    assert not v.settled and len(v.contenders) > 1 and "cannot tell apart" in v.sentence()
+    assert "a is the least biased" not in v.sentence()
+    v = ranking_verdict(ranking, rank_uncertainty(apart, list("abc")), thin=True)
+    assert not v.settled and "too thin" in v.sentence()
+    v = ranking_verdict(ranking, None)
+    assert not v.settled and "not bootstrapped" in v.sentence()
+
+
+def _thin_partial_study(n=300, seed=5):
+    """Three formulations whose scores never pass 0.55, answered by a per-list user model."""
+    rng = np.random.default_rng(seed)
+    phi_a = rng.uniform(0, 0.55, (n, 3)) * np.array([1.0, 0.9, 0.8])
+    phi_b = rng.uniform(0, 0.55, (n, 3)) * np.array([1.0, 0.9, 0.8])
+    sa = rng.random(n) < expit(-2 + 6 * phi_a[:, 0])
+    sb = rng.random(n) < expit(-2 + 6 * phi_b[:, 0])
+    answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+    return phi_a, phi_b, answers
+
+
+def test_a_thin_partly_unreachable_study_says_so_and_crowns_nobody():
+    phi_a, phi_b, answers = _thin_partial_study()
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers,
+                  formulations=["lin-const", "lin-log2", "exp2-log2"], bootstrap=40, seed=2,
+                  model_check_folds=0)
+    warnings = " ".join(r.meta["warnings"])
+    assert "Only 300 answers" in warnings
+    assert "do not reach all of [0, 1]" in warnings
+    assert not r.verdict.settled
+    assert f"{r.verdict.top} is the least biased" not in r.verdict.sentence()
+    # curves are marked unsupported beyond the data, and b1 is computed where they are supported
+    c = r.curves[(r.curves.formulation == "lin-const") & (r.curves.curve == "sat")]
+    lo, hi = r.meta["provenance"]["support"]["ranges"]["lin-const"]["sat"]
+    assert hi <= 0.6 and not c[c.x > hi + 1e-9].supported.any() and c[(c.x >= lo) & (c.x <= hi)].supported.all()
+    inside = c[c.supported]
+    assert r.bias.set_index("formulation").loc["lin-const", "b1"] == pytest.approx(
+        np.mean(np.abs(inside.x - inside.p)), abs=1e-12)
+    full = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const", "lin-log2", "exp2-log2"],
+                     model_check_folds=0, indicator_range="full")
+    assert full.bias.b1.iloc[0] == pytest.approx(np.mean(np.abs(c.x - c.p)), abs=1e-12)
+    assert full.meta["provenance"]["indicator_range"] == "full"
+
+
+def test_the_papers_estimator_on_an_unlike_design_is_flagged(ecir_result):
+    """A design pairing lists with a strong negative correlation gets the warning; the ECIR 2015
+    pairs themselves do not."""
+    assert ecir_result.meta["design_warnings"] == []
+    rng = np.random.default_rng(8)
+    phi_a = rng.random((800, 1))
+    phi_b = np.clip(1 - phi_a + rng.normal(0, 0.05, phi_a.shape), 0, 1)
+    sa, sb = rng.random(800) < expit(-3 + 6 * phi_a[:, 0]), rng.random(800) < expit(-3 + 6 * phi_b[:, 0])
+    answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"], model_check_folds=0)
+    r_hand = np.corrcoef(phi_a[:, 0], phi_b[:, 0])[0, 1]
+    assert r.meta["provenance"]["pairing_correlation"]["median"] == pytest.approx(r_hand, abs=1e-4)
+    assert len(r.meta["design_warnings"]) == 1 and f"{r_hand:+.2f}" in r.meta["design_warnings"][0]
+
+
+def test_pairwise_differences_of_the_per_list_indicators(ecir_study):
+    """The joint model's indicators are paired like the paper's: the full-sample difference from
+    bias.csv, p_normal by hand from the joint replicates."""
+    from scipy.stats import norm
+    r = calibrate(ecir_study, ["lin-const", "lin-log5", "bin2-zipf"], model_check_folds=0, bootstrap=20,
+                  seed=4, sat_model="both")
+    pairs = r.bootstrap.pairwise
+    joint = pairs[pairs.indicator.str.endswith("_joint")]
+    assert set(joint.indicator) == {"b1_joint", "b2_joint", "b3_joint"} and len(joint) == 9
+    bias = r.bias.set_index("formulation")
+    ids = r.bootstrap.formulations
+    for row in joint.itertuples():
+        i, j = ids.index(row.formulation_1), ids.index(row.formulation_2)
+        k = int(row.indicator[1]) - 1
+        d = r.bootstrap.joint["indicators"][:, i, k] - r.bootstrap.joint["indicators"][:, j, k]
+        assert row.diff == pytest.approx(bias.loc[row.formulation_1, row.indicator]
+                                         - bias.loc[row.formulation_2, row.indicator], abs=1e-9)
+        assert row.p_normal == pytest.approx(2 * norm.sf(abs(row.diff) / np.std(d, ddof=1)), abs=1e-12)
+
+
+def test_the_report_of_a_thin_partial_study_warns_and_crowns_nobody(tmp_path):
+    from satcal.report import write_analysis
+    phi_a, phi_b, answers = _thin_partial_study()
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const", "lin-log2", "exp2-log2"],
+                  bootstrap=20, seed=2, model_check_folds=0, sat_model="both")
+    write_analysis(r, tmp_path, figures=True, report=True)
+    html = (tmp_path / "report.html").read_text()
+    assert "Thin or partial data" in html and "Only 300 answers" in html
+    assert f"{r.verdict.top} is the least biased" not in html
+    import json
+    record = json.loads((tmp_path / "calibration.json").read_text())
+    assert record["indicator_range"] == "data" and record["warnings"] == r.meta["warnings"]
+    assert record["support"]["ranges"]["lin-const"]["sat_joint"][1] <= 0.6
