@@ -258,3 +258,23 @@ def test_levels_mean_the_same_everywhere(external, tmp_path):
         res = run("init", tmp_path / d, "--judgments", external / "qrels.txt", "--levels", spec)
         assert res.exit_code == 0, res.output
     assert Workspace.open(tmp_path / "w1")["study.levels"] == Workspace.open(tmp_path / "w2")["study.levels"] == [0, 1, 2]
+
+
+def test_an_interval_that_misses_its_estimate_is_drawn(tmp_path, ecir_study):
+    """Issue 25.6: on a small study a percentile interval can lie wholly on one side of its
+    point estimate (here lin-log2's b1 on 40 of the ECIR answers); analyze drew the figure
+    with negative error bars and died (ValueError: 'xerr' must not contain negative values).
+    Now the bar is clipped at the point, the point marked, and the caption says so."""
+    ex = ecir_study.examples.sample(40, random_state=0)
+    cols = ["query"] + [f"a{i}" for i in range(1, 6)] + [f"b{i}" for i in range(1, 6)] + ["answer"]
+    ex[cols].to_csv(tmp_path / "answers.csv", index=False)
+    ecir_study.judgments.to_trec(tmp_path / "qrels.txt")
+    res = run("analyze", "--answers", tmp_path / "answers.csv", "--judgments", tmp_path / "qrels.txt",
+              "--formulations", "lin-const,exp2-log2,lin-log2", "--bootstrap", "40", "--seed", "1",
+              "--out", tmp_path / "out", "-q")
+    assert res.exit_code == 0, res.output
+    bias = pd.read_csv(tmp_path / "out" / "bias.csv")
+    misses = (bias["b1"] < bias["b1_lo"]) | (bias["b1"] > bias["b1_hi"])
+    assert misses.any()  # the case this test is about does occur
+    assert (tmp_path / "out" / "figures" / "fig4_intervals.png").exists()
+    assert "a red cross marks an interval that lies wholly on one side" in (tmp_path / "out" / "report.html").read_text()

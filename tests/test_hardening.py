@@ -531,7 +531,10 @@ def test_writing_commands_killed_at_random_instants(ws, tmp_path):
         assert now in (before, after), f"{args[0]} killed at random: a mix of old and new"
         assert not list(ws.path.glob(".satcal-stage-*"))
         outcomes.append((args[0], killed, "old" if now == before else "new"))
-        cli(*args)  # the next command finishes cleanly
+        if "--remove" in args and now == after:  # it had finished: the file is out already
+            cli("ingest", ws.path, first, "--threshold", "0")  # the next command, changing nothing
+        else:
+            cli(*args)  # the next command finishes cleanly
         assert _state(ws.path, names) == after
         if args[0] == "ingest":  # the answers read as a study (it died with KeyError: 'answer')
             from satcal.ingest import study_from_workspace
@@ -602,5 +605,30 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(ws, tmp_path, free_kb):
         answers = pd.read_csv(target / "answers.csv", dtype=str)
         rejects = pd.read_csv(target / "rejects.csv", dtype=str)
         assert len(answers) + len(rejects) == len(pd.read_csv(part, dtype=str))
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_read_only_workspace_is_one_line(ws, tmp_path):
+    """EROFS (a read-only mount) and EACCES end in one line naming the path, exit 1."""
+    import errno
+    from click.testing import CliRunner
+    from satcal.cli import environment_error, main
+    assert environment_error(PermissionError(errno.EACCES, "Permission denied", "/x/key.csv")) == \
+        "/x/key.csv: permission denied"
+    assert environment_error(OSError(errno.ENOSPC, "No space", "/x/a.csv", None, "/x/.satcal-stage-ingest/new/b.csv")) \
+        == "/x/b.csv: no space left on the device; free some and run the command again (nothing was changed)"
+    assert environment_error(OSError(errno.EIO, "I/O error", "/x")) is None  # others keep their traceback
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    small = tmp_path / "ro"
+    reason = _mount_small_fs(small, 64 * 1024)
+    if reason:
+        pytest.skip(reason)
+    try:
+        shutil.copytree(ws.path, small / "study")
+        subprocess.run(["mount", "-o", "remount,ro", str(small)], check=True)
+        res = CliRunner().invoke(main, ["ingest", str(small / "study"), str(part)])
+        assert res.exit_code == 1
+        assert res.output == f"satcal: error: {small / 'study' / '.satcal.lock'}: read-only file system\n"
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)

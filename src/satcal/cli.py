@@ -1,7 +1,9 @@
 """The ``satcal`` command line.
 
 Every user mistake (a bad file, a bad option) ends in one line on stderr, ``satcal: error: ...``,
-and exit code 2; no traceback.
+and exit code 2; a full disk, a denied permission or a read-only file system in one line naming
+the path and exit code 1 (the command's outputs are written as one set, so nothing is left
+half-written); no traceback.
 """
 from __future__ import annotations
 
@@ -57,10 +59,10 @@ def environment_error(exc: OSError) -> str | None:
     """The one line for a full disk, a denied permission or a read-only file system (named
     by the path the failing call was given), or None for any other error."""
     import errno
+    import re
     name = errno.errorcode.get(exc.errno or 0, "")
     if name not in _ENVIRONMENT_ERRORS:
         return None
-    import re
     # a copy that fails for want of space names its source first and its target second
     target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
     where = str(target) if target is not None else "a file"

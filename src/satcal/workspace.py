@@ -515,7 +515,7 @@ class Workspace:
         cols = {"examples.csv": r"a\d+", "items.csv": r"A\d+"}.get(name)
         if cols is not None:
             own_k = sum(bool(re.fullmatch(cols, c)) for c in table.columns)
-            if name == "items.csv" and own_k and own_k != (was_k or self.k) and was_k is not None:
+            if name == "items.csv" and was_k is not None and own_k and own_k != was_k:
                 raise SatcalError(f"{self.path}/items.csv was exported with k = {own_k}, but examples.csv was "
                                   f"generated with k = {was_k}: run satcal export {self.path} --force")
             was_k = was_k if was_k is not None else own_k or None
@@ -932,9 +932,10 @@ def _responses_to(url: str, digest: str) -> int:
             return int(conn.execute(select(func.count()).select_from(t["responses"])
                                     .where(t["responses"].c.kind == "item")).scalar_one())
     except SQLAlchemyError as exc:
+        what = (f"if it is gone, remove it from {SERVED_DATABASES}" if not url.startswith("sqlite:///")
+                else "if it is not a study database, move it away")
         raise SatcalError(f"{_hide_password(url)}: cannot read this study database to look for answers "
-                          f"({str(getattr(exc, 'orig', exc)).strip()}); ingest its answers first, or, if it "
-                          f"is gone, remove it from {SERVED_DATABASES}") from None
+                          f"({str(getattr(exc, 'orig', exc)).strip()}); ingest its answers first, or, {what}") from None
     finally:
         engine.dispose()
 
