@@ -377,7 +377,22 @@ def generate(directory, force, quiet):
     if extra:
         click.echo(extra)
     click.echo(f"Traps: {getattr(result, 'traps_built', '')}")
+    if not ws["traps.file"]:
+        from .traps import TRAP_RULE
+        click.echo(f"  The {TRAP_RULE}.")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
+
+
+def _drop_traps(ws, ids) -> None:
+    """Add ``ids`` to the workspace's dropped traps for this command (not to study.toml), after
+    checking that each names a trap of traps.csv."""
+    traps = ws.table("traps.csv", required=False)
+    known = set(traps["trap_id"]) if traps is not None else set()
+    unknown = [t for t in ids if t not in known]
+    if unknown:
+        raise SatcalError(f"--drop-trap {unknown[0]}: no such trap in {ws.path}/traps.csv"
+                          + (f" (traps are {min(known)} to {max(known)})" if known else ""))
+    ws.config["quality"]["drop_traps"] = sorted(set(ws.config["quality"]["drop_traps"]) | set(ids))
 
 
 def _extra_measures_line(result) -> str:
@@ -493,7 +508,11 @@ def simulate(directory, platform, force, serve_url, concurrency):
 @click.option("--dawid-skene", is_flag=True,
               help="Also fit Dawid-Skene worker models (optional crowd-kit extra); writes "
                    "workers_ds.csv with each worker's estimated accuracy.")
-def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name):
+@click.option("--drop-trap", "drop_trap", multiple=True, metavar="ID",
+              help="Leave this trap out of trust for this ingest (repeatable; with no files, rebuilds "
+                   "the tables from the files ingested before). To keep it out, add it to [quality] "
+                   "drop_traps in study.toml.")
+def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):
     """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
     workers.csv.
 
@@ -512,6 +531,8 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     from .ingest import snapshot_served
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    if drop_trap:
+        _drop_traps(ws, drop_trap)
     if remove_name:
         if files or platform:
             raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
@@ -523,14 +544,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
         return
     if db_url and platform != "serve":
         raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
-    if not files and platform != "serve":
+    if not files and platform != "serve" and not drop_trap:
         raise SatcalError("give the result files to ingest (or --platform serve to read the hosted "
                           "study's database)")
     if dawid_skene:
         from .quality import require_crowdkit
         require_crowdkit()  # before anything is written
     with tempfile.TemporaryDirectory() as tmp:
-        if not files:
+        if not files and platform == "serve":
             files = [snapshot_served(ws, db_url, tmp)]
         report = run_ingest(ws, files, platform=platform, threshold=threshold)
     for line in report.lines():

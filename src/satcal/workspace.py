@@ -141,6 +141,8 @@ min_traps = 3
 # shown side (first or second) in at least this share of one's answers.
 screen_seconds_per_answer = 2.0
 screen_same_side = 0.9
+# Traps left out of trust (ingest's traps_report.csv flags those most trusted workers miss).
+drop_traps = []
 
 [simulation]
 # The simulated crowd (satcal simulate): the formulation whose phi drives the true
@@ -206,6 +208,8 @@ DEFAULTED = [
     (Key("quality", "screen_seconds_per_answer", (int, float), lambda v: 0 <= v < 3600,
          "seconds, at least 0"), 2.0),
     (Key("quality", "screen_same_side", (int, float), lambda v: 0.5 < v <= 1, "a share above 0.5, at most 1"), 0.9),
+    (Key("quality", "drop_traps", list, lambda v: all(isinstance(x, str) for x in v),
+         'a list of trap ids, e.g. ["trap03"]'), []),
     (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
@@ -478,7 +482,7 @@ class Workspace:
                 step = {"examples.csv": "satcal generate", "key.csv": "satcal export",
                         "items.csv": "satcal export", "answers.csv": "satcal ingest",
                         "traps.csv": "satcal generate", "scores.csv": "satcal generate",
-                        "workers.csv": "satcal ingest"}.get(name)
+                        "workers.csv": "satcal ingest", "traps_report.csv": "satcal ingest"}.get(name)
                 hint = f"run {step} {self.path} first" if step else "was it deleted?"
                 raise SatcalError(f"{path}: missing; {hint}")
             return None
@@ -744,6 +748,7 @@ class Workspace:
         kwargs.setdefault("formulations", self.formulations())
         result = calibrate(study, **kwargs)
         result.workers = self.table("workers.csv", required=False)
+        result.trap_report = self.table("traps_report.csv", required=False)
         result.meta["provenance"].update(
             judgments_sha256=sha256_file(self.path / self["study.judgments"]),
             answers_sha256=sha256_file(self.file("answers.csv")), simulated=self.answers_simulated())
