@@ -437,6 +437,10 @@ def export(directory, platform, force, new_batch):
     paths = ws.export(platform, force=force, new_batch=new_batch)
     click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
                f"(batch {ws.batch_number()})")
+    settings = ws.platform_settings(platform)
+    if settings:
+        name = platform or ws["presentation.platform"]
+        click.echo(f"Settings ([platforms.{name}] of study.toml): {settings}")
 
 
 @main.command(context_settings=CONTEXT)
