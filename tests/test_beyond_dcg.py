@@ -236,7 +236,10 @@ def test_analyze_all_ranks_dcg_and_other_measures_in_one_report(tmp_path):
     assert set(EXTRA_MEASURES) <= set(bias.index) and len(bias) == 36 + len(EXTRA_MEASURES)
     assert bias.loc[list(EXTRA_MEASURES), ["b1_lo", "b1_hi"]].notna().all().all()
     anova = pd.read_csv(out / "anova.csv")
-    assert anova.groupby("indicator")["df"].apply(list).tolist() == [[5, 5, 25]] * 3
+    dfs = anova.groupby("indicator")["df"].apply(list)
+    assert {"b1", "b2", "b3"} <= set(dfs.index) and all(v == [5, 5, 25] for v in dfs)
+    # with replicates every effect has its bootstrap Wald p, the residual rows none
+    assert anova[anova.term != "Residual"].p.between(0, 1).all() and anova[anova.term == "Residual"].p.isna().all()
     report = (out / "report.html").read_text()
     assert "Measures beyond DCG" in report and "err #" in report
     bad = CliRunner().invoke(main, ["analyze", "--dataset", "ecir2015", "--formulations", "ndcg",

@@ -10,7 +10,7 @@ from satcal.analysis.power import power_analysis
 from satcal.cli import main
 from satcal.errors import InputFileError
 from satcal.judgments import read_judgments
-from satcal.measures import study_formulations
+from satcal.measures import formulation
 from satcal.runs import read_runs
 from satcal.simulate import UserModel
 from satcal.report import write_analysis
@@ -73,8 +73,10 @@ def test_run_errors(tmp_path, text, fragment):
 
 @pytest.fixture(scope="module")
 def power(ecir_study):
-    return power_analysis(ecir_study.examples, 5, 2, UserModel(), study_formulations(),
-                          budgets=(60, 1500), sims=12, boot=40, seed=3)
+    # a 3 x 2 grid of the study's formulations keeps the simulated analyses fast
+    forms = [formulation(f"{g}-{d}") for d in ("const", "log2") for g in ("lin", "exp2", "exp5")]
+    return power_analysis(ecir_study.examples, 5, 2, UserModel(), forms,
+                          budgets=(60, 1500), sims=10, boot=40, seed=3)
 
 
 def test_power_grows_with_budget(power):
@@ -83,6 +85,9 @@ def test_power_grows_with_budget(power):
     assert t.loc[1500, "power_pair_b3"] >= 0.8          # lin-const vs exp2-log2 differ in b3 by ~0.02
     assert t.loc[1500, "power_gain_b2"] >= 0.8
     assert (t.filter(like="power_") <= 1).all().all() and (t.filter(like="power_") >= 0).all().all()
+    # Monte-Carlo standard error of each share of 10 simulated studies
+    for col in [c for c in t.columns if c.startswith("power_") and not c.endswith("_se")]:
+        np.testing.assert_allclose(t[f"{col}_se"], np.sqrt(t[col] * (1 - t[col]) / 10))
 
 
 def test_power_figure(power, tmp_path):

@@ -28,9 +28,9 @@ def _many_answers(rng, n_examples=60, answers_per_example=25):
     return score_lists(la[rows], FORMS), score_lists(lb[rows], FORMS), answers
 
 
-def _per_row_glm(x, y):
-    res = sm.GLM(y, design(x), family=sm.families.Binomial()).fit()
-    return res
+def _per_row_glm(x, y, groups=None):
+    model = sm.GLM(y, design(x), family=sm.families.Binomial())
+    return model.fit() if groups is None else model.fit(cov_type="cluster", cov_kwds={"groups": groups})
 
 
 def test_point_fits_equal_per_row_glm(rng):
@@ -41,7 +41,9 @@ def test_point_fits_equal_per_row_glm(rng):
     sat = np.isin(answers, ("both_good", "both_bad"))
     y_sat = np.tile((answers[sat] == "both_good").astype(float), 2)
     for j, f in enumerate(FORMS):
-        ref = _per_row_glm(np.concatenate([phi_a[sat, j], phi_b[sat, j]]), y_sat)
+        # the P(Sat|phi) covariance is clustered by answer (its A and B rows), CR1
+        ref = _per_row_glm(np.concatenate([phi_a[sat, j], phi_b[sat, j]]), y_sat,
+                           groups=np.tile(np.arange(sat.sum()), 2))
         row = result.fits.query("formulation == @f and curve == 'sat'").iloc[0]
         np.testing.assert_allclose(row[["beta0", "beta1", "beta2"]].to_numpy(float), ref.params,
                                    rtol=1e-9, atol=1e-9)

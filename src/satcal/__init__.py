@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # public name -> the module that defines it
 _EXPORTS = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .errors import SatcalError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -373,6 +373,10 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    from .generate import ECIR2015_PAIRING_CORRELATION
+    click.echo(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
+               f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
+               f"{ECIR2015_PAIRING_CORRELATION:.2f}); the paper's P(Sat|phi) depends on it, the per-list curve does not")
     extra = _extra_measures_line(result)
     if extra:
         click.echo(extra)
@@ -673,7 +677,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     writes power/power.csv and power/power.png.
     """
     from .analysis.power import power_analysis
-    from .simulate import UserModel
+    from .simulate import _workspace_model
     from .workspace import Workspace
     ws = Workspace.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
@@ -684,9 +688,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     pair_t = tuple(p.strip() for p in pair.split(","))
     if len(pair_t) != 2:
         raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    sim = ws.config["simulation"]
-    model = UserModel(formulation=sim["formulation"], intercept=sim["intercept"], slope=sim["slope"],
-                      heterogeneity=sim["heterogeneity"], workers=sim["workers"], seed=ws.seed + 5)
+    model = _workspace_model(ws)  # every [simulation] key, as satcal simulate reads them
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
                             pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
                             sims, boot, seed=ws.seed + 5,

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SatcalError
-from .ingest import ANSWER_CODES, StudyData
+from .answers import ANSWER_CODES, StudyData
 from .judgments import Judgments, read_judgments
 from .measures import (ECIR_DISCOUNT_CODES, ECIR_GAIN_CODES, score_lists, study_formulations)
 

@@ -148,7 +148,7 @@ class OutputSet:
 def package_versions() -> dict:
     """Versions of satcal and the scientific stack, for provenance records."""
     from importlib import metadata
-    from . import __version__
+    from ._version import __version__
     out = {"satcal": __version__}
     for name in ("numpy", "scipy", "pandas", "statsmodels", "scikit-learn", "matplotlib"):
         try:

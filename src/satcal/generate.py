@@ -45,7 +45,8 @@ from .errors import SatcalError
 from .judgments import Judgments
 from .measures import _resolve, bin_index, score_lists
 
-__all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap"]
+__all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap",
+           "pairing_correlation", "ECIR2015_PAIRING_CORRELATION"]
 
 METHODS = ("optimal", "greedy", "published")
 OVERLAP_POLICIES = ("allow", "disjoint")
@@ -53,6 +54,39 @@ MAX_ENUMERATED_PATTERNS = 4096
 SAMPLED_PATTERNS = 3000
 MAX_PAIRS = 80_000
 MAX_LP_COLUMNS = 8000
+#: corr(phi_A, phi_B) of the ECIR 2015 pairs (paper 003), median over the 36 formulations
+#: (lin-const: -0.06); tests/test_joint.py recomputes it from the embedded answers.
+ECIR2015_PAIRING_CORRELATION = -0.08
+
+
+def pairing_correlation(phi_a, phi_b, weights=None) -> np.ndarray:
+    """The pairing correlation of a design: Pearson corr(phi_A, phi_B) over its examples, one
+    per formulation (column).
+
+    The paper's P(Sat|phi) depends on it (a list's partner shapes the both_good/both_bad
+    answers it gets; SPEC 7.2), the per-list curve s(phi) does not.
+
+    Parameters
+    ----------
+    phi_a, phi_b : (n, F) or (n,) arrays
+        Scores of lists A and B of each example.
+    weights : (n,) array, optional
+        How often each row counts (e.g. its answers); default 1.
+
+    Returns
+    -------
+    (F,) array (a float for 1-d input); NaN where a side's scores do not vary.
+    """
+    a, b = np.asarray(phi_a, float), np.asarray(phi_b, float)
+    single = a.ndim == 1
+    a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+    w = np.ones(len(a)) if weights is None else np.asarray(weights, float)
+    w = w / w.sum()
+    da, db = a - w @ a, b - w @ b
+    va, vb = w @ da ** 2, w @ db ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where((va > 0) & (vb > 0), (w @ (da * db)) / np.sqrt(va * vb), np.nan)
+    return float(r[0]) if single else r
 
 
 @dataclass
@@ -168,6 +202,15 @@ class GenerationResult:
         """Every feasible cell the design covers holds ``min_per_cell``."""
         c = self.coverage[self.coverage["feasible"] & self.coverage["covered"]]
         return bool((c["count"] >= self.design.min_per_cell).all())
+
+    def pairing_correlation(self) -> pd.Series:
+        """corr(phi_A, phi_B) of the examples per formulation of the design's family
+        (:func:`pairing_correlation`)."""
+        ids = [f.id for f in self.design.formulations]
+        wide = self.scores[self.scores["formulation"].isin(ids)].pivot(
+            index="example_id", columns="formulation", values=["phi_a", "phi_b"])
+        return pd.Series(pairing_correlation(wide["phi_a"][ids].to_numpy(), wide["phi_b"][ids].to_numpy()),
+                         index=ids)
 
     def summary(self) -> dict:
         return {"examples": self.n_examples, "lower_bound": self.lower_bound, "method": self.method,

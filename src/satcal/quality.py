@@ -199,7 +199,7 @@ class Agreement:
 def agreement(answers: pd.DataFrame) -> Agreement | None:
     """Krippendorff's alpha (nominal) of the answers to examples answered two or more times
     (``example_id, answer``, canonical orientation); None when no example has two answers."""
-    from .ingest import ANSWER_CODES
+    from .answers import ANSWER_CODES
     counts = pd.crosstab(answers["example_id"], answers["answer"]).reindex(columns=list(ANSWER_CODES), fill_value=0)
     n = counts.sum(axis=1)
     multi = counts[n >= 2]

@@ -214,9 +214,16 @@ def reading_guide(result) -> list[Markup]:
         for ind, g in result.anova.groupby("indicator"):
             g = g[g.term != "Residual"].set_index("term")
             top = g["eta_sq"].idxmax()
-            parts.append(f"{ind}: {top} explains {100 * g.loc[top, 'eta_sq']:.0f}% of the variance "
-                         f"(p = {g.loc[top, 'p']:.2g})")
-        out.append(Markup("ANOVA over the formulations: {}.").format("; ".join(parts)))
+            r = g.loc[top]
+            interval = (f", 95% interval {100 * r.eta_sq_lo:.0f}-{100 * r.eta_sq_hi:.0f}%"
+                        if "eta_sq_lo" in g and pd.notna(r.get("eta_sq_lo")) else "")
+            # the chi2 tail far beyond the bootstrap's resolution says only "very small"
+            test = ("no test without the bootstrap: the estimates share their answers" if pd.isna(r.p)
+                    else "bootstrap Wald test p < 1e-16" if r.p < 1e-16
+                    else f"bootstrap Wald test p = {r.p:.2g}")
+            parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
+                         f"formulations{interval} ({test})")
+        out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
     c = result.curves
     model = "joint" if verdict.estimator == "per_list" else "published"
     if "sat_model" in c.columns:
@@ -300,10 +307,12 @@ def _beyond_dcg_paragraph(result) -> Markup | None:
         best_other, best_dcg, d, lo, hi, p_text, verdict)
 
 
-def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None) -> Markup:
+def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None,
+                na_rep: str = "NaN") -> Markup:
     """A table as HTML; pandas escapes every cell."""
     shown = df if max_rows is None else df.head(max_rows)
-    return Markup(shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True))
+    return Markup(shown.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", border=0, escape=True,
+                                na_rep=na_rep))
 
 
 def _parameters(prov: dict) -> list[tuple[str, object]]:
@@ -360,7 +369,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
                      "data": base64.b64encode(path.read_bytes()).decode("ascii")}
                     for name, path in figure_paths.items()],
         "ranking": _table_html(ranking), "pairs": None, "p_floor": None,
-        "anova": _table_html(result.anova), "model_check": None,
+        "anova": _table_html(result.anova, na_rep=""), "model_check": None,
         "crowd": meta.get("crowd"), "screening": None, "workers": None,
         "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
     }
@@ -429,7 +438,7 @@ def _joint_gap(result) -> float:
 
 
 def _version() -> str:
-    from . import __version__
+    from ._version import __version__
     return __version__
 
 

@@ -29,7 +29,7 @@ from .measures import formulation as parse_formulation
 from .measures import score_lists
 from .platforms._common import UNFINISHED, unfinished
 
-__all__ = ["UserModel", "simulate_answers", "simulate_workspace", "simulate_served", "GRID_TRUTH"]
+__all__ = ["UserModel", "simulate_answers", "honest_answers", "simulate_workspace", "simulate_served", "GRID_TRUTH"]
 
 GRID_TRUTH = np.round(np.linspace(0, 1, 101), 2)
 
@@ -100,7 +100,7 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     answers_per_example : how many different workers answer each example (each a separate
         row, as in the study's design).
     """
-    from .platforms import SHOWN_CODES, swap_answer
+    from .platforms import SHOWN_CODES
 
     rng = np.random.default_rng(model.seed)
     f = parse_formulation(model.formulation)
@@ -133,14 +133,7 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     idx = np.array(rows_item, dtype=np.int64)
     who = np.array(rows_worker)
     u = np.array([offsets[w] for w in who])
-    p_a = expit(model.intercept + u + model.slope * phi_a[idx])
-    p_b = expit(model.intercept + u + model.slope * phi_b[idx])
-    sat_a, sat_b = rng.random(idx.size) < p_a, rng.random(idx.size) < p_b
-    canonical = _canonical_answers(sat_a, sat_b)
-    canonical = _joint_behaviour(canonical, sat_a, sat_b, phi_a[idx] - phi_b[idx], model)
-    shown = np.array([swap_answer(a) if s else a for a, s in zip(canonical, swapped[idx])], dtype=object)
-    undecided = np.isin(shown, ("both_good", "both_bad")) & (rng.random(idx.size) < model.position_bias)
-    shown[undecided] = "a_better"
+    shown, p_a, p_b = honest_answers(phi_a[idx], phi_b[idx], u, swapped[idx], model, rng)
     spam = np.isin(who, list(spammers))
     shown[spam] = rng.choice(list(SHOWN_CODES), size=int(spam.sum()))
     order = rng.permutation(idx.size)  # results arrive interleaved
@@ -165,6 +158,37 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
              "answers": int(idx.size), "answers_to_examples": int((~is_trap[idx]).sum()),
              "abandoned_assignments": int(unfinished(answers).sum())}
     return answers, truth
+
+
+def honest_answers(phi_a: np.ndarray, phi_b: np.ndarray, u: np.ndarray, swapped: np.ndarray,
+                   model: UserModel, rng: np.random.Generator, joint_rng=None):
+    """Honest workers' answers, in the shown orientation (the answer process of the module
+    docstring); ``satcal simulate`` and the power analysis both answer through it.
+
+    Parameters
+    ----------
+    phi_a, phi_b : (n,) scores under the truth formulation of the canonical lists A and B.
+    u : (n,) the answering worker's offset u_w.
+    swapped : (n,) whether B was shown first (the export's swap); position bias pushes an
+        undecided answer to the list *shown* first.
+    rng : draws satisfaction (A then B) and position bias; ``joint_rng`` the joint model's
+        preferences and lapses (default: a stream of their own, see ``_joint_behaviour``).
+
+    Returns
+    -------
+    shown : (n,) answer codes as shown; p_a, p_b : (n,) the satisfaction probabilities.
+    """
+    from .platforms import swap_answer
+    p_a = expit(model.intercept + u + model.slope * phi_a)
+    p_b = expit(model.intercept + u + model.slope * phi_b)
+    n = np.size(p_a)
+    sat_a, sat_b = rng.random(n) < p_a, rng.random(n) < p_b
+    canonical = _canonical_answers(sat_a, sat_b)
+    canonical = _joint_behaviour(canonical, sat_a, sat_b, phi_a - phi_b, model, joint_rng)
+    shown = np.array([swap_answer(a) if s else a for a, s in zip(canonical, swapped)], dtype=object)
+    undecided = np.isin(shown, ("both_good", "both_bad")) & (rng.random(n) < model.position_bias)
+    shown[undecided] = "a_better"
+    return shown, p_a, p_b
 
 
 def _with_abandoned(answers: pd.DataFrame, is_trap: np.ndarray, workers: np.ndarray, share: float,
@@ -234,15 +258,17 @@ def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:
     with its expected share of both_good), i.e. the probability limit of the estimator.
     ``p_sat_list`` keeps the per-list model curve for comparison.
     """
-    from .analysis import design, fit_logit_batch
+    import statsmodels.api as sm
     if p_a.size == 0:
         return np.full(GRID_TRUTH.size, np.nan)
     agree = p_a * p_b + (1 - p_a) * (1 - p_b)
     share_good = p_a * p_b / np.maximum(agree, 1e-300)
     x = np.concatenate([phi_a, phi_b])
-    beta, _ = fit_logit_batch(design(x)[None], np.concatenate([share_good, share_good])[None],
-                              np.concatenate([agree, agree])[None])
-    return expit(design(GRID_TRUTH) @ beta[0])
+    quadratic = lambda v: np.stack([np.ones_like(v), v, v ** 2], axis=-1)
+    # a weighted binomial GLM on expected proportions: the analysis's fit on expected data
+    fit = sm.GLM(np.concatenate([share_good, share_good]), quadratic(x), family=sm.families.Binomial(),
+                 var_weights=np.concatenate([agree, agree])).fit(tol=1e-12)
+    return expit(quadratic(GRID_TRUTH) @ np.asarray(fit.params))
 
 
 def simulate_workspace(ws, platform: str | None = None, force: bool = False, model: UserModel | None = None):

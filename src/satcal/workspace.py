@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import __version__
+from ._version import __version__
 from .errors import InputFileError, SatcalError
 from .fileio import OutputSet, atomic_write_text, sha256_file
 from .judgments import Judgments, read_judgments

@@ -3,6 +3,8 @@
 - :mod:`.core`: satisfaction / preference data, quadratic-logit fits, points, b1-b3, ANOVA,
   model check, :func:`calibrate`;
 - :mod:`.bootstrap`: bootstrap intervals over examples with batched fits, in parallel;
+- :mod:`.effects`: the gain and discount effects (sums of squares, eta squared and the
+  bootstrap Wald test that respects the shared answers), behind ``anova.csv``;
 - :mod:`.power`: power of a design by simulation;
 - :mod:`.evaluate`: expected satisfaction of systems from a calibration.
 """

@@ -27,26 +27,101 @@ from .core import (GRID, AnswerTypes, _distinct_pairs, bias_indicators, collapse
                    fit_logit_replicates, preference_curves, satisfaction_curves)
 from ..measures import bin_index
 
-__all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "parallel_map"]
+__all__ = ["BootstrapResult", "bootstrap_calibration", "replicate_weights", "resampling_clusters",
+           "cluster_codes", "parallel_map", "RESAMPLING"]
 
 LEVEL = 0.95
 
 
 def replicate_weights(n: int, replicates: int, seed: int, groups: np.ndarray | None = None,
-                      n_groups: int | None = None) -> np.ndarray:
-    """Resampling counts; replicate b uses child stream b of SeedSequence(seed).
+                      n_groups: int | None = None, clusters=None) -> np.ndarray:
+    """Resampling weights of the answers; replicate b uses child stream b of SeedSequence(seed).
 
-    Without ``groups``: (B, n), how often each of the n answers is drawn. With ``groups`` (the
-    distinct row of each answer, :class:`~satcal.analysis.core.AnswerTypes`): (B, n_groups),
-    the same draws summed per distinct row, so memory grows with distinct rows, not answers.
+    Parameters
+    ----------
+    n : int
+        Number of answers.
+    replicates, seed : int
+    groups, n_groups : optional
+        The distinct row of each answer (:class:`~satcal.analysis.core.AnswerTypes`
+        ``inverse``) and the number of rows: the weights are then summed per distinct row,
+        (B, n_groups), so memory grows with distinct rows, not answers.
+    clusters : sequence of (n,) int arrays, optional
+        One or two clusterings of the answers, coded 0..G-1 (:func:`cluster_codes`). Each
+        replicate draws the G clusters of every clustering with replacement, independently, and
+        an answer's weight is the product of its clusters' draw counts: with (workers,
+        examples) this is Owen's (2007) pigeonhole bootstrap, with (examples,) the bootstrap of
+        examples. None: every answer drawn independently (n draws). Each replicate costs
+        O(n + G) time.
+
+    Returns
+    -------
+    (B, n) weights, or (B, n_groups) with ``groups``.
     """
     children = np.random.SeedSequence(seed).spawn(replicates)
     width = n if groups is None else int(n_groups)
     out = np.empty((replicates, width), dtype=np.float64)
+    sizes = [int(c.max()) + 1 if len(c) else 0 for c in clusters] if clusters is not None else []
     for b, child in enumerate(children):
-        draws = np.random.default_rng(child).integers(0, n, n)
-        out[b] = np.bincount(draws if groups is None else groups[draws], minlength=width)
+        rng = np.random.default_rng(child)
+        if clusters is None:
+            draws = rng.integers(0, n, n)
+            out[b] = np.bincount(draws if groups is None else groups[draws], minlength=width)
+            continue
+        w = np.ones(n)
+        for codes, size in zip(clusters, sizes):
+            w *= np.bincount(rng.integers(0, size, size), minlength=size)[codes]
+        out[b] = w if groups is None else np.bincount(groups, weights=w, minlength=width)
     return out
+
+
+#: How replicates resample, by what the answers carry (``calibration.json`` ``resampling``).
+RESAMPLING = {"pigeonhole": "workers x examples (pigeonhole)", "workers": "workers (examples nested)",
+              "examples": "examples", "answers": "answers"}
+
+
+def cluster_codes(ids) -> np.ndarray | None:
+    """Integer codes 0..G-1 of cluster labels, in order of first appearance; a missing label
+    (None, NaN, empty) is a cluster of its own. None when every label is missing."""
+    ids = pd.Series(np.asarray(ids, dtype=object))
+    missing = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
+    if missing.all():
+        return None
+    codes, uniques = pd.factorize(ids.where(~missing, None), use_na_sentinel=True)
+    codes[missing] = uniques.size + np.arange(int(missing.sum()))
+    return codes.astype(np.intp)
+
+
+def resampling_clusters(n: int, worker_ids=None, example_ids=None) -> tuple[str, tuple | None]:
+    """What the bootstrap resamples, from the ids the answers carry (SPEC 7.2).
+
+    - Worker ids (not all missing) and examples answered by several workers: workers and
+      examples, crossed (Owen's pigeonhole bootstrap).
+    - Worker ids and every example answered by one worker only (the default design, one
+      answer per example; or no example ids): examples are nested in workers, and resampling
+      workers with all their answers is the cluster bootstrap of the top level (Davison &
+      Hinkley 1997, sec. 3.8); crossing them with examples would count the answers' own noise
+      three times.
+    - Example ids only: examples, all answers to one example together.
+    - Neither: answers.
+
+    Returns the :data:`RESAMPLING` label and the ``clusters`` for :func:`replicate_weights`.
+    """
+    def codes(ids, name):
+        if ids is None:
+            return None
+        if len(ids) != n:
+            raise SatcalError(f"{name} has {len(ids)} entries for {n} answers")
+        return cluster_codes(ids)
+
+    workers, examples = codes(worker_ids, "worker_ids"), codes(example_ids, "example_ids")
+    if workers is not None:
+        if examples is None or np.unique(np.stack([examples, workers]), axis=1).shape[1] == examples.max() + 1:
+            return RESAMPLING["workers"], (workers,)
+        return RESAMPLING["pigeonhole"], (workers, examples)
+    if examples is not None:
+        return RESAMPLING["examples"], (examples,)
+    return RESAMPLING["answers"], None
 
 
 def _quantiles(values: np.ndarray, axis: int = 0):
@@ -174,6 +249,7 @@ class BootstrapResult:
     seed: int = 0
     estimates: np.ndarray = None            # (F, 3): the full-sample b1, b2, b3
     joint: dict | None = field(default=None, repr=False)  # the joint model's, see bootstrap_joint
+    resampling: str = RESAMPLING["answers"]  # what a replicate resamples, see RESAMPLING
 
     @property
     def bias_intervals(self) -> pd.DataFrame:
@@ -185,7 +261,7 @@ class BootstrapResult:
                 out[f"{name}_se"] = np.nanstd(self.indicators[:, :, k], axis=0, ddof=1)
         if self.joint is not None:
             lo, hi = _bc_interval(self.joint["indicators"], self.joint["estimates"])
-            for k, name in enumerate(("b1_joint", "b2_joint")):
+            for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")):
                 out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
         return out
 
@@ -260,30 +336,34 @@ class BootstrapResult:
 
 
 def _joint_replicates(phi_a, phi_b, code, W, fit):
-    """One formulation's joint model over the replicates: s(phi) band and b1, b2 per replicate."""
-    from .joint import bootstrap_thetas
+    """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
+    implied preference curve) per replicate."""
+    from .joint import bootstrap_thetas, implied_preference
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
-    ind = bias_indicators(curves, np.zeros_like(curves))
-    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"]], axis=1)}
+    ind = bias_indicators(curves, implied_preference(thetas, GRID))
+    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
-                    seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False) -> dict:
+                    seed: int, n_jobs: int = 1, backend: str = "loky", progress: bool = False,
+                    clusters=None) -> dict:
     """The joint model's bootstrap, on the same replicates as the published curves' (same
     seed, same resampled examples): each replicate's parameters by the k-step bootstrap
     (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
-    b2_joint per replicate for their BC intervals."""
-    from .joint import CODES
+    b2_joint, b3_joint per replicate for their BC intervals. ``clusters`` as for
+    :func:`replicate_weights` (the same as the published curves', so the same weights)."""
+    from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
-    W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size)
+    W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size, clusters)
     tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j]) for j in range(len(fits)))
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
     estimates = np.array([[np.mean(np.abs(GRID - f.predict(GRID)[0])),
-                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2] for f in fits])
+                           (f.predict(GRID)[0][0] + 1 - f.predict(GRID)[0][-1]) / 2,
+                           np.mean(1 - implied_preference(f, GRID))] for f in fits])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
-            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 2)
+            "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
             "estimates": estimates}
 
 
@@ -291,22 +371,37 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           replicates: int = 1000, seed: int = 0, n_jobs: int = 1,
                           backend: str = "loky", n_bins: int = 10, progress: bool = False,
                           types: AnswerTypes | None = None, joint_fits: list | None = None,
-                          support: dict | None = None) -> BootstrapResult:
-    """Bootstrap the whole calibration over examples (see module docstring).
+                          support: dict | None = None, clusters=None,
+                          resampling: str | None = None) -> BootstrapResult:
+    """Bootstrap the whole calibration (see module docstring).
 
-    Answers are drawn with replacement; each replicate's draws are then counted per distinct
-    (phi_A, phi_B, answer) row (``types``, computed when not given), so the fits cost what the
-    distinct rows cost. ``support`` ({"sat": (F, 2), "pref": (F, 2)} ranges) computes the
-    indicators over the ranges the point estimates used (None: the whole of [0, 1]).
+    ``clusters``: None (answers resampled independently), or one or two sequences of cluster
+    labels per answer, in input order: ``(example_ids,)`` resamples examples, ``(worker_ids,
+    example_ids)`` workers and examples crossed (Owen's pigeonhole bootstrap); a missing label
+    is a cluster of its own (:func:`resampling_clusters` builds them from the ids, with the
+    ``resampling`` label kept in the result; by default "examples" for one clustering). Each
+    replicate's answer weights are then summed per distinct (phi_A, phi_B, answer) row
+    (``types``, computed when not given), so the fits cost what the distinct rows cost.
+    ``support`` ({"sat": (F, 2), "pref": (F, 2)} ranges) computes the indicators over the
+    ranges the point estimates used (None: the whole of [0, 1]).
     """
     if replicates < 2:
         raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")
     if types is None:
         types = collapse_answers(phi_a, phi_b, answers)
     n = types.n_answers
+    if clusters is not None:
+        if len(clusters) not in (1, 2) or any(len(c) != n for c in clusters):
+            raise SatcalError(f"clusters: one or two sequences of {n} labels (one per answer) expected")
+        clusters = tuple(cluster_codes(c) for c in clusters)
+        if any(c is None for c in clusters):
+            raise SatcalError("clusters: a clustering whose labels are all missing; leave it out")
+        resampling = resampling or (RESAMPLING["pigeonhole"] if len(clusters) == 2 else RESAMPLING["examples"])
+    else:
+        resampling = RESAMPLING["answers"]
     # Row 0: the full sample (every answer once), for the point estimates of the BC intervals.
     W = np.vstack([types.counts[None, :],
-                   replicate_weights(n, replicates, seed, types.inverse, types.counts.size)])
+                   replicate_weights(n, replicates, seed, types.inverse, types.counts.size, clusters)])
     sat = satisfaction_curves(types)
     pref = preference_curves(types, population)
     w_sat = W[:, sat[0].types]  # the same rows for every formulation
@@ -323,11 +418,12 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     indicators = np.stack([r["indicators"] for r in results], axis=1)  # (1 + B, F, 3)
     joint = None
     if joint_fits is not None:
-        joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress)
+        joint = bootstrap_joint(types, joint_fits, ids, replicates, seed, n_jobs, backend, progress,
+                                clusters=clusters)
     return BootstrapResult(
         formulations=ids, replicates=replicates, indicators=indicators[1:], estimates=indicators[0],
         curve_bands={(f, c): r[f"{c}_band"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         point_bands={(f, c): r[f"{c}_points"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         failed=pd.DataFrame({"formulation": ids, "sat": [r["sat_failed"] for r in results],
                              "pref": [r["pref_failed"] for r in results]}),
-        seed=seed, joint=joint)
+        seed=seed, joint=joint, resampling=resampling)

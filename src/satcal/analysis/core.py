@@ -7,11 +7,13 @@
   published figures and bias scores were computed); ``preferences_only`` keeps a_better /
   b_better answers with dphi != 0.
 - Fit: binomial GLM with logit link on (1, x, x^2) (statsmodels, unpenalised), with a 95%
-  band from the linear predictor's standard error.
+  Wald band from the linear predictor's standard error; for P(Sat|phi) the covariance is
+  cluster-robust with an answer's two rows as one cluster (``fit_logit(clusters=...)``).
 - Bias, over the grid x = 0, 0.001, ..., 1:
   b1 = mean |x - P(Sat|x)|;  b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2;  b3 = mean (1 - P(Pref|x)).
 - ANOVA: value ~ gain + discount over the formulations' point estimates (additive, sequential
-  sums of squares), with eta squared = SS_term / SS_total.
+  sums of squares), with eta squared = SS_term / SS_total; the test of each effect is the
+  bootstrap Wald test of :mod:`.effects` (the estimates share their answers).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import pandas as pd
 from scipy.special import expit, ndtri
 
 from ..errors import SatcalError
-from ..ingest import ANSWER_CODES, StudyData
+from ..answers import ANSWER_CODES, StudyData
 from ..measures import Formulation, bin_index, bin_midpoints, score_lists, _resolve
 from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
 
@@ -261,7 +263,12 @@ def design(x, degree: int = 2) -> np.ndarray:
 
 @dataclass
 class LogitFit:
-    """A fitted logit curve P(y=1|x) = expit(beta . (1, x, x^2, ...))."""
+    """A fitted logit curve P(y=1|x) = expit(beta . (1, x, x^2, ...)).
+
+    ``cov`` is the covariance of ``beta`` that :meth:`band` uses: the inverse Fisher
+    information (``cov_type = "model"``), or the cluster-robust sandwich when the rows were
+    fitted with clusters (``"cluster"``, see :func:`fit_logit`).
+    """
 
     beta: np.ndarray
     cov: np.ndarray
@@ -270,12 +277,13 @@ class LogitFit:
     deviance: float
     aic: float
     converged: bool
+    cov_type: str = "model"
 
     def predict(self, x) -> np.ndarray:
         return expit(design(x, len(self.beta) - 1) @ self.beta)
 
     def band(self, x, level: float = 0.95):
-        """Pointwise interval from the linear predictor's standard error."""
+        """Pointwise Wald interval, expit(eta -+ z se(eta)), with se(eta) from ``cov``."""
         X = design(x, len(self.beta) - 1)
         eta = X @ self.beta
         se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, self.cov, X), 0.0))
@@ -308,13 +316,26 @@ def sufficient_statistics(x, y, w=None):
     return xd[nz], yd[nz], counts[nz]
 
 
-def fit_logit(x, y, degree: int = 2, weights=None) -> LogitFit:
+def fit_logit(x, y, degree: int = 2, weights=None, clusters=None) -> LogitFit:
     """Unpenalised binomial GLM with logit link on (1, x, ..., x^degree) (statsmodels).
 
     The rows are first collapsed to their sufficient statistics (distinct (x, y) with counts,
     fitted with frequency weights), so the cost depends on the number of distinct scores, not
     on the number of answers; coefficients, covariance, deviance and AIC are those of the
     per-row fit. ``weights`` are frequency weights of the given rows.
+
+    ``clusters`` (one label per given row) makes ``cov`` cluster-robust: the rows with one
+    label form one cluster, which stands for ``weight`` identical clusters (so the rows of a
+    label must share their weight; a collapsed answer type with count c is c clusters). The
+    sandwich (Liang & Zeger 1986, Biometrika 73(1); CR1 as in Stata and statsmodels'
+    ``cov_type="cluster"``, whose default small-sample factor it applies):
+
+        V = c H^-1 (sum_g w_g s_g s_g^T) H^-1,  s_g = sum_{i in g} (y_i - p_i) x_i,
+        c = G / (G - 1) * (N - 1) / (N - K),
+
+    with H the Fisher information, G = sum_g w_g clusters, N observations and K coefficients.
+    :func:`calibrate` clusters the P(Sat|phi) rows by answer (an answer's A and B rows share
+    its verdict, so they are not independent; the model-based band is about 20 % too narrow).
 
     scikit-learn's ``LogisticRegression`` is penalised by default and flips the quadratic
     coefficient's sign on this kind of data, so statsmodels is used.
@@ -333,8 +354,37 @@ def fit_logit(x, y, degree: int = 2, weights=None) -> LogitFit:
     separated = any(issubclass(w.category, (PerfectSeparationWarning, ConvergenceWarning))
                     for w in caught)
     converged = bool(res.converged) and not separated
-    return LogitFit(np.asarray(res.params), np.asarray(res.cov_params()), int(round(n)),
-                    int(round(float((ws * ys).sum()))), float(res.deviance), float(res.aic), converged)
+    beta, cov = np.asarray(res.params), np.asarray(res.cov_params())
+    if clusters is not None:
+        cov = _cluster_cov(x, y, weights, clusters, beta, degree)
+    return LogitFit(beta, cov, int(round(n)), int(round(float((ws * ys).sum()))), float(res.deviance),
+                    float(res.aic), converged, "model" if clusters is None else "cluster")
+
+
+def _cluster_cov(x, y, weights, clusters, beta, degree):
+    """The CR1 cluster-robust covariance of :func:`fit_logit` (see there)."""
+    x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
+    w = np.ones_like(x) if weights is None else np.asarray(weights, float).ravel()
+    codes, _ = pd.factorize(np.asarray(clusters).ravel())
+    if codes.size != x.size or (codes < 0).any():
+        raise SatcalError(f"clusters need one label per row ({x.size}), none missing")
+    X = design(x, degree)
+    p = expit(X @ beta)
+    scores = (y - p)[:, None] * X                                   # one observation's score
+    g = codes.max() + 1
+    s = np.stack([np.bincount(codes, weights=scores[:, k], minlength=g) for k in range(X.shape[1])], 1)
+    w_g = np.bincount(codes, weights=w, minlength=g) / np.bincount(codes, minlength=g)
+    if not np.allclose(w, w_g[codes]):
+        raise SatcalError("clusters: the rows of one cluster need the same weight")
+    meat = (s * w_g[:, None]).T @ s
+    # the Fisher information at beta itself (statsmodels' IRLS covariance is from its last
+    # iteration's weights, a few 1e-7 off)
+    bread = np.linalg.pinv((X * (w * p * (1 - p))[:, None]).T @ X)
+    n_clusters, n_obs, k = w_g.sum(), w.sum(), X.shape[1]
+    if n_clusters < 2 or n_obs <= k:
+        return np.full((k, k), np.nan)
+    factor = n_clusters / (n_clusters - 1) * (n_obs - 1) / (n_obs - k)
+    return factor * bread @ meat @ bread
 
 
 def _newton(beta: np.ndarray, eta_of, y_of, w_of, design_of, max_iter: int, tol: float):
@@ -526,31 +576,18 @@ def supported_range(x, weights=None, n_bins: int = 10, min_count: int = SUPPORT_
     return (round(held[0] / n_bins, 10), round((held[-1] + 1) / n_bins, 10))
 
 
-def anova_table(bias: pd.DataFrame, indicators: Sequence[str] = ("b1", "b2", "b3")) -> pd.DataFrame:
-    """Additive two-way ANOVA value ~ gain + discount per indicator (sequential SS), eta^2.
+def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
+                bootstrap=None) -> pd.DataFrame:
+    """Effects of gain and discount per indicator: sums of squares, eta^2 and a valid test.
 
     Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
-    structure and are left out.
+    structure and are left out. The estimates share their answers, so ``p`` comes from the
+    bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
+    (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
+    and the joint model's indicators present in ``bias``.
     """
-    import statsmodels.formula.api as smf
-    from statsmodels.stats.anova import anova_lm
-
-    bias = crossed_design(bias)
-
-    terms = [t for t in ("gain", "discount") if bias[t].nunique() > 1]
-    if not terms or len(bias) <= sum(bias[t].nunique() - 1 for t in terms) + 1:
-        return pd.DataFrame(columns=["indicator", "term", "df", "sum_sq", "mean_sq", "F", "p", "eta_sq"])
-    rows = []
-    for ind in indicators:
-        model = smf.ols(f"{ind} ~ " + " + ".join(f"C({t})" for t in terms), data=bias).fit()
-        table = anova_lm(model, typ=1)
-        total = table["sum_sq"].sum()
-        for term, r in table.iterrows():
-            name = term[2:-1] if term.startswith("C(") else term
-            rows.append({"indicator": ind, "term": name, "df": int(r["df"]), "sum_sq": r["sum_sq"],
-                         "mean_sq": r["mean_sq"], "F": r["F"], "p": r["PR(>F)"],
-                         "eta_sq": r["sum_sq"] / total if total > 0 else np.nan})
-    return pd.DataFrame(rows)
+    from .effects import effects_table
+    return effects_table(bias, indicators, bootstrap=bootstrap)
 
 
 def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
@@ -763,7 +800,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
               bootstrap: int = 0, seed: int = 0, n_jobs: int = 1, backend: str = "loky",
               progress: bool = False, sat_model: str = "published",
-              indicator_range: str = "data") -> CalibrationResult:
+              indicator_range: str = "data", worker_ids=None, example_ids=None) -> CalibrationResult:
     """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
 
     Parameters
@@ -776,7 +813,11 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     population : {"all", "preferences_only"}
         Preference population (see module docstring); ``all`` reproduces the paper.
     bootstrap : int
-        Bootstrap replicates over examples (0 for none; 1000 is the usual choice).
+        Bootstrap replicates (0 for none; 1000 is the usual choice). With worker ids they
+        resample workers and examples crossed (Owen's pigeonhole bootstrap; workers alone when
+        each example has one worker), with example ids only examples, and with neither answers
+        (:func:`~satcal.analysis.bootstrap.resampling_clusters`); which one is recorded in
+        ``meta["provenance"]["resampling"]``.
     seed : int
         Seed of the model check folds and of the bootstrap.
     sat_model : {"published", "both", "joint"}
@@ -792,6 +833,10 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         same thing when the design reaches every bin, as ECIR 2015's does). Curves outside their
         support are extrapolations: ``curves.csv`` marks them (``supported``) and the figures
         draw them dotted.
+    worker_ids, example_ids : sequence, optional
+        With ``phi_a``/``phi_b``/``answers`` and no study: the worker and the example of each
+        answer, for the bootstrap's resampling (a study gives its own ``worker_id`` and
+        ``example_id`` columns).
     """
     forms = _resolve(formulations)
     if sat_model not in SAT_MODELS:
@@ -826,6 +871,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
 
     meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
     meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
+    meta["provenance"]["pairing_correlation"] = _pairing(types, forms)
     fcols = _formulation_columns(forms)
     support = {"sat": np.array([supported_range(c.x, c.w, n_bins) for c in sat_curves]),
                "pref": np.array([supported_range(c.x, c.w, n_bins) for c in pref_curves])}
@@ -842,7 +888,8 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         ident = fcols.iloc[j].to_dict()
         for curve, data, store in (("sat", sat_curves[j], p_sat), ("pref", pref_curves[j], p_pref)):
             x, y, w = data.x, data.y, data.w
-            fit = fit_logit(x, y, weights=w)
+            # an answer's A and B rows form one cluster (its row of AnswerTypes, data.types)
+            fit = fit_logit(x, y, weights=w, clusters=data.types if curve == "sat" else None)
             store[j] = fit.predict(GRID)
             lo, hi = fit.band(GRID)
             fit_rows.append({**ident, "curve": curve, "n": fit.n, "successes": fit.successes,
@@ -886,13 +933,20 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         model_check=pd.DataFrame(check_rows, columns=order + ["model", "log_loss", "brier", "folds"]),
         meta=meta)
     if bootstrap:
-        from .bootstrap import bootstrap_calibration
+        from .bootstrap import bootstrap_calibration, resampling_clusters
+        if study is not None:
+            worker_ids, example_ids = (study.examples[c] if c in study.examples.columns else None
+                                       for c in ("worker_id", "example_id"))
+        resampling, clusters = resampling_clusters(len(answers), worker_ids, example_ids)
+        meta["provenance"]["resampling"] = resampling
         result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,
                                                  replicates=bootstrap, seed=seed, n_jobs=n_jobs,
                                                  backend=backend, progress=progress, types=types,
-                                                 joint_fits=joint_models,
+                                                 joint_fits=joint_models, clusters=clusters,
+                                                 resampling=resampling,
                                                  support=ranges if indicator_range == "data" else None)
         result.bootstrap.attach(result)
+        result.anova = anova_table(result.bias, bootstrap=result.bootstrap)  # the valid test
     result.meta["warnings"] = thin_data_warnings(result)
     result.meta["provenance"]["warnings"] = result.meta["warnings"]
     return result
@@ -945,9 +999,11 @@ SAT_MODELS = ("published", "both", "joint")
 
 
 def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
-    """The joint model of every formulation: fits rows, curve frames, and b1_joint, b2_joint."""
-    from .joint import fit_joint
-    fits, curves, b1, b2, models = [], [], [], [], []
+    """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
+    many starts agreed and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
+    (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`)."""
+    from .joint import fit_joint, implied_preference
+    fits, curves, b1, b2, b3, models = [], [], [], [], [], []
     iterator = range(len(fcols))
     if progress:
         from tqdm.auto import tqdm
@@ -963,13 +1019,16 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool):
                      "se0": se[0], "se1": se[1], "se2": se[2], "deviance": -2 * fit.loglik,
                      "aic": -2 * fit.loglik + 2 * fit.theta.size, "converged": fit.converged,
                      "monotone": bool(np.all(np.diff(p) >= -1e-12)),
-                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")}})
+                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
+                     "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
+                     "flags": "; ".join(fit.flags)})
         curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
                                     "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
                                     "p_isotonic": np.nan}))
         b1.append(float(np.mean(np.abs(GRID - p))))
         b2.append(float((p[0] + 1 - p[-1]) / 2))
-    return fits, curves, {"b1_joint": b1, "b2_joint": b2}, models
+        b3.append(float(np.mean(1 - implied_preference(fit, GRID))))
+    return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
 
 
 def _support_record(formulations, support: dict, n_bins: int) -> dict:
@@ -1002,6 +1061,15 @@ def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answ
         "packages": package_versions(),
         "simulated": False,
     }
+
+
+def _pairing(types: AnswerTypes, forms) -> dict:
+    """corr(phi_A, phi_B) of the answered examples (each answer once): the median over the
+    formulations and each one's (SPEC 7.2; the paper's curve depends on it)."""
+    from ..generate import pairing_correlation
+    r = pairing_correlation(types.phi_a, types.phi_b, types.counts)
+    return {"median": round(float(np.nanmedian(r)), 4) if np.isfinite(r).any() else None,
+            "by_formulation": {f.id: (round(float(v), 4) if np.isfinite(v) else None) for f, v in zip(forms, r)}}
 
 
 def _isotonic_curve(x, y, w=None) -> np.ndarray:

@@ -1,15 +1,28 @@
 """Power of a design, by simulation: how many answers tell formulations apart?
 
-For each budget (examples x answers per example), ``sims`` studies are simulated from a user
-model (the simulated crowd's, honest workers: traps are assumed to remove spammers) on
-examples drawn from a generated design. In each simulated study:
+For each budget (examples x answers per example), ``sims`` studies are simulated and each is
+analysed with the tests the report reads, so power is the chance that the report shows the
+difference:
 
-- the difference in each bias indicator between two formulations is tested with a paired
-  bootstrap over examples (B replicates, BC interval excluding 0 = detected);
-- the additive ANOVA over all formulations tests the gain and the discount effects
-  (p < alpha = detected).
+- answers come from ``satcal simulate``'s user model (:class:`satcal.simulate.UserModel`,
+  through :func:`satcal.simulate.honest_answers`): a fixed crowd of honest workers with
+  per-worker offsets u_w ~ N(0, heterogeneity^2) (a new crowd per simulated study), the joint
+  model's undecided preferences, preference accuracy and lapses, and position bias towards the
+  list shown first (each example shown swapped with probability 1/2, as the export does). The
+  spammers are assumed removed by the traps: the budget counts the honest answers, and the
+  crowd is ``workers - round(spammers * workers)`` workers. Each example's answers come from
+  different workers drawn at random (the export's pages are not simulated);
+- each study is bootstrapped over answers as ``satcal analyze --bootstrap`` does
+  (:func:`~satcal.analysis.bootstrap.bootstrap_calibration`, ``boot`` replicates);
+- a difference between the two formulations of ``pair`` is detected when its Holm-adjusted p
+  is below ``alpha``: p from the bootstrap standard error with a normal approximation, Holm's
+  adjustment over all pairs of the formulations analysed, per indicator (as
+  ``BootstrapResult.pairwise``'s ``p_holm``, computed by :func:`holm_p`);
+- the gain and the discount effects are detected when the bootstrap Wald test of
+  :mod:`satcal.analysis.effects` (the ``p`` of ``anova.csv``) is below ``alpha``.
 
-Power is the share of simulated studies with a detection.
+Power is the share of simulated studies with a detection; ``*_se`` columns hold its
+Monte-Carlo standard error sqrt(p (1 - p) / sims).
 """
 from __future__ import annotations
 
@@ -17,15 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 from ..errors import SatcalError
 from ..measures import formulation as parse_formulation
 from ..measures import score_lists
-from .core import (GRID, anova_table, bias_indicators, design, fit_logit_batch, fit_logit_replicates,
-                   preference_data, satisfaction_data)
+from ..simulate import UserModel, honest_answers
+from .effects import effects_table
 
-__all__ = ["power_analysis", "PowerResult"]
+__all__ = ["power_analysis", "PowerResult", "holm_p", "simulated_answers"]
+
+INDICATORS = ("b1", "b2", "b3")
 
 
 @dataclass
@@ -37,19 +51,22 @@ class PowerResult:
         from ..fileio import new_figure
         fig, axes = new_figure(nrows=1, ncols=2, figsize=(11, 4), sharey=True)
         t = self.table
-        for ind in ("b1", "b2", "b3"):
-            axes[0].plot(t["answers"], t[f"power_pair_{ind}"], marker="o", label=ind)
-            axes[1].plot(t["answers"], t[f"power_gain_{ind}"], marker="o", label=f"gain, {ind}")
-            axes[1].plot(t["answers"], t[f"power_discount_{ind}"], marker="s", ls="--", label=f"discount, {ind}")
-        axes[0].set_title(f"{self.pair[0]} vs {self.pair[1]}: difference detected")
-        axes[1].set_title("ANOVA effects detected")
+        for ind in INDICATORS:
+            axes[0].errorbar(t["answers"], t[f"power_pair_{ind}"], yerr=t[f"power_pair_{ind}_se"],
+                             marker="o", capsize=3, label=ind)
+            axes[1].errorbar(t["answers"], t[f"power_gain_{ind}"], yerr=t[f"power_gain_{ind}_se"],
+                             marker="o", capsize=3, label=f"gain, {ind}")
+            axes[1].errorbar(t["answers"], t[f"power_discount_{ind}"], yerr=t[f"power_discount_{ind}_se"],
+                             marker="s", ls="--", capsize=3, label=f"discount, {ind}")
+        axes[0].set_title(f"{self.pair[0]} vs {self.pair[1]}: Holm-adjusted p < alpha")
+        axes[1].set_title("Gain / discount effect: bootstrap Wald p < alpha")
         for ax in axes:
             ax.axhline(0.8, color="0.6", ls=":")
             ax.set_xlabel("budget (answers)")
             ax.set_ylim(0, 1.02)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        axes[0].set_ylabel("power")
+        axes[0].set_ylabel("power (bars: Monte-Carlo SE)")
         fig.tight_layout()
         return fig
 
@@ -63,57 +80,86 @@ class PowerResult:
         return {"table": str(out / "power.csv"), "figure": str(png)}
 
 
-def _canonical(phi_a, phi_b, model, rng, n_workers):
-    """Honest answers: each list satisfies with expit(a + u_w + b phi) under the truth."""
-    u = rng.normal(0, model.heterogeneity, n_workers)[rng.integers(0, n_workers, phi_a.size)]
-    sa = rng.random(phi_a.size) < expit(model.intercept + u + model.slope * phi_a)
-    sb = rng.random(phi_b.size) < expit(model.intercept + u + model.slope * phi_b)
-    return np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+def simulated_answers(phi_a: np.ndarray, phi_b: np.ndarray, model: UserModel, rng: np.random.Generator,
+                      answers_per_example: int = 1) -> np.ndarray:
+    """Honest answers to examples (canonical orientation), ``answers_per_example`` each.
+
+    ``phi_a``, ``phi_b`` (n,) are the examples' scores under the truth formulation; the result
+    (n * answers_per_example,) lists each example's answers together. See the module docstring
+    for the crowd; the answer process is :func:`satcal.simulate.honest_answers`.
+    """
+    from ..platforms import swap_answer
+    honest = max(model.workers - int(round(model.spammers * model.workers)), 1)
+    per = min(answers_per_example, honest)
+    n = np.size(phi_a)
+    offsets = rng.normal(0, model.heterogeneity, honest)
+    # distinct workers per example: the first ``per`` of a random order of the crowd
+    who = np.argsort(rng.random((n, honest)), axis=1)[:, :per] if per > 1 else rng.integers(0, honest, (n, 1))
+    who = np.concatenate([who, rng.integers(0, honest, (n, answers_per_example - per))], axis=1).ravel()
+    swapped = rng.random(who.size) < 0.5
+    shown, _, _ = honest_answers(np.repeat(phi_a, answers_per_example), np.repeat(phi_b, answers_per_example),
+                                 offsets[who], swapped, model, rng, joint_rng=rng)
+    return np.array([swap_answer(a) if s else a for a, s in zip(shown, swapped)], dtype=object)
 
 
-def _indicators_all(phi_a, phi_b, answers):
-    """b1, b2, b3 of every formulation at once (batched fits), shape (F, 3)."""
-    x_sat, y_sat = satisfaction_data(phi_a, phi_b, answers)
-    pref = preference_data(phi_a, phi_b, answers)
-    f = phi_a.shape[1]
-    b_sat, _ = fit_logit_batch(design(x_sat.T), np.broadcast_to(y_sat, (f, y_sat.size)))
-    b_pref, _ = fit_logit_batch(np.stack([design(p[0]) for p in pref]), np.stack([p[1] for p in pref]))
-    g = design(GRID)
-    ind = bias_indicators(expit(b_sat @ g.T), expit(b_pref @ g.T))
-    return np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)
+def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
+    """Holm-adjusted p of every difference between formulations: an (F, F) symmetric matrix.
+
+    ``estimates`` (F,) and ``replicates`` (B, F) of one indicator. As
+    ``BootstrapResult.pairwise``: per pair, d = replicate differences (non-finite ones left out),
+    p = 2 (1 - Phi(|diff| / sd(d))) (``float(diff == 0)`` when sd(d) = 0), pairs with fewer than
+    2 finite differences left out (NaN); Holm's step-down adjustment (Holm 1979, Scand. J.
+    Statist.) over the remaining pairs (statsmodels' ``multipletests``). Diagonal NaN.
+    """
+    from scipy.stats import norm
+    from statsmodels.stats.multitest import multipletests
+    f = estimates.size
+    a, b = np.triu_indices(f, k=1)
+    d = replicates[:, a] - replicates[:, b]                     # (B, pairs)
+    ok = np.isfinite(d)
+    count = ok.sum(axis=0)
+    mean = np.where(ok, d, 0.0).sum(axis=0) / np.maximum(count, 1)
+    sd = np.sqrt((np.where(ok, d - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count - 1, 1))
+    diff = estimates[a] - estimates[b]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(sd > 0, 2 * norm.sf(np.abs(diff) / sd), (diff == 0).astype(float))
+    p = np.where(np.isfinite(p), p, 1.0)   # a failed full-sample fit: no evidence of a difference
+    keep = count >= 2
+    adjusted = np.full(p.size, np.nan)
+    if keep.any():
+        adjusted[keep] = multipletests(p[keep], method="holm")[1]
+    out = np.full((f, f), np.nan)
+    out[a, b] = out[b, a] = adjusted
+    return out
 
 
-def _pair_detected(phi_a, phi_b, answers, cols, boot, rng):
-    """Paired bootstrap over examples of the indicator differences; BC-free percentile test."""
-    from .bootstrap import _bc_interval
-    n = answers.size
-    W = np.vstack([np.ones((1, n))] + [np.bincount(rng.integers(0, n, n), minlength=n)[None] for _ in range(boot)])
-    keep = np.isin(answers, ("both_good", "both_bad"))
-    x_sat, y_sat = satisfaction_data(phi_a[:, cols], phi_b[:, cols], answers)
-    pref = preference_data(phi_a[:, cols], phi_b[:, cols], answers)
-    w_sat = np.concatenate([W[:, keep], W[:, keep]], axis=1)
-    g = design(GRID)
-    vals = []
-    for j in range(2):
-        bs, _ = fit_logit_replicates(design(x_sat[:, j]), y_sat, w_sat)
-        bp, _ = fit_logit_replicates(design(pref[j][0]), pref[j][1], W)
-        ind = bias_indicators(expit(bs @ g.T), expit(bp @ g.T))
-        vals.append(np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1))
-    diff = vals[0] - vals[1]                                   # (1 + B, 3)
-    lo, hi = _bc_interval(diff[1:], diff[0])
-    return (lo > 0) | (hi < 0), diff[0]
-
-
-def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model, formulations,
+def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserModel, formulations,
                    pair: tuple[str, str] = ("lin-const", "exp2-log2"), budgets=(250, 500, 1000, 2000),
                    answers_per_example: int = 1, sims: int = 50, boot: int = 100, alpha: float = 0.05,
                    seed: int = 0, progress: bool = False) -> PowerResult:
     """Power against budget (see module docstring).
 
-    ``examples`` is a generated design (``examples.csv`` with levels ``ra1..``, ``rb1..``);
-    each simulated study draws its examples from it with replacement.
+    Parameters
+    ----------
+    examples : DataFrame
+        A generated design (``examples.csv`` with levels ``ra1..``, ``rb1..``); each simulated
+        study draws its examples from it with replacement.
+    model : UserModel
+        The simulated crowd (``satcal simulate``'s, from ``[simulation]`` in study.toml).
+    formulations : list
+        The formulations analysed (Holm's adjustment runs over all their pairs).
+    boot : int
+        Bootstrap replicates inside each simulated study.
+
+    Returns
+    -------
+    PowerResult
+        One row per budget: ``power_pair_<b>``, ``power_gain_<b>``, ``power_discount_<b>`` and
+        their Monte-Carlo standard errors ``..._se``; ``diff_<b>`` the mean estimated
+        difference of the pair.
     """
     from tqdm.auto import tqdm
+    from .bootstrap import bootstrap_calibration
 
     ids = [f.id for f in formulations]
     missing = [p for p in pair if p not in ids]
@@ -127,36 +173,42 @@ def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model, formul
     all_a, all_b = score_lists(la, formulations, top_level=top_level), score_lists(lb, formulations, top_level=top_level)
     true_a = score_lists(la, [truth], top_level=top_level)[:, 0]
     true_b = score_lists(lb, [truth], top_level=top_level)[:, 0]
-    cols = [ids.index(p) for p in pair]
-    bias_frame = pd.DataFrame({"formulation": ids, "gain": [f.gain.id for f in formulations],
-                               "discount": [f.discount.id for f in formulations]})
+    i, j = (ids.index(p) for p in pair)
+    bias_frame = pd.DataFrame({"formulation": ids, "gain": [f.labels["gain"] for f in formulations],
+                               "discount": [f.labels["discount"] for f in formulations],
+                               "family": [f.labels["family"] for f in formulations]})
     rng = np.random.default_rng(seed)
     rows = []
     bar = tqdm(total=len(budgets) * sims, desc="power", disable=not progress)
     for budget in budgets:
         n_examples = max(int(budget) // answers_per_example, 10)
-        pair_hits, gain_hits, disc_hits, diffs = np.zeros(3), np.zeros(3), np.zeros(3), []
+        hits = {f"{kind}_{b}": 0.0 for kind in ("pair", "gain", "discount") for b in INDICATORS}
+        diffs = []
         for _ in range(sims):
-            pick = np.repeat(rng.integers(0, len(examples), n_examples), answers_per_example)
-            answers = _canonical(true_a[pick], true_b[pick], model, rng, model.workers)
-            detected, diff = _pair_detected(all_a[pick], all_b[pick], answers, cols, boot, rng)
-            pair_hits += detected
-            diffs.append(diff)
-            ind = _indicators_all(all_a[pick], all_b[pick], answers)
-            table = anova_table(bias_frame.assign(b1=ind[:, 0], b2=ind[:, 1], b3=ind[:, 2]))
-            for k_i, name in enumerate(("b1", "b2", "b3")):
-                t = table[table.indicator == name].set_index("term")
-                gain_hits[k_i] += float(t.loc["gain", "p"] < alpha) if "gain" in t.index else 0
-                disc_hits[k_i] += float(t.loc["discount", "p"] < alpha) if "discount" in t.index else 0
+            pick = rng.integers(0, len(examples), n_examples)
+            answers = simulated_answers(true_a[pick], true_b[pick], model, rng, answers_per_example)
+            rows_of = np.repeat(pick, answers_per_example)
+            boot_result = bootstrap_calibration(all_a[rows_of], all_b[rows_of], answers, formulations,
+                                                replicates=boot, seed=int(rng.integers(2 ** 32)))
+            est, reps = boot_result.estimates, boot_result.indicators
+            table = effects_table(bias_frame.assign(**{b: est[:, n] for n, b in enumerate(INDICATORS)}),
+                                  list(INDICATORS), bootstrap=boot_result).set_index(["indicator", "term"])
+            for n, b in enumerate(INDICATORS):
+                hits[f"pair_{b}"] += holm_p(est[:, n], reps[:, :, n])[i, j] < alpha
+                for term in ("gain", "discount"):
+                    if (b, term) in table.index:
+                        hits[f"{term}_{b}"] += table.loc[(b, term), "p"] < alpha
+            diffs.append(est[i] - est[j])
             bar.update(1)
         mean_diff = np.mean(diffs, axis=0)
         row = {"answers": n_examples * answers_per_example, "examples": n_examples,
                "answers_per_example": answers_per_example}
-        for k_i, name in enumerate(("b1", "b2", "b3")):
-            row[f"diff_{name}"] = mean_diff[k_i]
-            row[f"power_pair_{name}"] = pair_hits[k_i] / sims
-            row[f"power_gain_{name}"] = gain_hits[k_i] / sims
-            row[f"power_discount_{name}"] = disc_hits[k_i] / sims
+        for n, b in enumerate(INDICATORS):
+            row[f"diff_{b}"] = mean_diff[n]
+        for key, h in hits.items():
+            p = h / sims
+            row[f"power_{key}"] = p
+            row[f"power_{key}_se"] = float(np.sqrt(p * (1 - p) / sims))
         rows.append(row)
     bar.close()
     return PowerResult(pd.DataFrame(rows), tuple(pair))

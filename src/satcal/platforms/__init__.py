@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..answers import ANSWER_CODES
 from ..errors import SatcalError
 
 __all__ = ["Platform", "PLATFORMS", "get_platform", "build_items", "KEY_COLUMNS", "DISPLAY_FIELDS",
@@ -36,7 +37,7 @@ KEY_COLUMNS = ("item_id", "source_id", "is_trap", "swapped", "expected", "expect
 #: Columns every reader returns.
 RAW_ANSWER_COLUMNS = ("item_id", "worker_id", "answer", "submitted_at", "row_id", "trust", "status",
                       "line", "seconds")
-SHOWN_CODES = ("a_better", "b_better", "both_good", "both_bad")
+SHOWN_CODES = ANSWER_CODES  # the same four codes, read in the orientation shown
 ANSWER_LABELS = {"a_better": "System A gives better results",
                  "b_better": "System B gives better results",
                  "both_good": "Both are equally good",

@@ -1,0 +1,146 @@
+"""Design invariance of the per-list estimand (issue 20, SPEC 7.2); figures in docs/benchmarks.md.
+
+The same simulated users answer two studies of the same size: one on the ECIR 2015 pairs (the
+published design, its relevance patterns as embedded in ``satcal.datasets``) and one on a
+design ``satcal.generate`` builds on the embedded judgments (coverage-optimal, each example
+answered about twice). Users follow SPEC 7.1's answer process with worker effects: per worker
+w, a list with score phi (truth formulation lin-const) satisfies with probability
+expit(-3 + u_w + 6 phi), u_w ~ N(0, 0.5^2); a user who likes both lists or neither states a
+preference with probability 0.3 (for the higher-phi list with probability 0.8), and one who
+likes exactly one prefers the other with probability 0.1 (a lapse).
+
+Every formulation is calibrated on each study (the paper's model and the joint one); the
+rankings of the 36 formulations by b1 and by the mean rank over b1, b2, b3 are compared between
+the two designs (Spearman correlation, same least-biased formulation?), for the paper's
+indicators and for the per-list ones (b1_joint, b2_joint, b3_joint). A third study, the ECIR
+design answered by other users of the same population, says how far two studies agree from
+sampling noise alone (``noise_*``).
+
+    python benchmarks/bench_design_invariance.py [--seeds 5] [--answers 4115]
+"""
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+from scipy.stats import spearmanr
+
+from satcal.analysis import calibrate
+from satcal.datasets import load_ecir2015
+from satcal.generate import generate, pairing_correlation
+from satcal.measures import score_lists, study_formulations
+
+CODES = np.array(["a_better", "b_better", "both_good", "both_bad"], dtype=object)
+
+
+def simulate_users(phi_a, phi_b, truth, rng, workers=100, intercept=-3.0, slope=6.0, sd=0.5,
+                   undecided=0.3, accuracy=0.8, lapse=0.1):
+    """Answers of SPEC 7.1's process with per-worker intercepts (each answer a random worker)."""
+    n = len(phi_a)
+    u = rng.normal(0, sd, workers)[rng.integers(0, workers, n)]
+    ta, tb = phi_a[:, truth], phi_b[:, truth]
+    sat_a = rng.random(n) < expit(intercept + u + slope * ta)
+    sat_b = rng.random(n) < expit(intercept + u + slope * tb)
+    out = np.where(sat_a & sat_b, "both_good", np.where(~sat_a & ~sat_b, "both_bad", "")).astype(object)
+    one = sat_a != sat_b
+    lapsed = rng.random(n) < lapse
+    out[one] = np.where(sat_a[one] != lapsed[one], "a_better", "b_better")
+    d = ta - tb
+    states = ~one & (rng.random(n) < undecided)
+    higher_a = np.where(d > 0, True, np.where(d < 0, False, rng.random(n) < 0.5))
+    pick_a = np.where(d == 0, higher_a, (rng.random(n) < accuracy) == higher_a)
+    out[states] = np.where(pick_a[states], "a_better", "b_better")
+    return out
+
+
+def rankings(bias: pd.DataFrame, names) -> pd.DataFrame:
+    """Rank of each formulation by each indicator (1 = least biased) and by their mean rank."""
+    ranks = bias.set_index("formulation")[list(names)].rank()
+    return ranks.assign(mean_rank=ranks.mean(axis=1))
+
+
+def compare(bias_ecir, bias_gen, names):
+    r1, r2 = rankings(bias_ecir, names), rankings(bias_gen, names)
+    first = names[0]
+    out = {}
+    for key in (first, "mean_rank"):
+        rho = spearmanr(r1[key], r2[key].loc[r1.index]).statistic
+        best1, best2 = r1[key].idxmin(), r2[key].idxmin()
+        out[key] = (rho, best1, best2)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--answers", type=int, default=4115)
+    args = parser.parse_args()
+    study = load_ecir2015()
+    forms = study_formulations()
+    truth = [f.id for f in forms].index("lin-const")
+    ecir_a = score_lists(study.levels("a"), forms, n_levels=study.n_levels)
+    ecir_b = score_lists(study.levels("b"), forms, n_levels=study.n_levels)
+    rows = []
+    for seed in range(args.seeds):
+        t = time.perf_counter()
+        rng = np.random.default_rng(seed)
+        ex = generate(study.judgments, seed=seed).examples
+        la = ex[[f"ra{i}" for i in range(1, study.k + 1)]].to_numpy(float)
+        lb = ex[[f"rb{i}" for i in range(1, study.k + 1)]].to_numpy(float)
+        pick = np.resize(rng.permutation(len(ex)), args.answers)   # every example once or twice
+        gen_a = score_lists(la[pick], forms, n_levels=study.n_levels)
+        gen_b = score_lists(lb[pick], forms, n_levels=study.n_levels)
+        e_pick = rng.integers(0, len(ecir_a), args.answers) if args.answers != len(ecir_a) else np.arange(len(ecir_a))
+        # "ecir_again": the same design, other users; its agreement with "ecir" is what sampling
+        # noise alone allows
+        designs = {"ecir": (ecir_a[e_pick], ecir_b[e_pick]), "generated": (gen_a, gen_b),
+                   "ecir_again": (ecir_a[e_pick], ecir_b[e_pick])}
+        bias = {}
+        for name, (pa, pb) in designs.items():
+            answers = simulate_users(pa, pb, truth, rng)
+            r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both",
+                          model_check_folds=0)
+            bias[name] = r.bias
+            fits = r.fits[r.fits.sat_model == "joint"]
+            bias[name].attrs["flags"] = int((fits["flags"].fillna("") != "").sum())
+            kinds = fits["flags"].fillna("").str.split("; ").explode()
+            bias[name].attrs["kinds"] = sorted({k.split(":")[0] for k in kinds if k})
+            bias[name].attrs["pairing"] = float(np.median(pairing_correlation(pa, pb)))
+        paper = compare(bias["ecir"], bias["generated"], ["b1", "b2", "b3"])
+        joint = compare(bias["ecir"], bias["generated"], ["b1_joint", "b2_joint", "b3_joint"])
+        noise_paper = compare(bias["ecir"], bias["ecir_again"], ["b1", "b2", "b3"])
+        noise_joint = compare(bias["ecir"], bias["ecir_again"], ["b1_joint", "b2_joint", "b3_joint"])
+        lc = lambda name, col: float(bias[name].set_index("formulation").loc["lin-const", col])
+        rows.append({
+            "seed": seed, "examples_generated": len(ex),
+            "pairing_ecir": bias["ecir"].attrs["pairing"], "pairing_generated": bias["generated"].attrs["pairing"],
+            "paper_b1_rho": paper["b1"][0], "paper_b1_same_best": paper["b1"][1] == paper["b1"][2],
+            "paper_mean_rho": paper["mean_rank"][0],
+            "paper_mean_same_best": paper["mean_rank"][1] == paper["mean_rank"][2],
+            "paper_best": f"{paper['b1'][1]} / {paper['b1'][2]}",
+            "joint_b1_rho": joint["b1_joint"][0], "joint_b1_same_best": joint["b1_joint"][1] == joint["b1_joint"][2],
+            "joint_mean_rho": joint["mean_rank"][0],
+            "joint_mean_same_best": joint["mean_rank"][1] == joint["mean_rank"][2],
+            "joint_best": f"{joint['b1_joint'][1]} / {joint['b1_joint'][2]}",
+            "noise_paper_b1_rho": noise_paper["b1"][0], "noise_paper_mean_rho": noise_paper["mean_rank"][0],
+            "noise_joint_b1_rho": noise_joint["b1_joint"][0], "noise_joint_mean_rho": noise_joint["mean_rank"][0],
+            "noise_joint_b1_same_best": noise_joint["b1_joint"][1] == noise_joint["b1_joint"][2],
+            "lin_const_b2_ecir": lc("ecir", "b2"), "lin_const_b2_generated": lc("generated", "b2"),
+            "lin_const_b2_joint_ecir": lc("ecir", "b2_joint"),
+            "lin_const_b2_joint_generated": lc("generated", "b2_joint"),
+            "flagged_fits": f"{bias['ecir'].attrs['flags']} / {bias['generated'].attrs['flags']}",
+            "flags": ", ".join(sorted(set(bias["ecir"].attrs["kinds"]) | set(bias["generated"].attrs["kinds"]))),
+            "seconds": round(time.perf_counter() - t, 1)})
+        print(pd.DataFrame(rows[-1:]).T.to_string(header=False), flush=True)
+    table = pd.DataFrame(rows)
+    pd.set_option("display.width", 200)
+    print("\nall seeds:")
+    print(table.round(3).to_string(index=False))
+    numeric = table.select_dtypes(include=[np.number, bool]).drop(columns=["seed"])
+    print("\nmean over seeds:")
+    print(numeric.mean().round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()

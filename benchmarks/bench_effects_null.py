@@ -1,0 +1,127 @@
+"""Issue 20 benchmark: the tests of the gain and discount effects under an exact null, on
+answers simulated from satcal simulate's user model.
+
+An exact null with shared answers: every "formulation" (g, d) of a 6 x 6 grid scores the lists
+with the same truth formulation (lin-const), and analyses the answers kept by a random mask of
+its gain g and one of its discount d (each keeps an answer with probability KEEP, drawn afresh
+in every simulated study, independently of the answers). Every formulation then has exactly
+the same true b1, b2, b3, while the estimates share most of their answers, more so within a
+gain and within a discount: the correlation structure that makes the real 36 estimates
+dependent. Per simulated study:
+
+- the point estimates (quadratic-logit fits of core, bias_indicators) and B bootstrap
+  replicates over answers, the same resampled answers for every formulation (as
+  bootstrap_calibration draws them);
+- the old test: statsmodels' additive OLS ANOVA F test over the 36 estimates;
+- the new test: the bootstrap Wald test of satcal.analysis.effects.
+
+Prints the rejection rates at 5% with their Monte-Carlo standard errors and the median p.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_effects_null.py [SIMS] [B] [ANSWERS]
+"""
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+from scipy.sparse import csr_matrix
+from scipy.special import expit
+from scipy.stats import chi2
+
+from satcal.analysis import GRID, bias_indicators, design, preference_data, satisfaction_data
+from satcal.analysis.bootstrap import replicate_weights
+from satcal.analysis.core import fit_logit_replicates
+from satcal.analysis.effects import effect_contrasts, wald_test
+from satcal.analysis.power import simulated_answers
+from satcal.datasets import load_ecir2015
+from satcal.measures import formulation, score_lists
+from satcal.simulate import UserModel
+
+GAINS = ["bin1", "bin2", "exp2", "exp3", "exp5", "lin"]
+DISCOUNTS = ["const", "log2", "log3", "log5", "lin", "zipf"]
+KEEP = 0.8
+
+
+def rows_matrix(keys):
+    """Distinct rows of (x, y) and the (answers, distinct rows) incidence matrix."""
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    return uniq, inv.ravel()
+
+
+def study(phi_a, phi_b, model, rng, n_answers, boot):
+    pick = rng.integers(0, phi_a.size, n_answers)
+    a, b = phi_a[pick], phi_b[pick]
+    answers = simulated_answers(a, b, model, rng)
+    # every answer's satisfaction rows (both_* answers: its A and B rows) and preference row
+    x_sat, y_sat = satisfaction_data(a[:, None], b[:, None], answers)
+    keep = np.isin(answers, ("both_good", "both_bad"))
+    owner_sat = np.concatenate([np.flatnonzero(keep)] * 2)
+    (x_pref, y_pref), = preference_data(a[:, None], b[:, None], answers)
+    W = np.vstack([np.ones((1, n_answers)),
+                   replicate_weights(n_answers, boot, int(rng.integers(2 ** 32)))])   # (1 + B, n)
+    g_mask = rng.random((len(GAINS), n_answers)) < KEEP
+    d_mask = rng.random((len(DISCOUNTS), n_answers)) < KEEP
+    curves = {}
+    for curve, x, y, owner in (("sat", x_sat[:, 0], y_sat, owner_sat),
+                               ("pref", x_pref, y_pref, np.arange(n_answers))):
+        uniq, inv = rows_matrix(np.stack([x, y], axis=1))
+        to_rows = csr_matrix((np.ones(owner.size), (owner, inv)), shape=(n_answers, uniq.shape[0]))
+        X = design(uniq[:, 0])
+        out = np.empty((len(GAINS) * len(DISCOUNTS), 1 + boot, GRID.size))
+        for gi in range(len(GAINS)):
+            for di in range(len(DISCOUNTS)):
+                mask = (g_mask[gi] & d_mask[di]).astype(float)
+                w = np.asarray((to_rows.T @ (W * mask).T).T)
+                beta, ok = fit_logit_replicates(X, uniq[:, 1], w)
+                p = expit(beta @ design(GRID).T)
+                p[~ok] = np.nan
+                out[gi * len(DISCOUNTS) + di] = p
+        curves[curve] = out
+    ind = bias_indicators(curves["sat"].reshape(-1, GRID.size), curves["pref"].reshape(-1, GRID.size))
+    return {k: v.reshape(len(GAINS) * len(DISCOUNTS), 1 + boot) for k, v in ind.items()}
+
+
+def main(sims=200, boot=200, n_answers=2000, seed=20):
+    import statsmodels.api as sm
+    st = load_ecir2015()
+    truth = formulation("lin-const")
+    phi_a = score_lists(st.levels("a"), [truth], n_levels=3)[:, 0]
+    phi_b = score_lists(st.levels("b"), [truth], n_levels=3)[:, 0]
+    model = UserModel(position_bias=0.05, heterogeneity=0.5, workers=60, spammers=0.15)
+    grid = pd.DataFrame([(g, d) for g in GAINS for d in DISCOUNTS], columns=["gain", "discount"])
+    dummies = {t: pd.get_dummies(grid[t], drop_first=True, dtype=float).to_numpy() for t in ("gain", "discount")}
+    one = np.ones((len(grid), 1))
+    x_full = np.hstack([one, dummies["gain"], dummies["discount"]])
+    rng = np.random.default_rng(seed)
+    rows = []
+    start = time.time()
+    for s in range(sims):
+        ind = study(phi_a, phi_b, model, rng, n_answers, boot)
+        for name, v in ind.items():
+            est, reps = v[:, 0], v[:, 1:].T
+            full = sm.OLS(est, x_full).fit()
+            for term, other in (("gain", "discount"), ("discount", "gain")):
+                f_p = full.compare_f_test(sm.OLS(est, np.hstack([one, dummies[other]])).fit())[1]
+                w, _, df, _, p = wald_test(est, reps, effect_contrasts(grid[term]))
+                rows.append({"indicator": name, "term": term, "f_p": f_p, "wald_p": p,
+                             "chi2_p": chi2.sf(w, df)})
+        if (s + 1) % 20 == 0:
+            print(f"  {s + 1} studies, {time.time() - start:.0f} s", flush=True)
+    res = pd.DataFrame(rows)
+    print(f"\n{sims} simulated studies of {n_answers} answers (ECIR 2015 lists, lin-const truth, "
+          f"KEEP = {KEEP}), B = {boot}, seed {seed}; {time.time() - start:.0f} s")
+    print("rejection rate at 5% (Monte-Carlo SE) and median p; Wald: the test of anova.csv "
+          "(Hotelling F), Wald chi2: the same W against chi2(5)")
+    print(f"{'indicator':<10}{'term':<10}{'OLS F test':>16}{'median p':>10}"
+          f"{'Wald':>16}{'median p':>10}{'Wald chi2':>16}")
+    se = lambda p, n: np.sqrt(p * (1 - p) / n)
+    for (name, term), g in list(res.groupby(["indicator", "term"], sort=False)) + [(("all", ""), res)]:
+        f, w, c = (np.mean(g[k] < 0.05) for k in ("f_p", "wald_p", "chi2_p"))
+        print(f"{name:<10}{term:<10}{f:>9.3f} ({se(f, len(g)):.3f}){np.median(g.f_p):>10.2g}"
+              f"{w:>9.3f} ({se(w, len(g)):.3f}){np.median(g.wald_p):>10.2g}{c:>9.3f} ({se(c, len(g)):.3f})")
+    print(f"('all' pools {len(res)} tests, six per study, not independent: its SE is a lower bound)")
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:]]
+    main(*args)

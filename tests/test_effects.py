@@ -1,0 +1,172 @@
+"""The bootstrap Wald test of the gain and discount effects (satcal.analysis.effects)."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal.analysis import anova_table
+from satcal.analysis.effects import (NO_BOOTSTRAP_NOTE, effect_contrasts, effects_table,
+                                     sequential_sums_of_squares, wald_test)
+
+GAINS = ["bin1", "bin2", "exp2", "exp3", "exp5", "lin"]
+DISCOUNTS = ["const", "log2", "log3", "log5", "lin", "zipf"]
+
+
+def _grid():
+    return pd.DataFrame([(f"{g}-{d}", g, d) for g in GAINS for d in DISCOUNTS],
+                        columns=["formulation", "gain", "discount"])
+
+
+def _shared_answers_cov(scale=1e-4):
+    """Covariance of 36 estimates that share their answers: a common part, a part shared by
+    formulations with the same gain, one by the same discount, and their own noise."""
+    g = _grid()
+    same_gain = (g.gain.to_numpy()[:, None] == g.gain.to_numpy()[None]).astype(float)
+    same_disc = (g.discount.to_numpy()[:, None] == g.discount.to_numpy()[None]).astype(float)
+    return scale * (3.0 + 2.0 * same_gain + 1.0 * same_disc + 0.5 * np.eye(36))
+
+
+def test_sums_of_squares_equal_statsmodels(rng):
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+    d = _grid().iloc[rng.permutation(36)[:29]]          # unbalanced: 7 cells missing
+    y = rng.normal(size=(3, len(d)))
+    ss = sequential_sums_of_squares(y, {"gain": d.gain.tolist(), "discount": d.discount.tolist()})
+    for r in range(3):
+        table = anova_lm(smf.ols("y ~ C(gain) + C(discount)", d.assign(y=y[r])).fit(), typ=1)
+        for term, name in (("C(gain)", "gain"), ("C(discount)", "discount"), ("Residual", "Residual")):
+            assert ss[name][0][r] == pytest.approx(table.loc[term, "sum_sq"])
+            assert ss[name][1] == table.loc[term, "df"]
+
+
+def test_wald_equals_statsmodels_wald_test(rng):
+    """W against statsmodels' Wald test of R theta = 0 with the covariance given (R: the first
+    five deviations of the gain means from their grand mean, a full-rank set)."""
+    import statsmodels.api as sm
+    g = _grid()
+    theta = rng.normal(size=36) * 0.01
+    reps = rng.multivariate_normal(theta, _shared_answers_cov(), size=500)
+    w, f, df, b, p = wald_test(theta, reps, effect_contrasts(g.gain))
+    dev = np.stack([(g.gain == x).to_numpy() / 6.0 for x in sorted(GAINS)]) - 1 / 36
+    res = sm.OLS(theta, np.eye(36)).fit()
+    ref = res.wald_test(dev[:5], cov_p=np.cov(reps, rowvar=False), use_f=False, scalar=True)
+    assert df == 5 and b == 500 and w == pytest.approx(float(ref.statistic), rel=1e-8)
+    # Hotelling's T^2 as an F on (5, 495) df, by hand
+    from scipy.stats import f as f_dist
+    assert f == pytest.approx(w * 495 / (499 * 5)) and p == pytest.approx(f_dist.sf(w * 495 / (499 * 5), 5, 495))
+    # the formula as written, with the 6 dependent deviations and a pseudo-inverse
+    v = dev @ np.cov(reps, rowvar=False) @ dev.T
+    assert w == pytest.approx(float(dev @ theta @ np.linalg.pinv(v, rcond=1e-10) @ (dev @ theta)), rel=1e-6)
+
+
+def _studies(n, rng, boot=400):
+    """Simulated studies under an exact null (every formulation the same mean, estimates
+    correlated as shared answers make them): (estimate, replicates) pairs."""
+    root = np.linalg.cholesky(_shared_answers_cov())
+    for _ in range(n):
+        theta = 0.2 + root @ rng.standard_normal(36)
+        yield theta, theta + rng.standard_normal((boot, 36)) @ root.T
+
+
+def test_wald_test_holds_its_level_under_an_exact_null_and_the_f_test_does_not():
+    from scipy.stats import f as f_dist, kstest
+    rng = np.random.default_rng(2015)
+    g = _grid()
+    wald_p, thetas = [], []
+    for theta, reps in _studies(200, rng):
+        thetas.append(theta)
+        for term in ("gain", "discount"):
+            wald_p.append(wald_test(theta, reps, effect_contrasts(g[term]))[4])
+    # the old test: the additive ANOVA's F per term (sums of squares as statsmodels', checked
+    # in test_sums_of_squares_equal_statsmodels)
+    ss = sequential_sums_of_squares(np.array(thetas), {"gain": g.gain, "discount": g.discount})
+    res = ss["Residual"][0] / 25
+    f_p = np.concatenate([f_dist.sf(ss[t][0] / 5 / res, 5, 25) for t in ("gain", "discount")])
+    rate, f_rate = np.mean(np.array(wald_p) < 0.05), np.mean(f_p < 0.05)
+    se = np.sqrt(0.05 * 0.95 / len(wald_p))
+    assert abs(rate - 0.05) < 3 * se, rate        # nominal within Monte-Carlo error
+    assert f_rate > 0.5, f_rate                    # the old test: far from its nominal 5%
+    # and the p-values are uniform, not only at 5%
+    assert kstest(wald_p, "uniform").pvalue > 0.001
+
+
+def test_wald_detects_a_gain_effect():
+    rng = np.random.default_rng(7)
+    g = _grid()
+    effect = np.where(g.gain == "exp5", 0.05, 0.0)        # one gain 0.05 higher (about 11 SE)
+    cov = _shared_answers_cov(1e-5)
+    theta = rng.multivariate_normal(0.2 + effect, cov)
+    reps = rng.multivariate_normal(theta, cov, size=1000)
+    w, f, df, b, p = wald_test(theta, reps, effect_contrasts(g.gain))
+    assert p < 1e-6 and df == 5
+    assert wald_test(theta, reps, effect_contrasts(g.discount))[4] > 0.001
+
+
+def _fake_boot(reps, joint=None):
+    return SimpleNamespace(formulations=_grid().formulation.tolist(), indicators=reps,
+                           joint=None if joint is None else {"indicators": joint})
+
+
+def test_table_with_and_without_replicates(rng):
+    g = _grid()
+    cov = _shared_answers_cov()
+    theta = np.stack([rng.multivariate_normal(np.full(36, 0.2), cov) for _ in range(3)], axis=1)
+    bias = g.assign(b1=theta[:, 0], b2=theta[:, 1], b3=theta[:, 2], family="dcg")
+    plain = anova_table(bias)
+    assert plain.p.isna().all() and plain.F.isna().all()
+    assert (plain[plain.term != "Residual"].note == NO_BOOTSTRAP_NOTE).all()
+    assert plain.groupby("indicator")["df"].apply(list).tolist() == [[5, 5, 25]] * 3
+    reps = np.stack([rng.multivariate_normal(theta[:, k], cov, size=300) for k in range(3)], axis=2)
+    reps[5, 3, 0] = np.nan                                  # a failed fit: that replicate is dropped
+    # the joint model's indicators come from joint["indicators"] (two or three of them)
+    joint = reps[:, :, :2] + 0.01
+    t = anova_table(bias.assign(b1_joint=theta[:, 0] + 0.01, b2_joint=theta[:, 1] + 0.01),
+                    bootstrap=_fake_boot(reps, joint))
+    assert set(t.indicator) == {"b1", "b2", "b3", "b1_joint", "b2_joint"}
+    row = t[(t.indicator == "b1") & (t.term == "gain")].iloc[0]
+    ok = np.isfinite(reps[:, :, 0]).all(axis=1)
+    w, f, df, b, p = wald_test(theta[:, 0], reps[ok, :, 0], effect_contrasts(g.gain))
+    assert row.wald == pytest.approx(w) and row.F == pytest.approx(f) and row.p == pytest.approx(p)
+    assert row.F == pytest.approx(w * 294 / (298 * 5)) and row.test and "299 replicates" in row.note
+    # eta squared interval: the gain share of every complete replicate, by hand (balanced grid)
+    v = reps[ok, :, 0].reshape(-1, 6, 6)                     # replicate x gain x discount
+    ss_gain = 6 * ((v.mean(axis=2) - v.mean(axis=(1, 2))[:, None]) ** 2).sum(1)
+    ss_tot = ((v - v.mean(axis=(1, 2))[:, None, None]) ** 2).sum((1, 2))
+    lo, hi = np.percentile(ss_gain / ss_tot, [2.5, 97.5])
+    assert (row.eta_sq_lo, row.eta_sq_hi) == pytest.approx((lo, hi))
+    assert row.eta_sq_lo <= row.eta_sq <= row.eta_sq_hi or abs(row.eta_sq - lo) < 0.2
+    res = t[t.term == "Residual"]
+    assert res.p.isna().all() and res.wald.isna().all() and (res.df == 25).all()
+    t3 = anova_table(bias.assign(b1_joint=theta[:, 0], b2_joint=theta[:, 1], b3_joint=theta[:, 2]),
+                     bootstrap=_fake_boot(reps, reps))
+    assert t3[t3.indicator == "b3_joint"].set_index("term").loc["gain", "p"] == \
+        pytest.approx(t[t.indicator == "b3"].set_index("term").loc["gain", "p"])
+
+
+@pytest.fixture(scope="module")
+def ecir_quick(ecir_study):
+    from satcal.analysis import calibrate
+    return calibrate(ecir_study, model_check_folds=0)
+
+
+def test_report_states_effect_size_interval_and_valid_p(ecir_quick, rng):
+    """The reading guide's effect sentence: eta squared with its interval and the Wald p, or,
+    without replicates, that no test is available (never the F test's p)."""
+    import copy
+    from satcal.report import reading_guide
+    text = " ".join(str(m) for m in reading_guide(ecir_quick))
+    assert "b1: gain explains 88% of the variance" in text     # the paper's 36 estimates
+    assert "no test without the bootstrap" in text and "p = 2e-17" not in text
+    result = copy.copy(ecir_quick)
+    g = _grid().merge(result.bias[["formulation"]], on="formulation")
+    est = result.bias.set_index("formulation").loc[g.formulation, ["b1", "b2", "b3"]].to_numpy()
+    cov = _shared_answers_cov(1e-6)
+    reps = np.stack([rng.multivariate_normal(est[:, k], cov, size=200) for k in range(3)], axis=2)
+    boot = SimpleNamespace(formulations=g.formulation.tolist(), indicators=reps, joint=None)
+    result.anova = anova_table(result.bias, bootstrap=boot)
+    row = result.anova.set_index(["indicator", "term"]).loc[("b1", "gain")]
+    text = " ".join(str(m) for m in reading_guide(result))
+    expected = (f"b1: gain explains {100 * row.eta_sq:.0f}% of the variance between formulations, 95% "
+                f"interval {100 * row.eta_sq_lo:.0f}-{100 * row.eta_sq_hi:.0f}% (bootstrap Wald test p")
+    assert expected in text and "no test without" not in text
