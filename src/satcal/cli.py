@@ -358,7 +358,8 @@ def generate(directory, force, quiet):
     ws = Workspace.open(directory)
     result = ws.generate(force=force, progress=not quiet)
     s = result.summary()
-    click.echo(f"{s['examples']} examples (lower bound {s['lower_bound']}"
+    click.echo(f"{s['examples']} examples (cell floor {s['lower_bound']} = min_per_cell x the "
+               f"{s['floor_cells']} |dphi| cells of the widest formulation"
                + (f", LP bound {s['lp_bound']}" if "lp_bound" in s else "")
                + f"; method {s['method']}); every feasible cell has >= "
                f"{result.design.min_per_cell}: {'yes' if result.complete else 'NO'}")
@@ -373,6 +374,8 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    for warning in result.warnings:
+        click.echo(f"Warning: {warning}")
     from .generate import ECIR2015_PAIRING_CORRELATION
     click.echo(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
                f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
