@@ -14,9 +14,12 @@ rankings of the 36 formulations by b1 and by the mean rank over b1, b2, b3 are c
 the two designs (Spearman correlation, same least-biased formulation?), for the paper's
 indicators and for the per-list ones (b1_joint, b2_joint, b3_joint). A third study, the ECIR
 design answered by other users of the same population, says how far two studies agree from
-sampling noise alone (``noise_*``).
+sampling noise alone (``noise_*``); ``oracle_*`` is the ranking by b1 of each formulation's
+population per-list curve on each design's lists (no noise): for formulations other than the
+truth it too depends on which lists a design holds, so it bounds what any estimator can reach.
 
-    python benchmarks/bench_design_invariance.py [--seeds 5] [--answers 4115]
+    python benchmarks/bench_design_invariance.py [--seeds 5] [--answers 4115] [--worker-sd 0.5]
+        [--indicator-range full|data]
 """
 import argparse
 import time
@@ -54,6 +57,21 @@ def simulate_users(phi_a, phi_b, truth, rng, workers=100, intercept=-3.0, slope=
     return out
 
 
+def oracle_b1(phi_a, phi_b, truth, sd=0.5):
+    """b1 of each formulation's population per-list curve on this design's lists: the
+    quadratic logit of the worker-averaged s(phi_true) of every list on its phi_f (infinite
+    answers, no sampling noise). For a formulation other than the truth it still depends on
+    which lists the design holds (E[s(phi_true) | phi_f] mixes the patterns at each phi_f)."""
+    from satcal.analysis.core import GRID, design, fit_logit_batch
+    phi = np.concatenate([phi_a, phi_b])                        # (2n, F)
+    z, w = np.polynomial.hermite_e.hermegauss(40)
+    s_true = (expit(-3.0 + sd * z[None, :] + 6.0 * phi[:, truth, None]) @ w) / w.sum()
+    X = np.stack([design(phi[:, j]) for j in range(phi.shape[1])])
+    beta, _ = fit_logit_batch(X, np.tile(s_true, (phi.shape[1], 1)))
+    p = expit(beta @ design(GRID).T)
+    return np.abs(GRID - p).mean(axis=1)
+
+
 def rankings(bias: pd.DataFrame, names) -> pd.DataFrame:
     """Rank of each formulation by each indicator (1 = least biased) and by their mean rank."""
     ranks = bias.set_index("formulation")[list(names)].rank()
@@ -75,6 +93,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--answers", type=int, default=4115)
+    parser.add_argument("--worker-sd", type=float, default=0.5, help="sd of the worker intercepts")
+    parser.add_argument("--indicator-range", default="full", choices=["full", "data"],
+                        help="b1-b3 over [0, 1] (a fixed range, the default here) or over the range "
+                             "each design's data support (calibrate's default)")
     args = parser.parse_args()
     study = load_ecir2015()
     forms = study_formulations()
@@ -98,15 +120,19 @@ def main():
                    "ecir_again": (ecir_a[e_pick], ecir_b[e_pick])}
         bias = {}
         for name, (pa, pb) in designs.items():
-            answers = simulate_users(pa, pb, truth, rng)
+            answers = simulate_users(pa, pb, truth, rng, sd=args.worker_sd)
             r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both",
-                          model_check_folds=0)
+                          model_check_folds=0, indicator_range=args.indicator_range)
             bias[name] = r.bias
             fits = r.fits[r.fits.sat_model == "joint"]
             bias[name].attrs["flags"] = int((fits["flags"].fillna("") != "").sum())
             kinds = fits["flags"].fillna("").str.split("; ").explode()
             bias[name].attrs["kinds"] = sorted({k.split(":")[0] for k in kinds if k})
             bias[name].attrs["pairing"] = float(np.median(pairing_correlation(pa, pb)))
+        oracle = {name: oracle_b1(pa, pb, truth, args.worker_sd) for name, (pa, pb) in designs.items()}
+        o_rho = spearmanr(oracle["ecir"], oracle["generated"]).statistic
+        ids = np.array([f.id for f in forms])
+        o_best = f"{ids[np.argmin(oracle['ecir'])]} / {ids[np.argmin(oracle['generated'])]}"
         paper = compare(bias["ecir"], bias["generated"], ["b1", "b2", "b3"])
         joint = compare(bias["ecir"], bias["generated"], ["b1_joint", "b2_joint", "b3_joint"])
         noise_paper = compare(bias["ecir"], bias["ecir_again"], ["b1", "b2", "b3"])
@@ -123,6 +149,7 @@ def main():
             "joint_mean_rho": joint["mean_rank"][0],
             "joint_mean_same_best": joint["mean_rank"][1] == joint["mean_rank"][2],
             "joint_best": f"{joint['b1_joint'][1]} / {joint['b1_joint'][2]}",
+            "oracle_b1_rho": o_rho, "oracle_best": o_best,
             "noise_paper_b1_rho": noise_paper["b1"][0], "noise_paper_mean_rho": noise_paper["mean_rank"][0],
             "noise_joint_b1_rho": noise_joint["b1_joint"][0], "noise_joint_mean_rho": noise_joint["mean_rank"][0],
             "noise_joint_b1_same_best": noise_joint["b1_joint"][1] == noise_joint["b1_joint"][2],

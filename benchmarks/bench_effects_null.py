@@ -9,8 +9,9 @@ the same true b1, b2, b3, while the estimates share most of their answers, more 
 gain and within a discount: the correlation structure that makes the real 36 estimates
 dependent. Per simulated study:
 
-- the point estimates (quadratic-logit fits of core, bias_indicators) and B bootstrap
-  replicates over answers, the same resampled answers for every formulation (as
+- the point estimates (quadratic-logit fits of core, bias_indicators over [0, 1]) and B
+  bootstrap replicates resampling the workers (each example has one answer, so this is what
+  the report's bootstrap resamples), the same replicate weights for every formulation (as
   bootstrap_calibration draws them);
 - the old test: statsmodels' additive OLS ANOVA F test over the 36 estimates;
 - the new test: the bootstrap Wald test of satcal.analysis.effects.
@@ -51,14 +52,16 @@ def rows_matrix(keys):
 def study(phi_a, phi_b, model, rng, n_answers, boot):
     pick = rng.integers(0, phi_a.size, n_answers)
     a, b = phi_a[pick], phi_b[pick]
-    answers = simulated_answers(a, b, model, rng)
+    answers, workers = simulated_answers(a, b, model, rng, return_workers=True)
     # every answer's satisfaction rows (both_* answers: its A and B rows) and preference row
     x_sat, y_sat = satisfaction_data(a[:, None], b[:, None], answers)
     keep = np.isin(answers, ("both_good", "both_bad"))
     owner_sat = np.concatenate([np.flatnonzero(keep)] * 2)
     (x_pref, y_pref), = preference_data(a[:, None], b[:, None], answers)
+    # one answer per example: the report's bootstrap resamples workers (resampling_clusters)
+    clusters = (np.unique(workers, return_inverse=True)[1].ravel(),)
     W = np.vstack([np.ones((1, n_answers)),
-                   replicate_weights(n_answers, boot, int(rng.integers(2 ** 32)))])   # (1 + B, n)
+                   replicate_weights(n_answers, boot, int(rng.integers(2 ** 32)), clusters=clusters)])
     g_mask = rng.random((len(GAINS), n_answers)) < KEEP
     d_mask = rng.random((len(DISCOUNTS), n_answers)) < KEEP
     curves = {}

@@ -123,3 +123,138 @@ def test_workspace_journey_through_the_cli(tmp_path, ecir_study):
     res = run("power", d, "--budgets", "100,400", "--sims", "3", "--boot", "10", "-q")
     assert res.exit_code == 0, res.output
     assert (d / "power" / "power.csv").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 25.5 and 25.6: spreadsheet-safe tables everywhere; no empty --out after a failure
+# --------------------------------------------------------------------------------------------
+RISKY = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _risky_cells(path):
+    """Cells of a CSV a spreadsheet would run as a formula (read with the csv module, not
+    satcal's reader): text starting with = + - @ tab or CR that is not a number."""
+    import csv
+    bad = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.reader(fh):
+            for cell in row:
+                if cell.startswith(RISKY):
+                    try:
+                        float(cell)
+                    except ValueError:
+                        bad.append(cell)
+    return bad
+
+
+@pytest.fixture
+def hostile_ids(tmp_path):
+    """Judgments whose query and document ids start with every formula prefix."""
+    qrels = tmp_path / "qrels.tsv"
+    lines = ["query\tdoc\tlevel"]
+    for q in ("=q1", "+q2", "@q3", "-q4", "q5", "-6"):
+        lines += [f"{q}\t{'=@+-'[d % 4]}d{q[-1]}{d}\t{d % 3}" for d in range(14)]
+    qrels.write_text("\n".join(lines) + "\n")
+    return qrels
+
+
+def test_workspace_tables_are_spreadsheet_safe_and_read_back_exactly(hostile_ids, tmp_path):
+    """examples, traps, scores, coverage, key and items of a study whose ids start with
+    = + - @: no cell a spreadsheet would run; the csv platform's upload file keeps the ids as
+    they are; the answers still join the examples (ids read back exactly)."""
+    from satcal.ingest import study_from_workspace
+    from satcal.judgments import read_judgments
+    from satcal.workspace import Workspace
+    ws_dir = tmp_path / "s"
+    for args in (("init", ws_dir, "--judgments", hostile_ids, "--k", "3", "--min-per-cell", "1",
+                  "--platform", "csv"), ("generate", ws_dir, "-q"), ("export", ws_dir)):
+        res = run(*args)
+        assert res.exit_code == 0, res.output
+    for name in ("examples.csv", "traps.csv", "scores.csv", "coverage.csv", "key.csv", "items.csv",
+                 "batches/keys/batch-1.csv"):
+        assert _risky_cells(ws_dir / name) == [], name
+    raw = pd.read_csv(ws_dir / "batches" / "csv" / "items.csv", dtype=str, keep_default_na=False)
+    assert raw["query"].str.startswith(("=", "+", "@", "-")).any()  # the platform gets the ids as they are
+    ws = Workspace.open(ws_dir)
+    judged = read_judgments(hostile_ids)
+    examples = ws.table("examples.csv")
+    assert set(examples["query"]) <= set(judged.table["query"])
+    assert set(examples["a1"]) <= set(judged.table["doc"])
+    # the simulated crowd answers the batch; every answer resolves and joins its example
+    assert run("simulate", ws_dir).exit_code == 0
+    res = run("ingest", ws_dir, ws_dir / "simulated" / "csv-results.csv", "--threshold", "0")
+    assert res.exit_code == 0 and " + 0 rejects" in res.output, res.output
+    study = study_from_workspace(Workspace.open(ws_dir))
+    levels = judged.lookup(study.examples["query"], study.examples[["a1", "a2", "a3"]].to_numpy())
+    assert (levels == study.levels("a")).all()
+
+
+def test_evaluate_and_reliability_tables_are_spreadsheet_safe(tmp_path, ecir_result):
+    """Run tags reached evaluate's and reliability's tables verbatim (=HYPERLINK in 3,675
+    cells); now no cell runs, and satcal's reader gives the tags back."""
+    from satcal.fileio import spreadsheet_value
+    from satcal.report import write_analysis
+    write_analysis(ecir_result, tmp_path / "cal", figures=False, report=False)
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(f"q{q} 0 d{d} {(d + q) % 3}\n" for q in range(4) for d in range(8)))
+    tags = ['=HYPERLINK("http://x","y")', "@SUM(1)", "+cmd", "-x"]
+    runs = []
+    for i, tag in enumerate(tags):
+        f = tmp_path / f"r{i}.run"
+        order = [np.random.default_rng([i, q]).permutation(8)[:6] for q in range(4)]
+        f.write_text("".join(f"q{q} Q0 d{order[q][d]} {d + 1} {10 - d} {tag}\n"
+                             for q in range(4) for d in range(6)))
+        runs += ["--run", f]
+    res = run("evaluate", "--judgments", qrels, *runs, "--calibration", tmp_path / "cal",
+              "--formulation", "lin-const,exp2-log2", "--out", tmp_path / "ev")
+    assert res.exit_code == 0, res.output
+    res = run("reliability", "--judgments", qrels, *runs, "--k", "5", "--replicates", "100",
+              "--out", tmp_path / "rel", "-q")
+    assert res.exit_code == 0, res.output
+    written = list((tmp_path / "ev").glob("*.csv")) + list((tmp_path / "rel").glob("*.csv"))
+    assert len(written) >= 6
+    for path in written:
+        assert _risky_cells(path) == [], path.name
+    systems = spreadsheet_value(pd.read_csv(tmp_path / "ev" / "evaluation_per_system.csv", dtype=str))
+    assert sorted(set(systems["system"])) == sorted(tags)
+
+
+def test_failing_commands_leave_no_empty_out(tmp_path, external, ecir_result):
+    """analyze --answers, evaluate and reliability that fail after checking --out: the
+    directory they were to write is not left behind, empty."""
+    from satcal.report import write_analysis
+    write_analysis(ecir_result, tmp_path / "cal", figures=False, report=False)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query,a1,b1,answer\nnope,x,y,a_better\n")
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 0\n")
+    off = tmp_path / "off.run"
+    off.write_text("q9 Q0 d1 1 3.0 blind\n")  # retrieves for no judged query
+    cases = [("analyze", "--answers", bad, "--judgments", external / "qrels.txt", "--out", tmp_path / "a" / "out"),
+             ("evaluate", "--judgments", qrels, "--run", off, "--calibration", tmp_path / "cal",
+              "--out", tmp_path / "e"),
+             ("reliability", "--judgments", qrels, "--run", off, "--out", tmp_path / "r", "-q")]
+    for args in cases:
+        res = run(*args)
+        assert res.exit_code == 2 and res.output.startswith("satcal: error: "), res.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "e").exists() and not (tmp_path / "r").exists()
+
+
+def test_levels_mean_the_same_everywhere(external, tmp_path):
+    """--levels takes a list or a count in analyze as in init: 0,1,2 and 3 give the same
+    analysis; a scale that is not 0..L-1 is refused in one line."""
+    small = tmp_path / "answers.csv"
+    pd.read_csv(external / "answers.csv").head(600).to_csv(small, index=False)
+    common = ["analyze", "--answers", small, "--judgments", external / "qrels.txt", "--bootstrap", "0",
+              "--sat-model", "published", "--formulations", "lin-const,exp2-log2", "-q"]
+    by_list = run(*common, "--levels", "0,1,2", "--out", tmp_path / "a")
+    by_count = run(*common, "--levels", "3", "--out", tmp_path / "b")
+    assert by_list.exit_code == 0 and by_count.exit_code == 0, by_list.output + by_count.output
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "bias.csv"), pd.read_csv(tmp_path / "b" / "bias.csv"))
+    bad = run(*common, "--levels", "1,2,3", "--out", tmp_path / "c")
+    assert bad.exit_code == 2 and "0..L-1" in bad.output and "Traceback" not in bad.output
+    from satcal.workspace import Workspace
+    for spec, d in (("0,1,2", "w1"), ("3", "w2")):
+        res = run("init", tmp_path / d, "--judgments", external / "qrels.txt", "--levels", spec)
+        assert res.exit_code == 0, res.output
+    assert Workspace.open(tmp_path / "w1")["study.levels"] == Workspace.open(tmp_path / "w2")["study.levels"] == [0, 1, 2]

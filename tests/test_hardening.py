@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,24 +55,44 @@ def test_concurrent_ingests_lose_nothing(ws, tmp_path):
 def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
     _, (first, second) = _split_results(ws, tmp_path, 2)
     ingest(ws, [first], threshold=0.0)
-    before = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "raw/index.csv")}
+    names = ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv", "manifest.json")
+    before = {n: (ws.path / n).read_bytes() for n in names}
     import satcal.ingest as mod
-    real = mod._rebuild
+    real = mod.resolve_rows
 
     def dies(*args, **kwargs):  # the process dies after archiving, before the tables
         raise KeyboardInterrupt
-    monkeypatch.setattr(mod, "_rebuild", dies)
+    monkeypatch.setattr(mod, "resolve_rows", dies)
     with pytest.raises(KeyboardInterrupt):
         ingest(ws, [second], threshold=0.0)
-    assert (ws.path / "raw" / mod.PENDING).exists()
-    monkeypatch.setattr(mod, "_rebuild", real)
-    assert mod.repair_interrupted_ingest(ws)
-    assert not (ws.path / "raw" / mod.PENDING).exists()
+    monkeypatch.setattr(mod, "resolve_rows", real)
     for name, data in before.items():
         assert (ws.path / name).read_bytes() == data, name
-    assert len(list((ws.path / "raw").glob("*-part1.csv"))) == 0
+    assert not list((ws.path / "raw").glob("*-part1.csv")) and not list(ws.path.glob(".satcal-stage-*"))
     again = ingest(ws, [second], threshold=0.0)  # and the file can then be ingested normally
     assert again.files["new"].sum() == 1
+
+
+def test_an_older_versions_killed_first_ingest_is_repaired(ws, tmp_path):
+    """What satcal before output sets left when its first ingest was killed after archiving:
+    a pending marker, the archived file, no tables. The next ingest undoes it and ingests
+    (it died with KeyError: 'answer')."""
+    from satcal.cli import main
+    from click.testing import CliRunner
+    import satcal.ingest as mod
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    fresh = copy_workspace(ws, tmp_path / "fresh")
+    ingest(fresh, [part], threshold=0.0)
+    raw = ws.path / "raw"
+    raw.mkdir()
+    index = pd.read_csv(fresh.path / "raw" / "index.csv", dtype=str)
+    shutil.copy(fresh.path / "raw" / index["file"][0], raw / index["file"][0])
+    (raw / mod.PENDING).write_text(index.to_json(orient="records") + "\n")
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(part), "--threshold", "0"])
+    assert res.exit_code == 0, res.output
+    for name in ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv"):
+        assert (ws.path / name).read_bytes() == (fresh.path / name).read_bytes(), name
+    assert not (raw / mod.PENDING).exists()
 
 
 GENERATED = ("examples.csv", "traps.csv", "scores.csv", "coverage.csv", "coverage.png", "coverage.pdf",
@@ -415,3 +436,171 @@ def test_the_lock_is_reentrant_in_a_process(ws):
                                 "except Timeout: sys.exit(3)"], timeout=60)
     assert probe.returncode == 3  # held against other processes
     assert time.monotonic() - start < 30
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 25.2: every writing command killed at random instants; a full disk
+# --------------------------------------------------------------------------------------------
+INGESTED = ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv", "raw/ingest-settings.json")
+
+
+def _state(path, names):
+    return {n: (path / n).read_bytes() if (path / n).exists() else None for n in names}
+
+
+def _kill_at_random(args, ws_path, rng, span=0.6):
+    """Start ``satcal ARGS``; SIGKILL it a random time (uniform over ``span`` s) after it has
+    started writing into the workspace (its lock taken)."""
+    import signal
+    import time
+    lock = ws_path / ".satcal.lock"
+    stamp = lock.stat().st_mtime_ns if lock.exists() else None
+    proc = subprocess.Popen([sys.executable, "-m", "satcal", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if lock.exists() and lock.stat().st_mtime_ns != stamp or list(ws_path.glob(".satcal-stage-*")):
+            break
+        time.sleep(0.002)
+    time.sleep(float(rng.uniform(0, span)))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    return proc.returncode == -signal.SIGKILL  # killed (not finished before the kill)
+
+
+def test_writing_commands_killed_at_random_instants(ws, tmp_path):
+    """Issue 25.2: the first ingest, a later one, ingest --remove and export --force, each
+    killed with SIGKILL at seeded random instants: the workspace then holds the state before
+    the command or after it, every file from the same one, and the next command finishes
+    cleanly (a killed first ingest once left `KeyError: 'answer'` for good)."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    rng = np.random.default_rng(25)
+    _, (first, second) = _split_results(ws, tmp_path, 2)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(ws.path, pristine)
+    runner = CliRunner()
+
+    def fresh():
+        shutil.rmtree(ws.path)
+        shutil.copytree(pristine, ws.path)
+
+    def cli(*args):
+        res = runner.invoke(main, [str(a) for a in args])
+        assert res.exit_code == 0, (args, res.output)
+
+    # states before and after each command, made without kills
+    fresh()
+    s0 = _state(ws.path, INGESTED)
+    cli("ingest", ws.path, first, "--threshold", "0")
+    s1 = _state(ws.path, INGESTED)
+    cli("ingest", ws.path, second, "--threshold", "0")
+    s2 = _state(ws.path, INGESTED)
+    cli("ingest", ws.path, "--remove", second.name, "--threshold", "0")
+    s3 = _state(ws.path, INGESTED)
+    assert len({str(s) for s in (s0, s1, s2)}) == 3
+    assert s3 == s1  # removing the second file gives the tables of the first alone, byte for byte
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7"))
+    exported = ("key.csv", "items.csv", "batches/keys/batch-1.csv", "batches/csv/items.csv")
+    e0 = _state(pristine, exported)
+    fresh()
+    toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7"))
+    cli("export", ws.path, "--force")
+    e1 = _state(ws.path, exported)
+    assert e0 != e1
+
+    plans = [  # (state before, the command, state after, names compared)
+        (lambda: None, ("ingest", ws.path, first, "--threshold", "0"), s0, s1, INGESTED),
+        (lambda: None, ("ingest", ws.path, first, "--threshold", "0"), s0, s1, INGESTED),
+        (lambda: cli("ingest", ws.path, first, "--threshold", "0"),
+         ("ingest", ws.path, second, "--threshold", "0"), s1, s2, INGESTED),
+        (lambda: cli("ingest", ws.path, first, second, "--threshold", "0"),
+         ("ingest", ws.path, "--remove", second.name, "--threshold", "0"), s2, s3, INGESTED),
+        (lambda: toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7")),
+         ("export", ws.path, "--force"), e0, e1, exported),
+    ]
+    outcomes = []
+    for setup, args, before, after, names in plans:
+        fresh()
+        setup()
+        killed = _kill_at_random(args, ws.path, rng)
+        with Workspace.open(ws.path).locked():  # what every next command does first
+            pass
+        now = _state(ws.path, names)
+        assert now in (before, after), f"{args[0]} killed at random: a mix of old and new"
+        assert not list(ws.path.glob(".satcal-stage-*"))
+        outcomes.append((args[0], killed, "old" if now == before else "new"))
+        cli(*args)  # the next command finishes cleanly
+        assert _state(ws.path, names) == after
+        if args[0] == "ingest":  # the answers read as a study (it died with KeyError: 'answer')
+            from satcal.ingest import study_from_workspace
+            assert len(study_from_workspace(Workspace.open(ws.path)).examples) > 0
+    assert any(k for _, k, _ in outcomes)  # the kills did land while commands ran
+
+
+def _mount_small_fs(path, size_kb):
+    """A tmpfs of ``size_kb`` at ``path``, or the reason it cannot be mounted here."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "mounting a tmpfs needs root"
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    return None if done.returncode == 0 else f"mount -t tmpfs failed: {done.stderr.strip()}"
+
+
+@pytest.mark.parametrize("free_kb", [20, 200])
+def test_a_full_disk_is_one_line_and_leaves_nothing(ws, tmp_path, free_kb):
+    """Issue 25.2: the workspace on a small tmpfs filled to ``free_kb`` KB: every writing
+    command either succeeds or ends with one line naming the path (exit 1, no traceback),
+    the workspace is as before and no stage is left; with space again the next ingest works
+    (it once failed with KeyError: 'answer')."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    _, (part,) = _split_results(ws, tmp_path, 1)
+    used = sum(p.stat().st_size for p in ws.path.rglob("*") if p.is_file()) // 1024
+    small = tmp_path / "small"
+    reason = _mount_small_fs(small, used + free_kb + 4096)
+    if reason:
+        pytest.skip(reason)
+    try:
+        target = small / "study"
+        shutil.copytree(ws.path, target)
+        free = os.statvfs(small).f_bavail * os.statvfs(small).f_frsize
+        with open(small / "filler", "wb") as fh:  # leave free_kb KB
+            fh.write(b"\0" * max(0, free - free_kb * 1024))
+        names = [p.relative_to(target) for p in target.rglob("*") if p.is_file()]
+        before = {n: (target / n).read_bytes() for n in names}
+        runner = CliRunner()
+        failed = []
+        for args in (["ingest", target, part, "--threshold", "0"], ["generate", target, "--force", "-q"],
+                     ["export", target, "--force"], ["preview", target, "--force"],
+                     ["simulate", target, "--force"]):
+            res = runner.invoke(main, [str(a) for a in args])
+            if res.exit_code == 0:  # it fitted: what it wrote is the state the next one keeps
+                names = [p.relative_to(target) for p in target.rglob("*") if p.is_file()]
+                before = {n: (target / n).read_bytes() for n in names}
+                continue
+            failed.append(args[0])
+            assert res.exit_code == 1, (args, res.output)
+            errors = [line for line in res.output.splitlines() if not line.startswith("satcal: warning:")]
+            assert len(errors) == 1 and errors[0].startswith(f"satcal: error: {target}/"), res.output
+            assert errors[0].endswith("no space left on the device; free some and run the command again "
+                                      "(nothing was changed)") and ".satcal-stage" not in errors[0]
+            assert {n: (target / n).read_bytes() for n in names} == before, args[0]
+            left = {p.relative_to(target) for p in target.rglob("*") if p.is_file()} - set(names)
+            assert left <= {Path(".satcal.lock")}, (args[0], left)
+            assert not list(target.glob(".satcal-stage-*"))
+        assert "ingest" in failed  # the disk was full enough to matter
+        res = runner.invoke(main, ["init", str(small / "new"), "--judgments", str(ws.path / ws["study.judgments"])])
+        if res.exit_code != 0:
+            assert res.exit_code == 1 and "no space left on the device" in res.output, res.output
+            assert not (small / "new").exists()
+        (small / "filler").unlink()
+        res = runner.invoke(main, ["ingest", str(target), str(part), "--threshold", "0"])
+        assert res.exit_code == 0, res.output
+        answers = pd.read_csv(target / "answers.csv", dtype=str)
+        rejects = pd.read_csv(target / "rejects.csv", dtype=str)
+        assert len(answers) + len(rejects) == len(pd.read_csv(part, dtype=str))
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)

@@ -4,6 +4,7 @@ as it was."""
 import hashlib
 import shutil
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -30,24 +31,45 @@ RESULT_FILES = {
     "truncated line": ("r.csv", b"item_id,worker_id,answer\ni1,w1,a_better\ni2,w2\n"),
     "stray quote": ("r.csv", b'item_id,worker_id,answer\ni1,"w1,a_better\ni2,w2,b_better\n'),
     "latin-1": ("r.csv", "item_id,worker_id,answer\ni1,w\xe9,a_better\n".encode("latin-1")),
-    "utf-16": ("r.csv", "item_id,worker_id,answer\ni1,w1,a_better\n".encode("utf-16")),
     "empty": ("r.csv", b""),
     "json garbage": ("r.json", b"[{\"data\": {\"item_id\": \"x\"}, \"annotations\": [}"),
     "json object": ("r.json", b"{\"tasks\": []}"),
     "json without item ids": ("r.json", b"[{\"data\": {}, \"annotations\": []}]"),
+    # content that yields no answer at all is an error, never an empty success
+    "json tasks never annotated": ("r.json", b'[{"id": 1, "data": {"item_id": "i1"}}, {"id": 2, "data": {"item_id": "i2"}, "annotations": []}]'),
+    "json-min never annotated": ("r.json", b'[{"item_id": "i1", "id": 1, "annotator": null, "annotation_id": null}]'),
+    "json empty list": ("r.json", b"[]"),
+    "json unknown layout": ("r.json", b'[{"task": 1, "label": "a_better"}]'),
+    "json lines": ("r.json", b'{"id": 1, "results": {"judgments": []}}\n{"id": 2, "results": {}}\n'),
+    "json nested too deeply": ("r.json", b"[" * 100_000 + b"]" * 100_000),
+    "label studio csv never annotated": ("r.csv", b'"annotation_id","annotator","created_at","id","item_id","lead_time","updated_at"\n,"",,1,"i1",,\n', "labelstudio"),
+    "csv header only": ("r.csv", b"item_id,worker_id,answer\n\n"),
+    "appen header only": ("r.csv", b"_unit_id,_created_at,_golden,_id,_worker_id,answer,item_id\n", "appen"),
+    "appen aggregated report": ("r.csv", b"_unit_id,_golden,_unit_state,_trusted_judgments,_last_judgment_at,answer,answer:confidence,item_id\n1,false,finalized,3,x,a_better,1,i1\n", "appen"),
+    "toloka header only": ("r.tsv", b"INPUT:item_id\tOUTPUT:answer\tASSIGNMENT:worker_id\tASSIGNMENT:assignment_id\n", "toloka"),
+    "serve header only": ("r.csv", b"row_id,item_id,worker_id,answer,submitted_at,seconds,status\n", "serve"),
+    "utf-16 undecodable on line 3": ("r.csv", "item_id,worker_id,answer\ni1,w1,a_better\n".encode("utf-16")
+                                     + b"i\x00\x00\xd8,\x00\n\x00", "csv"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(RESULT_FILES))
 def test_bad_result_files(ws, tmp_path, case):
-    name, data = RESULT_FILES[case]
+    name, data, *platform = RESULT_FILES[case]
     f = tmp_path / name
     f.write_bytes(data)
-    platform = "labelstudio" if name.endswith(".json") else "csv"
+    platform = platform[0] if platform else "labelstudio" if name.endswith(".json") else "csv"
     before = _tree(ws.path)
     res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", platform])
     _assert_clean_error(res)
+    assert str(f) in res.output  # the error names the file
+    if "on line 3" in case:
+        assert f"{f}:3: " in res.output
     assert _tree(ws.path) == before
+    # and detecting the platform changes nothing
+    if not platform == "serve":
+        _assert_clean_error(CliRunner().invoke(main, ["ingest", str(ws.path), str(f)]))
+        assert _tree(ws.path) == before
 
 
 STUDY_TOML_EDITS = {
@@ -62,6 +84,11 @@ STUDY_TOML_EDITS = {
     "infinite heterogeneity": ("heterogeneity = 0.5", "heterogeneity = inf"),
     "not toml": ("[study]", "[study"),
     "unknown extra measure": ("# extra = ", "extra = [\"ndcg\"]\n# "),
+    # a logarithm or power of base 1 divides by log 1 = 0 or gives every level gain 0
+    "log base 1": ('"log2"', '"log1"'),
+    "log base below 1": ('"log2"', '"log0.5"'),
+    "jarvelin base 1": ('"log2"', '"jarvelin1"'),
+    "exp base 1": ('"exp2"', '"exp1"'),
 }
 
 
@@ -77,6 +104,56 @@ def test_bad_study_toml(ws, case):
         res = CliRunner().invoke(main, [*command[:1], str(ws.path), *command[1:]])
         _assert_clean_error(res)
         assert "study.toml" in res.output
+    assert _tree(ws.path) == before
+
+
+@pytest.mark.parametrize("base", ["1", "1.0", "0", "0.5"])
+def test_log_base_must_exceed_one(base):
+    """log<b> is 1/log_b(b + i - 1): base 1 divides by log 1 = 0 (it crashed the generator);
+    the message says what the base must be."""
+    from satcal.measures import get_discount
+    with pytest.raises(ValueError, match=rf"discount log{base}: the base must be greater than 1"):
+        get_discount(f"log{base}")
+    # a base just above 1 is a discount: 1 at rank 1, falling with rank
+    d = get_discount("log1.5").factors(5)
+    np.testing.assert_allclose(d, np.log(1.5) / np.log(1.5 + np.arange(5)))
+
+
+def test_unreadable_study_toml(ws, monkeypatch):
+    """study.toml that cannot be read (its permissions; simulated, as the tests may run as
+    root, who reads anything) is a one-line error naming it, for every command."""
+    import pathlib
+    toml = ws.path / "study.toml"
+    real = pathlib.Path.read_bytes
+
+    def read_bytes(self):
+        if self == toml:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    before = _tree(ws.path)
+    with monkeypatch.context() as patch:
+        patch.setattr(pathlib.Path, "read_bytes", read_bytes)
+        for command in (["generate", "--force"], ["export", "--force"], ["analyze"], ["preview"]):
+            res = CliRunner().invoke(main, [*command[:1], str(ws.path), *command[1:]])
+            _assert_clean_error(res)
+            assert f"{toml}: permission denied" in res.output
+    assert _tree(ws.path) == before
+
+
+def test_unreadable_result_file(ws, tmp_path, monkeypatch):
+    import pathlib
+    f = tmp_path / "results.csv"
+    f.write_text("item_id,worker_id,answer\ni1,w1,a_better\n")
+    real = pathlib.Path.read_bytes
+    before = _tree(ws.path)
+    with monkeypatch.context() as patch:
+        patch.setattr(pathlib.Path, "read_bytes",
+                      lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+                      if self == f else real(self))
+        res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f)])
+    _assert_clean_error(res)
+    assert f"{f}: permission denied" in res.output
     assert _tree(ws.path) == before
 
 

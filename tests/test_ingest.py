@@ -288,3 +288,89 @@ def test_a_killed_removal_is_finished_by_the_next_command(ws, tmp_path):
     with ws.locked():
         assert repair_interrupted_ingest(ws)
     assert (ws.path / "answers.csv").read_bytes() == good and not (ws.path / "raw" / REBUILD).exists()
+
+
+def test_utf16_results_read_as_their_utf8_original(ws, tmp_path):
+    """A results TSV re-saved as "Unicode text" (UTF-16 with a BOM, as spreadsheet programs
+    do; or without one) reads as the UTF-8 file it came from; a sequence that does not decode
+    is an error naming its line."""
+    out, _ = simulate_workspace(ws, "toloka")
+    text = out.read_text(encoding="utf-8")
+    original = get_platform("toloka").read_results(out)
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be", "utf-32"):
+        f = tmp_path / f"{encoding}.tsv"
+        f.write_bytes(text.replace("\n", "\r\n").encode(encoding))
+        pd.testing.assert_frame_equal(get_platform("toloka").read_results(f).drop(columns="source_file"),
+                                      original.drop(columns="source_file"))
+    lines = text.splitlines(keepends=True)
+    broken = tmp_path / "broken.tsv"
+    # a lone high surrogate in the first field of line 4
+    broken.write_bytes("".join(lines[:3]).encode("utf-16") + b"\x00\xd8" + "".join(lines[3:]).encode("utf-16-le"))
+    with pytest.raises(InputFileError, match=r"broken.tsv:4: is UTF-16 text with bytes that do not decode"):
+        get_platform("toloka").read_results(broken)
+
+
+def _labelstudio_export(ws):
+    """A simulated Label Studio JSON export (with cancelled and ground-truth annotations) and
+    its annotations, as (item, annotator, choice, cancelled, ground truth) tuples."""
+    import re
+    toml = ws.path / "study.toml"
+    toml.write_text(re.sub(r"(?m)^abandoned = .*$", "abandoned = 0.1", toml.read_text()))
+    out, _ = simulate_workspace(Workspace.open(ws.path), "labelstudio")
+    tasks = json.loads(out.read_text())
+    annotations = [(t["data"]["item_id"], str(a["completed_by"]),
+                    a["result"][0]["value"]["choices"][0] if a["result"] else "",
+                    a["was_cancelled"], a["ground_truth"]) for t in tasks for a in t["annotations"]]
+    assert any(a[3] for a in annotations) and any(a[4] for a in annotations)
+    return out, tasks, annotations
+
+
+def test_labelstudio_completions_are_read_as_annotations(ws, tmp_path):
+    """Label Studio before 1.0 (and some exports since) name a task's annotations
+    ``completions`` and a skipped one ``skipped``: read as the same rows, through the CLI too."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    out, tasks, annotations = _labelstudio_export(ws)
+    old = [{("completions" if k == "annotations" else k): v for k, v in t.items()} for t in tasks]
+    for t in old:
+        for a in t["completions"]:
+            a["skipped"] = a.pop("was_cancelled")
+    f = tmp_path / "project-1-at-2020.json"
+    f.write_text(json.dumps(old))
+    new, legacy = (get_platform("labelstudio").read_results(p).drop(columns="source_file") for p in (out, f))
+    pd.testing.assert_frame_equal(new, legacy)
+    assert len(legacy) == len(annotations)
+    assert (legacy["status"] == "cancelled").sum() == sum(a[3] for a in annotations)
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f)])
+    assert res.exit_code == 0, res.output
+    assert f"{len(annotations)} rows = " in res.output
+    rejects = ws.table("rejects.csv")
+    assert len(ws.table("answers.csv")) + len(rejects) == len(annotations)
+    assert (rejects["reason"] == "platform status: cancelled").sum() == sum(a[3] for a in annotations)
+
+
+@pytest.mark.parametrize("layout", ["json-min", "csv", "tsv"])
+def test_labelstudio_minimal_and_table_exports(ws, tmp_path, layout):
+    """JSON-MIN, CSV and TSV as Label Studio's own converter writes them from the JSON export
+    (label-studio-sdk): one row per annotation that was not skipped, ground-truth ones
+    included (these layouts do not mark them: a warning says so)."""
+    import shutil
+    converter = pytest.importorskip("label_studio_sdk.converter")
+    from satcal.errors import SatcalWarning
+    from satcal.platforms.labelstudio import label_config
+    out, tasks, annotations = _labelstudio_export(ws)
+    c = converter.Converter(label_config(), project_dir=None)
+    if layout == "json-min":
+        c.convert_to_json_min(str(out), str(tmp_path / "min"), is_dir=False)
+        f = tmp_path / "min" / "result.json"
+    else:
+        c.convert_to_csv(str(out), str(tmp_path / "table"), is_dir=False, sep="\t" if layout == "tsv" else ",")
+        f = tmp_path / f"project-1.{layout}"
+        shutil.copy(tmp_path / "table" / "result.csv", f)
+    with pytest.warns(SatcalWarning, match="do not mark ground-truth"):
+        raw = get_platform("labelstudio").read_results(f)
+    expected = sorted((item, who, choice) for item, who, choice, cancelled, _ in annotations if not cancelled)
+    assert sorted(zip(raw["item_id"], raw["worker_id"], raw["answer"])) == expected
+    assert (raw["status"] == "").all() and raw["row_id"].str.fullmatch(r"\d+").all()
+    from satcal.platforms import detect_platform
+    assert detect_platform(f, f.read_text()[:4096]) == "labelstudio"

@@ -113,3 +113,135 @@ def test_export_is_reproducible(workspace, tmp_path):
 def test_mturk_is_refused():
     with pytest.raises(SatcalError, match="closed on 2026-09-30"):
         get_platform("mturk")
+
+
+# --------------------------------------------------------------------------------------------
+# What a worker reads as the query: never empty, the same on every platform as in preview
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def untitled_queries(tmp_path_factory, ecir_study):
+    """A study whose documents table has titles for documents but none for the query ids (as
+    TREC Web qrels with a ClueWeb documents table and no topics file), and none for one
+    document in ten; exported to every platform through the command line."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    d = tmp_path_factory.mktemp("untitled")
+    table = ecir_study.judgments.table
+    table.to_csv(d / "qrels.tsv", sep="\t", index=False)
+    docs = pd.DataFrame({"doc": sorted(set(table["doc"]) - set(table["query"]))})
+    docs["title"] = ["" if i % 10 == 0 else f"Title of {doc}" for i, doc in enumerate(docs["doc"])]
+    docs.to_csv(d / "docs.csv", index=False)
+    study = d / "study"
+    runner = CliRunner()
+    for args in (["init", str(study), "--judgments", str(d / "qrels.tsv"), "--documents", str(d / "docs.csv"),
+                  "--min-per-cell", "3"], ["generate", str(study), "-q"]):
+        assert runner.invoke(main, args).exit_code == 0
+    outputs = {p: runner.invoke(main, ["export", str(study), "--platform", p, "--force"])
+               for p in ("appen", "toloka", "labelstudio", "csv", "serve")}
+    assert all(r.exit_code == 0 for r in outputs.values()), outputs
+    assert runner.invoke(main, ["preview", str(study), "--n", "400"]).exit_code == 0
+    return study, docs, outputs
+
+
+def _preview_queries(study) -> dict:
+    """item id -> the query text preview.html shows for it."""
+    import html as html_lib
+    import re
+    page = (study / "preview.html").read_text()
+    found = re.findall(r'<span class="query">(.*?)</span></h2>.*?id="list-A-([0-9a-f]{16})"', page, flags=re.S)
+    return {item: html_lib.unescape(text) for text, item in found}
+
+
+def _shown(row: dict, markup: str, pattern: str, prefix: str = "") -> str:
+    """Fill a platform template's query heading with one row's values (Liquid ``{{x}}`` or
+    Handlebars ``{{{x}}}``): what the platform shows."""
+    import html as html_lib
+    import re
+    field = re.search(pattern, markup).group(1)
+    return html_lib.unescape(row[prefix + field])
+
+
+def test_the_query_a_worker_sees_is_never_empty_and_as_in_preview(untitled_queries):
+    import html as html_lib
+    import re
+    study, docs, _ = untitled_queries
+    preview = _preview_queries(study)
+    items = pd.read_csv(study / "items.csv", dtype=str, keep_default_na=False)
+    assert len(preview) == len(items) > 50
+    # preview shows the query id: no query has a title
+    assert all(preview[i] == q for i, q in zip(items["item_id"], items["query"]))
+    b = study / "batches"
+    units = pd.read_csv(b / "appen" / "units.csv", dtype=str, keep_default_na=False)
+    cml = (b / "appen" / "job.cml").read_text()
+    tolokas = pd.read_csv(b / "toloka" / "tasks.tsv", sep="\t", dtype=str, keep_default_na=False)
+    markup = json.loads((b / "toloka" / "project.json").read_text())["task_spec"]["view_spec"]["markup"]
+    ls_tasks = json.loads((b / "labelstudio" / "tasks.json").read_text())
+    shown = {
+        "appen": {r["item_id"]: _shown(r, cml, r"Query: \{\{(\w+)\}\}") for r in units.to_dict("records")},
+        "toloka": {r["INPUT:item_id"]: _shown(r, markup, r"Query: \{\{\{(\w+)\}\}\}", "INPUT:")
+                   for r in tolokas.to_dict("records")},
+        "labelstudio": {t["data"]["item_id"]: html_lib.unescape(
+            re.search(r'<span class="query">(.*?)</span>', t["data"]["html"]).group(1)) for t in ls_tasks},
+    }
+    for platform, by_item in shown.items():
+        assert by_item == preview, platform
+    # the generic form and the hosted study render the items with preview's own macro
+    form = (b / "csv" / "template.html").read_text()
+    head = items.head(10)  # the form shows one page
+    assert [html_lib.unescape(q) for q in re.findall(r'<span class="query">(.*?)</span>', form)] == \
+        [preview[i] for i in head["item_id"]]
+    from satcal.platforms import item_view
+    served = pd.read_csv(b / "serve" / "items.csv", dtype=str, keep_default_na=False)
+    assert {r["item_id"]: item_view(r, 5)["query_title"] or item_view(r, 5)["query"]
+            for r in served.to_dict("records")} == preview
+
+
+def test_untitled_documents_show_their_id_everywhere(untitled_queries):
+    """A document the documents table gives no title shows its id on Appen and Toloka, as in
+    preview (which falls back to the id)."""
+    study, docs, _ = untitled_queries
+    titled = set(docs.loc[docs["title"] != "", "doc"])  # a query id in a list has no row either
+    units = pd.read_csv(study / "batches" / "appen" / "units.csv", dtype=str, keep_default_na=False)
+    tolokas = pd.read_csv(study / "batches" / "toloka" / "tasks.tsv", sep="\t", dtype=str,
+                          keep_default_na=False)
+    seen = 0
+    for side in "ab":
+        for i in range(1, 6):
+            for frame, doc, title in ((units, f"{side}{i}", f"{side}{i}_title"),
+                                      (tolokas, f"INPUT:{side.upper()}{i}", f"INPUT:{side.upper()}{i}_title")):
+                blank = ~frame[doc].isin(titled)
+                seen += int(blank.sum())
+                assert (frame.loc[blank, title] == frame.loc[blank, doc]).all()
+                assert (frame.loc[~blank, title] == "Title of " + frame.loc[~blank, doc]).all()
+    assert seen > 0
+
+
+def test_export_warns_for_queries_shown_without_text(untitled_queries):
+    """Every query shown as a bare id is counted in one warning, with an example."""
+    import re
+    study, docs, outputs = untitled_queries
+    queries = pd.read_csv(study / "items.csv", dtype=str, keep_default_na=False)["query"]
+    for platform, res in outputs.items():
+        warned = [l for l in res.output.splitlines() if "satcal: warning:" in l and "quer" in l]
+        assert len(warned) == 1, (platform, res.output)
+        m = re.search(r"(\d+) of (\d+) queries", warned[0])
+        assert m and int(m.group(1)) == int(m.group(2)) == queries.nunique(), warned
+        assert any(f"'{q}'" in warned[0] for q in queries)
+
+
+def test_topics_covering_some_queries_warn_and_show_the_id():
+    """A topics file with text for 2 of 3 queries (the quality-control report's 'Query: 527433'):
+    the third shows its id on every platform, and one warning counts it."""
+    from satcal.errors import SatcalWarning
+    from satcal.platforms import build_items, item_view
+    examples = pd.DataFrame({"example_id": ["e1", "e2", "e3", "e4"], "query": ["q1", "q2", "527433", "527433"],
+                             "a1": ["d1", "d2", "d3", "d4"], "b1": ["d5", "d6", "d7", "d8"]})
+    topics = pd.DataFrame({"query": ["q1", "q2", "q9"], "title": ["first <topic>", "second", "unused"],
+                           "description": ["", "", ""]})
+    with pytest.warns(SatcalWarning, match=r"1 of 3 queries have no title: .*'527433'") as caught:
+        visible, _ = build_items(examples, pd.DataFrame(), k=1, seed=1, topics=topics)
+    assert len([w for w in caught if "quer" in str(w.message)]) == 1
+    by_query = dict(zip(visible["query"], visible["query_title"]))
+    assert by_query == {"q1": "first &lt;topic&gt;", "q2": "second", "527433": "527433"}
+    assert {item_view(r, 1)["query_title"] for r in visible.to_dict("records")} == \
+        {"first <topic>", "second", "527433"}

@@ -132,3 +132,67 @@ def test_a_thin_partly_unreachable_study_says_so_and_crowns_nobody():
                      model_check_folds=0, indicator_range="full")
     assert full.bias.b1.iloc[0] == pytest.approx(np.mean(np.abs(c.x - c.p)), abs=1e-12)
     assert full.meta["provenance"]["indicator_range"] == "full"
+
+
+def test_the_papers_estimator_on_an_unlike_design_is_flagged(ecir_result):
+    """A design pairing lists with a strong negative correlation gets the warning; the ECIR 2015
+    pairs themselves do not."""
+    assert ecir_result.meta["design_warnings"] == []
+    rng = np.random.default_rng(8)
+    phi_a = rng.random((800, 1))
+    phi_b = np.clip(1 - phi_a + rng.normal(0, 0.05, phi_a.shape), 0, 1)
+    sa, sb = rng.random(800) < expit(-3 + 6 * phi_a[:, 0]), rng.random(800) < expit(-3 + 6 * phi_b[:, 0])
+    answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"], model_check_folds=0)
+    r_hand = np.corrcoef(phi_a[:, 0], phi_b[:, 0])[0, 1]
+    assert r.meta["provenance"]["pairing_correlation"]["median"] == pytest.approx(r_hand, abs=1e-4)
+    assert len(r.meta["design_warnings"]) == 1 and f"{r_hand:+.2f}" in r.meta["design_warnings"][0]
+
+
+def test_pairwise_differences_of_the_per_list_indicators(ecir_study):
+    """The joint model's indicators are paired like the paper's: the full-sample difference from
+    bias.csv, p_normal by hand from the joint replicates."""
+    from scipy.stats import norm
+    r = calibrate(ecir_study, ["lin-const", "lin-log5", "bin2-zipf"], model_check_folds=0, bootstrap=20,
+                  seed=4, sat_model="both")
+    pairs = r.bootstrap.pairwise
+    joint = pairs[pairs.indicator.str.endswith("_joint")]
+    assert set(joint.indicator) == {"b1_joint", "b2_joint", "b3_joint"} and len(joint) == 9
+    bias = r.bias.set_index("formulation")
+    ids = r.bootstrap.formulations
+    for row in joint.itertuples():
+        i, j = ids.index(row.formulation_1), ids.index(row.formulation_2)
+        k = int(row.indicator[1]) - 1
+        d = r.bootstrap.joint["indicators"][:, i, k] - r.bootstrap.joint["indicators"][:, j, k]
+        assert row.diff == pytest.approx(bias.loc[row.formulation_1, row.indicator]
+                                         - bias.loc[row.formulation_2, row.indicator], abs=1e-9)
+        assert row.p_normal == pytest.approx(2 * norm.sf(abs(row.diff) / np.std(d, ddof=1)), abs=1e-12)
+
+
+def test_the_report_of_a_thin_partial_study_warns_and_crowns_nobody(tmp_path):
+    from satcal.report import write_analysis
+    phi_a, phi_b, answers = _thin_partial_study()
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const", "lin-log2", "exp2-log2"],
+                  bootstrap=20, seed=2, model_check_folds=0, sat_model="both")
+    write_analysis(r, tmp_path, figures=True, report=True)
+    html = (tmp_path / "report.html").read_text()
+    assert "Thin or partial data" in html and "Only 300 answers" in html
+    assert f"{r.verdict.top} is the least biased" not in html
+    import json
+    record = json.loads((tmp_path / "calibration.json").read_text())
+    assert record["indicator_range"] == "data" and record["warnings"] == r.meta["warnings"]
+    assert record["support"]["ranges"]["lin-const"]["sat_joint"][1] <= 0.6
+
+
+def test_p_sat_reads_the_lead_curve_of_fits(ecir_study):
+    r = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0, sat_model="both")
+    fits = r.fits.set_index(["formulation", "curve", "sat_model"])
+    for model in ("joint", "published"):
+        b = fits.loc[("exp2-log2", "sat", model), ["beta0", "beta1", "beta2"]].to_numpy(float)
+        x = np.array([0.0, 0.3, 1.0])
+        np.testing.assert_allclose(r.p_sat("exp2-log2", x, model), expit(b[0] + b[1] * x + b[2] * x ** 2), rtol=1e-12)
+    np.testing.assert_allclose(r.p_sat("exp2-log2", 0.3), r.p_sat("exp2-log2", 0.3, "joint"))
+    with pytest.raises(Exception, match="no joint satisfaction curve for 'nope'"):
+        r.p_sat("nope", 0.5)
+    text = r.summary()
+    assert r.verdict.sentence() in text and "b1_joint" in text

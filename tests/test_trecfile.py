@@ -98,6 +98,13 @@ def test_hash_collisions_fall_back_to_exact_comparison(tmp_path, rng, monkeypatc
     monkeypatch.setattr(trecfile, "_hash", lambda words: np.zeros(len(words), dtype=np.uint64))
     j = read_judgments(p)
     assert {(q, d): lv for q, d, lv in j.table.itertuples(index=False, name=None)} == pairs
+    # factorising: with no multiplier, ids ending in the same word share a hash
+    monkeypatch.setattr(trecfile, "_MIX", np.uint64(0))
+    j = read_judgments(p)
+    assert {(q, d): lv for q, d, lv in j.table.itertuples(index=False, name=None)} == pairs
+    words = trecfile._pack(*_column(["ab", "xxxxxxxxab", "yyyyyyyyab", "ab", "xxxxxxxxab"]))
+    codes, distinct = trecfile.factorize_words(words)
+    assert len(distinct) == 3 and codes[0] == codes[3] and codes[1] == codes[4] != codes[2]
     ids = TokenIds(np.arange(3), trecfile._pack(*_column(["a", "bbbbbbbbbbbb", "c"])))
     probe = trecfile._pack(*_column(["c", "zz", "bbbbbbbbbbbb"]))
     np.testing.assert_array_equal(ids.locate(probe), [2, -1, 1])
@@ -146,6 +153,8 @@ def test_runs_and_cube_equal_the_string_table_path(tmp_path, rng):
 
 @pytest.mark.parametrize("text", [
     "q 0 d 1\nq 0 e\n",          # a line with a field missing
+    "q 0 d 1 x\nq 0 e\n",        # one field too many, one too few: the right count overall
+    "q 0\nd 1 q 0 e 2\n",         # the same, with no blank line either
     "q 0 d 1\n# a comment\n",    # comments are for the line reader
     'q 0 "d" 1\n',               # quotes are for the line reader
     "q 0 d\xe9 1\n",             # non-ASCII

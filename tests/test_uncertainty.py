@@ -154,7 +154,9 @@ def test_calibrate_resamples_workers_and_examples_as_per_answer_refits_say(rng):
     d = pa[:, 0] - pb[:, 0]
     agree = ((answers == "a_better") & (d > 1e-9)) | ((answers == "b_better") & (d < -1e-9))
     p = fit_logit(np.abs(d), agree * 1.0, weights=w)
-    ind = bias_indicators(s.predict(GRID)[None], p.predict(GRID)[None])
+    # over the ranges the study's data support, as calibrate computes its indicators
+    ind = bias_indicators(s.predict(GRID)[None], p.predict(GRID)[None], sat_range=res.meta["support"]["sat"],
+                          pref_range=res.meta["support"]["pref"])
     np.testing.assert_allclose(res.bootstrap.indicators[b, 0], [ind[k][0] for k in ("b1", "b2", "b3")],
                                atol=1e-7)
     # joint model: the same weights, per distinct row (its fit, refitted here, agrees to ~1e-8)
@@ -164,7 +166,10 @@ def test_calibrate_resamples_workers_and_examples_as_per_answer_refits_say(rng):
     theta = bootstrap_thetas(fit, types.phi_a[:, 0], types.phi_b[:, 0], code,
                              np.bincount(types.inverse, weights=w, minlength=types.counts.size)[None])
     curve = expit(design(GRID) @ theta[0, :3])
-    assert res.bootstrap.joint["indicators"][b, 0, 0] == pytest.approx(np.mean(np.abs(GRID - curve)), abs=1e-6)
+    lo, hi = res.meta["support"]["sat_joint"][0]
+    inside = (GRID >= lo - 1e-12) & (GRID <= hi + 1e-12)
+    assert res.bootstrap.joint["indicators"][b, 0, 0] == pytest.approx(
+        np.mean(np.abs(GRID - curve)[inside]), abs=1e-6)
 
 
 def test_calibrate_records_what_it_resampled(rng, ecir_study):
@@ -182,7 +187,7 @@ def test_calibrate_records_what_it_resampled(rng, ecir_study):
                        model_check_folds=0, worker_ids=who)   # each answer its own example
     assert nested.meta["provenance"]["resampling"] == "workers (examples nested)"
     direct = bootstrap_calibration(pa, pb, answers, [formulation("lin-const")], replicates=3,
-                                   clusters=(who, ex))
+                                   clusters=(who, ex), support=both.meta["support"])
     np.testing.assert_allclose(both.bootstrap.indicators, direct.indicators, rtol=1e-12)
     ecir = calibrate(ecir_study, ["lin-const"], bootstrap=2, model_check_folds=0)
     assert ecir.meta["provenance"]["resampling"] == "examples"   # the ECIR 2015 data has no worker ids

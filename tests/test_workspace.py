@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -154,3 +155,120 @@ def test_extra_measures_in_a_study_cost_what_generate_says(tmp_path, qrels):
     coverage = pd.read_csv(d / "coverage.csv")
     err = coverage[(coverage["formulation"] == "err") & coverage["feasible"]]
     assert err["covered"].all() and (err["count"] >= 10).all()
+
+
+def _answer_one_page(ws, url=None):
+    """One lab participant answers one page of the hosted study (in process, no server)."""
+    from satcal.serve import HostedStudy
+    study = HostedStudy.from_workspace(ws, url)
+    try:
+        pid = study.enter("lab", "p1")
+        view = study.next_page(pid)
+        form = {f"answer-{it['item_id']}": it.get("expected") or "a_better" for it in view.items}
+        assert study.submit(pid, view.token, form) == "stored"
+        return sum(it["kind"] == "item" for it in view.items)
+    finally:
+        study.engine.dispose()
+
+
+def test_answers_in_the_study_database_count_as_collected(exported_workspace, tmp_path):
+    """Issue 25.1: serve.db holds answers not ingested yet; export --force (a changed key),
+    generate --force and init --force are refused through the CLI, the key is untouched, and
+    the answers then ingest with no 'unknown item id'."""
+    import pandas as pd
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
+    answered = _answer_one_page(ws)
+    key = (ws.path / "key.csv").read_bytes()
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7"))
+    runner = CliRunner()
+    res = runner.invoke(main, ["export", str(ws.path), "--force"])
+    assert res.exit_code == 2, res.output
+    assert f"serve.db holds {answered} answers" in res.output and "--new-batch" in res.output
+    assert f"satcal ingest {ws.path} --platform serve" in res.output
+    res = runner.invoke(main, ["generate", str(ws.path), "--force"])
+    assert res.exit_code == 2 and f"holds {answered} answers" in res.output
+    res = runner.invoke(main, ["init", str(ws.path), "--judgments", str(ws.path / ws["study.judgments"]),
+                               "--force"])
+    assert res.exit_code == 2 and f"{answered} answers not ingested yet" in res.output
+    assert (ws.path / "key.csv").read_bytes() == key
+    res = runner.invoke(main, ["ingest", str(ws.path), "--platform", "serve", "--threshold", "0"])
+    assert res.exit_code == 0, res.output
+    answers = pd.read_csv(ws.path / "answers.csv", dtype=str)
+    rejects = pd.read_csv(ws.path / "rejects.csv", dtype=str)
+    assert len(answers) == answered and not rejects["reason"].str.startswith("unknown item").any()
+    # a new batch keeps the key the database is bound to, so its answers still resolve
+    res = runner.invoke(main, ["export", str(ws.path), "--new-batch"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["ingest", str(ws.path), "--platform", "serve", "--threshold", "0"])
+    assert res.exit_code == 0, res.output
+    assert len(pd.read_csv(ws.path / "answers.csv", dtype=str)) == answered
+
+
+def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path):
+    """A database given with --db (noted when satcal serve starts) is looked at like
+    serve.db; one bound to another key, or holding nothing, does not count."""
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    ws.remember_database(url)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("items_per_page = 10", "items_per_page = 7"))
+    fresh = copy_workspace(ws, tmp_path / "fresh")
+    assert fresh.export(force=True)  # nothing answered anywhere: the key may be replaced
+    answered = _answer_one_page(ws, url)
+    with pytest.raises(SatcalError, match=rf"elsewhere.db holds {answered} answers .* --db {url}"):
+        Workspace.open(ws.path).export(force=True)
+
+
+@pytest.mark.parametrize("old,new,fragment", [
+    ("k = 5", "k = 6", r"study.k = 6, but \w+.csv was made with k = 5; put study.k back to 5, or run "
+                       "satcal generate"),
+    ("levels = [0, 1, 2]", "levels = [0, 1, 2, 3]",
+     r"study.levels = \[0, 1, 2, 3\], but \w+.csv was made with levels = \[0, 1, 2\] \(phi would be "
+     r"rescaled\); put study.levels back to \[0, 1, 2\], or run satcal generate"),
+])
+def test_a_design_changed_after_generate_is_refused(exported_workspace, tmp_path, old, new, fragment):
+    """Issue 25.4: k or levels edited in study.toml after generate: preview, export, simulate
+    and power say which command to run (they ended in KeyError: 'A6' and "['ra6'] not in
+    index"); nothing is written."""
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace(old, new))
+    before = sorted(p.relative_to(ws.path) for p in ws.path.rglob("*"))
+    runner = CliRunner()
+    for command in ("preview", "export", "simulate", "power"):
+        res = runner.invoke(main, [command, str(ws.path), "--force"])
+        assert res.exit_code == 2, (command, res.output)
+        assert re.search(fragment, res.output), (command, res.output)
+        assert res.output.count("\n") == 1  # one line, no traceback
+    assert sorted(p.relative_to(ws.path) for p in ws.path.rglob("*")) == before
+
+
+def test_levels_changed_after_answers_never_rescale_phi(exported_workspace, tmp_path):
+    """After answers, a changed levels made analyze rescale phi silently (lin-const b1 moved,
+    exit 0); now it is refused, saying the answers were collected under the old levels."""
+    from conftest import copy_workspace
+    from satcal.ingest import ingest
+    from satcal.simulate import simulate_workspace
+    ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
+    out, _ = simulate_workspace(ws, "csv")
+    ingest(ws, [out], threshold=0.0)
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("levels = [0, 1, 2]", "levels = [0, 1, 2, 3]"))
+    res = CliRunner().invoke(main, ["analyze", str(ws.path), "--bootstrap", "0", "-q"])
+    assert res.exit_code == 2
+    assert "put study.levels back to [0, 1, 2] (the answers were collected with it" in res.output
+    assert not (ws.path / "analysis").exists()
+
+
+def test_an_older_workspace_without_a_design_record_is_checked_by_its_examples(exported_workspace, tmp_path):
+    from conftest import copy_workspace
+    ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
+    (ws.path / "design.json").unlink()
+    toml = ws.path / "study.toml"
+    toml.write_text(toml.read_text().replace("k = 5", "k = 4"))
+    with pytest.raises(SatcalError, match="study.k = 4, but examples.csv was made with k = 5"):
+        Workspace.open(ws.path).export(force=True)

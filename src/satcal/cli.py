@@ -35,6 +35,38 @@ class SatcalGroup(click.Group):
             except SatcalError as exc:
                 click.echo(f"satcal: error: {exc}", err=True)
                 ctx.exit(2)
+            except OSError as exc:
+                line = environment_error(exc)
+                if line is None:
+                    raise
+                click.echo(f"satcal: error: {line}", err=True)
+                ctx.exit(1)
+
+
+#: Errors of the machine, not of satcal or the user's files: one line naming the path, exit 1.
+_ENVIRONMENT_ERRORS = {"ENOSPC": "no space left on the device; free some and run the command again "
+                                 "(nothing was changed)",
+                       "EDQUOT": "disk quota exceeded; free some space and run the command again "
+                                 "(nothing was changed)",
+                       "EACCES": "permission denied",
+                       "EPERM": "operation not permitted",
+                       "EROFS": "read-only file system"}
+
+
+def environment_error(exc: OSError) -> str | None:
+    """The one line for a full disk, a denied permission or a read-only file system (named
+    by the path the failing call was given), or None for any other error."""
+    import errno
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if name not in _ENVIRONMENT_ERRORS:
+        return None
+    import re
+    # a copy that fails for want of space names its source first and its target second
+    target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
+    where = str(target) if target is not None else "a file"
+    # a file written aside into an output set is named where it was to go
+    where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", where)
+    return f"{where}: {_ENVIRONMENT_ERRORS[name]}"
 
 
 @click.group(name="satcal", cls=SatcalGroup, context_settings=CONTEXT)
@@ -57,7 +89,9 @@ def main():
     """
 
 
-def _prepare_out(out: Path, force: bool) -> Path:
+def _prepare_out(out: Path, force: bool, create: bool = True) -> Path:
+    """Check ``--out`` (refused when it holds files, unless ``force``); made only if ``create``,
+    so a command that checks it before its work leaves nothing when the work fails."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SatcalError(f"{out}: exists and is not a directory")
@@ -67,7 +101,8 @@ def _prepare_out(out: Path, force: bool) -> Path:
     if out.exists() and any(out.iterdir()) and not force:
         raise SatcalError(f"{out}: already holds files; pass --force to overwrite them, or choose "
                           "another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    if create:
+        out.mkdir(parents=True, exist_ok=True)
     return out
 
 
@@ -75,10 +110,21 @@ def _prepare_out(out: Path, force: bool) -> Path:
 def _output_dir(out: Path, force: bool):
     """An --out directory written as one set: the command writes into a stage inside it, and
     the files move into place together at the end (same names replaced, other files kept),
-    so a killed command leaves the old files or the new ones, never a mix."""
+    so a killed command leaves the old files or the new ones, never a mix. A directory this
+    made is removed again if the command fails before anything is in it."""
     from .fileio import OutputSet
-    with OutputSet(_prepare_out(out, force), "out") as outputs:
-        yield outputs
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        with OutputSet(_prepare_out(out, force), "out") as outputs:
+            yield outputs
+    except BaseException:
+        for p in made:  # innermost first; a directory that holds anything stays
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
 
 
 PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]
@@ -107,7 +153,7 @@ def _expand_runs(values) -> list[Path]:
 def _echo_ranking(result, top: int = 10) -> None:
     """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator)."""
     from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
-    for warning in result.meta.get("warnings", []):
+    for warning in result.meta.get("warnings", []) + result.meta.get("design_warnings", []):
         click.echo(f"warning: {warning}")
     cols = estimator_columns(result.bias, result.estimator)
     rank = result.ranking.head(top)
@@ -128,6 +174,33 @@ def _echo_ranking(result, top: int = 10) -> None:
     click.echo("\n" + result.verdict.sentence())
 
 
+class LevelsType(click.ParamType):
+    """``--levels``, the same everywhere: a list of levels (``0,1,2,3``) or their number L
+    (``4``, meaning 0..L-1). Converts to the sorted list of levels."""
+
+    name = "LEVELS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        text = str(value).strip()
+        try:
+            parts = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            self.fail(f"{value!r}: expected levels separated by commas (e.g. 0,1,2,3) or their number "
+                      "(e.g. 4 for 0..3)", param, ctx)
+        if len(parts) == 1 and "," not in text:
+            if parts[0] < 2:
+                self.fail(f"{value!r}: a scale needs at least 2 levels", param, ctx)
+            return list(range(parts[0]))
+        if len(set(parts)) != len(parts) or len(parts) < 2:
+            self.fail(f"{value!r}: expected at least 2 distinct levels", param, ctx)
+        return sorted(parts)
+
+
+LEVELS = LevelsType()
+
+
 def _analysis_options(f):
     options = [
         click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
@@ -136,12 +209,14 @@ def _analysis_options(f):
                           "not siding with the higher score; this reproduces the published numbers) "
                           "or only a_better/b_better answers."),
         click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000,
-                     show_default=True, help="Bootstrap replicates over examples, for intervals "
-                                             "and pairwise tests (0 for none)."),
+                     show_default=True, help="Bootstrap replicates (over workers and examples "
+                                             "when answers carry worker ids, else examples), for "
+                                             "intervals and pairwise tests (0 for none)."),
         click.option("--seed", type=int, default=2015, show_default=True,
                      help="Seed of the bootstrap and of the model-check folds."),
-        click.option("--jobs", type=int, default=1, show_default=True,
-                     help="Parallel workers for the bootstrap (-1: all cores)."),
+        click.option("--jobs", type=int, default=0, show_default=True,
+                     help="Worker processes for the bootstrap: 0 one per core this process may "
+                          "use (its CPU affinity), -1 the same, -2 one fewer, N exactly N."),
         click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
                      show_default=True, help="Parallel backend for the bootstrap."),
         click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
@@ -184,8 +259,9 @@ def _analysis_options(f):
 @click.option("--judgments", type=click.Path(path_type=Path), help="Judgments of the external study.")
 @click.option("--k", type=click.IntRange(min=1), default=None, help="Documents per list (default: "
               "the number of a<i> columns).")
-@click.option("--levels", type=click.IntRange(min=2), default=None,
-              help="Number of relevance levels L, 0..L-1 (default: from the judgments).")
+@click.option("--levels", type=LEVELS, default=None,
+              help="The relevance levels, 0..L-1: as a list (0,1,2,3) or their number L (4) "
+                   "(default: from the judgments).")
 @click.option("--unjudged", type=click.Choice(["error", "zero"]), default="error", show_default=True,
               help="A listed document with no judgment: an error, or level 0.")
 @click.option("--scores", type=click.Choice(["exact", "published"]), default="exact",
@@ -208,6 +284,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
+    from ._threads import resolve_jobs
     from .analysis import calibrate
     from .report import write_analysis
 
@@ -215,7 +292,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     if sources != 1:
         raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
                           "--answers FILE with --judgments FILE")
-    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=jobs,
+    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=resolve_jobs(jobs),
                   backend=_backend(backend, scheduler), progress=not quiet, sat_model=sat_model,
                   indicator_range=indicator_range)
     scale = dict(normalization=normalization, negatives=negatives)
@@ -229,7 +306,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     else:
         if out is None:
             raise SatcalError("--out DIR is required with --dataset or --answers")
-        _prepare_out(out, force)  # refused before the work, not after
+        _prepare_out(out, force, create=False)  # refused before the work, not after
         if formulations is not None or scale != {"normalization": "max", "negatives": "keep"}:
             kwargs["formulations"] = parse_formulations(formulations or "study", **scale)
         if dataset:
@@ -240,7 +317,11 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
             from .ingest import read_external_study
             from .judgments import read_judgments
             qrels = read_judgments(judgments)
-            study = read_external_study(answers, qrels, k=k, n_levels=levels, unjudged=unjudged)
+            if levels is not None and levels != list(range(len(levels))):
+                raise SatcalError(f"--levels {','.join(map(str, levels))}: an analysis scale is 0..L-1; "
+                                  f"give {','.join(map(str, range(len(levels))))} or {len(levels)}")
+            study = read_external_study(answers, qrels, k=k, n_levels=None if levels is None else len(levels),
+                                        unjudged=unjudged)
             result = calibrate(study, **kwargs)
             from .fileio import sha256_file
             result.meta["provenance"].update(judgments_sha256=sha256_file(judgments),
@@ -320,8 +401,8 @@ def _analyze_ecir(scores: str, kwargs: dict):
               help="Optional topics: TREC topics file, 'id<TAB>text' lines, or CSV/TSV with query, "
                    "title (and description, narrative); workers see the title and description.")
 @click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Documents per list.")
-@click.option("--levels", default=None, help="Levels to build lists from, e.g. 0,1,2 (default: the "
-              "judgments' non-negative levels).")
+@click.option("--levels", type=LEVELS, default=None, help="Levels to build lists from: a list (0,1,2) "
+              "or their number (3 for 0..2) (default: the judgments' non-negative levels).")
 @click.option("--min-per-cell", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="appen", show_default=True)
 @click.option("--seed", type=int, default=2015, show_default=True)
@@ -333,13 +414,7 @@ def init(directory, judgments, documents, topics, k, levels, min_per_cell, platf
     self-contained; every later command reads study.toml.
     """
     from .workspace import Workspace
-    level_list = None
-    if levels:
-        try:
-            level_list = [int(v) for v in levels.split(",")]
-        except ValueError:
-            raise SatcalError(f"--levels {levels!r}: expected integers separated by commas, e.g. 0,1,2") from None
-    ws = Workspace.init(directory, judgments, documents, k=k, levels=level_list, seed=seed,
+    ws = Workspace.init(directory, judgments, documents, k=k, levels=levels, seed=seed,
                         min_per_cell=min_per_cell, platform=platform, force=force, topics=topics)
     click.echo(f"Created {ws.path}/study.toml; edit it, then run: satcal generate {ws.path}")
 
@@ -579,13 +654,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
                               "Set [design] answers_per_example to 2 or more (trap-based trust is in "
                               "workers.csv)")
         labels, accuracy = fit_ds(everyone)
-        with ws.locked():
-            atomic_write_text(ws.file("workers_ds.csv"), accuracy.to_csv(index=False, lineterminator="\n"))
-            # beside trap trust in workers.csv, so one table says all about a worker
+        with ws.locked(), ws.staged("dawid-skene") as outputs:
             from .ingest import spreadsheet_safe
+            atomic_write_text(outputs.file("workers_ds.csv"),
+                              spreadsheet_safe(accuracy).to_csv(index=False, lineterminator="\n"))
+            # beside trap trust in workers.csv, so one table says all about a worker
             workers = report.workers.drop(columns=["ds_accuracy"], errors="ignore").merge(
                 accuracy, on="worker_id", how="left")
-            atomic_write_text(ws.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')} and "
                    "workers.csv (ds_accuracy)")
 
@@ -619,6 +695,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     from .workspace import Workspace
     ws = Workspace.open(directory)
     study = HostedStudy.from_workspace(ws, db_url)
+    with ws.locked():
+        ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
     settings = study.settings
     click.echo(f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
@@ -738,7 +816,7 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     wanted = None if formulations is None else [_calibrated_id(t.strip()) for t in formulations.split(",")
                                                 if t.strip()]
     cals = load_calibrations(calibration, wanted)
-    _prepare_out(out, force)  # refused before the work, not after
+    _prepare_out(out, force, create=False)  # refused before the work, not after
     result = evaluate_runs(read_judgments(judgments), read_runs(_expand_runs(runs)), cals, k)
     with _output_dir(out, force) as outputs:
         written = {name: str(outputs.final(p)) for name, p in result.save(outputs.tree()).items()}
@@ -804,7 +882,7 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
             raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
         bias, prov = pd.read_csv(path), read_provenance(path.parent)
     k, normalization, negatives = _calibration_scale(prov, calibration, qrels, k, normalization, negatives)
-    _prepare_out(out, force)  # refused before the work, not after
+    _prepare_out(out, force, create=False)  # refused before the work, not after
     with _output_dir(out, force) as outputs:
         root = outputs.tree()
         if simulate_runs:

@@ -45,7 +45,7 @@ import pandas as pd
 
 from .errors import SatcalError
 from .judgments import Judgments
-from .measures import _resolve, bin_index, score_lists
+from .measures import resolve_formulations, bin_index, score_lists
 
 __all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap",
            "pairing_correlation", "ECIR2015_PAIRING_CORRELATION"]
@@ -142,8 +142,8 @@ class Design:
     cover_extra: bool = False
 
     def __post_init__(self):
-        self.formulations = _resolve(self.formulations)
-        self.extra = _resolve(self.extra) if self.extra else []
+        self.formulations = resolve_formulations(self.formulations)
+        self.extra = resolve_formulations(self.extra) if self.extra else []
         known = {f.id for f in self.formulations}
         self.extra = [f for f in self.extra if f.id not in known]
         self.levels = tuple(sorted(int(v) for v in self.levels))
@@ -835,7 +835,8 @@ def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
 
     forms = list(dict.fromkeys(coverage["formulation"]))
     nb = int(coverage["bin"].max()) + 1
-    fig, axes = new_figure(nrows=1, ncols=2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True)
+    fig, axes = new_figure(nrows=1, ncols=2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True,
+                           layout="constrained")  # room for the colour bar and long formulation ids
     for ax, kind, title in ((axes[0], "phi", "phi cells (lists)"), (axes[1], "dphi", "|dphi| cells (examples)")):
         c = coverage[coverage["kind"] == kind]
         grid = c.pivot(index="formulation", columns="bin", values="count").reindex(forms).to_numpy(float)

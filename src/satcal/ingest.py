@@ -274,8 +274,10 @@ def ingest(ws, files, platform: str | None = None, threshold: float | None = Non
     Every file is parsed before anything is written, so a broken file leaves the workspace
     untouched. A file already ingested (same content hash) changes nothing; the tables are
     rebuilt from all archived files, so the result does not depend on the order of calls.
-    The workspace lock makes concurrent ingests take turns; a pending marker written first and
-    removed last lets the next command undo an ingest that was killed half-way.
+    The workspace lock makes concurrent ingests take turns. The archived files, the index and
+    the tables are written as one set (:class:`~satcal.fileio.OutputSet`), so an ingest killed
+    at any moment, or failing on a full disk, leaves the workspace as it was before or as it
+    is after, never a mix.
     """
     with ws.locked():
         repair_interrupted_ingest(ws)
@@ -283,7 +285,7 @@ def ingest(ws, files, platform: str | None = None, threshold: float | None = Non
 
 
 def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
-    from .fileio import atomic_write_bytes, atomic_write_text, sha256_bytes
+    from .fileio import atomic_write_bytes, atomic_write_text, read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
 
     raw_dir = ws.path / "raw"
@@ -293,7 +295,7 @@ def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
         path = Path(f)
         if not path.is_file():
             raise SatcalError(f"{path}: no such file")
-        data = path.read_bytes()
+        data = read_file_bytes(path)  # an unreadable file is a one-line error
         digest = sha256_bytes(data)
         if digest in set(index["sha256"]) or digest in {n[0] for n in new_files}:
             continue
@@ -304,28 +306,26 @@ def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
     added = pd.DataFrame([{"sha256": d, "file": n, "platform": p, "original": n.split("-", 1)[1]}
                           for d, n, p, _, _ in new_files], columns=INDEX_COLUMNS)
     index, superseded = _supersede_snapshots(ws, index, added, {n[0]: n[4] for n in new_files})
-    if new_files:
-        # The marker names what this ingest adds; if the command dies before it is removed,
-        # the next command takes those files back out (repair_interrupted_ingest).
-        atomic_write_text(raw_dir / PENDING, added.to_json(orient="records") + "\n")
-        for digest, name, plat, data, _ in new_files:
-            atomic_write_bytes(raw_dir / name, data)
-        index = pd.concat([index, added], ignore_index=True)
     parsed_new = {n[0]: n[4] for n in new_files}
     threshold = ws["quality.trust_threshold"] if threshold is None else float(threshold)
-    report = _rebuild(ws, index, parsed_new, threshold)
-    # the tables' threshold, so that a repair rebuilds exactly these tables
-    atomic_write_text(raw_dir / SETTINGS, json.dumps({"trust_threshold": threshold}) + "\n")
-    if new_files:
-        if len(superseded):
-            previous = raw_dir / SUPERSEDED
-            old = pd.read_csv(previous, dtype=str, keep_default_na=False) if previous.exists() else None
-            table = pd.concat([old, superseded], ignore_index=True) if old is not None else superseded
-            atomic_write_text(previous, table.to_csv(index=False, lineterminator="\n"))
-        atomic_write_text(raw_dir / "index.csv", index.to_csv(index=False, lineterminator="\n"))
-        ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(report.answers),
-                             "rejects": len(report.rejects)}, inputs=[raw_dir / n[1] for n in new_files])
-        (raw_dir / PENDING).unlink(missing_ok=True)
+    with ws.staged("ingest") as outputs:
+        for digest, name, plat, data, _ in new_files:
+            atomic_write_bytes(outputs.file(f"raw/{name}"), data)
+        if new_files:
+            index = pd.concat([index, added], ignore_index=True)
+        report = _rebuild(ws, index, parsed_new, threshold, outputs)
+        # the tables' threshold, so that a repair rebuilds exactly these tables
+        atomic_write_text(outputs.file(f"raw/{SETTINGS}"), json.dumps({"trust_threshold": threshold}) + "\n")
+        if new_files:
+            if len(superseded):
+                previous = raw_dir / SUPERSEDED
+                old = pd.read_csv(previous, dtype=str, keep_default_na=False) if previous.exists() else None
+                table = pd.concat([old, superseded], ignore_index=True) if old is not None else superseded
+                atomic_write_text(outputs.file(f"raw/{SUPERSEDED}"), table.to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("raw/index.csv"), index.to_csv(index=False, lineterminator="\n"))
+            ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(report.answers),
+                                 "rejects": len(report.rejects)},
+                      inputs=[outputs.file(f"raw/{n[1]}") for n in new_files], outputs=outputs)
     return report
 
 
@@ -357,10 +357,11 @@ def _supersede_snapshots(ws, index: pd.DataFrame, added: pd.DataFrame, parsed: d
     return index[~old].reset_index(drop=True), index[old].reset_index(drop=True)
 
 
-def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
-    """answers.csv, rejects.csv and workers.csv from every file of ``index``."""
+def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold, outputs) -> IngestReport:
+    """answers.csv, rejects.csv and workers.csv from every file of ``index``, written into the
+    output set ``outputs``."""
     from .fileio import atomic_write_text
-    from .platforms import get_platform
+    from .platforms import RAW_ANSWER_COLUMNS, get_platform
 
     raw_dir = ws.path / "raw"
     key = ws.keys()  # every batch's key: answers to any batch resolve
@@ -372,7 +373,9 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
         if table is None:
             table = get_platform(row.platform).read_results(raw_dir / row.file)
         frames.append(table.assign(source_file=row.file))
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["item_id"])
+    # no file (the only one removed, say): empty tables with their columns, not an error
+    rows = (pd.concat(frames, ignore_index=True) if frames
+            else pd.DataFrame(columns=[*RAW_ANSWER_COLUMNS, "source_file"], dtype=object))
     examples = ws.table("examples.csv", required=False)
     example_ids = set(examples["example_id"]) if examples is not None else set()
     threshold = ws["quality.trust_threshold"] if threshold is None else threshold
@@ -384,7 +387,7 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold) -> IngestReport:
     traps = _trap_report(key, before_exclusion, threshold, ws["quality.min_traps"], screen["drop_traps"])
     for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers),
                         ("traps_report.csv", traps)):
-        atomic_write_text(ws.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
+        atomic_write_text(outputs.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
     per_file = []
     fresh = set(parsed)
     for row in index.itertuples():
@@ -435,13 +438,15 @@ def snapshot_served(ws, url: str | None, directory) -> Path:
 
 
 REMOVED = "removed"
+#: Marker of a removal killed half-way, written by satcal before 0.x's output sets; still read.
 REBUILD = ".rebuild-pending"
 
 
 def remove(ws, name: str, threshold: float | None = None) -> tuple[str, IngestReport]:
     """Take one archived result file back out: it leaves the index (the file itself moves to
     ``raw/removed/``, never deleted) and answers, rejects and workers are rebuilt from the
-    other files. ``name`` is the archived name, the file's original name or its hash prefix."""
+    other files, all as one output set. ``name`` is the archived name, the file's original
+    name or its hash prefix."""
     with ws.locked():
         repair_interrupted_ingest(ws)
         raw_dir = ws.path / "raw"
@@ -454,71 +459,56 @@ def remove(ws, name: str, threshold: float | None = None) -> tuple[str, IngestRe
             raise SatcalError(f"{ws.path}/raw: {name!r} {what}; archived files: {listing}")
         row = hit.iloc[0]
         from .fileio import atomic_write_bytes, atomic_write_text
-        # marker first: if killed, the next command rebuilds the tables from the index
-        atomic_write_text(raw_dir / REBUILD, f"{row['file']}\n")
-        (raw_dir / REMOVED).mkdir(exist_ok=True)
-        source = raw_dir / row["file"]
-        if source.exists():
-            atomic_write_bytes(raw_dir / REMOVED / row["file"], source.read_bytes())
-        index = index[index["file"] != row["file"]].reset_index(drop=True)
-        atomic_write_text(raw_dir / "index.csv", index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
-        source.unlink(missing_ok=True)
-        report = _rebuild(ws, index, {}, ws["quality.trust_threshold"] if threshold is None else threshold)
-        ws.record("ingest --remove", {"file": row["file"], "answers": len(report.answers),
-                                      "rejects": len(report.rejects)})
-        (raw_dir / REBUILD).unlink()
+        threshold = ws["quality.trust_threshold"] if threshold is None else float(threshold)
+        with ws.staged("ingest") as outputs:
+            source = raw_dir / row["file"]
+            if source.exists():
+                atomic_write_bytes(outputs.file(f"raw/{REMOVED}/{row['file']}"), source.read_bytes())
+                outputs.delete(f"raw/{row['file']}")
+            index = index[index["file"] != row["file"]].reset_index(drop=True)
+            atomic_write_text(outputs.file("raw/index.csv"),
+                              index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
+            report = _rebuild(ws, index, {}, threshold, outputs)
+            atomic_write_text(outputs.file(f"raw/{SETTINGS}"), json.dumps({"trust_threshold": threshold}) + "\n")
+            ws.record("ingest --remove", {"file": row["file"], "answers": len(report.answers),
+                                          "rejects": len(report.rejects)}, outputs=outputs)
         return row["file"], report
 
 
 def repair_interrupted_ingest(ws) -> bool:
-    """Undo an ingest that was killed before it finished (its pending marker is still there):
-    the files it was adding leave raw/ and the index, and the tables are rebuilt from the
-    files ingested before it; finish a removal that was killed (rebuild from the index).
-    Returns whether anything was repaired. Call with the lock held."""
+    """Finish what an ingest or a removal of an older satcal left when it was killed (its
+    marker file is still there): an ingest's files leave raw/ and the index, a removal's
+    tables are rebuilt from the index, as one output set. Ingests of this version are output
+    sets themselves, which taking the workspace lock finishes or discards. Returns whether
+    anything was repaired. Call with the lock held."""
     raw_dir = ws.path / "raw"
-    marker = raw_dir / PENDING
-    if (raw_dir / REBUILD).exists() and not marker.exists():
-        settings = raw_dir / SETTINGS
-        threshold = json.loads(settings.read_text())["trust_threshold"] if settings.exists() else None
-        _rebuild(ws, _read_index(raw_dir), {}, threshold)
-        (raw_dir / REBUILD).unlink()
-        return True
-    if not marker.exists():
+    marker, rebuild = raw_dir / PENDING, raw_dir / REBUILD
+    if not marker.exists() and not rebuild.exists():
         return False
     from .fileio import atomic_write_text
     settings = raw_dir / SETTINGS
     threshold = json.loads(settings.read_text())["trust_threshold"] if settings.exists() else None
-    pending = pd.DataFrame(json.loads(marker.read_text(encoding="utf-8") or "[]"), columns=INDEX_COLUMNS)
     index = _read_index(raw_dir)
-    index = index[~index["sha256"].isin(pending["sha256"])].reset_index(drop=True)
-    for name in pending["file"]:
-        (raw_dir / name).unlink(missing_ok=True)
-    atomic_write_text(raw_dir / "index.csv", index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
-    _rebuild(ws, index, {}, threshold)
-    marker.unlink()
+    with ws.staged("ingest") as outputs:
+        if marker.exists():
+            text = marker.read_text(encoding="utf-8").strip()
+            try:
+                pending = pd.DataFrame(json.loads(text or "[]"), columns=INDEX_COLUMNS)
+            except ValueError:  # a marker cut short: its files are those not in the index
+                pending = pd.DataFrame(columns=INDEX_COLUMNS)
+            index = index[~index["sha256"].isin(pending["sha256"])].reset_index(drop=True)
+            for name in pending["file"]:
+                outputs.delete(f"raw/{name}")
+            outputs.delete(f"raw/{PENDING}")
+            atomic_write_text(outputs.file("raw/index.csv"),
+                              index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
+        outputs.delete(f"raw/{REBUILD}")
+        _rebuild(ws, index, {}, threshold, outputs)
     return True
 
 
-#: First characters that make a spreadsheet read a cell as a formula (OWASP CSV injection).
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
-    """Text cells that a spreadsheet would run as a formula get a leading apostrophe (the OWASP
-    rule); numbers, including negative ones, are left alone. The raw value stays in the file
-    archived under raw/."""
-    out = table.copy()
-    for col in out.columns:
-        values = out[col]
-        if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
-            continue
-        text = values.astype(str)
-        risky = text.str.startswith(FORMULA_PREFIXES) & values.notna()
-        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
-        risky &= ~numeric
-        if risky.any():
-            out[col] = values.astype(object).where(~risky, "'" + text)
-    return out
+# the OWASP rule, shared by every table satcal writes (kept importable from here)
+from .fileio import FORMULA_PREFIXES, spreadsheet_safe  # noqa: E402
 
 
 def _check_examples_unchanged(ws, merged: pd.DataFrame, k: int) -> None:

@@ -113,8 +113,18 @@ def _lin_gain(_m: re.Match) -> Gain:
     return Gain("lin", lambda l: l, "g(l) = l")
 
 
+def _base_above_one(b: str, what: str, formula: str) -> float:
+    """A logarithm's or a power's base from an id: above 1, or the measure is degenerate
+    (log base 1 divides by log 1 = 0; a power of 1 gives every level gain 0; below 1 the
+    discount grows or the gain falls with relevance)."""
+    base = float(b)
+    if not base > 1:
+        raise ValueError(f"{what}{b}: the base must be greater than 1 in {formula}, got {b}")
+    return base
+
+
 def _exp_gain(m: re.Match) -> Gain:
-    base = float(m.group("b"))
+    base = _base_above_one(m.group("b"), "gain exp", "g(l) = b^l - 1")
     return Gain(f"exp{m.group('b')}", lambda l: base ** l - 1.0, f"g(l) = {m.group('b')}^l - 1")
 
 
@@ -186,14 +196,14 @@ def _lin_discount(_m):
 
 
 def _log_discount(m):
-    b = float(m.group("b"))
+    b = _base_above_one(m.group("b"), "discount log", "d(i) = 1/log_b(b + i - 1)")
     # 1/log_b(b + i - 1): log2 gives the de facto 1/log2(i+1) (Burges et al., 2005).
     return Discount(f"log{m.group('b')}", lambda i, k: np.log(b) / np.log(b + i - 1.0),
                     f"d(i) = 1/log_{m.group('b')}({m.group('b')} + i - 1)")
 
 
 def _jarvelin(m):
-    b = float(m.group("b"))
+    b = _base_above_one(m.group("b"), "discount jarvelin", "d(i) = 1/max(1, log_b i)")
     # The original DCG (Jarvelin & Kekalainen 2000): no discount before rank b.
     return Discount(f"jarvelin{m.group('b')}",
                     lambda i, k: 1.0 / np.maximum(1.0, np.log(i) / np.log(b)),
@@ -618,7 +628,9 @@ def study_formulations(normalization: str = "max", negatives: str = "keep",
             for d in discounts for g in gains]
 
 
-def _resolve(formulations) -> list[Formulation]:
+def resolve_formulations(formulations) -> list[Formulation]:
+    """Formulations from ids, objects or a mix (one id alone is a list of one); None gives the
+    36 study formulations."""
     if formulations is None:
         return study_formulations()
     if isinstance(formulations, (str, Formulation, ListMeasure)):
@@ -668,19 +680,22 @@ def _gain_table(forms: list[Formulation], table: np.ndarray) -> np.ndarray:
     return out
 
 
-def dcg_matrix(levels, formulations=None, scale: np.ndarray | None = None) -> np.ndarray:
+def dcg_matrix(levels, formulations=None, scale: np.ndarray | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
     """Raw DCG@k of n lists under F formulations, shape (n, F).
 
     ``levels`` is (n, k); NaN marks a missing document (a run shorter than k), gain 0.
     ``scale`` (F,) multiplies each column; a per-formulation normalisation applied to the small
     gain table costs nothing, applied to the (n, F) result it costs a full pass.
+    ``out``: a C-contiguous (n, F) array to write into (its dtype: the float64 values rounded
+    once), e.g. a block of rows of a larger result; returned.
 
     When the number of possible relevance patterns R^k is small next to n (3^5 = 243 in the
     study), every pattern is scored once and each list takes its pattern's row: one gather.
     Otherwise the DCG is k gathers of a (level x formulation) table. Either way the cost is
     O(n F) memory traffic with no Python loop over lists.
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     lv = np.asarray(levels)
     lv = lv[None, :] if lv.ndim == 1 else lv
     n, k = lv.shape
@@ -698,14 +713,21 @@ def dcg_matrix(levels, formulations=None, scale: np.ndarray | None = None) -> np
         for i in range(1, k):
             pattern_code *= used
             pattern_code += codes[:, i]
-        # take into a preallocated array: numpy's own allocation path is several times slower
-        # here on large outputs (measured in benchmarks/bench_core.py).
-        out = np.empty((n, len(forms)))
-        np.take(patterns, pattern_code, axis=0, out=out)
+        # Take straight into the (preallocated) result: numpy's own allocation path is
+        # several times slower here on large outputs, and with out= the default mode="raise"
+        # gathers into a buffer and copies it over (measured in benchmarks/bench_core.py).
+        # "clip" is safe: every code is below used ** k by construction.
+        out = np.empty((n, len(forms))) if out is None else out
+        np.take(patterns.astype(out.dtype, copy=False), pattern_code, axis=0, out=out, mode="clip")
         return out
-    out = np.zeros((n, len(forms)))
+    total = np.zeros((n, len(forms)))
+    step = np.empty_like(total)
     for i in range(k):
-        out += np.take(gains * disc[i], codes[:, i], axis=0)
+        np.take(gains * disc[i], codes[:, i], axis=0, out=step, mode="clip")  # codes < used
+        total += step
+    if out is None:
+        return total
+    out[...] = total
     return out
 
 
@@ -757,7 +779,7 @@ def pool_bounds(pools, formulations=None, k: int = 5,
 
     ``pools``: a sequence of level arrays, or a (Q, n) array padded with NaN.
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     which = tuple(which)
     counts, table, sizes = _pool_counts(pools)
     r = len(table) - 1
@@ -826,7 +848,7 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
     -------
     numpy.ndarray of shape (n, F)
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     lv = np.asarray(levels)
     lv = lv[None, :] if lv.ndim == 1 else lv
     k = lv.shape[1] if k is None else k
@@ -856,15 +878,18 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
     needs_pool = [forms[j] for j in other_cols if forms[j].uses_pool]
     relevant = _relevant_counts(pools, query_index, n, needs_pool[0].id) if needs_pool else None
     out = np.empty((n, len(forms)), dtype=dtype)
+    # DCG-family columns only, and nothing computed after the gather in a narrower dtype: each
+    # block is gathered straight into its rows of the result, with no block copied over.
+    direct = not other_cols and (out.dtype == np.float64 or not pool_groups)
     for start in range(0, n, chunk_size):
         rows = slice(start, min(start + chunk_size, n))
         if dcg_forms:
-            block = dcg_matrix(lv[rows], dcg_forms, scale)
+            block = dcg_matrix(lv[rows], dcg_forms, scale, out=out[rows] if direct else None)
             for cols, norm, bounds, qi in pool_groups:
                 block[:, cols] = norm.fn(block[:, cols], {name: b[qi[rows]] for name, b in bounds.items()})
             if other_cols:
                 out[rows, dcg_cols] = block
-            else:
+            elif not direct:
                 out[rows] = block
         if other_cols:
             chunk = np.asarray(lv[rows], dtype=float)

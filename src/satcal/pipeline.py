@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from ._threads import resolve_jobs
 from .analysis import calibrate
 from .datasets import ecir2015_file, load_ecir2015
 
@@ -84,7 +85,8 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     echo("2/3 The published ECIR 2015 answers")
     echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "
          f"{bootstrap} bootstrap replicates")
-    result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, n_jobs=2)
+    result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap,
+                       n_jobs=resolve_jobs(None))
     from .report import write_analysis
     written = write_analysis(result, out / "ecir2015")
     echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "

@@ -163,7 +163,15 @@ def figure_intervals(result, ax=None):
     y = np.arange(len(bias))
     for panel, ind in zip(axes, ("b1", "b2", "b3")):
         err = np.vstack([bias[ind] - bias[f"{ind}_lo"], bias[f"{ind}_hi"] - bias[ind]])
-        panel.errorbar(bias[ind], y, xerr=err, fmt="o", ms=3, color="k", ecolor="0.5", capsize=2)
+        # a percentile interval of a small study can lie wholly on one side of its point
+        # estimate: that side's bar is drawn at length 0 and the point marked, not refused
+        misses = (err < 0).any(axis=0)
+        panel.errorbar(bias[ind], y, xerr=np.clip(err, 0, None), fmt="o", ms=3, color="k", ecolor="0.5",
+                       capsize=2)
+        if misses.any():
+            panel.plot(bias[ind][misses], y[misses], "x", ms=8, color="C3",
+                       label="interval misses the estimate (bar clipped at it)")
+            panel.legend(loc="lower right", fontsize="small")
         panel.set_title(f"{ind} (95% bootstrap interval)")
         panel.set_xlabel(f"{ind} (lower is better)")
         panel.grid(axis="x", alpha=0.25)
@@ -326,6 +334,7 @@ def _parameters(prov: dict) -> list[tuple[str, object]]:
             ("satisfaction model", ", ".join(prov.get("sat_model", []))),
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
+            ("bootstrap resamples", prov.get("resampling")),
             ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
     return [(k, v) for k, v in rows if v not in (None, "")]
 
@@ -342,7 +351,9 @@ _ESTIMATOR_TEXT = {
 _CAPTIONS = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
              "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
              "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
-             "fig4_intervals": "Figure 4. Bootstrap intervals of each formulation's bias"}
+             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias "
+                                "(a red cross marks an interval that lies wholly on one side of its "
+                                "estimate; its bar is clipped at the estimate)")}
 
 
 def render_report(result, figure_paths: dict[str, Path]) -> str:
@@ -362,6 +373,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "population": str(meta.get("population")), "simulated": bool(prov.get("simulated")),
         "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
         "guide": reading_guide(result), "warnings": list(meta.get("warnings", [])),
+        "design_warnings": list(meta.get("design_warnings", [])),
         "estimator": _ESTIMATOR_TEXT[result.estimator],
         "joint_gap": _joint_gap(result) if "b1_joint" in result.bias.columns else None,
         "joint_bootstrapped": "b1_joint_lo" in result.bias.columns,

@@ -26,6 +26,11 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 _KEEP = np.array([0] + [((1 << (8 * k)) - 1) << (8 * (8 - k)) for k in range(1, 9)], dtype=np.uint64)
 #: Ids longer than this (bytes) are not worth packing: the general reader takes the file.
 _MAX_ID_BYTES = 256
+#: _MASK[w, n]: the mask of word w of an n-byte field (_KEEP of the bytes left for that word),
+#: one gather per word instead of a clip and a gather.
+_MASK = _KEEP[np.clip(np.arange(_MAX_ID_BYTES + 1)[None, :] - 8 * np.arange(_MAX_ID_BYTES // 8)[:, None], 0, 8)]
+#: Spare zero bytes after each chunk: a word read at any offset of any field stays inside.
+_SPARE = _MAX_ID_BYTES + 8
 
 
 @dataclass
@@ -132,53 +137,61 @@ def factorize_words(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _factorize_columns(columns: list[np.ndarray]) -> TokenIds:
-    """Packed ids given word by word, factorised by one sort of their hashes.
+    """Packed ids given word by word, factorised by sorting their hashes.
 
     A sort, not a hash table: in a fresh process a million-entry hash table costs more in
-    first-touched memory than the sort costs in time. Rows with equal hashes are compared
-    word by word; a true collision (different ids, one hash) falls back to a sort of the
-    ids' bytes.
+    first-touched memory than the sort costs in time. When every hash is distinct (a column
+    of distinct ids: documents, say), every row is its own code and the ids stay in row
+    order: one plain sort of the hashes, no argsort, no gather in hash order. Otherwise rows
+    with equal hashes share a code, and every row is compared with its code's first row; a
+    true collision (different ids, one hash) falls back to a sort of the ids' bytes.
     """
     n = len(columns[0])
     hashes = columns[0].copy()
     for c in columns[1:]:
         hashes *= _MIX
         hashes ^= c
-    order = np.argsort(hashes)
-    ordered = hashes[order]
-    del hashes
     new = np.empty(n, dtype=bool)
     new[:1] = True
+    ordered = np.sort(hashes)  # several times faster than argsort (SIMD sorts of integers)
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
     del ordered
-    if len(columns) > 1 and not new.all():
-        same = ~new[1:]
-        for c in columns:
-            by_hash = c[order]
-            if not (by_hash[1:][same] == by_hash[:-1][same]).all():
+    if new.all():  # equal ids have equal hashes: all distinct
+        return TokenIds(np.arange(n, dtype=np.int64), np.stack(columns, axis=1))
+    order = np.argsort(hashes)
+    del hashes
+    codes = np.empty(n, dtype=np.int64)
+    codes[order] = np.cumsum(new) - 1
+    words = np.stack([c[order[new]] for c in columns], axis=1)
+    if len(columns) > 1:  # one word is its own hash: no collision possible
+        for w, c in enumerate(columns):
+            if not np.array_equal(words[:, w][codes], c):  # a gather from the few distinct ids
                 words = np.stack(columns, axis=1)
                 _, first, codes = np.unique(_void(words), return_index=True, return_inverse=True)
                 return TokenIds(codes.astype(np.int64).ravel(), words[first])
-    codes = np.empty(n, dtype=np.int64)
-    codes[order] = np.cumsum(new) - 1
-    first = order[new]
-    return TokenIds(codes, np.stack([c[first] for c in columns], axis=1))
+    return TokenIds(codes, words)
 
 
-def _pack(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def _pack(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, out: list | None = None) -> np.ndarray:
     """The fields buf[start:start+length] packed into (n, W) big-endian words, zero padded.
 
     ``buf`` ends with at least 8 spare bytes. Words are read as unaligned 8-byte items at any
     byte offset (a view, no copy), then the bytes past each field's end are masked off.
+    ``out``: one 1-D array of n words per word position, written into instead (no (n, W)
+    array is made, and it returns None); as many as W at least.
     """
-    width = max(1, (int(lengths.max(initial=0)) + 7) // 8)
+    longest = int(lengths.max(initial=0))
+    width = max(1, (longest + 7) // 8)
     at_every_byte = np.ndarray(shape=(buf.size - 7,), dtype=">u8", buffer=buf, strides=(1,))
     last = at_every_byte.size - 1
-    out = np.empty((len(starts), width), dtype=np.uint64)
+    # with enough spare bytes after the last field no word read needs clamping
+    clamp = int(starts.max(initial=0)) + 8 * (width - 1) > last
+    whole = None if out is not None else np.empty((len(starts), width), dtype=np.uint64)
     for w in range(width):
-        word = at_every_byte[np.minimum(starts + 8 * w, last)]
-        out[:, w] = word & _KEEP[np.clip(lengths - 8 * w, 0, 8)]
-    return out
+        word = at_every_byte[np.minimum(starts + 8 * w, last) if clamp else starts + 8 * w]
+        mask = _MASK[w][lengths] if longest <= _MAX_ID_BYTES else _KEEP[np.clip(lengths - 8 * w, 0, 8)]
+        np.bitwise_and(word, mask, out=out[w] if out is not None else whole[:, w])
+    return whole
 
 
 #: Bytes read per step: small enough that every temporary array stays in the CPU cache and in
@@ -200,7 +213,9 @@ def read_columns(raw: bytes, n_fields: int, ids: tuple[int, ...], numbers: tuple
     (so that 8-byte reads past a field's end stay inside it); results go straight into
     arrays sized for the file's line count, so nothing large is allocated twice.
     """
-    capacity = raw.count(b"\n") + 1
+    # at most one row per 2 n_fields bytes (each field a byte and a separator): arrays of that
+    # size are allocated, not touched, so the unused tail costs nothing (no pass to count lines)
+    capacity = len(raw) // (2 * n_fields) + 1
     sinks = {c: _IdSink(capacity) for c in ids}
     values = {c: np.empty(capacity) for c in numbers}
     scratch = np.zeros(0, dtype=np.uint8)
@@ -209,10 +224,10 @@ def read_columns(raw: bytes, n_fields: int, ids: tuple[int, ...], numbers: tuple
         end = raw.find(b"\n", min(begin + _CHUNK, len(raw)))
         end = len(raw) if end < 0 else end + 1
         size = end - begin
-        if scratch.size < size + 8:
-            scratch = np.zeros(size + 8, dtype=np.uint8)
+        if scratch.size < size + _SPARE:
+            scratch = np.zeros(size + _SPARE, dtype=np.uint8)
         scratch[:size] = np.frombuffer(raw, dtype=np.uint8, count=size, offset=begin)
-        scratch[size:size + 8] = 0
+        scratch[size:size + _SPARE] = 0
         located = _split_chunk(scratch[:size], n_fields, forbidden)
         if located is None:
             return None
@@ -224,7 +239,7 @@ def read_columns(raw: bytes, n_fields: int, ids: tuple[int, ...], numbers: tuple
                 return None
             values[c][rows:rows + m] = parsed
         for c in ids:
-            sinks[c].put(rows, _pack(scratch, starts[:, c], lengths[:, c]))
+            sinks[c].put(rows, scratch, starts[:, c], lengths[:, c])
         rows += m
         begin = end
     if rows == 0:
@@ -240,20 +255,27 @@ class _IdSink:
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.columns: list[np.ndarray] = []
-        self.changes = 0  # rows whose id differs from the row before
-        self.previous: np.ndarray | None = None
+        self.changes = 0  # rows whose id differs from the row before (the first counts)
 
-    def put(self, at: int, words: np.ndarray) -> None:
-        m, width = words.shape
+    def put(self, at: int, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+        """Pack the fields buf[start:start+length] straight into rows at, at + 1, ..."""
+        m = len(starts)
+        width = max(1, (int(lengths.max(initial=0)) + 7) // 8)
         while len(self.columns) < width:  # calloc'd: rows never written read as zero padding
             self.columns.append(np.zeros(self.capacity, dtype=np.uint64))
-        for w in range(width):
-            self.columns[w][at:at + m] = words[:, w]
-        self.changes += int(np.count_nonzero((words[1:] != words[:-1]).any(axis=1)))
-        if self.previous is not None:
-            head = _pad(words[:1], max(width, self.previous.shape[1]))
-            self.changes += int(not np.array_equal(head, _pad(self.previous, head.shape[1])))
-        self.previous = words[-1:].copy()
+        _pack(buf, starts, lengths, out=[c[at:at + m] for c in self.columns[:width]])
+        if self.changes > self.capacity or not m:
+            return  # counted enough: finish() factorises every row
+        # rows whose id differs from the row before (the first: from the last row put before)
+        lo = at - 1 if at else 0
+        differs = np.zeros(at + m - lo - 1, dtype=bool)
+        for c in self.columns:  # every column: a shorter id reads as zero in the wider words
+            differs |= c[lo + 1:at + m] != c[lo:at + m - 1]
+        self.changes += int(np.count_nonzero(differs)) + (at == 0)
+        if self.changes > (at + m) // 4:
+            # more than a quarter of the rows so far: finish() will factorise every row (only
+            # the choice between two exact ways depends on this count, never the result)
+            self.changes = self.capacity + 1
 
     def finish(self, n: int) -> TokenIds:
         columns = [c[:n] for c in self.columns]
@@ -290,8 +312,16 @@ def _split_chunk(data: np.ndarray, n_fields: int, forbidden: bytes):
     starts, ends = edges[0::2], edges[1::2]
     if starts.size % n_fields:
         return None
-    per_line = np.diff(np.searchsorted(starts, newlines), prepend=0, append=starts.size)
-    if not ((per_line == 0) | (per_line == n_fields)).all():
+    lines = newlines.size + (data[-1] != 10)
+    if starts.size == lines * n_fields and lines:
+        # no blank line: fields n*i .. n*i+n-1 must lie between newlines i-1 and i (line i)
+        first, last = starts[0::n_fields], ends[n_fields - 1::n_fields]
+        inside = (first[1:] > newlines[:lines - 1]).all() and \
+            (last[:newlines.size] <= newlines[:lines]).all()
+    else:  # blank lines: count the fields of every line
+        per_line = np.diff(np.searchsorted(starts, newlines), prepend=0, append=starts.size)
+        inside = ((per_line == 0) | (per_line == n_fields)).all()
+    if not inside:
         return None
     lengths = (ends - starts).reshape(-1, n_fields)
     if lengths.size and lengths.max() > _MAX_ID_BYTES:

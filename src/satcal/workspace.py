@@ -25,7 +25,7 @@ import pandas as pd
 
 from ._version import __version__
 from .errors import InputFileError, SatcalError
-from .fileio import OutputSet, atomic_write_text, sha256_file
+from .fileio import OutputSet, atomic_write_text, sha256_file, spreadsheet_safe, spreadsheet_value
 from .judgments import Judgments, read_judgments
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS, formulation, get_discount, get_gain
 
@@ -422,6 +422,9 @@ class Workspace:
             if not force:
                 raise SatcalError(f"{path}/study.toml exists; pass --force to start the study over")
             collected = [n for n in ("raw", "answers.csv") if (path / n).exists()]
+            held = served_answers(path)
+            if held is not None:
+                collected.append(f"{held[1]} answers not ingested yet in {held[0]}")
             if collected:
                 raise SatcalError(f"{path} holds collected answers ({', '.join(collected)}); --force "
                                   "would leave them beside a new design. Start the new study in "
@@ -452,18 +455,34 @@ class Workspace:
             raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
                               "needs lists built from at least two levels (give --levels)")
         validate_config(tomllib.loads(text), path / "study.toml")
+        made = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
         OutputSet.recover(path)
+        try:
+            cls._write_init(path, text, judgments, documents, topics, judgments_name, documents_name,
+                            topics_name)
+        except BaseException:
+            if made:  # a directory this made stays only with something in it
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass
+            raise
+        return cls.open(path)
+
+    @classmethod
+    def _write_init(cls, path, text, judgments, documents, topics, judgments_name, documents_name,
+                    topics_name) -> None:
         # the inputs and study.toml as one set: a killed init leaves the old study or the new one
         with OutputSet(path, "init") as outputs:
             for source, name in ((judgments, judgments_name), (documents, documents_name), (topics, topics_name)):
                 if source is not None and name:
                     shutil.copyfile(source, outputs.file(f"inputs/{name}"))
             atomic_write_text(outputs.file("study.toml"), text)
-        ws = cls.open(path)
-        ws.record("init", {"judgments": str(judgments), "documents": str(documents or ""),
-                           "topics": str(topics or "")})
-        return ws
+            # the manifest in the same set: a full disk leaves no study without its record
+            cls(path, validate_config(tomllib.loads(text), path / "study.toml")).record(
+                "init", {"judgments": str(judgments), "documents": str(documents or ""),
+                         "topics": str(topics or "")}, outputs=outputs)
 
     @classmethod
     def open(cls, path) -> "Workspace":
@@ -550,7 +569,51 @@ class Workspace:
                 hint = f"run {step} {self.path} first" if step else "was it deleted?"
                 raise SatcalError(f"{path}: missing; {hint}")
             return None
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
+        from .fileio import spreadsheet_value
+        table = spreadsheet_value(pd.read_csv(path, dtype=str, keep_default_na=False))
+        if name in DESIGN_TABLES:
+            self.check_design(name, table)
+        return table
+
+    def check_design(self, name: str, table: pd.DataFrame) -> None:
+        """Refuse a table made under another k or other levels than study.toml now says: its
+        lists would be read with the wrong length, or its scores rescaled without a word."""
+        design = self.generated_design()
+        was_k = design.get("k")
+        cols = {"examples.csv": r"a\d+", "items.csv": r"A\d+"}.get(name)
+        if cols is not None:
+            own_k = sum(bool(re.fullmatch(cols, c)) for c in table.columns)
+            if name == "items.csv" and own_k and own_k != (was_k or self.k) and was_k is not None:
+                raise SatcalError(f"{self.path}/items.csv was exported with k = {own_k}, but examples.csv was "
+                                  f"generated with k = {was_k}: run satcal export {self.path} --force")
+            was_k = was_k if was_k is not None else own_k or None
+        if was_k is not None and was_k != self.k:
+            raise SatcalError(f"{self.path}/study.toml: study.k = {self.k}, but {name} was made with k = {was_k}; "
+                              + self._design_fix(f"study.k back to {was_k}"))
+        levels = design.get("levels")
+        if levels is not None and list(levels) != list(self["study.levels"]):
+            raise SatcalError(f"{self.path}/study.toml: study.levels = {self['study.levels']}, but {name} was made "
+                              f"with levels = {levels} (phi would be rescaled); "
+                              + self._design_fix(f"study.levels back to {levels}"))
+
+    def generated_design(self) -> dict:
+        """k and levels the examples were generated with (empty before generate, or for a
+        workspace generated before they were recorded)."""
+        path = self.path / DESIGN_FILE
+        if not path.exists():
+            return {}
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise SatcalError(f"{path}: not readable JSON; run satcal generate {self.path} --force "
+                              "to write it again") from None
+
+    def _design_fix(self, back: str) -> str:
+        if self.collected() or served_answers(self.path) is not None:
+            return (f"put {back} (the answers were collected with it; another design needs a new "
+                    "study directory: satcal init NEW_DIR ...)")
+        return (f"put {back}, or run satcal generate {self.path} --force and satcal export {self.path} "
+                "--force to make the examples and batch again")
 
     def guard(self, names, force: bool) -> None:
         """Refuse to overwrite outputs unless asked."""
@@ -575,11 +638,30 @@ class Workspace:
 
     def refuse_if_collected(self, command: str) -> None:
         """Once answers are collected, the examples and the key they refer to are fixed: a new
-        design or presentation would change what the collected answers mean."""
+        design or presentation would change what the collected answers mean. Answers still in
+        a hosted study's database count as collected."""
         if self.collected():
             raise SatcalError(f"{self.path} holds collected answers (raw/); {command} would change the "
                               "examples or the key they answer, even with --force. For a new batch, "
                               "start a new study directory (satcal init NEW_DIR ...)")
+        held = served_answers(self.path)
+        if held is not None:
+            url, n = held
+            raise SatcalError(f"{url} holds {n} answers to this study's key.csv, not ingested yet; {command} "
+                              "would change the examples they answer, even with --force. Ingest them "
+                              f"first ({_ingest_served(self.path, url)}); a new design then needs a new "
+                              "study directory (satcal init NEW_DIR ...)")
+
+    def remember_database(self, url: str | None) -> None:
+        """Note a study database ``satcal serve`` uses (a URL's password left out), so that
+        commands that would replace the key it is bound to can look for answers in it."""
+        from .serve import db
+        url = url or db.default_url(self.path)
+        path = self.path / SERVED_DATABASES
+        known = json.loads(path.read_text()) if path.exists() else []
+        shown = _hide_password(url)
+        if shown not in known:
+            atomic_write_text(path, json.dumps(known + [shown], indent=1) + "\n")
 
     # -- concurrency and interrupted commands ----------------------------------------------
     @contextmanager
@@ -643,9 +725,15 @@ class Workspace:
         if self["study.documents"]:
             files.append(self.path / self["study.documents"])
         files += list(inputs or [])
-        for f in files:
-            if Path(f).exists():
-                manifest["inputs"][str(Path(f).relative_to(self.path) if Path(f).is_relative_to(self.path) else f)] = sha256_file(f)
+        for f in map(Path, files):
+            # a file of this set is recorded under the name it will have once committed, with
+            # the content it will have then
+            name = outputs.final(f) if outputs is not None and f.is_relative_to(outputs.stage / "new") else f
+            if outputs is not None and f.is_relative_to(self.path) and not f.is_relative_to(outputs.stage):
+                staged = outputs.stage / "new" / f.relative_to(self.path)
+                f = staged if staged.exists() else f
+            if f.exists():
+                manifest["inputs"][str(name.relative_to(self.path) if name.is_relative_to(self.path) else name)] = sha256_file(f)
         manifest["history"].append({"command": command, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     **({"details": details} if details else {})})
         atomic_write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -677,7 +765,9 @@ class Workspace:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
-        csv = lambda df: df.to_csv(index=False, lineterminator="\n", float_format="%.10g")
+        # query and document ids are the user's: no cell may run as a formula in a spreadsheet
+        # (read back through table(), which gives the values as they were)
+        csv = lambda df: spreadsheet_safe(df).to_csv(index=False, lineterminator="\n", float_format="%.10g")
         with self.staged("generate") as outputs:
             atomic_write_text(outputs.file("examples.csv"), csv(result.examples))
             atomic_write_text(outputs.file("traps.csv"), csv(traps))
@@ -685,6 +775,8 @@ class Workspace:
             atomic_write_text(outputs.file("coverage.csv"), csv(result.coverage))
             outputs.file("coverage.png"), outputs.file("coverage.pdf")
             coverage_heatmap(result.coverage, design.min_per_cell, outputs.file("coverage"))
+            atomic_write_text(outputs.file(DESIGN_FILE), json.dumps(
+                {"k": self.k, "levels": list(self["study.levels"])}, indent=1) + "\n")
             self.record("generate", {"seed": self.seed, **result.summary(),
                                      "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
                         outputs=outputs)
@@ -717,6 +809,7 @@ class Workspace:
         current = self.batch_number()
         batch = current + 1 if new_batch or current == 0 else current
         collected = self.collected()
+        held = None if collected else served_answers(self.path)
         if not collected:
             self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) and not new_batch else [],
                        force)
@@ -734,6 +827,12 @@ class Workspace:
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
             key.drop(columns=["batch"]).astype(str))
         if existing_key is not None and not same and not new_batch:
+            if held is not None:
+                url, n = held
+                raise SatcalError(f"{url} holds {n} answers to this study's key.csv, not ingested yet, and "
+                                  "key.csv would change, even with --force. Ingest them first "
+                                  f"({_ingest_served(self.path, url)}), or start a new batch and keep "
+                                  f"this key: satcal export {self.path} --new-batch")
             if collected:
                 raise SatcalError(f"{self.path} holds collected answers and key.csv would change (the "
                                   "examples, documents or presentation settings changed), even with "
@@ -743,10 +842,13 @@ class Workspace:
                 raise SatcalError(f"{self.path}/key.csv holds another presentation; pass --force to "
                                   "replace it, or --new-batch to keep it and start another")
         with self.staged("export") as outputs:
-            text = key.to_csv(index=False, lineterminator="\n")
+            # spreadsheet-safe like every table of the workspace; the platform's own upload
+            # files (written by plat.write_batch) keep the values the platform shows
+            text = spreadsheet_safe(key).to_csv(index=False, lineterminator="\n")
             atomic_write_text(outputs.file(f"batches/keys/batch-{batch}.csv"), text)
             atomic_write_text(outputs.file("key.csv"), text)
-            atomic_write_text(outputs.file("items.csv"), visible.to_csv(index=False, lineterminator="\n"))
+            atomic_write_text(outputs.file("items.csv"),
+                              spreadsheet_safe(visible).to_csv(index=False, lineterminator="\n"))
             staged_out = outputs.dir(f"batches/{plat.name}")
             settings = {"settings": self.config["platforms"][plat.name]} if plat.settings else {}
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
@@ -758,7 +860,7 @@ class Workspace:
 
     def keys(self) -> pd.DataFrame | None:
         """Every batch's key in one table (item ids are unique across batches), for ingest."""
-        frames = [pd.read_csv(p, dtype=str, keep_default_na=False)
+        frames = [spreadsheet_value(pd.read_csv(p, dtype=str, keep_default_na=False))
                   for p in sorted((self.path / "batches" / "keys").glob("batch-*.csv"))]
         current = self.table("key.csv", required=False)
         if current is not None:
@@ -834,6 +936,77 @@ class Workspace:
             self.record("analyze", {**{k: v for k, v in kwargs.items() if k in ("population", "bootstrap", "seed")},
                                     "formulations": result.bias["formulation"].tolist()}, outputs=outputs)
         return result
+
+
+#: What generate records of the design its examples were made under.
+DESIGN_FILE = "design.json"
+#: The tables made under one k and one set of levels.
+DESIGN_TABLES = ("examples.csv", "scores.csv", "traps.csv", "items.csv", "key.csv", "answers.csv")
+
+#: The study databases ``satcal serve`` used, besides the default DIR/serve.db.
+SERVED_DATABASES = "batches/served-databases.json"
+
+
+def _hide_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: kept as given (connect() will say why)
+        return url
+
+
+def _ingest_served(path: Path, url: str) -> str:
+    from .serve import db
+    own = url == _hide_password(db.default_url(path))
+    return f"satcal ingest {path} --platform serve" + ("" if own else f" --db {url}")
+
+
+def served_answers(path: Path) -> tuple[str, int] | None:
+    """The first study database of the workspace at ``path`` (``DIR/serve.db`` and those
+    ``satcal serve`` noted) that holds answers to the current key.csv, with their number;
+    None if none does. Answers to another key are not counted: that key is kept under
+    batches/keys/ (an earlier batch) or was never served."""
+    key = path / "key.csv"
+    if not key.exists():
+        return None
+    from .serve import db
+    urls = [db.default_url(path)]
+    noted = path / SERVED_DATABASES
+    if noted.exists():
+        urls += [u for u in json.loads(noted.read_text()) if u not in urls]
+    digest = sha256_file(key)
+    for url in urls:
+        n = _responses_to(url, digest)
+        if n:
+            return _hide_password(url), n
+    return None
+
+
+def _responses_to(url: str, digest: str) -> int:
+    """Item responses stored in the database at ``url`` while it was bound to the key of hash
+    ``digest`` (0 for a missing SQLite file or a database of another key)."""
+    from sqlalchemy import func, inspect, select
+    from sqlalchemy.exc import SQLAlchemyError
+    from .serve import db
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        return 0
+    engine = db.connect(url)
+    try:
+        if not inspect(engine).has_table("satcal_meta"):
+            return 0
+        t = db.tables()
+        with engine.connect() as conn:
+            bound = conn.execute(select(t["meta"].c.value).where(t["meta"].c.name == "key_sha256")).scalar()
+            if bound != digest:
+                return 0
+            return int(conn.execute(select(func.count()).select_from(t["responses"])
+                                    .where(t["responses"].c.kind == "item")).scalar_one())
+    except SQLAlchemyError as exc:
+        raise SatcalError(f"{_hide_password(url)}: cannot read this study database to look for answers "
+                          f"({str(getattr(exc, 'orig', exc)).strip()}); ingest its answers first, or, if it "
+                          f"is gone, remove it from {SERVED_DATABASES}") from None
+    finally:
+        engine.dispose()
 
 
 def _warn_bare_ids(visible: pd.DataFrame, path: Path) -> None:

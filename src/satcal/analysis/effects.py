@@ -165,13 +165,13 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
     Returns
     -------
     DataFrame with :data:`COLUMNS`. Per indicator one row per term and a ``Residual`` row.
-    ``wald`` = W, ``F`` = W (B - df) / ((B - 1) df) and ``p`` = P(F(df, B - df) > F) (the test
-    of the module docstring; ``F`` is *not* the OLS F ratio, which is not a valid test here). ``eta_sq_lo, eta_sq_hi``:
-    95% percentile interval of eta squared over the replicates. Without replicates ``F``,
-    ``wald`` and ``p`` are empty and ``note`` says why. The ``Residual`` row holds df, sum_sq,
-    mean_sq and eta_sq (the share no main effect explains) and no test.
+    ``wald`` = W, ``F`` = W (B - df) / ((B - 1) df) and ``p`` = P(F(df, B - df) > F) (the
+    test of the module docstring; ``F`` is *not* the OLS F ratio, which is not a valid test
+    here). ``eta_sq_lo, eta_sq_hi``: 95% percentile interval of eta squared over the
+    replicates. Without replicates ``F``, ``wald`` and ``p`` are empty and ``note`` says why.
+    The ``Residual`` row holds df, sum_sq, mean_sq and eta_sq (the share no main effect
+    explains, with its interval) and no test.
     """
-    from .core import crossed_design
 
     if bootstrap is not None:
         formulations, replicates = bootstrap_replicates(bootstrap)
@@ -222,8 +222,39 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
                 else:
                     w, f, df_w, b, p = wald_test(y, reps, effect_contrasts(factors[term]))
                     note = f"{b} replicates; F on ({df_w}, {b - df_w}) df"
-                    if df_w != df:
+                    if df_w == 0:
+                        note = f"{b} complete replicates: too few, or no variation, for the test"
+                    elif df_w != df:
                         note += "; the contrasts' bootstrap covariance has a smaller rank"
                     row.update(wald=w, F=f, p=p, test=TEST_NAME, note=note)
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
+                bootstrap=None) -> pd.DataFrame:
+    """Effects of gain and discount per indicator: sums of squares, eta^2 and a valid test.
+
+    Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
+    structure and are left out. The estimates share their answers, so ``p`` comes from the
+    bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
+    (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
+    and the joint model's indicators present in ``bias``.
+    """
+    return effects_table(bias, indicators, bootstrap=bootstrap)
+
+
+def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the largest complete gain x discount grid of the DCG family.
+
+    An extra formulation outside the grid (``lin-geo0.8`` beside the 36) or a measure beyond
+    DCG would unbalance the two-way design, so the ANOVA leaves them out.
+    """
+    if "family" in bias.columns:
+        bias = bias[bias["family"] == "dcg"]
+    per_discount = bias.groupby("discount")["gain"].nunique()
+    discounts = per_discount.index[per_discount == per_discount.max()] if len(bias) else []
+    bias = bias[bias["discount"].isin(discounts)]
+    per_gain = bias.groupby("gain")["discount"].nunique()
+    gains = per_gain.index[per_gain == len(discounts)] if len(bias) else []
+    return bias[bias["gain"].isin(gains)]

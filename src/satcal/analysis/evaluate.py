@@ -187,7 +187,7 @@ class EvaluationResult:
         return wide.loc[wide.mean(axis=1).sort_values(ascending=False).index].reset_index()
 
     def save(self, out_dir) -> dict[str, str]:
-        from ..fileio import atomic_write_text, save_figure
+        from ..fileio import atomic_write_text, save_figure, spreadsheet_safe
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = {}
@@ -195,7 +195,9 @@ class EvaluationResult:
                   "side_by_side": self.side_by_side}
         for name, table in tables.items():
             path = out / f"evaluation_{name}.csv"
-            atomic_write_text(path, table.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
+            # run tags and query ids come from the user's files: no cell may run as a formula
+            atomic_write_text(path, spreadsheet_safe(table).to_csv(index=False, lineterminator="\n",
+                                                                   float_format="%.10g"))
             written[name] = str(path)
         png, pdf = save_figure(self.figure(), out / "evaluation")
         written["figure"] = str(png)

@@ -1,9 +1,10 @@
-"""The per-list satisfaction model (SPEC 7.1, ``--sat-model joint``).
+"""The per-list satisfaction model (SPEC 7.1 and 7.2, ``--sat-model joint``).
 
 The published P(Sat|phi) is fitted on ``both_good``/``both_bad`` answers only, so it estimates
-the satisfaction of a list *given that its partner got the same verdict*. The joint model uses
-all four answers to estimate s(phi), the probability that a list with score phi satisfies a
-user, under this answer process (per answer, lists A and B satisfy independently):
+the satisfaction of a list *given that its partner got the same verdict*, and it moves with the
+design (which partners lists get; SPEC 7.2). The joint model uses all four answers to estimate
+s(phi), the probability that a list with score phi satisfies a user, under this answer process
+(per answer, lists A and B satisfy independently):
 
 - both satisfy, probability s_A s_B: ``both_good`` with probability 1 - pi, else a preference;
 - neither, (1 - s_A)(1 - s_B): ``both_bad`` with probability 1 - pi, else a preference;
@@ -12,13 +13,26 @@ user, under this answer process (per answer, lists A and B satisfy independently
 - exactly one satisfies: the user prefers it, except with probability lambda (a lapse).
 
 s(phi) = expit(b0 + b1 phi + b2 phi^2). Parameters are fitted by maximum likelihood (scipy,
-L-BFGS-B with the analytic gradient, on the collapsed answer rows with their counts); standard
-errors come from the observed information (the numerical Hessian of the log-likelihood,
-statsmodels' ``approx_hess``), and the Wald band of s(phi) from the linear predictor's standard
-error, as for the published curves. When the analysis is bootstrapped, the same replicates
-bootstrap the joint model too (:func:`bootstrap_thetas`, a k-step bootstrap). With pi = 0 and
-lambda = 0 the model's both_* answers carry the published estimator's information, but the
-estimand differs: s(phi) is the per-list curve.
+L-BFGS-B with the analytic gradient, on the collapsed answer rows with their counts). The
+likelihood has several local maxima (on the ECIR 2015 answers, 9 of the 36 formulations have
+one with pi ~ 0 everywhere, 50-63 log-likelihood units below the best), so :func:`fit_joint`
+runs from five deterministic starts, keeps the best, and checks that it is a maximum (gradient
+~ 0 in the free parameters, observed information positive semi-definite on them). A fit
+records its log-likelihood, how many starts reached it (within 0.5) and plain-word ``flags``
+for degenerate or boundary fits (pi ~ 0 or ~ 1, delta at 0 or 1, lambda at 0 or at its cap,
+a parameter at its box bound, not a maximum).
+
+Standard errors come from the observed information (the numerical Hessian of the
+log-likelihood, statsmodels' ``approx_hess``), and the Wald band of s(phi) from the linear
+predictor's standard error, as for the published curves. When the analysis is bootstrapped, the
+same replicates bootstrap the joint model too (:func:`bootstrap_thetas`, a k-step bootstrap
+from the best fit). With pi = 0 and lambda = 0 the model's both_* answers carry the published
+estimator's information, but the estimand differs: s(phi) is the per-list curve.
+
+Indicators of the per-list model (``bias.csv``): b1_joint and b2_joint are b1 and b2 of s(phi);
+b3_joint = mean over |dphi| of 1 - P(d), P the preference curve the model implies for pairs
+(phi, phi + d) with phi uniform on [0, 1 - d] (:func:`implied_preference`): a fixed averaging,
+so that, like s(phi), it does not depend on the study's design.
 """
 from __future__ import annotations
 
@@ -26,6 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit, log_expit
+
+from .._threads import one_blas_thread
 
 __all__ = ["JointFit", "fit_joint", "fit_flags", "joint_probabilities", "bootstrap_thetas",
            "implied_preference", "PARAMETERS"]
@@ -240,6 +256,7 @@ def _collapse_rows(phi_a, phi_b, code, counts):
     return phi_a[first][keep], phi_b[first][keep], code[first][keep], summed[keep]
 
 
+@one_blas_thread
 def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     """Maximum-likelihood fit of the joint model to answers (codes of ``CODES``), each row
     standing for ``counts`` answers (default 1).

@@ -12,8 +12,10 @@ difference:
   spammers are assumed removed by the traps: the budget counts the honest answers, and the
   crowd is ``workers - round(spammers * workers)`` workers. Each example's answers come from
   different workers drawn at random (the export's pages are not simulated);
-- each study is bootstrapped over answers as ``satcal analyze --bootstrap`` does
-  (:func:`~satcal.analysis.bootstrap.bootstrap_calibration`, ``boot`` replicates);
+- each study is analysed as ``satcal analyze --bootstrap`` analyses one: indicators over the
+  score range the data support, and ``boot`` replicates resampling what the report's bootstrap
+  resamples given the worker and example ids (workers when each example has one answer,
+  workers and examples crossed otherwise: :func:`~satcal.analysis.bootstrap.resampling_clusters`);
 - a difference between the two formulations of ``pair`` is detected when its Holm-adjusted p
   is below ``alpha``: p from the bootstrap standard error with a normal approximation, Holm's
   adjustment over all pairs of the formulations analysed, per indicator (as
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._threads import one_blas_thread
 from ..errors import SatcalError
 from ..measures import formulation as parse_formulation
 from ..measures import score_lists
@@ -81,11 +84,12 @@ class PowerResult:
 
 
 def simulated_answers(phi_a: np.ndarray, phi_b: np.ndarray, model: UserModel, rng: np.random.Generator,
-                      answers_per_example: int = 1) -> np.ndarray:
+                      answers_per_example: int = 1, return_workers: bool = False):
     """Honest answers to examples (canonical orientation), ``answers_per_example`` each.
 
     ``phi_a``, ``phi_b`` (n,) are the examples' scores under the truth formulation; the result
-    (n * answers_per_example,) lists each example's answers together. See the module docstring
+    (n * answers_per_example,) lists each example's answers together (with
+    ``return_workers``, also the index of the worker who gave each). See the module docstring
     for the crowd; the answer process is :func:`satcal.simulate.honest_answers`.
     """
     from ..platforms import swap_answer
@@ -99,7 +103,8 @@ def simulated_answers(phi_a: np.ndarray, phi_b: np.ndarray, model: UserModel, rn
     swapped = rng.random(who.size) < 0.5
     shown, _, _ = honest_answers(np.repeat(phi_a, answers_per_example), np.repeat(phi_b, answers_per_example),
                                  offsets[who], swapped, model, rng, joint_rng=rng)
-    return np.array([swap_answer(a) if s else a for a, s in zip(shown, swapped)], dtype=object)
+    answers = np.array([swap_answer(a) if s else a for a, s in zip(shown, swapped)], dtype=object)
+    return (answers, who) if return_workers else answers
 
 
 def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
@@ -133,6 +138,7 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     return out
 
 
+@one_blas_thread
 def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserModel, formulations,
                    pair: tuple[str, str] = ("lin-const", "exp2-log2"), budgets=(250, 500, 1000, 2000),
                    answers_per_example: int = 1, sims: int = 50, boot: int = 100, alpha: float = 0.05,
@@ -159,7 +165,8 @@ def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserMo
         difference of the pair.
     """
     from tqdm.auto import tqdm
-    from .bootstrap import bootstrap_calibration
+    from .bootstrap import bootstrap_calibration, resampling_clusters
+    from .core import collapse_answers, preference_curves, satisfaction_curves, supported_range
 
     ids = [f.id for f in formulations]
     missing = [p for p in pair if p not in ids]
@@ -186,10 +193,19 @@ def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserMo
         diffs = []
         for _ in range(sims):
             pick = rng.integers(0, len(examples), n_examples)
-            answers = simulated_answers(true_a[pick], true_b[pick], model, rng, answers_per_example)
+            answers, workers = simulated_answers(true_a[pick], true_b[pick], model, rng, answers_per_example,
+                                                 return_workers=True)
             rows_of = np.repeat(pick, answers_per_example)
-            boot_result = bootstrap_calibration(all_a[rows_of], all_b[rows_of], answers, formulations,
-                                                replicates=boot, seed=int(rng.integers(2 ** 32)))
+            # as calibrate: resampling from the worker and example ids, indicators over the
+            # score range the data support
+            resampling, clusters = resampling_clusters(answers.size, workers,
+                                                       np.repeat(np.arange(n_examples), answers_per_example))
+            types = collapse_answers(all_a[rows_of], all_b[rows_of], answers)
+            support = {"sat": np.array([supported_range(c.x, c.w) for c in satisfaction_curves(types)]),
+                       "pref": np.array([supported_range(c.x, c.w) for c in preference_curves(types)])}
+            boot_result = bootstrap_calibration(None, None, answers, formulations, replicates=boot,
+                                                seed=int(rng.integers(2 ** 32)), types=types,
+                                                clusters=clusters, resampling=resampling, support=support)
             est, reps = boot_result.estimates, boot_result.indicators
             table = effects_table(bias_frame.assign(**{b: est[:, n] for n, b in enumerate(INDICATORS)}),
                                   list(INDICATORS), bootstrap=boot_result).set_index(["indicator", "term"])

@@ -14,6 +14,7 @@ and only on platforms that hide them from workers (Appen, Toloka).
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -104,6 +105,8 @@ def detect_platform(path, head: str) -> str:
         return "appen"
     if '"d1A"' in first or ",d1A," in first:
         return "ecir2015"
+    if "annotation_id" in first and "annotator" in first:  # Label Studio's CSV / TSV export
+        return "labelstudio"
     return "csv"
 
 
@@ -225,6 +228,7 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
                 if docs is not None and field in docs.columns:
                     visible[f"{shown}{i}_{field}"] = _display(pd.Series(ids), docs, field)
     _split_urls(visible)
+    _fill_titles(visible, k)
     expected = src["expected"].fillna("").astype(str)
     expected_shown = [";".join(swap_answer(c) if s else c for c in e.split(";")) if e else ""
                       for e, s in zip(expected, swapped)]
@@ -233,6 +237,38 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
                         "expected": expected.to_numpy(), "expected_shown": expected_shown,
                         "page": page, "example_hash": example_digest(src, k)})
     return visible, key
+
+
+def _fill_titles(visible: pd.DataFrame, k: int) -> None:
+    """A query or document without a title shows its id, on every platform as in preview.
+
+    Platform templates (Appen's CML, Toloka's view) show the ``_title`` column where there is
+    one; a documents table or topics file that covers only some queries or documents leaves the
+    others' titles empty, and a worker would read "Query:" and nothing. Preview and every
+    HTML page satcal renders fall back to the id (``_item.html``); the files now carry the same
+    text. Queries and documents shown as bare ids are counted in one warning each.
+    """
+    import warnings
+    from ..errors import SatcalWarning
+    shown = [("query", "query_title", "queries", "a topics file (satcal init --topics, or topics = ... "
+              "in study.toml) or documents-table rows for them")]
+    shown += [(f"{side}{i}", f"{side}{i}_title", "documents", "documents-table titles for them")
+              for side in ("A", "B") for i in range(1, k + 1)]
+    bare: dict[str, tuple[set, set, str]] = {}
+    for id_col, title_col, what, remedy in shown:
+        if title_col not in visible.columns:
+            continue  # no titles at all: workspace export warns about bare ids as a whole
+        ids, titles = visible[id_col], visible[title_col].fillna("").astype(str)
+        empty = titles.str.strip() == ""
+        visible[title_col] = titles.where(~empty, ids)
+        named, untitled, _ = bare.setdefault(what, (set(), set(), remedy))
+        named.update(ids)
+        untitled.update(ids[empty | (titles == ids)])
+    for what, (named, untitled, remedy) in bare.items():
+        if untitled:
+            example = html.unescape(sorted(untitled)[0])
+            warnings.warn(f"{len(untitled)} of {len(named)} {what} have no title: workers will see the "
+                          f"bare id (e.g. {example!r}); give {remedy}", SatcalWarning, stacklevel=4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,12 +308,19 @@ def template_environment(*extra_dirs):
                               autoescape=True, undefined=jinja2.StrictUndefined)
 
 
+@functools.lru_cache(maxsize=1)
+def _item_templates():
+    """The item templates' environment, built once: building one per item made a Label Studio
+    export of a thousand items take half a minute."""
+    return template_environment()
+
+
 def render_lists_html(row: pd.Series, k: int, inline_style: bool = False) -> str:
     """The HTML of an item without its answer controls: the query, then lists A and B side by
     side. ``inline_style`` puts the layout in style attributes, for platforms that show the
     HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies."""
-    return template_environment().get_template("lists.html").render(item=item_view(row, k),
-                                                                    inline_style=inline_style)
+    return _item_templates().get_template("lists.html").render(item=item_view(row, k),
+                                                               inline_style=inline_style)
 
 
 def instruction_paragraphs(text: str) -> list[str]:
@@ -287,7 +330,7 @@ def instruction_paragraphs(text: str) -> list[str]:
 
 def render_instructions_html(instructions: str) -> str:
     """The study's instructions as escaped HTML paragraphs, for a platform's instructions box."""
-    template = template_environment().get_template("instructions.html")
+    template = _item_templates().get_template("instructions.html")
     return template.render(paragraphs=instruction_paragraphs(instructions))
 
 
@@ -296,7 +339,7 @@ def render_form_html(visible: pd.DataFrame, k: int, instructions: str, title: st
     template and ``satcal preview``); a small script shows the code a click records."""
     paragraphs = instruction_paragraphs(instructions)
     items = [item_view(row, k) for row in visible.to_dict("records")]
-    return template_environment().get_template("form.html").render(
+    return _item_templates().get_template("form.html").render(
         title=title, instructions=paragraphs, items=items, labels=ANSWER_LABELS) + "\n"
 
 

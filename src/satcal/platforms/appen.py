@@ -132,7 +132,9 @@ quiz_mode = {quiz}
 
 def read_results(path) -> pd.DataFrame:
     """Appen full report -> raw answers (platform trust kept; tainted rows flagged)."""
-    t = read_table(path, ",", ["_unit_id", "_id", "_worker_id", "answer", "item_id"])
+    t = read_table(path, ",", ["_unit_id", "_id", "_worker_id", "answer", "item_id"], expected=(
+        "Appen's full report, one row per judgment (_unit_id, _id, _worker_id, answer and the "
+        "units' item_id); the aggregated report has one row per unit and no workers"))
     status = np.where(t.get("_tainted", pd.Series([""] * len(t))).astype(str).str.lower() == "true",
                       "tainted", "")
     seconds = None

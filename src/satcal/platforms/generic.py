@@ -23,7 +23,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
 
 
 def read_results(path) -> pd.DataFrame:
-    t = read_table(path, ",", ["item_id", "worker_id", "answer"])
+    t = read_table(path, ",", ["item_id", "worker_id", "answer"],
+                   expected="a CSV of answers with item_id, worker_id, answer [, submitted_at, row_id, trust]")
     return raw_answers(path, t["item_id"], t["worker_id"], t["answer"], t.get("submitted_at"),
                        t.get("row_id"), t.get("trust"), None, t["__line__"])
 

@@ -84,8 +84,8 @@ def _annotator(value) -> str:
     """One id per person: Label Studio gives ``completed_by`` as a user id, or as a user
     object with ``id`` and ``email`` depending on the export; the id is used either way."""
     if isinstance(value, dict):
-        return str(value.get("id") if value.get("id") is not None else value.get("email") or "")
-    return "" if value is None else str(value)
+        return _scalar(value.get("id") if value.get("id") is not None else value.get("email") or "")
+    return _scalar(value)
 
 
 def _choice(ann: dict) -> tuple[str, str]:
@@ -109,50 +109,162 @@ def _choice(ann: dict) -> tuple[str, str]:
     return (chosen[0] if chosen else ""), ""
 
 
-def read_results(path) -> pd.DataFrame:
-    """Label Studio export JSON (a list of tasks with their annotations) -> raw answers.
+#: What the reader accepts, named in its errors.
+LAYOUTS = ("Label Studio's JSON export (a list of tasks with data.item_id and annotations, or "
+           "completions before Label Studio 1.0), JSON-MIN (flat records with item_id and answer), "
+           "or its CSV / TSV export (columns item_id, annotator, annotation_id, answer)")
 
-    Every annotation is a row. Cancelled (skipped) annotations, ground-truth annotations (a
-    reviewer's reference, not a worker's answer) and malformed ones become rejects with the
-    reason; nothing is dropped.
+
+def read_results(path) -> pd.DataFrame:
+    """A Label Studio export -> raw answers, in any of its layouts.
+
+    - JSON (a list of tasks, or one task): each task's ``annotations`` (``completions`` in
+      Label Studio before 1.0, and in some exports since). Every annotation is a row.
+      Cancelled (skipped) annotations, ground-truth annotations (a reviewer's reference, not a
+      worker's answer) and malformed ones become rejects with the reason; nothing is dropped.
+    - JSON-MIN: one flat record per annotation (the task's data, then the choice under the
+      control's name ``answer``, ``annotator``, ``annotation_id``, ``created_at``,
+      ``lead_time``); a task nobody annotated is a record without an answer.
+    - CSV / TSV: the JSON-MIN records as a table.
+
+    JSON-MIN and CSV leave cancelled annotations out and do not mark ground-truth ones: a
+    reviewer's reference answer there reads as an answer (a warning says so). A file with
+    content but no annotation at all is an error, never an empty read.
     """
+    suffix = str(path).lower().rsplit(".", 1)[-1]
+    if suffix in ("csv", "tsv"):
+        return _read_table_export(path, "\t" if suffix == "tsv" else None)
     text = read_text(path)
+    if not text.strip():
+        raise InputFileError(path, f"is empty: expected {LAYOUTS}")
     try:
         tasks = json.loads(text)
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and text.lstrip().startswith("{"):
+            raise InputFileError(path, "holds one JSON object per line (JSON lines), which Label Studio "
+                                       f"does not export: expected {LAYOUTS}", exc.lineno) from None
         raise InputFileError(path, f"is not valid JSON ({exc.msg}; truncated?)", exc.lineno) from None
+    except RecursionError:
+        raise InputFileError(path, "is JSON nested too deeply to be a Label Studio export") from None
+    if isinstance(tasks, dict) and isinstance(tasks.get("data"), dict):
+        tasks = [tasks]  # one task exported on its own
     if not isinstance(tasks, list):
-        raise InputFileError(path, "expected a JSON list of tasks (Label Studio's JSON export)")
+        raise InputFileError(path, f"expected a JSON list: {LAYOUTS}")
+    if not tasks:
+        raise InputFileError(path, f"is an empty list: no tasks, so no answers (expected {LAYOUTS})")
+    first = tasks[0]
+    if isinstance(first, dict) and "data" not in first and "item_id" in first:
+        return _read_min(path, tasks)
+    if not isinstance(first, dict) or not ({"data", "annotations", "completions"} & set(first)):
+        raise InputFileError(path, f"the first entry is not a Label Studio task: expected {LAYOUTS}")
+    return _read_tasks(path, tasks)
+
+
+def _read_tasks(path, tasks: list) -> pd.DataFrame:
     rows = []
     for t_index, task in enumerate(tasks, start=1):
         data = task.get("data", {}) if isinstance(task, dict) else {}
         if not isinstance(data, dict) or "item_id" not in data:
             raise InputFileError(path, f"task {t_index} has no data.item_id: was it exported from a "
                                        "satcal batch?")
-        annotations = task.get("annotations")
+        item = _scalar(data["item_id"])
+        # Label Studio before 1.0 called annotations completions; some exports still do
+        annotations = task.get("annotations", task.get("completions"))
         if annotations is None:
             continue  # a task nobody annotated
         if isinstance(annotations, dict):
             annotations = [annotations]
         if not isinstance(annotations, list):
-            rows.append((data["item_id"], "", "", "", "", "malformed task: annotations is not a list",
-                         t_index))
+            rows.append((item, "", "", "", "", "malformed task: annotations is not a list", t_index, None))
             continue
         for a_index, ann in enumerate(annotations):
             if not isinstance(ann, dict):
-                rows.append((data["item_id"], "", "", "", f"{t_index}.{a_index + 1}",
-                             "malformed annotation: not an object", t_index))
+                rows.append((item, "", "", "", f"{t_index}.{a_index + 1}",
+                             "malformed annotation: not an object", t_index, None))
                 continue
             choice, problem = _choice(ann)
-            status = (problem or ("cancelled" if ann.get("was_cancelled") else "")
+            cancelled = ann.get("was_cancelled") or ann.get("skipped")  # 'skipped' before 1.0
+            status = (problem or ("cancelled" if cancelled else "")
                       or ("ground truth (a reviewer's reference answer)" if ann.get("ground_truth") else ""))
-            rows.append((data["item_id"], _annotator(ann.get("completed_by")),
-                         _LABEL_TO_CODE.get(choice, choice), str(ann.get("created_at") or ""),
-                         str(ann.get("id", "")), status, t_index))
+            rows.append((item, _annotator(ann.get("completed_by")), _LABEL_TO_CODE.get(choice, choice),
+                         _scalar(ann.get("created_at")), _scalar(ann.get("id", "")), status, t_index,
+                         ann.get("lead_time")))
     if not rows:
-        return raw_answers(path, [], [], [])
-    item, worker, answer, created, ann_id, status, line = zip(*rows)
-    return raw_answers(path, item, worker, answer, created, ann_id, None, status, line)
+        raise InputFileError(path, f"none of its {len(tasks)} tasks has an annotation (no 'annotations' or "
+                                   "'completions' entries): is it the tasks file of the batch rather than "
+                                   "the project's export after annotating?")
+    return _answers(path, rows)
+
+
+def _read_min(path, records: list) -> pd.DataFrame:
+    rows = []
+    for r_index, rec in enumerate(records, start=1):
+        if not isinstance(rec, dict) or "item_id" not in rec:
+            raise InputFileError(path, f"record {r_index} has no item_id: expected {LAYOUTS}")
+        if rec.get("annotation_id") is None and rec.get("answer") is None:
+            continue  # a task nobody annotated
+        rows.append(_min_row(rec.get("item_id"), rec.get("answer"), rec.get("annotator"),
+                             rec.get("annotation_id"), rec.get("created_at"), rec.get("lead_time"), r_index))
+    if not rows:
+        raise InputFileError(path, f"none of its {len(records)} JSON-MIN records has an answer: were they "
+                                   "exported before anyone annotated?")
+    _warn_minimal(path)
+    return _answers(path, rows)
+
+
+def _read_table_export(path, delimiter) -> pd.DataFrame:
+    from ..fileio import read_delimited
+    text = read_text(path)
+    if delimiter is None:  # CSV by default; a header with tabs and no commas is Label Studio's TSV
+        head = text.lstrip("\ufeff").split("\n", 1)[0]
+        delimiter = "\t" if "\t" in head and "," not in head else ","
+    t = read_delimited(path, delimiter, ["item_id", "annotator", "annotation_id"], text=text,
+                       expected=LAYOUTS, rows="one row per annotation")
+    answer = t["answer"] if "answer" in t.columns else pd.Series([""] * len(t), index=t.index)
+    keep = (t["annotation_id"].str.strip() != "") | (answer.str.strip() != "")
+    if not keep.any():
+        raise InputFileError(path, f"none of its {len(t)} rows has an annotation (annotation_id and answer "
+                                   "are empty): was it exported before anyone annotated?")
+    rows = [_min_row(r["item_id"], answer[i], r["annotator"], r["annotation_id"], r.get("created_at"),
+                     r.get("lead_time"), r["__line__"]) for i, r in t[keep].iterrows()]
+    _warn_minimal(path)
+    return _answers(path, rows)
+
+
+def _min_row(item, answer, annotator, annotation_id, created_at, lead_time, line) -> tuple:
+    """One JSON-MIN record or CSV row: the choice is the label (or its alias) as a string; a
+    list or an object there means several answers or something other than one choice."""
+    problem = ""
+    if isinstance(answer, (list, dict)):
+        problem = "several answers in one annotation" if isinstance(answer, list) else \
+            "malformed annotation: the answer is not one choice"
+        answer = ""
+    answer = _scalar(answer)
+    return (_scalar(item), _scalar(annotator), _LABEL_TO_CODE.get(answer, answer), _scalar(created_at),
+            _scalar(annotation_id), problem, line, lead_time)
+
+
+def _warn_minimal(path) -> None:
+    import warnings
+    from ..errors import SatcalWarning
+    warnings.warn(f"{path}: Label Studio's JSON-MIN and CSV exports leave out skipped annotations and do "
+                  "not mark ground-truth ones, so a reviewer's reference answer counts as an answer; "
+                  "export JSON to tell them apart", SatcalWarning, stacklevel=4)
+
+
+def _scalar(value) -> str:
+    """A JSON value as text: null is empty, a whole float (a CSV export's 12.0) its integer."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _answers(path, rows: list) -> pd.DataFrame:
+    item, worker, answer, created, ann_id, status, line, seconds = zip(*rows)
+    seconds = [v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else None for v in seconds]
+    return raw_answers(path, item, worker, answer, created, ann_id, None, status, line, seconds)
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:

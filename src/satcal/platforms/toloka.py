@@ -189,7 +189,9 @@ STATUS_REASONS = {"ACCEPTED": "", "SUBMITTED": "", "APPROVED": "", "REJECTED": "
 
 def read_results(path) -> pd.DataFrame:
     t = read_table(path, "\t", ["INPUT:item_id", "OUTPUT:answer", "ASSIGNMENT:worker_id",
-                                "ASSIGNMENT:assignment_id"])
+                                "ASSIGNMENT:assignment_id"],
+                   expected="Toloka's results TSV (INPUT:item_id, OUTPUT:answer, ASSIGNMENT:worker_id, "
+                            "ASSIGNMENT:assignment_id, ...)")
     row_id = t["ASSIGNMENT:assignment_id"].astype(str) + ":" + t["INPUT:item_id"].astype(str)
     status = t.get("ASSIGNMENT:status", pd.Series([""] * len(t), index=t.index)).astype(str).str.strip().str.upper()
     status = status.map(lambda v: STATUS_REASONS.get(v, f"assignment status {v}") if v else "")
