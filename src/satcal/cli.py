@@ -427,7 +427,9 @@ def generate(directory, force, quiet):
     """Build examples that cover every phi and |dphi| cell of every formulation.
 
     Writes examples.csv, traps.csv, scores.csv, coverage.csv and coverage.png/pdf, and reports
-    the examples used against the lower bound and the infeasible cells.
+    the examples used against the cell floor (the fewest that can fill every cell), the
+    infeasible cells, and warnings: a few queries holding most examples, the query share asked
+    and got, a level too rare to reach phi's upper range.
     """
     from .workspace import Workspace
     ws = Workspace.open(directory)
@@ -599,8 +601,9 @@ def simulate(directory, platform, force, serve_url, concurrency):
                    "the tables from the files ingested before). To keep it out, add it to [quality] "
                    "drop_traps in study.toml.")
 def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):
-    """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
-    workers.csv.
+    """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv,
+    workers.csv and traps_report.csv (each trap's accuracy among the workers the other traps
+    trust; a trap most of them miss is flagged: see --drop-trap).
 
     Every row read ends in answers.csv (canonical A/B orientation) or rejects.csv (with the
     reason); ingesting a file again changes nothing; a broken file is refused with its line
