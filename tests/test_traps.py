@@ -39,7 +39,7 @@ def test_user_traps_bad_code(ecir_study, tmp_path):
 
 
 def test_no_eligible_query(ecir_study):
-    with pytest.raises(SatcalError, match="no query has 40 judged documents above level 0 and 40 at level 0"):
+    with pytest.raises(SatcalError, match=r"no query has 40 judged relevant documents \(above level 0\) and 40 non-relevant"):
         build_traps(ecir_study.judgments, k=40, n=4)
 
 
@@ -59,16 +59,22 @@ def test_traps_on_judgments_without_the_top_level_everywhere(tmp_path):
     path = tmp_path / "qrels.web.txt"
     path.write_text("\n".join(lines) + "\n")
     judgments = read_judgments(path)
-    traps = build_traps(judgments, k=5, n=8, seed=1, levels=[0, 1, 2, 3, 4])
+    traps = build_traps(judgments, k=5, n=9, seed=1, levels=[0, 1, 2, 3, 4])
     good_cols, bad_cols = [f"ra{i}" for i in range(1, 6)], [f"rb{i}" for i in range(1, 6)]
-    a_better = traps[traps["expected"] == "a_better"]
-    assert len(traps) == 8 and set(traps["expected"]) == {"a_better", "b_better", "both_good", "both_bad"}
+    a_better = traps[traps["expected"].str.startswith("a_better")]
+    # no "both good" trap: whether lists of level 2-4 documents satisfy is not for the levels to say
+    assert len(traps) == 9 and traps["expected"].str.split(";").str[0].value_counts().to_dict() == \
+        {"a_better": 3, "b_better": 3, "both_bad": 3}
     assert (a_better[good_cols].to_numpy() >= 2).all() and (a_better[bad_cols].to_numpy() == 0).all()
+    # good lists not all at level 4 accept "both bad" too; both-bad traps only "both bad"
+    not_top = a_better[good_cols].ne(4).any(axis=1)
+    assert (a_better["expected"] == np.where(not_top, "a_better;both_bad", "a_better")).all()
+    assert (traps.loc[traps["expected"] == "both_bad", good_cols + bad_cols].to_numpy() == 0).all()
     # every listed level is the document's own judgment
     for _, t in traps.iterrows():
         levels = judgments.lookup(pd.Series([t["query"]]), t[[f"a{i}" for i in range(1, 6)]].to_numpy()[None, :].astype(str))
         assert list(levels[0]) == list(t[good_cols])
-    assert "no query has 5 at 4 alone" in traps.attrs["built"]
+    assert "no query has 5 documents at level 4" in traps.attrs["built"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,6 +62,27 @@ class Platform:
     #: whether its result file lists assignments left unfinished (the simulated crowd writes
     #: them only where the platform does)
     reports_unfinished: bool = False
+    #: the researcher's settings of the platform, ``[platforms.<name>]`` in study.toml: a tuple
+    #: of :class:`Setting`; ``write_batch`` then takes ``settings=`` (a dict of their values)
+    settings: tuple = ()
+    #: ``describe(settings, items_per_page, answers_per_example)``: one line export prints
+    describe: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of ``[platforms.<name>]`` in study.toml: default, type, check and its meaning."""
+
+    name: str
+    default: object
+    kind: type | tuple
+    check: Callable | None = None
+    what: str = ""
+    help: str = ""
+
+    def valid(self, value) -> bool:
+        ok = isinstance(value, self.kind) and not (self.kind in (int, (int, float)) and isinstance(value, bool))
+        return ok and (self.check is None or bool(self.check(value)))
 
 
 def _registry() -> dict[str, Platform]:

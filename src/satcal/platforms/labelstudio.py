@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..fileio import atomic_write_text
-from . import (ANSWER_LABELS, Platform, check_worker_visible, render_instructions_html,
+from . import (ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html,
                render_lists_html)
 from ._common import raw_answers, read_text, unfinished
 
@@ -36,8 +36,29 @@ def label_config() -> str:
     return LABEL_CONFIG.format(choices=choices)
 
 
+#: The researcher's project settings, ``[platforms.labelstudio]`` in study.toml (project.json;
+#: maximum_annotations is [design] answers_per_example).
+SETTINGS = (
+    Setting("overlap_cohort_percentage", 100, int, lambda v: 1 <= v <= 100, "an integer from 1 to 100",
+            "percentage of tasks given to maximum_annotations annotators (the rest get one)"),
+    Setting("show_skip_button", False, bool, None, "true or false", "let annotators skip a task"),
+    Setting("show_instruction", True, bool, None, "true or false", "show the instructions before the tasks"),
+)
+DEFAULTS = {s.name: s.default for s in SETTINGS}
+
+
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
+    """One line of the project settings, for export to print."""
+    s = {**DEFAULTS, **(settings or {})}
+    return (f"maximum_annotations {answers_per_example} ([design] answers_per_example) on "
+            f"{s['overlap_cohort_percentage']}% of tasks, skip button {'shown' if s['show_skip_button'] else 'hidden'}, "
+            f"instructions {'shown' if s['show_instruction'] else 'hidden'}")
+
+
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1,
+                settings: dict | None = None) -> list[Path]:
+    s = {**DEFAULTS, **(settings or {})}
     check_worker_visible(visible.columns)
     tasks = []
     for _, row in visible.iterrows():
@@ -45,9 +66,10 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
         data["html"] = render_lists_html(row, k, inline_style=True)
         tasks.append({"data": data})
     project = {"title": "Which search results are better?", "label_config": label_config(),
-               "expert_instruction": render_instructions_html(instructions), "show_instruction": True,
-               "show_skip_button": False, "maximum_annotations": answers_per_example,
-               "overlap_cohort_percentage": 100, "show_ground_truth_first": False}
+               "expert_instruction": render_instructions_html(instructions),
+               "show_instruction": s["show_instruction"], "show_skip_button": s["show_skip_button"],
+               "maximum_annotations": answers_per_example,
+               "overlap_cohort_percentage": s["overlap_cohort_percentage"], "show_ground_truth_first": False}
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
             atomic_write_text(out_dir / "label_config.xml", label_config()),
@@ -293,4 +315,5 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
 
 
 PLATFORM = Platform("labelstudio", "Label Studio: JSON tasks + labeling config",
-                    write_batch, read_results, "json", write_results, reports_unfinished=True)
+                    write_batch, read_results, "json", write_results, reports_unfinished=True,
+                    settings=SETTINGS, describe=describe_settings)
