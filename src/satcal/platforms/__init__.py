@@ -248,7 +248,8 @@ def _fill_titles(visible: pd.DataFrame, k: int) -> None:
     one; a documents table or topics file that covers only some queries or documents leaves the
     others' titles empty, and a worker would read "Query:" and nothing. Preview and every
     HTML page satcal renders fall back to the id (``_item.html``); the files now carry the same
-    text. Queries and documents shown as bare ids are counted in one warning each.
+    text. Queries and documents shown as bare ids (no title, snippet, description or audio)
+    are counted in one warning each.
     """
     import warnings
     from ..errors import SatcalWarning
@@ -265,11 +266,16 @@ def _fill_titles(visible: pd.DataFrame, k: int) -> None:
         visible[title_col] = titles.where(~empty, ids)
         named, untitled, _ = bare.setdefault(what, (set(), set(), remedy))
         named.update(ids)
-        untitled.update(ids[empty | (titles == ids)])
+        shown_bare = empty | (titles == ids)
+        for other in ("snippet", "audio_url", "description"):  # a snippet or a player says something
+            col = f"{id_col}_{other}"
+            if col in visible.columns:
+                shown_bare &= visible[col].fillna("").astype(str).str.strip() == ""
+        untitled.update(ids[shown_bare])
     for what, (named, untitled, remedy) in bare.items():
         if untitled:
             example = html.unescape(sorted(untitled)[0])
-            warnings.warn(f"{len(untitled)} of {len(named)} {what} have no title: workers will see the "
+            warnings.warn(f"{len(untitled)} of {len(named)} {what} have no text: workers will see the "
                           f"bare id (e.g. {example!r}); give {remedy}", SatcalWarning, stacklevel=4)
 
 
