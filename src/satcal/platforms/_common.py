@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..fileio import read_delimited
 from ..fileio import read_utf8_text as read_text
-from . import RAW_ANSWER_COLUMNS
+from .base import RAW_ANSWER_COLUMNS
 
 __all__ = ["read_table", "read_text", "raw_answers", "write_delimited"]
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html
+from .base import ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html
 from ._common import raw_answers, read_table, write_delimited
 
 REPORT_COLUMNS = ["_unit_id", "_created_at", "_golden", "_id", "_missed", "_started_at", "_tainted",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import Platform
+from .base import Platform
 from ._common import raw_answers, read_table
 
 #: Items of this reader are example ids, marked so ingest does not look them up in key.csv.

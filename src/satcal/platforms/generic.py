@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import Platform, check_worker_visible, render_form_html
+from .base import Platform, check_worker_visible, render_form_html
 from ._common import raw_answers, read_table, write_delimited
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..fileio import atomic_write_text
-from . import (ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html,
+from .base import (ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html,
                render_lists_html)
 from ._common import raw_answers, read_text, unfinished
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import Platform, check_worker_visible
+from .base import Platform, check_worker_visible
 from ._common import raw_answers, read_table, write_delimited
 
 #: Columns of a snapshot of the study database.

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, SHOWN_CODES, Platform, Setting, check_worker_visible
+from .base import ANSWER_LABELS, SHOWN_CODES, Platform, Setting, check_worker_visible
 from ._common import raw_answers, read_table, unfinished, write_delimited
 
 
