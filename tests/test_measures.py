@@ -95,7 +95,7 @@ def _dcg(gains, disc):
 @pytest.mark.parametrize("fid", ["exp2-log2", "lin-zipf", "bin1-lin", "exp3-jarvelin2"])
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_pool_bounds_by_exhaustive_enumeration(pool, fid, k):
-    """IDCG and E[DCG@k] (RLB, paper 002) against all orderings of the pool; WDCG against all
+    """IDCG and E[DCG@k] (RLB, Karmaker and Feng 2022) against all orderings of the pool; WDCG against all
     lists of k drawn from the pool and unjudged (gain 0) documents."""
     f = formulation(fid)
     gains = f.gains(pool)

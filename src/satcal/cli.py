@@ -851,13 +851,13 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
               help="Bootstrap replicates of the discriminative-power test.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
               show_default=True, help="Significance level: intervals of E rho^2 and Phi are two-sided "
-              "(1 - alpha) intervals (alpha/2 in each tail; gt4ireval's alpha is per tail, so its 0.025 "
-              "is this 0.05), and a pair of systems counts as told apart when its ASL < alpha.")
+              "(1 - alpha) intervals (alpha/2 in each tail: a tool whose alpha is per tail would "
+              "call this 0.025), and a pair of systems counts as told apart when its ASL < alpha.")
 @click.option("--target", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True, help="The E rho^2 and Phi to reach when counting the topics needed.")
 @click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
               show_default=True, help="Also find the gains (log2 discount) or discounts (linear "
-              "gain) that maximise Phi at one topic (paper 000).")
+              "gain) that maximise Phi at one topic (Kanoulas and Aslam, CIKM 2009).")
 @click.option("--seed", type=int, default=2015, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--force", is_flag=True)

@@ -11,7 +11,7 @@ normalisation a list's phi depends only on its relevance pattern, so the generat
    |dphi|-cell (one) of every formulation each pair lands in;
 3. a selection of pairs, with repetition, that gives every feasible cell ``min_per_cell``:
 
-   - ``published`` (paper 003, section 3): repeat { take the (formulation, cell) with the
+   - ``published`` (Urbano and Marrero, ECIR 2015, section 3): repeat { take the (formulation, cell) with the
      fewest so far; add a random example landing in it } until all cells are full;
    - ``greedy``: the same, but among the candidates landing in the neediest cell take the one
      that fills the most open deficits across all formulations;
@@ -56,7 +56,7 @@ MAX_ENUMERATED_PATTERNS = 4096
 SAMPLED_PATTERNS = 3000
 MAX_PAIRS = 80_000
 MAX_LP_COLUMNS = 8000
-#: corr(phi_A, phi_B) of the ECIR 2015 pairs (paper 003), median over the 36 formulations
+#: corr(phi_A, phi_B) of the ECIR 2015 pairs (Urbano and Marrero, ECIR 2015), median over the 36 formulations
 #: (lin-const: -0.06); tests/test_joint.py recomputes it from the embedded answers.
 ECIR2015_PAIRING_CORRELATION = -0.08
 

@@ -7,11 +7,11 @@ reference beside it; the scoring code never branches on names.
 
 References
 ----------
-- Urbano & Marrero, ECIR 2015 (paper 003): the 36 study formulations and the ``max``
+- Urbano and Marrero, ECIR 2015: the 36 study formulations and the ``max``
   normalisation phi = DCG@k / (g(L-1) * sum_i d(i)).
-- Lillis, NDCG lecture notes (paper 001): the original ``jarvelin<b>`` discount.
-- Moffat et al. / paper 002: ``ul1`` and ``ul2`` with the random-ordering lower bound RLB.
-- Gienapp et al. / paper 004: ``minmax`` normalisation for negative relevance levels.
+- Lillis, NDCG lecture notes: the original ``jarvelin<b>`` discount.
+- Karmaker and Feng 2022: ``ul1`` and ``ul2`` with the random-ordering lower bound RLB.
+- Gienapp et al., CIKM 2020: ``minmax`` normalisation for negative relevance levels.
 """
 from __future__ import annotations
 
@@ -276,12 +276,12 @@ def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _norm_ul1(dcg, b):
-    # (DCG/IDCG) * DCG/(DCG + RLB)   (paper 002)
+    # (DCG/IDCG) * DCG/(DCG + RLB)   (Karmaker and Feng 2022)
     return _safe_div(dcg, b["ideal"]) * _safe_div(dcg, dcg + b["rlb"])
 
 
 def _norm_ul2(dcg, b):
-    # (DCG-RLB)/(IDCG-RLB) above the random baseline, (DCG-RLB)/RLB below it   (paper 002)
+    # (DCG-RLB)/(IDCG-RLB) above the random baseline, (DCG-RLB)/RLB below it   (Karmaker and Feng 2022)
     above = _safe_div(dcg - b["rlb"], b["ideal"] - b["rlb"])
     below = _safe_div(dcg - b["rlb"], b["rlb"])
     return np.where(dcg >= b["rlb"], above, below)
@@ -313,15 +313,15 @@ class Normalization:
 NORMALIZATIONS: dict[str, Normalization] = {n.id: n for n in (
     Normalization("raw", lambda d, b: d, (), "DCG@k"),
     Normalization("max", lambda d, b: _safe_div(d, b["max"]), ("max",),
-                  "DCG@k / (g(L-1) * sum_i d(i))   [paper 003]"),
+                  "DCG@k / (g(L-1) * sum_i d(i))   [Urbano and Marrero, ECIR 2015]"),
     Normalization("ideal", lambda d, b: _safe_div(d, b["ideal"]), ("ideal",),
                   "DCG@k / IDCG@k   [classic nDCG]"),
     Normalization("minmax", lambda d, b: _safe_div(d - b["worst"], b["best"] - b["worst"]),
                   ("best", "worst"), "(DCG - WDCG) / (BDCG - WDCG), best and worst lists of the pool "
-                  "and unjudged documents   [paper 004]"),
-    Normalization("ul1", _norm_ul1, ("ideal", "rlb"), "(DCG/IDCG) * DCG/(DCG + RLB)   [paper 002]"),
+                  "and unjudged documents   [Gienapp et al., CIKM 2020]"),
+    Normalization("ul1", _norm_ul1, ("ideal", "rlb"), "(DCG/IDCG) * DCG/(DCG + RLB)   [Karmaker and Feng 2022]"),
     Normalization("ul2", _norm_ul2, ("ideal", "rlb"),
-                  "(DCG-RLB)/(IDCG-RLB) if DCG >= RLB else (DCG-RLB)/RLB   [paper 002]"),
+                  "(DCG-RLB)/(IDCG-RLB) if DCG >= RLB else (DCG-RLB)/RLB   [Karmaker and Feng 2022]"),
 )}
 
 
@@ -732,7 +732,7 @@ def dcg_matrix(levels, formulations=None, scale: np.ndarray | None = None,
 
 
 def _max_bound(forms: list[Formulation], k: int, top_level: float) -> np.ndarray:
-    """g(L-1) * sum_i d(i): the DCG of k documents all at the top level (paper 003)."""
+    """g(L-1) * sum_i d(i): the DCG of k documents all at the top level (Urbano and Marrero, ECIR 2015)."""
     return np.array([f.gains([top_level])[0] * f.discount.factors(k).sum() for f in forms])
 
 
@@ -775,7 +775,7 @@ def pool_bounds(pools, formulations=None, k: int = 5,
     in increasing gain (rearrangement inequality: the most harmful document goes where the
     discount is largest);
     ``rlb``: E[DCG@k] of a uniformly random ordering = mean pool gain * sum_{i<=min(k,n)} d(i)
-    (paper 002).
+    (Karmaker and Feng 2022).
 
     ``pools``: a sequence of level arrays, or a (Q, n) array padded with NaN.
     """

@@ -1,4 +1,4 @@
-"""System-side reliability of every formulation (papers 000 and 004; SPEC section 8).
+"""System-side reliability of every formulation (Kanoulas and Aslam, CIKM 2009 and 004; SPEC section 8).
 
 For a set of runs and judgments, per formulation: the system x topic score matrix, then
 
@@ -13,7 +13,7 @@ For a set of runs and judgments, per formulation: the system x topic score matri
   systems, ASL per pair (B = 1000), the share of pairs with ASL < alpha, and ASL curves;
 - **Buckley-Voorhees error rate** (2000) across topic-set sizes, fuzziness 5 %;
 - **Kendall tau** between the system rankings of the formulations;
-- **optimal gains / discounts** (paper 000): maximise Phi at one topic over gain values (or
+- **optimal gains / discounts** (Kanoulas and Aslam, CIKM 2009): maximise Phi at one topic over gain values (or
   discount factors) on the probability simplex, monotone, non-relevant gain 0, with SLSQP.
 """
 from __future__ import annotations
@@ -221,7 +221,7 @@ def kendall_matrix(means: dict[str, np.ndarray]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------
-# Optimal gains and discounts (paper 000)
+# Optimal gains and discounts (Kanoulas and Aslam, CIKM 2009)
 # --------------------------------------------------------------------------------------------
 def _phi_one_topic(scores: np.ndarray) -> float:
     g = g_study(scores)
@@ -231,7 +231,7 @@ def _phi_one_topic(scores: np.ndarray) -> float:
 
 def optimal_gains(runs: Runs, judgments: Judgments, discount="log2", k: int = 10,
                   normalization: str = "ideal", seed: int = 0):
-    """Gain values maximising Phi at one topic (paper 000).
+    """Gain values maximising Phi at one topic (Kanoulas and Aslam, CIKM 2009).
 
     Levels 0 < l_1 < ... < l_m of the judgments (negative levels count as 0): g(0) = 0 fixed,
     the others on the simplex (sum 1, each >= 0) and non-decreasing, by SLSQP. Returns the
@@ -269,7 +269,7 @@ def optimal_gains(runs: Runs, judgments: Judgments, discount="log2", k: int = 10
 
 def optimal_discounts(runs: Runs, judgments: Judgments, gain="lin", k: int = 10,
                       normalization: str = "ideal"):
-    """Discount factors d(1..k) maximising Phi at one topic (paper 000): on the simplex and
+    """Discount factors d(1..k) maximising Phi at one topic (Kanoulas and Aslam, CIKM 2009): on the simplex and
     non-increasing, by SLSQP. Returns the custom :class:`Discount` and the Phi it reaches."""
     from .measures import get_gain
     g = get_gain(gain)

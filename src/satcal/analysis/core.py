@@ -1,4 +1,4 @@
-"""The paper's curves, P(Sat|phi) and P(Pref|dphi), and the bias indicators (paper 003, sec. 4):
+"""The paper's curves, P(Sat|phi) and P(Pref|dphi), and the bias indicators (Urbano and Marrero, ECIR 2015, sec. 4):
 the data, the fits, points, supported ranges and the model check; :mod:`.calibrate` runs them.
 
 - Satisfaction data: each ``both_good`` (sat = 1) or ``both_bad`` (sat = 0) answer gives two

@@ -1,4 +1,4 @@
-"""Calibrated evaluation of systems: from DCG to expected user satisfaction (paper 003, sec. 5).
+"""Calibrated evaluation of systems: from DCG to expected user satisfaction (Urbano and Marrero, ECIR 2015, sec. 5).
 
 For each system and query, phi under each calibrated formulation or measure (DCG family, RBP,
 ERR, RR, AP, P) and the expected satisfaction from its fitted curve: the per-list s(phi) of the
