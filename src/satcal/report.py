@@ -317,8 +317,16 @@ def _parameters(prov: dict) -> list[tuple[str, object]]:
             ("satisfaction model", ", ".join(prov.get("sat_model", []))),
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
-            ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
+            ("seed", prov.get("seed")), ("answers simulated", _simulated_text(prov))]
     return [(k, v) for k, v in rows if v not in (None, "")]
+
+
+def _simulated_text(prov: dict) -> str:
+    """"no", "yes", or "yes, N% of the answers" when simulated and real answers are mixed."""
+    if not prov.get("simulated"):
+        return "no"
+    share = prov.get("simulated_share")
+    return "yes" if share is None or share >= 1 else f"yes, {100 * share:.0f}% of the answers"
 
 
 _ESTIMATOR_TEXT = {
@@ -351,6 +359,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "answer_counts": ", ".join(f"{k}: {v}" for k, v in meta.get("answer_counts", {}).items()),
         "n_sat_lists": meta.get("n_sat_lists", 0), "n_formulations": meta.get("n_formulations", 0),
         "population": str(meta.get("population")), "simulated": bool(prov.get("simulated")),
+        "simulated_text": _simulated_text(prov),
         "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
         "guide": reading_guide(result), "warnings": list(meta.get("warnings", [])),
         "estimator": _ESTIMATOR_TEXT[result.estimator],
