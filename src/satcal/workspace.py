@@ -131,7 +131,7 @@ attention_checks = 2
 attention_fail_limit = 2
 # Minutes before a page a participant left unanswered is given to someone else.
 assignment_timeout_minutes = 30
-# Screening: every participant meets [quality] min_traps traps, spread over their pages;
+# Screening: every participant meets quality.min_traps traps, spread over their pages;
 # traps are shown on top of a page's own items where the pages they get hold too few (as
 # platforms show test questions to every worker). Participants who failed
 # attention_fail_limit attention checks are excluded at ingest unless keep_failed_attention.
