@@ -190,7 +190,7 @@ class IngestReport:
                "checks" if attention.any() else "trust below threshold")
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
         out.extend(self.warnings())
-        for flag, what in (("too_fast", "answered faster than the screening limit"),
+        for flag, what in (("too_fast", "answered faster than their pages can be skimmed"),
                            ("same_side", "nearly always chose the same side as shown")):
             if flag in self.workers.columns and self.workers[flag].astype(bool).any():
                 out.append(f"  screening: {int(self.workers[flag].astype(bool).sum())} workers {what} "
@@ -202,7 +202,6 @@ class IngestReport:
             out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
                        f"over {agreed.examples} examples answered {agreed.per_example:.2f} times on average")
         return out
-
 
     def warnings(self) -> list[str]:
         """What the reader of an ingest must not miss: most workers unscored (too few traps),

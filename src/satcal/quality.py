@@ -5,8 +5,12 @@ Trust is the share of traps a worker answered correctly, once they have answered
 ``min_traps`` traps; otherwise the platform's own trust where it gives one (Appen's
 ``_trust``); otherwise unknown (kept, and flagged). Workers under the threshold are excluded.
 
+Workers who failed instructional attention checks (the hosted study's) are excluded at the
+study's limit (:func:`exclude_failed_attention`).
+
 Screening flags (reported, not excluded: a flag is a reason to look, not proof): workers who
-answer faster than ``SCREEN_SECONDS`` seconds per item, where the platform records times, and
+answer faster than ``SCREEN_SECONDS`` seconds per item plus the time to skim the items' words
+(:func:`reading_seconds`, where the items are known), where the platform records times, and
 workers who pick the side shown first (or second) in at least ``SCREEN_SAME_SIDE`` of their
 answers: A and B are swapped at random, so an attentive worker's choices of the shown side
 follow the lists, not the screen.

@@ -222,8 +222,8 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
             return refusal
         instructions = instruction_paragraphs(settings.instructions)
         context = dict(instructions=instructions, pages=study.per_participant, csrf=study.csrf_token(pid),
-                       consent=instruction_paragraphs(settings.consent), duration=f"{settings.duration_minutes:g}" if settings.duration_minutes else "",
-                       pay=settings.pay, contact=settings.contact)
+                       consent=instruction_paragraphs(settings.consent), pay=settings.pay, contact=settings.contact,
+                       duration=f"{settings.duration_minutes:g}" if settings.duration_minutes else "")
         if request.method == "GET":
             return render(request, "consent.html", **context)
         form = await checked_form(request, pid)
