@@ -137,3 +137,43 @@ def test_screening_thresholds_come_from_the_caller():
     # 7.5 s an item, 8 of 12 on the first side shown
     assert not screening(a)["too_fast"].iloc[0] and screening(a, seconds=10)["too_fast"].iloc[0]
     assert not screening(a)["same_side"].iloc[0] and screening(a, same_side=0.6)["same_side"].iloc[0]
+
+
+def test_too_fast_is_calibrated_to_the_reading_load_of_the_items():
+    """Same 5 s an item: too fast for items that take 20 s to skim, not for items of 1 s
+    (floor = screen_seconds 2 s to decide + the skimming time)."""
+    from satcal.quality import screening
+    rows = [("heavy", 20.0, 20.0, f"t{i // 4}") for i in range(8)] + [("light", 20.0, 1.0, f"t{i // 4}") for i in range(8)]
+    a = pd.DataFrame(rows, columns=["worker_id", "seconds", "reading_seconds", "submitted_at"])
+    s = screening(a)
+    assert s.loc["heavy", "reading_floor_per_answer"] == pytest.approx(22.0)
+    assert s.loc["light", "reading_floor_per_answer"] == pytest.approx(3.0)
+    assert s.loc["heavy", "too_fast"] and not s.loc["light", "too_fast"]
+    # an item without a known reading load falls back to the fixed seconds an item
+    b = a.assign(reading_seconds=np.nan)
+    assert not screening(b)["too_fast"].any() and screening(b, seconds=6)["too_fast"].all()
+
+
+def test_reading_seconds_counts_the_words_an_item_shows():
+    from satcal.quality import SKIM_WORDS_PER_MINUTE, reading_seconds
+    items = pd.DataFrame([{"item_id": "x1", "page": 1, "query": "q1", "A1": "d1", "A1_title": "two words",
+                           "A1_snippet": "three more words", "B1": "d2", "B1_title": "", "B1_snippet": ""}])
+    # query 1 + A1 title 2 + A1 snippet 3 + B1 (no title: its id is shown) 1 = 7 words
+    assert reading_seconds(items, 1)["x1"] == pytest.approx(7 * 60 / SKIM_WORDS_PER_MINUTE)
+
+
+def test_failed_attention_checks_exclude_at_the_limit_and_are_kept_when_asked():
+    from satcal.quality import attention_failures, exclude_failed_attention
+    rows = pd.DataFrame({"worker_id": ["w1", "w1", "w2", "w2", "w3", "w3"],
+                         "attention_passed": ["no", "no", "no", "yes", "", ""]})
+    failures = attention_failures(rows)
+    assert failures.to_dict() == {"w1": 2, "w2": 1}
+    workers = pd.DataFrame({"worker_id": ["w1", "w2", "w3"], "excluded": [False, False, True],
+                            "reason": ["", "", "trust 0.20 < 0.70 (traps)"]})
+    out = exclude_failed_attention(workers, failures, 2).set_index("worker_id")
+    assert list(out["excluded"]) == [True, False, True]
+    assert out.loc["w1", "reason"] == "failed 2 attention checks (limit 2)"
+    assert out.loc["w3", "reason"].startswith("trust")  # the first reason stays
+    assert list(exclude_failed_attention(workers, failures, 1)["excluded"]) == [True, True, True]
+    kept = exclude_failed_attention(workers, failures, None).set_index("worker_id")
+    assert list(kept["excluded"]) == [False, False, True] and list(kept["attention_failed"]) == [2, 1, 0]

@@ -19,7 +19,7 @@ def _configure(ws, **serve):
     """Rewrite study.toml's [design] and [serve] values."""
     text = (ws.path / "study.toml").read_text()
     for name, value in serve.items():
-        rendered = f'"{value}"' if isinstance(value, str) else str(value)
+        rendered = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
         text, n = re.subn(rf"(?m)^{name} = .*$", f"{name} = {rendered}", text)
         assert n == 1, name
     (ws.path / "study.toml").write_text(text)
@@ -30,8 +30,10 @@ def _configure(ws, **serve):
 @pytest.fixture
 def served_ws(exported_workspace, tmp_path):
     ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
+    # traps only where the batch put them: these tests count each item's answers by its slots
+    # (traps on top of pages: test_every_participant_meets_min_traps)
     return _configure(ws, completion_code=CODE, failed_attention_code=FAILED, pages_per_participant=3,
-                      answers_per_example=2, attention_checks=1, attention_fail_limit=1)
+                      answers_per_example=2, attention_checks=1, attention_fail_limit=1, traps_on_top=False)
 
 
 def _study(ws, url=None):
@@ -264,6 +266,103 @@ def test_attention_checks_are_spread_over_a_participants_pages():
     assert attention_positions(6, 0) == set()
 
 
+def test_every_participant_meets_min_traps_spread_over_their_pages(served_ws):
+    """Traps on top of a page: the cumulative number met after page j is ceil(m (j + 1) / P)
+    or what the pages themselves held, walked again here page by page; none twice."""
+    ws = _configure(served_ws, pages_per_participant=4, answers_per_example=6, attention_checks=0,
+                    traps_on_top=True)
+    study = _study(ws)
+    key = ws.table("key.csv").set_index("item_id")
+    trap_ids = set(key.index[key["is_trap"] == "True"])
+    page_of = key["page"].astype(int)
+    for n in range(6):
+        pid = study.enter("lab", f"t{n}")
+        met = []
+        for j in range(4):
+            view = study.next_page(pid)
+            ids = [it["item_id"] for it in view.items]
+            page = page_of[[i for i in ids if i not in trap_ids][0]] if set(ids) - trap_ids else None
+            natives = [i for i in ids if i in trap_ids and page_of[i] == page]
+            extras = [i for i in ids if i in trap_ids and page_of[i] != page]
+            target = -(-3 * (j + 1) // 4)  # m = 3 (quality.min_traps), P = 4
+            assert len(extras) == max(0, target - len(met) - len(natives))
+            assert set(ids) >= set(page_of.index[page_of == page])  # the page's own items all there
+            met += natives + extras
+            assert study.submit(pid, view.token, {f"answer-{i}": "both_bad" for i in ids}) == "stored"
+        assert len(met) == len(set(met)) >= 3  # met min_traps, never one trap twice
+    stored = _stored(ws)
+    assert not stored.duplicated(["worker_id", "item_id"]).any()
+
+
+def test_screening_warnings_name_what_the_design_cannot_give():
+    from satcal.serve.study import screening_warnings
+    pages = {p: [f"i{p}-{j}" for j in range(10)] for p in range(1, 214)}  # 213 pages of 10
+    traps = [f"i{p}-0" for p in range(1, 21)]  # 20 traps
+    assert screening_warnings(pages, traps, 5, 3, True) == []
+    off = screening_warnings(pages, traps, 5, 3, False)
+    # 5 pages x 20 / 213 = 0.47 traps a participant on average
+    assert len(off) == 1 and "meets 0.5 traps on average" in off[0] and "2130 items on 213 pages" in off[0]
+    few = screening_warnings(pages, traps[:2], 5, 3, True)
+    assert len(few) == 1 and "has 2 trap(s), fewer than quality.min_traps = 3" in few[0]
+    assert screening_warnings(pages, [], 5, 0, False) == []
+
+
+def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
+    from sqlalchemy import insert, select, text
+    from satcal.serve import db
+    study = _study(served_ws)
+    engine = study.engine
+    p = db.tables()["participants"]
+    with db.writer(engine).begin() as conn:  # back to version 1, as a database made before
+        conn.execute(text("ALTER TABLE participants DROP COLUMN simulated"))
+        conn.execute(text("ALTER TABLE assignments DROP COLUMN extra_items"))
+        conn.execute(text("UPDATE satcal_meta SET value = '1' WHERE name = 'schema_version'"))
+        for ext, sid in (("SIM-0001", "simulated"), ("SIM-0002", "other"), ("5f0c1a2b", "simulated")):
+            conn.execute(text("INSERT INTO participants (kind, external_id, study_id, session_id, created_at, outcome) "
+                              f"VALUES ('prolific', '{ext}', '{sid}', '', 0, '')"))
+    engine.dispose()
+    study = _study(served_ws)
+    with study.engine.connect() as conn:
+        marked = dict(conn.execute(select(p.c.external_id, p.c.simulated)).all())
+        version = conn.execute(select(db.tables()["meta"].c.value).where(db.tables()["meta"].c.name == "schema_version")).scalar_one()
+    assert version == str(db.SCHEMA_VERSION) == "2"
+    assert marked == {"SIM-0001": True, "SIM-0002": False, "5f0c1a2b": False}
+    view = study.next_page(study.enter("lab", "after-migration"))  # the new columns work
+    assert view is not None
+
+
+def test_status_page_figures_per_page_and_participant(served_ws, monkeypatch):
+    import satcal.serve.study as study_module
+    ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2, attention_checks=1)
+    study = _study(ws)
+    clock = [1_000.0]
+    monkeypatch.setattr(study_module.time, "time", lambda: clock[0])
+    a, b = study.enter("prolific", "AAA"), study.enter("prolific", "SIMB", simulated=True)
+    answered = {}
+    for pid, seconds in ((a, (30.0, 50.0)), (b, (4.0, 6.0))):
+        for s in seconds:
+            view = study.next_page(pid)
+            clock[0] += s
+            # b answers every attention check wrongly, a rightly
+            wrong = lambda it: "b_better" if it["expected"] == "a_better" else "a_better"
+            form = {f"answer-{it['item_id']}": "both_good" if it["kind"] == "item"
+                    else wrong(it) if pid == b else it["expected"] for it in view.items}
+            assert study.submit(pid, view.token, form) == "stored"
+            answered[pid] = answered.get(pid, 0) + sum(it["kind"] == "item" for it in view.items)
+    p = study.progress()
+    people = {x["worker_id"]: x for x in p["people"]}
+    assert people["AAA"]["pages"] == 2 and people["AAA"]["median_seconds_per_page"] == 40.0
+    assert people["AAA"]["total_seconds"] == 80.0 and people["SIMB"]["total_seconds"] == 10.0
+    assert people["SIMB"]["simulated"] and not people["AAA"]["simulated"]
+    assert p["simulated_participants"] == 1
+    assert p["simulated_share"] == pytest.approx(answered[b] / (answered[a] + answered[b]))
+    assert sum(x["answered"] for x in p["pages"]) == 4 == p["slots_done"]
+    # one attention check each (attention_checks = 1): b failed theirs
+    assert p["attention_failures"] == [{"worker_id": "SIMB", "failures": 1}]
+    assert (people["SIMB"]["attention_failed"], people["SIMB"]["attention_checks"]) == (1, 1)
+    assert (people["AAA"]["attention_failed"], people["AAA"]["attention_checks"]) == (0, 1)
+
+
 # --------------------------------------------------------------------------------------------
 # Into the pipeline
 # --------------------------------------------------------------------------------------------
@@ -314,29 +413,79 @@ def test_a_database_that_lost_responses_is_refused(served_ws):
     assert (served_ws.path / "answers.csv").read_bytes() == before
 
 
+def attentive_asked(form):
+    from satcal.serve.client import asked_option
+    return {name: asked_option(form, name) for name in form.radios}
+
+
 def test_simulated_crowd_through_the_server_is_analysable(served_ws):
+    """The documented dry run (serve, simulate --serve, ingest, analyze) is reported as
+    simulated, and its attention failures and trap-failing participants are excluded."""
+    import json
     from satcal.ingest import ingest, snapshot_served
-    from satcal.serve.client import ServerProcess
+    from satcal.serve.client import ServerProcess, drive
     from satcal.simulate import simulate_served
-    ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2)
+    ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2, traps_on_top=True)
     with ServerProcess(ws.path) as server:
+        # two careful people first (right on traps and attention checks), one whose id looks
+        # like the simulated crowd's but who enters without its token
+        shown = ws.table("key.csv").set_index("item_id")["expected_shown"].str.split(";").str[0]
+
+        def careful(form):
+            return {name: asked or (shown[name[7:]] if shown.get(name[7:], "") else "both_good")
+                    for name, asked in attentive_asked(form).items()}
+        drive(server.url, ["REAL1", "SIM-9999"], concurrency=2, choose=careful)
+
+        def careless(form):  # right on traps, wrong on attention checks
+            right = careful(form)
+            return {name: [v for v in form.radios[name] if v != asked][0] if asked else right[name]
+                    for name, asked in attentive_asked(form).items()}
+        drive(server.url, ["CARELESS"], concurrency=1, choose=careless)
         visits, truth = simulate_served(ws, server.url, concurrency=8)
     assert truth["errors"] == [] and truth["pages"] == sum(v.pages for v in visits) > 0
     report = ingest(ws, [snapshot_served(ws, None, ws.path / "snap")], platform="serve")
-    spammers = set(truth["spammers"])
-    honest = report.workers[~report.workers["worker_id"].isin(spammers)]
-    # honest simulated participants follow the attention checks: none failed one
     stored = _stored(ws)
-    failed = stored[(stored["attention_passed"] == "no")]
-    assert set(failed["worker_id"]) <= spammers
     assert len(report.answers) + len(report.rejects) == len(stored)
-    assert len(honest) > 0
-    # and the database's answers are analysed like any platform's
+    # marked by the database (the entry's token), not by the id
+    sim = set(stored.loc[stored["simulated"] == "yes", "worker_id"])
+    assert sim == {w for w in stored["worker_id"] if w.startswith("SIM-")} - {"SIM-9999"}
+    w = report.workers.set_index("worker_id")
+    assert set(w.index[w["simulated"]]) == sim & set(w.index)
+    # screening, computed again from the stored responses and the key: every participant with
+    # both pages met min_traps (3) traps; excluded = failed an attention check (limit 1) or
+    # trap accuracy under 0.7 over 3 or more traps
+    key = ws.table("key.csv").set_index("item_id")
+    items = stored[stored["status"] == ""].join(key[["is_trap", "swapped", "expected"]], on="item_id")
+    traps = items[items["is_trap"] == "True"]
+    flip = {"a_better": "b_better", "b_better": "a_better"}
+    canonical = np.where(traps["swapped"] == "True", traps["answer"].map(lambda a: flip.get(a, a)), traps["answer"])
+    right = pd.Series([a in e.split(";") for a, e in zip(canonical, traps["expected"])], index=traps.index)
+    per = pd.DataFrame({"n": traps.groupby("worker_id").size(), "right": right.groupby(traps["worker_id"]).sum()})
+    pages = stored[stored["status"] == ""].groupby("worker_id")["page_token"].nunique()
+    assert (per.reindex(pages.index[pages == 2])["n"] >= 3).all()
+    failed = set(stored.loc[stored["attention_passed"] == "no", "worker_id"])
+    low = set(per.index[(per["n"] >= 3) & (per["right"] / per["n"] < 0.7)])
+    assert set(w.index[w["excluded"]]) == (failed | low) & set(w.index) and "CARELESS" in failed
+    assert set(failed) <= set(truth["spammers"]) | {"CARELESS"}
+    assert not w.loc["REAL1", "excluded"] and not w.loc["SIM-9999", "excluded"]
+    assert set(report.answers["worker_id"]).isdisjoint(failed | low)
+    # the report carries the simulated share, with the banner
+    share = report.answers["worker_id"].isin(sim).mean()
+    assert 0 < share < 1 and ws.simulated_share() == pytest.approx(share)
     result = ws.analyze(bootstrap=0, model_check_folds=0)
-    kept = report.answers[~report.answers["is_trap"].astype(bool)
-                          & ~report.answers["worker_id"].isin(report.workers.loc[report.workers["excluded"], "worker_id"])]
+    kept = report.answers[~report.answers["is_trap"].astype(bool)]
     assert result.meta["crowd"]["answers"] == len(kept) > 0
-    assert (ws.path / "analysis" / "report.html").exists()
+    calibration = json.loads((ws.path / "analysis" / "calibration.json").read_text())
+    flat = json.dumps(calibration)
+    assert '"simulated": true' in flat and f'"simulated_share": {share}' in flat
+    html = (ws.path / "analysis" / "report.html").read_text()
+    assert "Simulated answers." in html and f"yes, {100 * share:.0f}% of the answers" in html
+    # keep_failed_attention keeps those who failed attention checks but not traps
+    ws = _configure(ws, keep_failed_attention=True)
+    kept_report = ingest(ws, [], platform="serve")
+    kw = kept_report.workers.set_index("worker_id")
+    assert set(kw.index[kw["excluded"]]) == low & set(kw.index) and not kw.loc["CARELESS", "excluded"]
+    assert (kw.loc[sorted(failed & set(kw.index)), "attention_failed"] >= 1).all()
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ def server(make_workspace):
     text = (ws.path / "study.toml").read_text()
     text = text.replace('completion_code = ""', f'completion_code = "{CODE}"')
     text = text.replace("pages_per_participant = 5", "pages_per_participant = 2")
+    text = text.replace("duration_minutes = 0", "duration_minutes = 12").replace('pay = ""', 'pay = "GBP 2.00"')
+    text = text.replace('contact = ""', 'contact = "lab@example.org"')
     (ws.path / "study.toml").write_text(text)
     ws.export()
     with ServerProcess(ws.path) as running:
@@ -92,4 +94,40 @@ def test_prolific_participant_in_chromium(driver, server, tmp_path):
     assert f"https://app.prolific.com/submissions/complete?cc={CODE}" in _requested_urls(driver)
     shots = sorted(p.name for p in tmp_path.glob("*.png"))
     assert shots == ["consent.png", "page.png"]
+    keep_screenshots(*tmp_path.glob("*.png"))
+
+
+def test_phone_keeps_lists_side_by_side_and_consent_says_duration_pay_contact(driver, server, tmp_path):
+    from selenium.webdriver.common.by import By
+    ws, running = server
+    driver.set_window_size(390, 844)
+    try:
+        driver.get(f"{running.url}/?PROLIFIC_PID=60a1b2c3d4e5f60718293a99&STUDY_ID=st&SESSION_ID=ph")
+        about = driver.find_element(By.CSS_SELECTOR, "section.about").text
+        assert "about 12 minutes" in about and "GBP 2.00" in about and "lab@example.org" in about
+        driver.save_screenshot(str(tmp_path / "phone-consent.png"))
+        driver.find_element(By.NAME, "consent").click()
+        _submit(driver)
+        width = driver.execute_script("return window.innerWidth")
+        for item in driver.find_elements(By.CSS_SELECTOR, "section.item"):
+            lists = item.find_elements(By.CSS_SELECTOR, ".list")
+            if not lists:
+                continue  # an attention check
+            a, b = lists[0].rect, lists[1].rect  # two columns on a phone, within the screen
+            assert b["x"] >= a["x"] + a["width"] - 1 and abs(b["y"] - a["y"]) < 5
+            assert b["x"] + b["width"] <= width
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+        driver.save_screenshot(str(tmp_path / "phone-page.png"))
+    finally:
+        driver.set_window_size(1280, 1000)
+    from satcal.serve import HostedStudy
+    study = HostedStudy.from_workspace(ws)
+    driver.get(f"{running.url}/status/{study.status_token}")
+    study.engine.dispose()
+    # the researcher's page has its own title, and lists this phone participant with their page
+    assert driver.title == "Study status (researcher's page)"
+    assert "60a1b2c3d4e5f60718293a99" in driver.find_element(By.CSS_SELECTOR, "table.wide").text
+    cells = driver.find_elements(By.XPATH, "//h2[text()='Each page']/following-sibling::table[1]//tbody/tr/td[2]")
+    assert sum(int(c.text) for c in cells) == len(ws.table("items.csv"))  # items on each page, all pages
+    driver.save_screenshot(str(tmp_path / "status.png"))
     keep_screenshots(*tmp_path.glob("*.png"))

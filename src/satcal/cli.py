@@ -527,6 +527,10 @@ def export(directory, platform, force, new_batch):
     if settings:
         name = platform or ws["presentation.platform"]
         click.echo(f"Settings ([platforms.{name}] of study.toml): {settings}")
+    if (platform or ws["presentation.platform"]) == "serve":
+        from .serve.study import workspace_warnings
+        for warning in workspace_warnings(ws):
+            click.echo(f"  warning: {warning}", err=True)
 
 
 @main.command(context_settings=CONTEXT)
@@ -710,6 +714,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
                "&SESSION_ID={{%SESSION_ID%}}")
     click.echo(f"  lab participants:   {base}/  (they type their participant code)")
     click.echo(f"  researcher status:  {base}/status/{study.status_token}  (keep this link private)")
+    for warning in study.warnings:
+        click.echo(f"  warning: {warning}", err=True)
     if not settings.completion_code:
         click.echo("  note: [serve] completion_code is empty in study.toml: Prolific participants will see a "
                    "thank-you page instead of the redirect that marks them complete", err=True)

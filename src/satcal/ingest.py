@@ -137,9 +137,12 @@ class IngestReport:
         for reason, n in self.reasons.items():
             out.append(f"  rejected, {reason}: {n}")
         excl = self.workers[self.workers["excluded"]]
-        out.append(f"workers: {len(self.workers)}, excluded {len(excl)} "
-                   f"(trust below threshold), kept {len(self.workers) - len(excl)}")
-        for flag, what in (("too_fast", "answered faster than the screening limit"),
+        attention = excl["reason"].astype(str).str.startswith("failed") if len(excl) else pd.Series(dtype=bool)
+        why = (f"{len(excl) - int(attention.sum())} trust below threshold, {int(attention.sum())} failed attention "
+               "checks" if attention.any() else "trust below threshold")
+        out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
+        out.extend(self.warnings())
+        for flag, what in (("too_fast", "answered faster than their pages can be skimmed"),
                            ("same_side", "nearly always chose the same side as shown")):
             if flag in self.workers.columns and self.workers[flag].astype(bool).any():
                 out.append(f"  screening: {int(self.workers[flag].astype(bool).sum())} workers {what} "
@@ -151,6 +154,25 @@ class IngestReport:
         if agreed is not None:
             out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
                        f"over {agreed.examples} examples answered {agreed.per_example:.2f} times on average")
+        return out
+
+    def warnings(self) -> list[str]:
+        """What the reader of an ingest must not miss: most workers unscored (too few traps),
+        and simulated participants among the workers."""
+        out = []
+        w = self.workers
+        if len(w) and "trust_source" in w.columns:
+            unscored = int((w["trust_source"] == "none").sum())
+            if unscored > len(w) / 2:
+                out.append(f"  warning: {unscored} of {len(w)} workers answered too few traps to be scored "
+                           "(quality.min_traps): they are kept whatever they answered. Give every worker more "
+                           "traps ([serve] traps_on_top, more [traps] count or pages per worker)")
+        if "simulated" in w.columns and w["simulated"].astype(bool).any():
+            n = int(w["simulated"].astype(bool).sum())
+            share = float(self.answers["worker_id"].isin(set(w.loc[w["simulated"].astype(bool), "worker_id"])).mean()) \
+                if len(self.answers) else 0.0
+            out.append(f"  warning: {n} of {len(w)} workers are simulated (satcal simulate --serve), "
+                       f"{100 * share:.0f}% of the answers: the analysis will be reported as simulated")
         return out
 
 
@@ -176,8 +198,15 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
 
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
-                 min_traps: int, screen: dict | None = None):
+                 min_traps: int, screen: dict | None = None, reading: pd.Series | None = None,
+                 attention_limit: int | None = None):
     """Raw rows -> (answers, rejects, workers), in canonical orientation.
+
+    ``reading`` (seconds to skim each item, by item id: :func:`satcal.quality.reading_seconds`)
+    calibrates the "too fast" flag to each page's reading load; ``attention_limit`` excludes
+    workers who failed that many attention checks (rows with ``attention_passed``, the hosted
+    study's), None keeps them. Rows with ``simulated`` ("yes": the hosted study's dry run) mark
+    their workers ``simulated`` in the workers table.
 
     Reasons, in order of precedence: platform status (tainted, rejected, cancelled), missing
     worker id, unknown item id, malformed answer, duplicate / conflicting duplicate of an
@@ -186,7 +215,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     """
     from .platforms import swap_answer
     from .platforms.ecir2015 import PREFIX
-    from .quality import worker_table
+    from .quality import attention_failures, exclude_failed_attention, worker_table
 
     r = rows.reset_index(drop=True).copy()
     k = key.set_index("item_id")
@@ -241,11 +270,18 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
     r["answer_shown"] = shown
     accepted = r[ok]
+    if reading is not None:
+        accepted = accepted.assign(reading_seconds=accepted["item_id"].map(reading))
     workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(accepted) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side"])
+    if "attention_passed" in r.columns:
+        workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
+    if "simulated" in r.columns:
+        marked = set(r.loc[r["simulated"].fillna("").astype(str) == "yes", "worker_id"])
+        workers["simulated"] = workers["worker_id"].isin(marked)
     before_exclusion = accepted.assign(answer=accepted["answer_canonical"])[ANSWER_TABLE_COLUMNS]
     before_exclusion = before_exclusion.reset_index(drop=True)
     excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
@@ -382,8 +418,13 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold, outputs) -> Inges
     screen = {"screen_seconds": float(ws["quality.screen_seconds_per_answer"]),
               "screen_same_side": float(ws["quality.screen_same_side"]),
               "drop_traps": tuple(ws["quality.drop_traps"])}
+    from .quality import reading_seconds
+    items = ws.table("items.csv", required=False)
+    reading = reading_seconds(items, ws.k) if items is not None and len(items) else None
+    attention_limit = None if ws["serve.keep_failed_attention"] else int(ws["serve.attention_fail_limit"])
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
-                                                               ws["quality.min_traps"], screen)
+                                                               ws["quality.min_traps"], screen, reading,
+                                                               attention_limit)
     traps = _trap_report(key, before_exclusion, threshold, ws["quality.min_traps"], screen["drop_traps"])
     for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers),
                         ("traps_report.csv", traps)):

@@ -5,8 +5,12 @@ Trust is the share of traps a worker answered correctly, once they have answered
 ``min_traps`` traps; otherwise the platform's own trust where it gives one (Appen's
 ``_trust``); otherwise unknown (kept, and flagged). Workers under the threshold are excluded.
 
+Workers who failed instructional attention checks (the hosted study's) are excluded at the
+study's limit (:func:`exclude_failed_attention`).
+
 Screening flags (reported, not excluded: a flag is a reason to look, not proof): workers who
-answer faster than ``SCREEN_SECONDS`` seconds per item, where the platform records times, and
+answer faster than ``SCREEN_SECONDS`` seconds per item plus the time to skim the items' words
+(:func:`reading_seconds`, where the items are known), where the platform records times, and
 workers who pick the side shown first (or second) in at least ``SCREEN_SAME_SIDE`` of their
 answers: A and B are swapped at random, so an attentive worker's choices of the shown side
 follow the lists, not the screen.
@@ -19,13 +23,19 @@ import pandas as pd
 from .errors import SatcalError
 
 __all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
-           "TRAP_SUSPECT_ACCURACY"]
+           "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention"]
 
 #: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
 #: and the answers a worker needs before the side is judged.
 SCREEN_SECONDS = 2.0
 SCREEN_SAME_SIDE = 0.9
 SCREEN_MIN_ANSWERS = 10
+#: Skimming speed in words a minute: the fastest reading that still takes in text (Rayner,
+#: Schotter, Masson, Potter & Treiman 2016, "So much to read, so little time", Psychological
+#: Science in the Public Interest 17(1): skimming at 600-700 wpm, against 200-400 wpm for
+#: normal reading, already costs comprehension). A page answered faster than its words at this
+#: speed, plus the decision time of each item, was not read.
+SKIM_WORDS_PER_MINUTE = 700
 
 
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
@@ -94,6 +104,15 @@ def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = N
     else:
         out["seconds_per_answer"] = np.nan
     out["too_fast"] = out["seconds_per_answer"] < seconds
+    if "reading_seconds" in a.columns and out["seconds_per_answer"].notna().any():
+        # calibrated to the reading load: a worker is too fast when their pages took less time
+        # than the decision time of each item plus skimming the words it shows
+        timed = a.assign(seconds=pd.to_numeric(a["seconds"], errors="coerce"),
+                         floor=seconds + pd.to_numeric(a["reading_seconds"], errors="coerce").fillna(0.0))
+        timed = timed.dropna(subset=["seconds"])
+        floor = timed.groupby("worker_id")["floor"].sum()
+        out["reading_floor_per_answer"] = (floor / timed.groupby("worker_id").size()).reindex(workers)
+        out["too_fast"] = out["seconds_per_answer"] < out["reading_floor_per_answer"]
     if "answer_shown" in a.columns:
         shown = a["answer_shown"].astype(str)
         g = pd.DataFrame({"worker_id": a["worker_id"], "first": shown == "a_better",
@@ -171,6 +190,46 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
                       & (out["trusted_accuracy"] < TRAP_SUSPECT_ACCURACY))
     out["dropped"] = out.index.isin(list(drop))
     return out.reset_index()
+
+
+def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_WORDS_PER_MINUTE) -> pd.Series:
+    """Seconds to skim each item of a batch (items.csv): the words it shows (query, its
+    description, and the title, address and snippet of each of the 2k results) at
+    ``words_per_minute`` (:data:`SKIM_WORDS_PER_MINUTE`, Rayner et al. 2016). Indexed by
+    ``item_id``."""
+    from .platforms import item_view
+    words = {}
+    for row in items.to_dict("records"):
+        v = item_view(row, k)
+        texts = [v["query_title"] or v["query"], v["query_description"]]
+        texts += [d[f] for lst in v["lists"] for d in lst["docs"] for f in ("title", "url_text", "snippet")]
+        words[v["item_id"]] = sum(len(str(t).split()) for t in texts)
+    return pd.Series(words, dtype=float, name="reading_seconds") * 60.0 / words_per_minute
+
+
+def attention_failures(rows: pd.DataFrame) -> pd.Series:
+    """Failed attention checks per worker, from raw rows that carry ``attention_passed``
+    (``"no"`` for a failed check; the hosted study's snapshots). Workers without a failure
+    are absent."""
+    if "attention_passed" not in rows.columns:
+        return pd.Series(dtype=int, name="attention_failed")
+    failed = rows["attention_passed"].fillna("").astype(str).str.strip() == "no"
+    return rows.loc[failed].groupby("worker_id").size().rename("attention_failed")
+
+
+def exclude_failed_attention(workers: pd.DataFrame, failures: pd.Series, limit: int | None) -> pd.DataFrame:
+    """``workers`` (:func:`worker_table`) with ``attention_failed`` and, when ``limit`` is not
+    None, workers who failed ``limit`` or more attention checks excluded (the reason says so).
+    An attention check has one right answer the page itself states, so failing it is evidence
+    of not reading, unlike a missed trap (Prolific's attention-check policy)."""
+    out = workers.copy()
+    out["attention_failed"] = out["worker_id"].map(failures).fillna(0).astype(int)
+    if limit is not None:
+        hit = (out["attention_failed"] >= limit) & ~out["excluded"].astype(bool)
+        out.loc[hit, "reason"] = [f"failed {n} attention check{'s' if n != 1 else ''} (limit {limit})"
+                                  for n in out.loc[hit, "attention_failed"]]
+        out.loc[hit, "excluded"] = True
+    return out
 
 
 class Agreement:

@@ -195,7 +195,7 @@ def reading_guide(result) -> list[Markup]:
     """Plain-language findings drawn from the tables (a few sentences, as HTML fragments whose
     every value is escaped). Each claim about which formulation is least biased is the
     bootstrap's verdict (:attr:`CalibrationResult.verdict`), never the point estimates alone."""
-    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
+    from .analysis.ranking import estimator_columns
     rank = result.ranking
     verdict = result.verdict
     cols = estimator_columns(result.bias, verdict.estimator)
@@ -335,8 +335,16 @@ def _parameters(prov: dict) -> list[tuple[str, object]]:
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
             ("bootstrap resamples", prov.get("resampling")),
-            ("seed", prov.get("seed")), ("answers simulated", "yes" if prov.get("simulated") else "no")]
+            ("seed", prov.get("seed")), ("answers simulated", _simulated_text(prov))]
     return [(k, v) for k, v in rows if v not in (None, "")]
+
+
+def _simulated_text(prov: dict) -> str:
+    """"no", "yes", or "yes, N% of the answers" when simulated and real answers are mixed."""
+    if not prov.get("simulated"):
+        return "no"
+    share = prov.get("simulated_share")
+    return "yes" if share is None or share >= 1 else f"yes, {100 * share:.0f}% of the answers"
 
 
 _ESTIMATOR_TEXT = {
@@ -371,6 +379,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "answer_counts": ", ".join(f"{k}: {v}" for k, v in meta.get("answer_counts", {}).items()),
         "n_sat_lists": meta.get("n_sat_lists", 0), "n_formulations": meta.get("n_formulations", 0),
         "population": str(meta.get("population")), "simulated": bool(prov.get("simulated")),
+        "simulated_text": _simulated_text(prov),
         "parameters": _parameters(prov) if prov else [], "notice": meta.get("notice"),
         "guide": reading_guide(result), "warnings": list(meta.get("warnings", [])),
         "design_warnings": list(meta.get("design_warnings", [])),

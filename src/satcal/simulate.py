@@ -356,7 +356,12 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
 
         return choose
 
-    visits = drive(url, workers, concurrency, choose_for=choose_for, study_id="simulated", progress=progress)
+    # the entry carries the batch's simulation token: the server marks these participants
+    # simulated, and ingest, calibration.json and the report say so
+    from .fileio import sha256_file
+    from .serve.study import simulation_token
+    visits = drive(url, workers, concurrency, choose_for=choose_for, study_id="simulated", progress=progress,
+                   simulated=simulation_token(sha256_file(ws.file("key.csv"))))
     honest_u = np.array([offsets[w] for w in workers if w not in spammers])
     list_curve = (expit(model.intercept + honest_u[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
                   if honest_u.size else expit(model.intercept + model.slope * GRID_TRUTH))

@@ -105,8 +105,9 @@ file = ""
 [presentation]
 # appen, toloka, labelstudio, csv, or serve (satcal's own hosted study).
 platform = "{platform}"
-# Items per page / task suite.
-items_per_page = 10
+# Items per page / task suite, or "auto": by reading load (k, titles, snippets), as many as
+# keep a page of satcal serve within about three screens at 1280 px.
+items_per_page = {items_per_page}
 # Show A and B swapped at random (recorded in key.csv)?
 swap = true
 instructions = """{instructions}"""
@@ -130,6 +131,19 @@ attention_checks = 2
 attention_fail_limit = 2
 # Minutes before a page a participant left unanswered is given to someone else.
 assignment_timeout_minutes = 30
+# Screening: every participant meets quality.min_traps traps, spread over their pages;
+# traps are shown on top of a page's own items where the pages they get hold too few (as
+# platforms show test questions to every worker). Participants who failed
+# attention_fail_limit attention checks are excluded at ingest unless keep_failed_attention.
+traps_on_top = true
+keep_failed_attention = false
+# What the consent page tells participants besides the instructions: the study's duration
+# in minutes (0: not stated), the pay, who to contact, and any consent text of your
+# ethics board (paragraphs separated by blank lines).
+duration_minutes = 0
+pay = ""
+contact = ""
+consent = ""
 
 [quality]
 # Workers whose trap accuracy is below this are excluded from the analysis.
@@ -218,6 +232,12 @@ DEFAULTED = [
     (Key("serve", "attention_fail_limit", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 2),
     (Key("serve", "assignment_timeout_minutes", (int, float), lambda v: 0 < v <= 7 * 24 * 60,
          "a number of minutes above 0, at most a week"), 30),
+    (Key("serve", "traps_on_top", bool), True),
+    (Key("serve", "keep_failed_attention", bool), False),
+    (Key("serve", "duration_minutes", (int, float), lambda v: 0 <= v <= 24 * 60, "minutes, 0 to 1440"), 0),
+    (Key("serve", "pay", str, lambda v: len(v) <= 500, "text of at most 500 characters"), ""),
+    (Key("serve", "contact", str, lambda v: len(v) <= 500, "text of at most 500 characters"), ""),
+    (Key("serve", "consent", str, lambda v: len(v) <= 20_000, "text of at most 20,000 characters"), ""),
 ]
 
 
@@ -243,7 +263,9 @@ SCHEMA = [
     Key("traps", "file", str),
     Key("presentation", "platform", str, lambda v: v in ("appen", "toloka", "labelstudio", "csv", "serve"),
         "one of appen, toloka, labelstudio, csv, serve"),
-    Key("presentation", "items_per_page", int, _positive, "a positive integer"),
+    Key("presentation", "items_per_page", (int, str),
+        lambda v: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        'a positive integer or "auto"'),
     Key("presentation", "swap", bool),
     Key("presentation", "instructions", str),
     Key("quality", "trust_threshold", (int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
@@ -449,6 +471,7 @@ class Workspace:
                                      k=k, levels=_toml_list(levels), seed=seed,
                                      gains=_toml_list(STUDY_GAINS), discounts=_toml_list(STUDY_DISCOUNTS),
                                      min_per_cell=min_per_cell, platform=platform,
+                                     items_per_page='"auto"' if platform == "serve" else 10,
                                      instructions=default_instructions(documents_table)) + _platforms_template()
         present = set(qrels.levels)
         if len([lv for lv in levels if lv in present]) < 2:
@@ -623,13 +646,25 @@ class Workspace:
                               "overwrite")
 
     def answers_simulated(self) -> bool:
-        """Whether any ingested file is one the simulated crowd wrote (same content)."""
-        index = self.path / "raw" / "index.csv"
-        sim = list((self.path / "simulated").glob("*-results.*")) if (self.path / "simulated").exists() else []
-        if not index.exists() or not sim:
-            return False
-        ingested = set(pd.read_csv(index, dtype=str)["sha256"])
-        return any(sha256_file(f) in ingested for f in sim)
+        """Whether any answer is simulated (see :meth:`simulated_share`)."""
+        return self.simulated_share() > 0
+
+    def simulated_share(self) -> float:
+        """The share of answers.csv that is simulated: from a file the simulated crowd wrote
+        (same content as one in simulated/), or from a worker that workers.csv marks
+        ``simulated`` (the hosted study's dry run, ``satcal simulate --serve``)."""
+        answers = self.table("answers.csv", required=False)
+        if answers is None or not len(answers):
+            return 0.0
+        index, sim_dir = self.path / "raw" / "index.csv", self.path / "simulated"
+        sim = {sha256_file(f) for f in sim_dir.glob("*-results.*")} if sim_dir.exists() else set()
+        files = pd.read_csv(index, dtype=str) if index.exists() and sim else pd.DataFrame(columns=["sha256", "file"])
+        workers = self.table("workers.csv", required=False)
+        marked = (set(workers.loc[workers["simulated"].astype(str) == "True", "worker_id"])
+                  if workers is not None and "simulated" in workers.columns else set())
+        simulated = (answers["source_file"].isin(set(files.loc[files["sha256"].isin(sim), "file"]))
+                     | answers["worker_id"].isin(marked))
+        return float(simulated.mean())
 
     def collected(self) -> bool:
         """Whether any result file has been ingested."""
@@ -818,9 +853,15 @@ class Workspace:
         traps = traps if traps is not None else pd.DataFrame()
         # batch 1 keeps the seed of earlier versions, so existing keys are reproduced
         documents, topics = self.documents(), self.topics()
-        visible, key = build_items(examples, traps, self.k, seed=self.seed + 2 + 7919 * (batch - 1),
-                                   items_per_page=self["presentation.items_per_page"],
-                                   documents=documents, swap=self["presentation.swap"], topics=topics)
+        per_page = self["presentation.items_per_page"]
+        build = lambda n: build_items(examples, traps, self.k, seed=self.seed + 2 + 7919 * (batch - 1),
+                                      items_per_page=n, documents=documents, swap=self["presentation.swap"],
+                                      topics=topics)
+        visible, key = build(10 if per_page == "auto" else per_page)
+        if per_page == "auto":  # by reading load: the items' text decides how many fit a page
+            from .platforms.serve import auto_items_per_page
+            per_page = auto_items_per_page(visible, self.k)
+            visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
@@ -852,7 +893,7 @@ class Workspace:
             staged_out = outputs.dir(f"batches/{plat.name}")
             settings = {"settings": self.config["platforms"][plat.name]} if plat.settings else {}
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
-                                       self["presentation.items_per_page"],
+                                       per_page,
                                        answers_per_example=self["design.answers_per_example"], **settings)
             self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch},
                         outputs=outputs)
@@ -920,6 +961,7 @@ class Workspace:
             judgments_sha256=sha256_file(self.path / self["study.judgments"]),
             answers_sha256=sha256_file(self.file("answers.csv")), simulated=self.answers_simulated())
         result.meta["simulated"] = result.meta["provenance"]["simulated"]
+        result.meta["simulated_share"] = result.meta["provenance"]["simulated_share"] = self.simulated_share()
         rejects = self.table("rejects.csv", required=False)
         if rejects is not None:
             result.meta["rejected_rows"] = int(len(rejects))

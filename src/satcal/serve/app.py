@@ -163,8 +163,10 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
     def shown_id(participant) -> str:
         return participant["external_id"] if participant["kind"] == "prolific" else f"code {participant['external_id']}"
 
-    async def start_as(request, kind, ident, study_id, session_id):
-        """Enter as this participant (created on first entry) and go to their next step."""
+    async def start_as(request, kind, ident, study_id, session_id, simulated=False):
+        """Enter as this participant (created on first entry) and go to their next step;
+        ``simulated``: the simulated crowd's dry run (its entry carries the batch's simulation
+        token, see :func:`satcal.serve.study.simulation_token`)."""
         before = await run_in_threadpool(study.known, kind, ident)
         if (before is not None and kind == "prolific" and before["study_id"] != study_id
                 and before["finished_at"] is not None and before["outcome"] in ("completed", "failed_attention")):
@@ -172,7 +174,7 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
             return message(request, 200, "You have already taken part in this study (under another Prolific "
                                          "study), so there are no questions left for you here.",
                            "Please return this study on Prolific.")
-        pid = await run_in_threadpool(study.enter, kind, ident, study_id, session_id)
+        pid = await run_in_threadpool(study.enter, kind, ident, study_id, session_id, simulated)
         request.session.clear()
         request.session["pid"] = pid
         participant = await run_in_threadpool(study.participant, pid)
@@ -198,7 +200,8 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
                           new=ident if kind == "prolific" else f"code {ident}", csrf=study.csrf_token(current),
                           fields={KINDS[kind]: ident, "STUDY_ID": study_id, "SESSION_ID": session_id}
                           if kind == "prolific" else {KINDS[kind]: ident})
-        return await start_as(request, kind, ident, study_id, session_id)
+        simulated = same_token(request.query_params.get("SATCAL_SIMULATED", ""), study.simulation_token)
+        return await start_as(request, kind, ident, study_id, session_id, simulated)
 
     async def switch(request):
         """The confirmed change of participant in a browser with a running session."""
@@ -218,7 +221,9 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
         if refusal is not None:
             return refusal
         instructions = instruction_paragraphs(settings.instructions)
-        context = dict(instructions=instructions, pages=study.per_participant, csrf=study.csrf_token(pid))
+        context = dict(instructions=instructions, pages=study.per_participant, csrf=study.csrf_token(pid),
+                       consent=instruction_paragraphs(settings.consent), pay=settings.pay, contact=settings.contact,
+                       duration=f"{settings.duration_minutes:g}" if settings.duration_minutes else "")
         if request.method == "GET":
             return render(request, "consent.html", **context)
         form = await checked_form(request, pid)
@@ -293,7 +298,7 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
         progress = await run_in_threadpool(study.progress)
         if request.query_params.get("format") == "json":
             return JSONResponse(progress)
-        return render(request, "status.html", p=progress)
+        return render(request, "status.html", p=progress, title="Study status (researcher's page)")
 
     async def not_found(request, exc):
         return message(request, exc.status_code, "Not found." if exc.status_code == 404 else "Not allowed.")

@@ -239,10 +239,12 @@ class ServerProcess:
 
 
 def drive(url: str, participants: list[str], concurrency: int = 50, choose=None, choose_for=None,
-          study_id: str = "load", progress: bool = False) -> list[Visit]:
+          study_id: str = "load", progress: bool = False, simulated: str = "") -> list[Visit]:
     """Send Prolific participants (ids ``participants``) through the study at ``url``,
     ``concurrency`` at a time, each as a browser without JavaScript. Each answers with
-    ``choose`` (a form -> answers function), or with ``choose_for(participant)`` when given."""
+    ``choose`` (a form -> answers function), or with ``choose_for(participant)`` when given.
+    ``simulated``: the batch's simulation token (:func:`satcal.serve.study.simulation_token`),
+    which makes the server mark the participants simulated."""
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
@@ -252,7 +254,9 @@ def drive(url: str, participants: list[str], concurrency: int = 50, choose=None,
     def one(pid):
         with httpx.Client(timeout=120, follow_redirects=False, limits=limits) as http:
             try:
-                return Participant(url, http).run(f"PROLIFIC_PID={pid}&STUDY_ID={study_id}&SESSION_ID={pid}",
+                query = f"PROLIFIC_PID={pid}&STUDY_ID={study_id}&SESSION_ID={pid}"
+                query += f"&SATCAL_SIMULATED={simulated}" if simulated else ""
+                return Participant(url, http).run(query,
                                                   choose_for(pid) if choose_for else choose)
             except httpx.HTTPError as exc:
                 visit = Visit()

@@ -22,7 +22,7 @@ from ..errors import SatcalError
 __all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url"]
 
 #: Version of the schema this code writes; older databases are migrated on start.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TABLES = None
 
@@ -49,6 +49,8 @@ def tables():
         Column("consented_at", Float),
         Column("finished_at", Float),
         Column("outcome", String(24), nullable=False, default=""),
+        # entered by the simulated crowd (satcal simulate --serve): a dry run, not data
+        Column("simulated", Boolean, nullable=False, default=False),
         UniqueConstraint("kind", "external_id", "study_id", name="uq_participant"))
     t["slots"] = Table(
         "slots", md,
@@ -72,6 +74,8 @@ def tables():
         Column("submitted_at", Float),
         Column("attention_item", String(32), nullable=False, default=""),
         Column("attention_expected", String(16), nullable=False, default=""),
+        # traps shown on this page on top of the page's own items (item ids, space-separated)
+        Column("extra_items", Text, nullable=False, default=""),
         UniqueConstraint("participant_id", "page", name="uq_assignment_page"),
         UniqueConstraint("participant_id", "position", name="uq_assignment_position"))
     t["responses"] = Table(
@@ -135,8 +139,20 @@ def writer(engine):
     return engine.execution_options(sqlite_immediate=True)
 
 
+def _to_2(conn):
+    """1 -> 2: participants.simulated (the dry run's participants are marked; those of a
+    database from before, Prolific ids ``SIM-<n>`` under STUDY_ID ``simulated``, which is how
+    ``satcal simulate --serve`` has always entered, are marked now) and
+    assignments.extra_items (traps on top of a page)."""
+    from sqlalchemy import text
+    conn.execute(text("ALTER TABLE participants ADD COLUMN simulated BOOLEAN NOT NULL DEFAULT FALSE"))
+    conn.execute(text("ALTER TABLE assignments ADD COLUMN extra_items TEXT NOT NULL DEFAULT ''"))
+    conn.execute(text("UPDATE participants SET simulated = TRUE WHERE kind = 'prolific' "
+                      "AND study_id = 'simulated' AND external_id LIKE 'SIM-%'"))
+
+
 #: Migrations: from version v to v + 1, each a function of a connection.
-MIGRATIONS: dict[int, callable] = {}
+MIGRATIONS: dict[int, callable] = {1: _to_2}
 
 
 def prepare(engine, key_digest: str, pages: list[int], answers_per_example: int) -> dict:
@@ -181,20 +197,21 @@ def prepare(engine, key_digest: str, pages: list[int], answers_per_example: int)
 def snapshot(engine):
     """Every stored response as one tidy table, the serve platform's result layout: what
     ``satcal ingest DIR --platform serve`` archives and reads."""
+    import numpy as np
     import pandas as pd
     from sqlalchemy import select
     t = tables()
     r, a, p = t["responses"], t["assignments"], t["participants"]
     query = (select(r.c.id, r.c.item_id, r.c.kind, r.c.answer, r.c.correct, r.c.submitted_at,
                     a.c.token, a.c.created_at, a.c.page, p.c.kind.label("participant_kind"),
-                    p.c.external_id, p.c.study_id, p.c.session_id)
+                    p.c.external_id, p.c.study_id, p.c.session_id, p.c.simulated)
              .join(a, r.c.assignment_id == a.c.id).join(p, a.c.participant_id == p.c.id)
              .order_by(r.c.id))
     with engine.connect() as conn:
         rows = pd.DataFrame(conn.execute(query).mappings().all(),
                             columns=["id", "item_id", "kind", "answer", "correct", "submitted_at", "token",
                                      "created_at", "page", "participant_kind", "external_id", "study_id",
-                                     "session_id"])
+                                     "session_id", "simulated"])
     stamp = lambda s: pd.to_datetime(s, unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     out = pd.DataFrame({
         "row_id": "r" + rows["id"].astype(str),
@@ -208,6 +225,7 @@ def snapshot(engine):
         "page_token": rows["token"],
         "study_id": rows["study_id"],
         "session_id": rows["session_id"],
+        "simulated": np.where(rows["simulated"].fillna(False).astype(bool), "yes", ""),
     })
     return out
 

@@ -20,7 +20,8 @@ from ..errors import SatcalError
 from ..platforms import SHOWN_CODES
 from . import db
 
-__all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN", "WAITING"]
+__all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN", "WAITING",
+           "simulation_token", "trap_targets", "screening_warnings"]
 
 #: Participant ids and codes accepted at entry (Prolific ids are 24 hex digits).
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -44,6 +45,15 @@ class ServeSettings:
     instructions: str = ""
     title: str = "Which search results are better?"
     k: int = 5
+    #: traps each participant meets (quality.min_traps), served on top of the pages' own
+    #: items when the pages they get hold fewer (``traps_on_top``)
+    min_traps: int = 3
+    traps_on_top: bool = True
+    #: what the consent page says besides the instructions
+    consent: str = ""
+    duration_minutes: float = 0
+    pay: str = ""
+    contact: str = ""
 
     @classmethod
     def from_workspace(cls, ws) -> "ServeSettings":
@@ -53,7 +63,10 @@ class ServeSettings:
                    attention_fail_limit=s["attention_fail_limit"],
                    assignment_timeout_minutes=float(s["assignment_timeout_minutes"]),
                    answers_per_example=ws["design.answers_per_example"],
-                   instructions=ws["presentation.instructions"], k=ws.k)
+                   instructions=ws["presentation.instructions"], k=ws.k, min_traps=ws["quality.min_traps"],
+                   traps_on_top=ws["serve.traps_on_top"], consent=ws["serve.consent"],
+                   duration_minutes=float(ws["serve.duration_minutes"]), pay=ws["serve.pay"],
+                   contact=ws["serve.contact"])
 
 
 def load_pages(items: pd.DataFrame, k: int) -> dict[int, list[dict]]:
@@ -81,6 +94,52 @@ class PageView:
     items: list[dict] = field(default_factory=list)
 
 
+def simulation_token(key_digest: str) -> str:
+    """The entry parameter ``SATCAL_SIMULATED`` that marks a participant as the simulated crowd's
+    (``satcal simulate --serve``): a digest of the batch's key.csv, which the workspace holds and
+    no participant sees, so only the researcher's own dry run can mark anyone simulated."""
+    return hashlib.sha256(f"satcal-simulated:{key_digest}".encode()).hexdigest()[:32]
+
+
+def trap_targets(pages: int, min_traps: int) -> list[int]:
+    """Traps a participant has met after each of their ``pages`` pages: ``ceil(m (j + 1) / P)``
+    after page j, so ``min_traps`` = m are spread evenly and all met by the last page."""
+    return [-(-min_traps * (j + 1) // pages) for j in range(pages)] if pages else []
+
+
+def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: int, traps_on_top: bool) -> list[str]:
+    """Why the hosted study cannot score every participant on ``min_traps`` traps (empty when it
+    can): too few traps in the batch, or (traps only where the batch put them) too few traps on
+    the pages one participant gets."""
+    trap_ids = set(trap_ids)
+    if min_traps <= 0:
+        return []
+    if len(trap_ids) < min_traps:
+        return [f"the batch has {len(trap_ids)} trap(s), fewer than quality.min_traps = {min_traps}: no "
+                "participant can be scored on traps or excluded for failing them; raise [traps] count "
+                "and export again"]
+    if not traps_on_top:
+        items = sum(len(v) for v in pages.values())
+        expected = per_participant * len(trap_ids) / max(len(pages), 1)
+        if expected < min_traps:
+            return [f"with [serve] traps_on_top = false a participant meets {expected:.1f} traps on average "
+                    f"({len(trap_ids)} traps among {items} items on {len(pages)} pages, {per_participant} pages "
+                    f"each), fewer than quality.min_traps = {min_traps}: most participants cannot be scored; "
+                    "set traps_on_top = true"]
+    return []
+
+
+def workspace_warnings(ws) -> list[str]:
+    """:func:`screening_warnings` of the workspace's exported batch (``satcal export`` with
+    platform serve says them, as ``satcal serve`` does at start)."""
+    items, key = ws.table("items.csv"), ws.table("key.csv")
+    pages = {int(p): list(g["item_id"]) for p, g in items.groupby("page")}
+    settings = ServeSettings.from_workspace(ws)
+    traps = key.loc[key["is_trap"].astype(str) == "True", "item_id"]
+    return screening_warnings(pages, traps, min(settings.pages_per_participant, len(pages)), settings.min_traps,
+                              settings.traps_on_top)
+
+
 def attention_positions(pages: int, checks: int) -> set[int]:
     """Which of a participant's pages (0-based) carry an attention check: evenly spread."""
     checks = min(checks, pages)
@@ -90,7 +149,8 @@ def attention_positions(pages: int, checks: int) -> set[int]:
 class HostedStudy:
     """The study a server process serves: pages, settings and the database engine."""
 
-    def __init__(self, pages: dict[int, list[dict]], settings: ServeSettings, engine, key_digest: str):
+    def __init__(self, pages: dict[int, list[dict]], settings: ServeSettings, engine, key_digest: str,
+                 trap_ids=()):
         if not pages:
             raise SatcalError("the batch has no items to serve; run satcal export first")
         self.pages = pages
@@ -102,19 +162,31 @@ class HostedStudy:
         self.status_token = self.stored["status_token"]
         self.per_participant = min(settings.pages_per_participant, len(pages))
         self._attention_at = attention_positions(self.per_participant, settings.attention_checks)
+        self.simulation_token = simulation_token(key_digest)
+        # traps: their items (to show on top of another page) and the traps on each page
+        trap_ids = set(map(str, trap_ids))
+        self.trap_views = {it["item_id"]: it for items in pages.values() for it in items if it["item_id"] in trap_ids}
+        self.traps_on_page = {page: {it["item_id"] for it in items if it["item_id"] in trap_ids}
+                              for page, items in pages.items()}
+        self._trap_targets = trap_targets(self.per_participant, settings.min_traps)
+        self.warnings = screening_warnings(pages, self.trap_views, self.per_participant, settings.min_traps,
+                                           settings.traps_on_top)
 
     @classmethod
     def from_workspace(cls, ws, url: str | None = None) -> "HostedStudy":
         from ..fileio import sha256_file
         items = ws.table("items.csv")
-        ws.table("key.csv")  # refuses with "run satcal export first" when missing
+        key = ws.table("key.csv")  # refuses with "run satcal export first" when missing
         engine = db.connect(url or db.default_url(ws.path))
+        traps = key.loc[key["is_trap"].astype(str) == "True", "item_id"].astype(str)
         return cls(load_pages(items, ws.k), ServeSettings.from_workspace(ws), engine,
-                   sha256_file(ws.file("key.csv")))
+                   sha256_file(ws.file("key.csv")), traps)
 
     # -- participants ----------------------------------------------------------------------
-    def enter(self, kind: str, external_id: str, study_id: str = "", session_id: str = "") -> int:
-        """The participant's id, created on first entry (a returning participant resumes).
+    def enter(self, kind: str, external_id: str, study_id: str = "", session_id: str = "",
+              simulated: bool = False) -> int:
+        """The participant's id, created on first entry (a returning participant resumes);
+        ``simulated`` marks one the simulated crowd created (kept from the first entry).
 
         A person is ``(kind, external_id)``: one Prolific id is one participant under every
         STUDY_ID of the study (the row keeps the STUDY_ID and SESSION_ID of the first entry), so
@@ -140,7 +212,7 @@ class HostedStudy:
                         return int(found)
                     return int(conn.execute(insert(p).values(
                         kind=kind, external_id=external_id, study_id=study_id, session_id=session_id,
-                        created_at=time.time(), outcome="")).inserted_primary_key[0])
+                        created_at=time.time(), outcome="", simulated=bool(simulated))).inserted_primary_key[0])
             except IntegrityError:
                 continue  # the same participant entered twice at once: the other insert won
         raise SatcalError("could not register the participant")
@@ -195,6 +267,11 @@ class HostedStudy:
             free = and_(s.c.done.is_(False), s.c.replicate <= self.settings.answers_per_example,
                         or_(s.c.assignment_id.is_(None), s.c.held_until < now))
             seen = self._seen(pid)
+            traps_met = self._traps_met(pid)
+            # a page holding a trap this participant met on top of another page would show it twice
+            met_on = [page for page, traps in self.traps_on_page.items() if traps & traps_met]
+            if met_on:
+                free = free & s.c.page.not_in(met_on)
             try:
                 with self.writer.begin() as conn:
                     # PostgreSQL: skip slots another claimer has locked (SQLite serialises writers)
@@ -209,7 +286,8 @@ class HostedStudy:
                                   slot_id=slot.id, created_at=now,
                                   expires_at=now + 60 * self.settings.assignment_timeout_minutes,
                                   attention_item=secrets.token_hex(8) if attention else "",
-                                  attention_expected=secrets.choice(SHOWN_CODES) if attention else "")
+                                  attention_expected=secrets.choice(SHOWN_CODES) if attention else "",
+                                  extra_items=" ".join(self._extra_traps(pid, position, slot.page, traps_met)))
                     aid = conn.execute(insert(a).values(**values)).inserted_primary_key[0]
                     won = conn.execute(update(s).where((s.c.id == slot.id) & free)
                                        .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
@@ -228,6 +306,32 @@ class HostedStudy:
                 if row is not None:
                     return dict(row) if row["submitted_at"] is None else None
         raise SatcalError("too many concurrent claims; try again")
+
+    def _traps_met(self, pid: int) -> set[str]:
+        """The traps this participant has been shown so far: on their pages, and on top of them."""
+        from sqlalchemy import select
+        a = db.tables()["assignments"]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(a.c.page, a.c.extra_items).where(a.c.participant_id == pid)).all()
+        met = set()
+        for page, extra in rows:
+            met |= self.traps_on_page.get(int(page), set()) | set((extra or "").split())
+        return met
+
+    def _extra_traps(self, pid: int, position: int, page: int, met: set[str]) -> list[str]:
+        """Traps to show on top of ``page`` (the participant's ``position``-th) so that they have
+        met :func:`trap_targets` traps by the end of it: none they have met or the page holds,
+        in an order of their own (a hash of participant and trap), so the traps are shown about
+        equally often over participants."""
+        if not self.settings.traps_on_top or position >= len(self._trap_targets):
+            return []
+        here = self.traps_on_page.get(page, set())
+        need = self._trap_targets[position] - len(met) - len(here)
+        if need <= 0:
+            return []
+        free = [t for t in self.trap_views if t not in met and t not in here]
+        free.sort(key=lambda t: hashlib.sha256(f"{pid}:{t}".encode()).digest())
+        return free[:need]
 
     def _seen(self, pid: int):
         """The pages this person has had, under any of their participant rows (a database from
@@ -256,6 +360,10 @@ class HostedStudy:
 
     def _view(self, row) -> PageView:
         items = [dict(it, kind="item") for it in self.pages[int(row["page"])]]
+        for extra in (row.get("extra_items") or "").split():
+            # a trap on top of the page, at a place of this page's own (its token's hash)
+            at = int(hashlib.sha256(f"{row['token']}:{extra}".encode()).hexdigest(), 16) % (len(items) + 1)
+            items.insert(at, dict(self.trap_views[extra], kind="item"))
         if row["attention_item"]:
             at = int(row["attention_item"], 16) % (len(items) + 1)
             items.insert(at, {"item_id": row["attention_item"], "kind": "attention",
@@ -341,36 +449,66 @@ class HostedStudy:
 
     # -- the researcher's view -------------------------------------------------------------
     def progress(self) -> dict:
-        """Counts for the status page: slots, participants by outcome, attention failures."""
+        """The researcher's figures: slots, items by answers collected, progress per page,
+        participants by outcome, each participant's pages and times, attention failures and the
+        simulated share (participants and responses of ``satcal simulate --serve``)."""
         from sqlalchemy import case, func, select
         t = db.tables()
         s, p, r, a = t["slots"], t["participants"], t["responses"], t["assignments"]
         now = time.time()
+        wanted = s.c.replicate <= self.settings.answers_per_example
+        done = case((s.c.done.is_(True), 1), else_=0)
+        held = case(((s.c.done.is_(False)) & (s.c.held_until >= now), 1), else_=0)
         with self.engine.connect() as conn:
-            slots = conn.execute(select(
-                func.count(), func.sum(case((s.c.done.is_(True), 1), else_=0)),
-                func.sum(case(((s.c.done.is_(False)) & (s.c.held_until >= now), 1), else_=0)))
-                .where(s.c.replicate <= self.settings.answers_per_example)).one()
-            per_page = conn.execute(select(s.c.page, func.sum(case((s.c.done.is_(True), 1), else_=0)))
-                                    .where(s.c.replicate <= self.settings.answers_per_example)
-                                    .group_by(s.c.page)).all()
+            per_page = pd.DataFrame(conn.execute(select(s.c.page, func.count(), func.sum(done), func.sum(held))
+                                                 .where(wanted).group_by(s.c.page).order_by(s.c.page)).all(),
+                                    columns=["page", "slots", "done", "held"])
             outcomes = dict(conn.execute(select(p.c.outcome, func.count()).group_by(p.c.outcome)).all())
-            failures = conn.execute(
-                select(p.c.kind, p.c.external_id, func.count())
-                .select_from(r.join(a, r.c.assignment_id == a.c.id).join(p, a.c.participant_id == p.c.id))
-                .where((r.c.kind == "attention") & r.c.correct.is_(False))
-                .group_by(p.c.kind, p.c.external_id).order_by(p.c.external_id)).all()
-            responses = conn.execute(select(func.count()).select_from(r).where(r.c.kind == "item")).scalar_one()
+            people = pd.DataFrame(conn.execute(select(
+                p.c.id, p.c.kind, p.c.external_id, p.c.outcome, p.c.simulated, p.c.finished_at).order_by(p.c.id)).all(),
+                columns=["id", "kind", "external_id", "outcome", "simulated", "finished_at"])
+            pages = pd.DataFrame(conn.execute(select(a.c.participant_id, a.c.created_at, a.c.submitted_at)
+                                              .where(a.c.submitted_at.is_not(None))).all(),
+                                 columns=["id", "created_at", "submitted_at"])
+            checks = pd.DataFrame(conn.execute(
+                select(a.c.participant_id, func.count(), func.sum(case((r.c.correct.is_(False), 1), else_=0)))
+                .select_from(r.join(a, r.c.assignment_id == a.c.id)).where(r.c.kind == "attention")
+                .group_by(a.c.participant_id)).all(), columns=["id", "checks", "failed"])
+            by_sim = dict(conn.execute(select(p.c.simulated, func.count())
+                                       .select_from(r.join(a, r.c.assignment_id == a.c.id).join(p, a.c.participant_id == p.c.id))
+                                       .where(r.c.kind == "item").group_by(p.c.simulated)).all())
+        for frame in (per_page, checks):
+            frame.fillna(0, inplace=True)
         items_on = {page: len(items) for page, items in self.pages.items()}
-        answered = pd.Series({page: int(done or 0) for page, done in per_page})
-        examples_by_answers = (pd.Series({page: items_on[page] for page in answered.index})
-                               .groupby(answered).sum().to_dict()) if len(answered) else {}
-        return {"slots": int(slots[0] or 0), "slots_done": int(slots[1] or 0), "slots_held": int(slots[2] or 0),
+        per_page["n_items"] = per_page["page"].map(items_on).fillna(0).astype(int)
+        examples_by_answers = per_page.groupby("done")["n_items"].sum().to_dict() if len(per_page) else {}
+        pages["seconds"] = pages["submitted_at"] - pages["created_at"]
+        timing = pages.groupby("id")["seconds"].agg(n_pages="size", median_s="median", total_s="sum")
+        people = people.join(timing, on="id").join(checks.set_index("id"), on="id")
+        people["worker_id"] = db.worker_ids(people["kind"], people["external_id"]) if len(people) else []
+        people["simulated"] = people["simulated"].fillna(False).astype(bool)
+        responses = int(sum(by_sim.values()))
+        simulated_responses = int(sum(n for k, n in by_sim.items() if k))
+        return {"slots": int(per_page["slots"].sum()), "slots_done": int(per_page["done"].sum()),
+                "slots_held": int(per_page["held"].sum()),
                 "items_by_answers": {int(k): int(v) for k, v in sorted(examples_by_answers.items())},
+                "pages": [{"page": int(x.page), "n_items": int(x.n_items), "slots": int(x.slots), "answered": int(x.done),
+                           "held": int(x.held)} for x in per_page.itertuples()],
                 "participants": {("in progress" if not k else k): int(v) for k, v in sorted(outcomes.items())},
-                "attention_failures": [{"worker_id": str(db.worker_ids(pd.Series([kind]), pd.Series([ext]))[0]),
-                                        "failures": int(n)} for kind, ext, n in failures],
-                "responses": int(responses), "answers_per_example": self.settings.answers_per_example}
+                "people": [{"worker_id": str(x.worker_id), "outcome": x.outcome or "in progress",
+                            "simulated": bool(x.simulated), "pages": int(0 if pd.isna(x.n_pages) else x.n_pages),
+                            "median_seconds_per_page": None if pd.isna(x.median_s) else round(float(x.median_s), 1),
+                            "total_seconds": None if pd.isna(x.total_s) else round(float(x.total_s), 1),
+                            "attention_checks": int(0 if pd.isna(x.checks) else x.checks),
+                            "attention_failed": int(0 if pd.isna(x.failed) else x.failed)}
+                           for x in people.itertuples()],
+                "attention_failures": [{"worker_id": str(x.worker_id), "failures": int(x.failed)}
+                                       for x in people.sort_values("external_id").itertuples()
+                                       if not pd.isna(x.failed) and x.failed > 0],
+                "simulated_participants": int(people["simulated"].sum()),
+                "simulated_share": (simulated_responses / responses) if responses else 0.0,
+                "responses": responses, "answers_per_example": self.settings.answers_per_example,
+                "min_traps": self.settings.min_traps, "warnings": list(self.warnings)}
 
     def csrf_token(self, pid: int) -> str:
         """The form token of a participant: an HMAC of their id under the server's secret, so a
