@@ -196,3 +196,24 @@ def test_p_sat_reads_the_lead_curve_of_fits(ecir_study):
         r.p_sat("nope", 0.5)
     text = r.summary()
     assert r.verdict.sentence() in text and "b1_joint" in text
+
+
+def test_an_indicator_without_data_ranks_last():
+    """A formulation whose curve has no bin with enough data has NaN indicators: it ranks last
+    instead of breaking the ranking."""
+    bias = _bias([0.2, np.nan, 0.1])
+    r = rank_formulations(bias, "paper")
+    assert list(r.formulation) == ["c", "a", "b"] and r.rank_b1.tolist() == [1, 2, 3]
+
+
+def test_an_indicator_missing_from_every_replicate_ranks_last():
+    reps = np.random.default_rng(2).normal(np.array([0.1, 0.5, 0.9])[None, :, None], 0.01, size=(100, 3, 3))
+    reps[:, 0, 2] = np.nan          # no data for the best formulation's third indicator
+    reps[:3, 1, 0] = np.nan          # three failed fits
+    u = rank_uncertainty(reps, list("abc"))
+    assert u["replicates_used"].iloc[0] == 97
+    # by hand: a's third indicator ranks 3rd (missing), b's 1st: mean ranks a (1+1+3)/3 = b (2+2+1)/3
+    # < c 8/3, so a and b tie for first in every replicate and share it
+    u = u.set_index("formulation")
+    assert u.loc["a", "p_best"] == pytest.approx(0.5) and u.loc["b", "p_best"] == pytest.approx(0.5)
+    assert u.loc["c", "rank_lo"] == 3

@@ -215,12 +215,16 @@ def reading_guide(result) -> list[Markup]:
                 "share of answers not siding with the higher-scored list, both-good and both-bad "
                 "answers included")
     for ind, meaning in zip(cols, meanings):
+        if result.bias[ind].isna().all():  # no curve had data enough for it
+            continue
         row = result.bias.loc[result.bias[ind].idxmin()]
         out.append(Markup("Lowest {} ({}): {} ({:.3f}).").format(ind, meaning, row.formulation, row[ind]))
     if not result.anova.empty:
         parts = []
         for ind, g in result.anova.groupby("indicator"):
             g = g[g.term != "Residual"].set_index("term")
+            if g["eta_sq"].isna().all():  # an indicator some formulation could not score
+                continue
             top = g["eta_sq"].idxmax()
             r = g.loc[top]
             interval = (f", 95% interval {100 * r.eta_sq_lo:.0f}-{100 * r.eta_sq_hi:.0f}%"
@@ -231,7 +235,8 @@ def reading_guide(result) -> list[Markup]:
                     else f"bootstrap Wald test p = {r.p:.2g}")
             parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
                          f"formulations{interval} ({test})")
-        out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
+        if parts:
+            out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
     c = result.curves
     model = "joint" if verdict.estimator == "per_list" else "published"
     if "sat_model" in c.columns:

@@ -85,11 +85,13 @@ def rank_formulations(bias: pd.DataFrame, estimator: str | None = None) -> pd.Da
     keep = ["formulation", "gain", "discount"] + list(dict.fromkeys(["b1", "b2", "b3"] + cols))
     out = bias[[c for c in keep if c in bias.columns]].copy()
     out.insert(3, "estimator", estimator)
+    # an indicator that could not be computed (no bin with enough data) ranks last
+    rank = lambda c: out[c].rank(method="min", na_option="bottom").astype(int)
     for c in cols:
-        out[f"rank_{c}"] = out[c].rank(method="min").astype(int)
+        out[f"rank_{c}"] = rank(c)
     out["mean_rank"] = out[[f"rank_{c}" for c in cols]].mean(axis=1)
     if estimator != "paper":
-        out["mean_rank_paper"] = _mean_ranks(out[["b1", "b2", "b3"]].to_numpy(float)[None])[0]
+        out["mean_rank_paper"] = np.mean([rank(c) for c in ("b1", "b2", "b3")], axis=0)
     return out.sort_values(["mean_rank", cols[0]]).reset_index(drop=True)
 
 
@@ -99,7 +101,8 @@ def rank_uncertainty(replicates: np.ndarray, formulations: list[str]) -> pd.Data
     Parameters
     ----------
     replicates : (B, F, m) array
-        Replicate values of the m indicators of the F formulations. A replicate with a missing
+        Replicate values of the m indicators of the F formulations. An indicator missing from
+        most replicates (no curve data for it) ranks last; otherwise a replicate with a missing
         value (a fit that failed) is left out.
     formulations : list of str
 
@@ -110,8 +113,12 @@ def rank_uncertainty(replicates: np.ndarray, formulations: list[str]) -> pd.Data
         replicates in which the formulation ranks first by mean rank (shared equally among tied
         formulations), and the 2.5%, 97.5% and 50% points of its rank (1 = least biased).
     """
-    reps = np.asarray(replicates, float)
-    ok = np.isfinite(reps).all(axis=(1, 2))
+    reps = np.array(replicates, float)
+    # an indicator missing from most replicates (no curve data for it) ranks last in all of them;
+    # a replicate that misses one that the others have (a failed fit) is left out
+    mostly_missing = np.isnan(reps).mean(axis=0) > 0.5
+    reps[:, mostly_missing] = np.inf
+    ok = ~np.isnan(reps).any(axis=(1, 2))
     reps = reps[ok]
     if reps.shape[0] == 0:
         nan = np.full(len(formulations), np.nan)
@@ -189,8 +196,11 @@ def ranking_verdict(ranking: pd.DataFrame, uncertainty: pd.DataFrame | None,
     """
     estimator = str(ranking["estimator"].iloc[0])
     top = str(ranking["formulation"].iloc[0])
-    if uncertainty is None or uncertainty["replicates_used"].max() == 0:
+    if uncertainty is None:
         return RankingVerdict(estimator, top, (), {}, False, "the analysis was not bootstrapped")
+    if uncertainty["replicates_used"].max() == 0:
+        return RankingVerdict(estimator, top, (), {}, False, "no bootstrap replicate could rank every "
+                              "formulation")
     u = uncertainty.set_index("formulation")
     order = [f for f in ranking["formulation"] if f in u.index]
     contenders = tuple(f for f in order if u.loc[f, "rank_lo"] <= 1)
