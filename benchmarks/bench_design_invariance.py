@@ -19,6 +19,7 @@ population per-list curve on each design's lists (no noise): for formulations ot
 truth it too depends on which lists a design holds, so it bounds what any estimator can reach.
 
     python benchmarks/bench_design_invariance.py [--seeds 5] [--answers 4115] [--worker-sd 0.5]
+        [--indicator-range full|data]
 """
 import argparse
 import time
@@ -93,6 +94,9 @@ def main():
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--answers", type=int, default=4115)
     parser.add_argument("--worker-sd", type=float, default=0.5, help="sd of the worker intercepts")
+    parser.add_argument("--indicator-range", default="full", choices=["full", "data"],
+                        help="b1-b3 over [0, 1] (a fixed range, the default here) or over the range "
+                             "each design's data support (calibrate's default)")
     args = parser.parse_args()
     study = load_ecir2015()
     forms = study_formulations()
@@ -118,7 +122,7 @@ def main():
         for name, (pa, pb) in designs.items():
             answers = simulate_users(pa, pb, truth, rng, sd=args.worker_sd)
             r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both",
-                          model_check_folds=0)
+                          model_check_folds=0, indicator_range=args.indicator_range)
             bias[name] = r.bias
             fits = r.fits[r.fits.sat_model == "joint"]
             bias[name].attrs["flags"] = int((fits["flags"].fillna("") != "").sum())

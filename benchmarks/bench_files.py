@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _context import note  # BLAS threads and load beside each figure
 
 SATCAL = """
 import time, json, numpy as np
@@ -104,14 +105,15 @@ def main(argv=None):
             best[name] = wall
             median = float(np.median([w for _, w in runs]))
             print(f"  {name:<12} wall {wall:6.2f} s (median {median:.2f} s)   (read qrels "
-                  f"{inner['read_qrels']:.2f} s, read run {inner['read_run']:.2f} s, score {inner['score']:.2f} s)")
+                  f"{inner['read_qrels']:.2f} s, read run {inner['read_run']:.2f} s, score {inner['score']:.2f} s) "
+                  f"{note()}")
         ratios = [p[1] / s[1] for s, p in zip(trials["satcal"], trials["pytrec_eval"])]
         ours = np.load(str(tmp / "satcal.out.npy"))
         queries = (tmp / "satcal.out.q").read_text().split("\n")
         theirs = json.load(open(tmp / "pytrec_eval.out"))
         diff = float(np.max(np.abs(ours - np.array([theirs[q] for q in queries]))))
         print(f"  ratio: satcal is {best['pytrec_eval'] / best['satcal']:.2f}x faster, best against best "
-              f"(median of paired trials {np.median(ratios):.2f}x; goal >= 2x); max |difference| {diff:.1e}")
+              f"(median of paired trials {np.median(ratios):.2f}x; goal >= 2x); max |difference| {diff:.1e} {note()}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _context import note  # BLAS threads and load beside each figure
 
 HERE = Path(__file__).resolve().parent
 
@@ -152,30 +153,31 @@ def main(argv=None):
             res[n] = bench_analysis(answers, judgments, bootstrap=0)
             r = res[n]
             print(f"   {n:>7,} answers: read {r['read_s']:.2f} s, calibrate {r['calibrate_s']:.2f} s, "
-                  f"peak {r['peak_mb']:.0f} MB, b1(lin-const) = {r['b1_lin_const']:.6f}")
+                  f"peak {r['peak_mb']:.0f} MB, b1(lin-const) = {r['b1_lin_const']:.6f} {note()}")
         ratio = res[large]["calibrate_s"] / res[small]["calibrate_s"]
         print(f"   growth ratio {large // small}x answers -> {ratio:.2f}x time (goal <= 2)")
         print("2. with 1,000 bootstrap replicates")
         for n in (small, large):
             answers, judgments = make_external_study(n, tmp)
             r = bench_analysis(answers, judgments, bootstrap=1000)
-            print(f"   {n:>7,} answers: calibrate {r['calibrate_s']:.2f} s, peak {r['peak_mb']:.0f} MB")
+            print(f"   {n:>7,} answers: calibrate {r['calibrate_s']:.2f} s, peak {r['peak_mb']:.0f} MB {note()}")
     print("3. start-up (best of 5, fresh process)")
     s = bench_startup()
     print(f"   python -c pass {s['python_empty_s']:.3f} s; import satcal {s['import_satcal_s']:.3f} s; "
-          f"satcal --help {s['satcal_help_s']:.3f} s; satcal --version {s['satcal_version_s']:.3f} s")
+          f"satcal --help {s['satcal_help_s']:.3f} s; satcal --version {s['satcal_version_s']:.3f} s {note()}")
     n_lists = 1_000_000 if args.quick else 10_000_000
     print(f"4. scoring {n_lists:,} lists x 36 formulations")
     for dtype in ("float64", "float32"):
         r = bench_score_memory(n_lists, dtype)
-        print(f"   {dtype}: {r['seconds']:.2f} s, output {r['output_mb']:.0f} MB, peak {r['peak_mb']:.0f} MB")
+        print(f"   {dtype}: {r['seconds']:.2f} s, output {r['output_mb']:.0f} MB, peak {r['peak_mb']:.0f} MB "
+                  f"{note()}")
     n_rows = 100_000 if args.quick else 1_000_000
     print(f"5. ingest of a {n_rows:,}-row result file (generic CSV; goal: peak under 2 GB)")
     with tempfile.TemporaryDirectory() as tmp:
         ws, results = make_ingest_workspace(Path(tmp), n_rows)
         r = bench_ingest_memory(ws, results)
         print(f"   {r['seconds']:.1f} s, {r['answers']:,} answers + {r['rejects']:,} rejects, "
-              f"peak {r['peak_mb']:.0f} MB")
+              f"peak {r['peak_mb']:.0f} MB {note()}")
 
 
 if __name__ == "__main__":

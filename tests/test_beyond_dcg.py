@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from satcal.analysis import anova_table, calibrate
-from satcal.analysis.core import crossed_design
+from satcal.analysis.effects import crossed_design
 from satcal.judgments import read_judgments
 from satcal.measures import EXTRA_MEASURES, formulation, score_lists, study_formulations
 from satcal.runs import level_cube, read_runs

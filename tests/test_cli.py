@@ -240,6 +240,26 @@ def test_failing_commands_leave_no_empty_out(tmp_path, external, ecir_result):
     assert not (tmp_path / "a").exists() and not (tmp_path / "e").exists() and not (tmp_path / "r").exists()
 
 
+def test_levels_mean_the_same_everywhere(external, tmp_path):
+    """--levels takes a list or a count in analyze as in init: 0,1,2 and 3 give the same
+    analysis; a scale that is not 0..L-1 is refused in one line."""
+    small = tmp_path / "answers.csv"
+    pd.read_csv(external / "answers.csv").head(600).to_csv(small, index=False)
+    common = ["analyze", "--answers", small, "--judgments", external / "qrels.txt", "--bootstrap", "0",
+              "--sat-model", "published", "--formulations", "lin-const,exp2-log2", "-q"]
+    by_list = run(*common, "--levels", "0,1,2", "--out", tmp_path / "a")
+    by_count = run(*common, "--levels", "3", "--out", tmp_path / "b")
+    assert by_list.exit_code == 0 and by_count.exit_code == 0, by_list.output + by_count.output
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "bias.csv"), pd.read_csv(tmp_path / "b" / "bias.csv"))
+    bad = run(*common, "--levels", "1,2,3", "--out", tmp_path / "c")
+    assert bad.exit_code == 2 and "0..L-1" in bad.output and "Traceback" not in bad.output
+    from satcal.workspace import Workspace
+    for spec, d in (("0,1,2", "w1"), ("3", "w2")):
+        res = run("init", tmp_path / d, "--judgments", external / "qrels.txt", "--levels", spec)
+        assert res.exit_code == 0, res.output
+    assert Workspace.open(tmp_path / "w1")["study.levels"] == Workspace.open(tmp_path / "w2")["study.levels"] == [0, 1, 2]
+
+
 def test_an_interval_that_misses_its_estimate_is_drawn(tmp_path, ecir_study):
     """Issue 25.6: on a small study a percentile interval can lie wholly on one side of its
     point estimate (here lin-log2's b1 on 40 of the ECIR answers); analyze drew the figure

@@ -178,8 +178,19 @@ def test_query_share_limit_spreads_examples_and_reports_its_cost(tmp_path):
     counts = capped.examples["query"].value_counts()
     assert counts.max() <= capped.candidates["query_cap"]
     assert counts.max() <= capped.candidates["query_cap"] < counts.max() * 2
-    assert capped.candidates["query_cap"] >= np.ceil(0.1 * free.n_examples)
     assert capped.candidates["query_cap_extra_examples"] == capped.n_examples - free.n_examples
+    # the share asked is honoured on the batch placed, or the shortfall is said with its reason
+    honoured = counts.max() <= 0.1 * capped.n_examples
+    assert capped.candidates["query_share_honoured"] == honoured
+    said = [w for w in capped.warnings if w.startswith("max_query_share = 0.1 ")]
+    assert len(said) == 1 and (" honoured: " in said[0]) == honoured
+    if not honoured:
+        assert f"only {capped.n_examples} could be placed" in said[0]
+    # without a limit, the two queries holding most examples are named as a warning
+    top2 = free.examples["query"].value_counts(normalize=True).iloc[:2].sum()
+    if top2 >= 0.5:
+        assert any(w.startswith(f"2 of the 20 queries able to host examples hold {100 * top2:.0f}%")
+                   for w in free.warnings)
     # coverage is what the placed examples give, and a short cell is counted as such
     cov = capped.coverage
     short = ((cov["count"] < 5) & cov["feasible"]).sum()

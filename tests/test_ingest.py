@@ -302,6 +302,9 @@ def test_utf16_results_read_as_their_utf8_original(ws, tmp_path):
         f.write_bytes(text.replace("\n", "\r\n").encode(encoding))
         pd.testing.assert_frame_equal(get_platform("toloka").read_results(f).drop(columns="source_file"),
                                       original.drop(columns="source_file"))
+        if encoding != "utf-32":  # ingest guesses the platform from the first bytes, as ingest reads them
+            from satcal.platforms import detect_platform
+            assert detect_platform(f, f.read_bytes()[:4096].decode("utf-8", "replace")) == "toloka"
     lines = text.splitlines(keepends=True)
     broken = tmp_path / "broken.tsv"
     # a lone high surrogate in the first field of line 4
@@ -397,3 +400,24 @@ def test_removing_the_only_file_leaves_empty_tables_not_a_broken_workspace(ws):
     assert res.exit_code == 2 and "has no answers to examples; ingest result files first" in res.output
     assert runner.invoke(main, ["ingest", str(ws.path), str(out)]).exit_code == 0
     assert {n: (ws.path / n).read_bytes() for n in tables} == tables
+
+
+def test_labelstudio_lead_time_and_a_single_task(tmp_path):
+    """An annotation's lead_time (seconds on the task) is the row's time, in every layout; a
+    task exported on its own (a JSON object, not a list) is read as a list of one."""
+    ann = {"id": 31, "completed_by": 7, "created_at": "2026-11-02T10:00:00Z", "lead_time": 12.5,
+           "result": [{"from_name": "answer", "to_name": "lists", "type": "choices",
+                       "value": {"choices": ["Both are equally bad"]}}]}
+    task = {"id": 1, "data": {"item_id": "i1"}, "annotations": [ann]}
+    one = tmp_path / "task.json"
+    one.write_text(json.dumps(task))
+    minimal = tmp_path / "min.json"
+    minimal.write_text(json.dumps([{"item_id": "i1", "id": 1, "answer": "Both are equally bad", "annotator": 7,
+                                    "annotation_id": 31, "created_at": "2026-11-02T10:00:00Z", "lead_time": 12.5}]))
+    read = get_platform("labelstudio").read_results
+    full = read(one)
+    with pytest.warns(Warning):
+        flat = read(minimal)
+    for raw in (full, flat):
+        assert raw[["item_id", "worker_id", "answer", "row_id"]].values.tolist() == [["i1", "7", "both_bad", "31"]]
+        assert raw["seconds"].tolist() == [12.5]

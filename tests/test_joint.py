@@ -364,7 +364,8 @@ def test_per_list_b2_does_not_depend_on_the_design_where_the_papers_does(ecir_st
     b2, b2_joint = {}, {}
     for name, (pa, pb) in designs.items():
         answers = _crowd_answers(pa[:, truth], pb[:, truth], rng)
-        r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both", model_check_folds=0)
+        r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both", model_check_folds=0,
+                      indicator_range="full")   # b2 at phi = 0 and 1, as the truth below
         row = r.bias.set_index("formulation").loc["lin-const"]
         b2[name], b2_joint[name] = row["b2"], row["b2_joint"]
         if name == "generated":

@@ -238,10 +238,31 @@ def test_topics_covering_some_queries_warn_and_show_the_id():
                              "a1": ["d1", "d2", "d3", "d4"], "b1": ["d5", "d6", "d7", "d8"]})
     topics = pd.DataFrame({"query": ["q1", "q2", "q9"], "title": ["first <topic>", "second", "unused"],
                            "description": ["", "", ""]})
-    with pytest.warns(SatcalWarning, match=r"1 of 3 queries have no title: .*'527433'") as caught:
+    with pytest.warns(SatcalWarning, match=r"1 of 3 queries have no text: .*'527433'") as caught:
         visible, _ = build_items(examples, pd.DataFrame(), k=1, seed=1, topics=topics)
     assert len([w for w in caught if "quer" in str(w.message)]) == 1
     by_query = dict(zip(visible["query"], visible["query_title"]))
     assert by_query == {"q1": "first &lt;topic&gt;", "q2": "second", "527433": "527433"}
     assert {item_view(r, 1)["query_title"] for r in visible.to_dict("records")} == \
         {"first <topic>", "second", "527433"}
+
+
+def test_a_document_with_a_snippet_but_no_title_is_not_bare():
+    """The documents warning counts only documents that show nothing but their id."""
+    import warnings
+    from satcal.errors import SatcalWarning
+    from satcal.platforms import build_items
+    examples = pd.DataFrame({"example_id": ["e1", "e2"], "query": ["q1", "q2"],
+                             "a1": ["d1", "d2"], "b1": ["d3", "d4"]})
+    documents = pd.DataFrame({"doc": ["q1", "q2", "d1", "d2", "d3"], "title": ["Q1", "Q2", "", "", "T3"],
+                              "snippet": ["", "", "a snippet", "", ""]})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        visible, _ = build_items(examples, pd.DataFrame(), k=1, seed=1, documents=documents)
+    messages = [str(w.message) for w in caught if issubclass(w.category, SatcalWarning)]
+    # d2 (no title, no snippet) and d4 (not in the table) show their ids only; d1 has a snippet
+    assert messages == ["2 of 4 documents have no text: workers will see the bare id (e.g. 'd2'); "
+                        "give documents-table titles for them"]
+    shown = dict(zip(visible["A1"].tolist() + visible["B1"].tolist(),
+                     visible["A1_title"].tolist() + visible["B1_title"].tolist()))
+    assert shown == {"d1": "d1", "d2": "d2", "d3": "T3", "d4": "d4"}

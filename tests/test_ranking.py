@@ -182,3 +182,17 @@ def test_the_report_of_a_thin_partial_study_warns_and_crowns_nobody(tmp_path):
     record = json.loads((tmp_path / "calibration.json").read_text())
     assert record["indicator_range"] == "data" and record["warnings"] == r.meta["warnings"]
     assert record["support"]["ranges"]["lin-const"]["sat_joint"][1] <= 0.6
+
+
+def test_p_sat_reads_the_lead_curve_of_fits(ecir_study):
+    r = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0, sat_model="both")
+    fits = r.fits.set_index(["formulation", "curve", "sat_model"])
+    for model in ("joint", "published"):
+        b = fits.loc[("exp2-log2", "sat", model), ["beta0", "beta1", "beta2"]].to_numpy(float)
+        x = np.array([0.0, 0.3, 1.0])
+        np.testing.assert_allclose(r.p_sat("exp2-log2", x, model), expit(b[0] + b[1] * x + b[2] * x ** 2), rtol=1e-12)
+    np.testing.assert_allclose(r.p_sat("exp2-log2", 0.3), r.p_sat("exp2-log2", 0.3, "joint"))
+    with pytest.raises(Exception, match="no joint satisfaction curve for 'nope'"):
+        r.p_sat("nope", 0.5)
+    text = r.summary()
+    assert r.verdict.sentence() in text and "b1_joint" in text

@@ -4,9 +4,9 @@ Why: the batched fits (:func:`satcal.analysis.core.fit_logit_batch` and friends)
 model's likelihood and the bootstrap make thousands of BLAS calls on small matrices. An
 OpenBLAS with several threads splits each of them across the cores and its extra threads
 spin while they wait; when the cores are shared (other processes, or our own parallel
-bootstrap workers) they wait a lot. Measured on 2 cores: ``satcal analyze --dataset
-ecir2015 --jobs 1`` took 89 s with OpenBLAS's default 2 threads and 40 s with one
-(docs/benchmarks.md). The limit is process-wide while the decorated function runs and is
+bootstrap workers) they wait a lot. Measured on 2 shared cores: ``satcal analyze --dataset
+ecir2015 --jobs 1`` took 57.8 s of CPU with OpenBLAS's default 2 threads and 33.3 s with one
+(docs/benchmarks.md, issue 23). The limit is process-wide while the decorated function runs and is
 restored afterwards (threadpoolctl), so a caller's own setting is untouched.
 """
 from __future__ import annotations

@@ -176,6 +176,33 @@ def _echo_ranking(result, top: int = 10) -> None:
     click.echo("\n" + result.verdict.sentence())
 
 
+class LevelsType(click.ParamType):
+    """``--levels``, the same everywhere: a list of levels (``0,1,2,3``) or their number L
+    (``4``, meaning 0..L-1). Converts to the sorted list of levels."""
+
+    name = "LEVELS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        text = str(value).strip()
+        try:
+            parts = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            self.fail(f"{value!r}: expected levels separated by commas (e.g. 0,1,2,3) or their number "
+                      "(e.g. 4 for 0..3)", param, ctx)
+        if len(parts) == 1 and "," not in text:
+            if parts[0] < 2:
+                self.fail(f"{value!r}: a scale needs at least 2 levels", param, ctx)
+            return list(range(parts[0]))
+        if len(set(parts)) != len(parts) or len(parts) < 2:
+            self.fail(f"{value!r}: expected at least 2 distinct levels", param, ctx)
+        return sorted(parts)
+
+
+LEVELS = LevelsType()
+
+
 def _analysis_options(f):
     options = [
         click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
@@ -234,8 +261,9 @@ def _analysis_options(f):
 @click.option("--judgments", type=click.Path(path_type=Path), help="Judgments of the external study.")
 @click.option("--k", type=click.IntRange(min=1), default=None, help="Documents per list (default: "
               "the number of a<i> columns).")
-@click.option("--levels", type=click.IntRange(min=2), default=None,
-              help="Number of relevance levels L, 0..L-1 (default: from the judgments).")
+@click.option("--levels", type=LEVELS, default=None,
+              help="The relevance levels, 0..L-1: as a list (0,1,2,3) or their number L (4) "
+                   "(default: from the judgments).")
 @click.option("--unjudged", type=click.Choice(["error", "zero"]), default="error", show_default=True,
               help="A listed document with no judgment: an error, or level 0.")
 @click.option("--scores", type=click.Choice(["exact", "published"]), default="exact",
@@ -291,7 +319,11 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
             from .ingest import read_external_study
             from .judgments import read_judgments
             qrels = read_judgments(judgments)
-            study = read_external_study(answers, qrels, k=k, n_levels=levels, unjudged=unjudged)
+            if levels is not None and levels != list(range(len(levels))):
+                raise SatcalError(f"--levels {','.join(map(str, levels))}: an analysis scale is 0..L-1; "
+                                  f"give {','.join(map(str, range(len(levels))))} or {len(levels)}")
+            study = read_external_study(answers, qrels, k=k, n_levels=None if levels is None else len(levels),
+                                        unjudged=unjudged)
             result = calibrate(study, **kwargs)
             from .fileio import sha256_file
             result.meta["provenance"].update(judgments_sha256=sha256_file(judgments),
@@ -371,8 +403,8 @@ def _analyze_ecir(scores: str, kwargs: dict):
               help="Optional topics: TREC topics file, 'id<TAB>text' lines, or CSV/TSV with query, "
                    "title (and description, narrative); workers see the title and description.")
 @click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Documents per list.")
-@click.option("--levels", default=None, help="Levels to build lists from, e.g. 0,1,2 (default: the "
-              "judgments' non-negative levels).")
+@click.option("--levels", type=LEVELS, default=None, help="Levels to build lists from: a list (0,1,2) "
+              "or their number (3 for 0..2) (default: the judgments' non-negative levels).")
 @click.option("--min-per-cell", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="appen", show_default=True)
 @click.option("--seed", type=int, default=2015, show_default=True)
@@ -384,13 +416,7 @@ def init(directory, judgments, documents, topics, k, levels, min_per_cell, platf
     self-contained; every later command reads study.toml.
     """
     from .workspace import Workspace
-    level_list = None
-    if levels:
-        try:
-            level_list = [int(v) for v in levels.split(",")]
-        except ValueError:
-            raise SatcalError(f"--levels {levels!r}: expected integers separated by commas, e.g. 0,1,2") from None
-    ws = Workspace.init(directory, judgments, documents, k=k, levels=level_list, seed=seed,
+    ws = Workspace.init(directory, judgments, documents, k=k, levels=levels, seed=seed,
                         min_per_cell=min_per_cell, platform=platform, force=force, topics=topics)
     click.echo(f"Created {ws.path}/study.toml; edit it, then run: satcal generate {ws.path}")
 
@@ -403,13 +429,16 @@ def generate(directory, force, quiet):
     """Build examples that cover every phi and |dphi| cell of every formulation.
 
     Writes examples.csv, traps.csv, scores.csv, coverage.csv and coverage.png/pdf, and reports
-    the examples used against the lower bound and the infeasible cells.
+    the examples used against the cell floor (the fewest that can fill every cell), the
+    infeasible cells, and warnings: a few queries holding most examples, the query share asked
+    and got, a level too rare to reach phi's upper range.
     """
     from .workspace import Workspace
     ws = Workspace.open(directory)
     result = ws.generate(force=force, progress=not quiet)
     s = result.summary()
-    click.echo(f"{s['examples']} examples (lower bound {s['lower_bound']}"
+    click.echo(f"{s['examples']} examples (cell floor {s['lower_bound']} = min_per_cell x the "
+               f"{s['floor_cells']} |dphi| cells of the widest formulation"
                + (f", LP bound {s['lp_bound']}" if "lp_bound" in s else "")
                + f"; method {s['method']}); every feasible cell has >= "
                f"{result.design.min_per_cell}: {'yes' if result.complete else 'NO'}")
@@ -424,6 +453,8 @@ def generate(directory, force, quiet):
         line += (f" (limit {result.candidates['query_cap']} each: {result.candidates['query_cap_extra_examples']:+d} "
                  f"examples, {result.candidates['query_cap_short_cells']} cells left short)")
     click.echo(line)
+    for warning in result.warnings:
+        click.echo(f"Warning: {warning}")
     from .generate import ECIR2015_PAIRING_CORRELATION
     click.echo(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
                f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
@@ -432,7 +463,22 @@ def generate(directory, force, quiet):
     if extra:
         click.echo(extra)
     click.echo(f"Traps: {getattr(result, 'traps_built', '')}")
+    if not ws["traps.file"]:
+        from .traps import TRAP_RULE
+        click.echo(f"  The {TRAP_RULE}.")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
+
+
+def _drop_traps(ws, ids) -> None:
+    """Add ``ids`` to the workspace's dropped traps for this command (not to study.toml), after
+    checking that each names a trap of traps.csv."""
+    traps = ws.table("traps.csv", required=False)
+    known = set(traps["trap_id"]) if traps is not None else set()
+    unknown = [t for t in ids if t not in known]
+    if unknown:
+        raise SatcalError(f"--drop-trap {unknown[0]}: no such trap in {ws.path}/traps.csv"
+                          + (f" (traps are {min(known)} to {max(known)})" if known else ""))
+    ws.config["quality"]["drop_traps"] = sorted(set(ws.config["quality"]["drop_traps"]) | set(ids))
 
 
 def _extra_measures_line(result) -> str:
@@ -477,6 +523,10 @@ def export(directory, platform, force, new_batch):
     paths = ws.export(platform, force=force, new_batch=new_batch)
     click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
                f"(batch {ws.batch_number()})")
+    settings = ws.platform_settings(platform)
+    if settings:
+        name = platform or ws["presentation.platform"]
+        click.echo(f"Settings ([platforms.{name}] of study.toml): {settings}")
 
 
 @main.command(context_settings=CONTEXT)
@@ -548,9 +598,14 @@ def simulate(directory, platform, force, serve_url, concurrency):
 @click.option("--dawid-skene", is_flag=True,
               help="Also fit Dawid-Skene worker models (optional crowd-kit extra); writes "
                    "workers_ds.csv with each worker's estimated accuracy.")
-def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name):
-    """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv and
-    workers.csv.
+@click.option("--drop-trap", "drop_trap", multiple=True, metavar="ID",
+              help="Leave this trap out of trust for this ingest (repeatable; with no files, rebuilds "
+                   "the tables from the files ingested before). To keep it out, add it to [quality] "
+                   "drop_traps in study.toml.")
+def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):
+    """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv,
+    workers.csv and traps_report.csv (each trap's accuracy among the workers the other traps
+    trust; a trap most of them miss is flagged: see --drop-trap).
 
     Every row read ends in answers.csv (canonical A/B orientation) or rejects.csv (with the
     reason); ingesting a file again changes nothing; a broken file is refused with its line
@@ -567,6 +622,8 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     from .ingest import snapshot_served
     from .workspace import Workspace
     ws = Workspace.open(directory)
+    if drop_trap:
+        _drop_traps(ws, drop_trap)
     if remove_name:
         if files or platform:
             raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
@@ -578,14 +635,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
         return
     if db_url and platform != "serve":
         raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
-    if not files and platform != "serve":
+    if not files and platform != "serve" and not drop_trap:
         raise SatcalError("give the result files to ingest (or --platform serve to read the hosted "
                           "study's database)")
     if dawid_skene:
         from .quality import require_crowdkit
         require_crowdkit()  # before anything is written
     with tempfile.TemporaryDirectory() as tmp:
-        if not files:
+        if not files and platform == "serve":
             files = [snapshot_served(ws, db_url, tmp)]
         report = run_ingest(ws, files, platform=platform, threshold=threshold)
     for line in report.lines():

@@ -23,8 +23,10 @@ normalisation a list's phi depends only on its relevance pattern, so the generat
    (queries used evenly), and its positions are filled with random documents of the right
    level, never one twice in a list; a concrete example is never repeated.
 
-A lower bound on the examples needed is ``min_per_cell * max_f (feasible |dphi|-cells of f)``:
-each example puts exactly one |dphi| value in each formulation's cells.
+The *cell floor* is ``min_per_cell * max_f (feasible |dphi|-cells of f)``: each example puts
+exactly one |dphi| value in each formulation's cells, so no batch that fills every cell is
+smaller (``lower_bound``). It is a floor for covering the cells, not for a query share: a batch
+capped by ``max_query_share`` can fall below it, leaving cells short (reported).
 
 Measures beyond the DCG family (``Design.extra``: RBP, ERR, RR, P) are covered only when asked
 (``cover_extra``), as every covered cell is paid for; either way the generator selects both
@@ -43,7 +45,7 @@ import pandas as pd
 
 from .errors import SatcalError
 from .judgments import Judgments
-from .measures import _resolve, bin_index, score_lists
+from .measures import resolve_formulations, bin_index, score_lists
 
 __all__ = ["Design", "GenerationResult", "generate", "METHODS", "OVERLAP_POLICIES", "coverage_heatmap",
            "pairing_correlation", "ECIR2015_PAIRING_CORRELATION"]
@@ -117,8 +119,10 @@ class Design:
         places lists by their relevance pattern alone). The cost, in examples, is reported
         either way.
     max_query_share : float
-        Limit on any one query's examples, as a share of the batch the selection asks for (0 =
-        no limit). Examples that only a few queries can host (lists needing many highly
+        Limit on any one query's examples, as a share of the batch placed (0 = no limit): the
+        cap, first set on the batch the selection asks for, is lowered while the placed batch is
+        smaller than asked, unless honouring the share would keep under half the batch (then
+        the shortfall is reported, in ``GenerationResult.warnings``). Examples that only a few queries can host (lists needing many highly
         relevant documents) otherwise pile up on those queries; with a limit, the generator
         picks other examples for the cells they would have filled. The cost is reported: the
         examples added (``query_cap_extra_examples``, negative when pairs had no other host)
@@ -138,8 +142,8 @@ class Design:
     cover_extra: bool = False
 
     def __post_init__(self):
-        self.formulations = _resolve(self.formulations)
-        self.extra = _resolve(self.extra) if self.extra else []
+        self.formulations = resolve_formulations(self.formulations)
+        self.extra = resolve_formulations(self.extra) if self.extra else []
         known = {f.id for f in self.formulations}
         self.extra = [f for f in self.extra if f.id not in known]
         self.levels = tuple(sorted(int(v) for v in self.levels))
@@ -188,6 +192,9 @@ class GenerationResult:
     lower_bound: int
     method: str
     candidates: dict = field(default_factory=dict)
+    #: sentences a researcher should read before using the batch (query concentration, the
+    #: query share asked and got, a level too rare to reach phi's upper range)
+    warnings: list = field(default_factory=list)
 
     @property
     def n_examples(self) -> int:
@@ -498,11 +505,58 @@ def _examples_table(records, k) -> pd.DataFrame:
 
 def _realise_capped(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng, mat, need,
                     capacity, select):
-    """Realise under the query cap: pairs that only saturated queries could host are replaced
-    by a new selection for the cells they leave short, until no cell is short or no other pair
-    can help. Returns (records, duplicates, info)."""
+    """Realise under the query cap, honouring ``max_query_share`` on the batch actually placed.
+
+    The cap starts as the share of the batch the selection asks for. Pairs that only saturated
+    queries could host are replaced by a new selection for the cells they leave short; when the
+    placed batch ends smaller than asked (pairs with no other host are left out), the cap is
+    lowered to the share of what was placed and the batch realised again, until the busiest
+    query holds at most the share or the cap is one example. Returns (records, duplicates,
+    placed, info).
+    """
     before = int(chosen.sum())
-    cap = max(1, int(np.ceil(design.max_query_share * before)))
+    target = design.max_query_share
+    cap = max(1, int(np.ceil(target * before)))
+    busiest_of = lambda recs: int(pd.Series([r[0] for r in recs]).value_counts().max()) if recs else 0
+    first = None
+    for attempt in range(8):
+        records, duplicates, placed, used_cap = _realise_capped_once(
+            pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng, mat, need, capacity, select,
+            cap, grow=attempt == 0)
+        first = first or (records, duplicates, placed, used_cap)
+        if busiest_of(records) <= target * len(records) + 1e-9:
+            break
+        lower = max(1, int(np.floor(target * len(records))))
+        if lower >= used_cap:
+            break
+        cap = lower
+    honoured = reachable = busiest_of(records) <= target * len(records) + 1e-9
+    # a lower cap places fewer examples, which lowers the cap again: when honouring the share
+    # would keep under half the batch, keep the first realisation and report the shortfall
+    collapsed = len(records) < 0.5 * len(first[0])
+    honoured_size = len(records)
+    if not honoured or collapsed:
+        records, duplicates, placed, used_cap = first
+        honoured = busiest_of(records) <= target * len(records) + 1e-9
+    short_rows = np.flatnonzero(np.maximum(need - mat.astype(np.int64) @ placed, 0) > 0)
+    hosts = np.zeros(0, dtype=np.int64)
+    if short_rows.size:
+        # per short cell, the queries able to host any of its candidate examples
+        pair_hosts = can[pa] & can[pb]                                             # (pairs, Q)
+        hosts = np.array([int(pair_hosts[mat[c] > 0].any(axis=0).sum()) for c in short_rows])
+    info = {"query_cap": used_cap, "query_cap_extra_examples": len(records) - before,
+            "query_cap_short_cells": int(short_rows.size),
+            "query_cap_short_cell_hosts": int(np.median(hosts)) if hosts.size else 0,
+            "query_cap_short_cell_hosts_min": int(hosts.min()) if hosts.size else 0,
+            "query_share_honoured": bool(honoured), "query_cap_asked_on": before,
+            "query_share_honoured_examples": int(honoured_size) if reachable else 0}
+    return records, duplicates, placed, info
+
+
+def _realise_capped_once(pa, pb, chosen, patterns, can, queries, docs_by_level, design, rng, mat, need,
+                         capacity, select, cap: int, grow: bool):
+    """One realisation under ``cap`` (raised with the batch when ``grow``): see
+    :func:`_realise_capped`. Returns (records, duplicates, placed, the cap in the end)."""
     state = (np.zeros(len(queries), dtype=np.int64), set())
     records, duplicates, dropped = _realise(pa, pb, chosen, patterns, can, queries, docs_by_level,
                                             design, rng, cap, state)
@@ -519,14 +573,13 @@ def _realise_capped(pa, pb, chosen, patterns, can, queries, docs_by_level, desig
         extra = select(mat, short, capacity)
         if extra.sum() == 0:
             break
-        cap = max(cap, int(np.ceil(design.max_query_share * (len(records) + extra.sum()))))
+        if grow:
+            cap = max(cap, int(np.ceil(design.max_query_share * (len(records) + extra.sum()))))
         more, dup, dropped = _realise(pa, pb, extra, patterns, can, queries, docs_by_level, design, rng, cap, state)
         records += more
         duplicates |= dup
     placed = np.bincount([r[5] for r in records], minlength=len(chosen))
-    info = {"query_cap": cap, "query_cap_extra_examples": len(records) - before,
-            "query_cap_short_cells": int((np.maximum(need - mat.astype(np.int64) @ placed, 0) > 0).sum())}
-    return records, duplicates, placed, info
+    return records, duplicates, placed, cap
 
 
 def _fill(pa, pb, by_level, overlap, rng):
@@ -635,7 +688,89 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
             "max_query_share": round(float(examples["query"].value_counts(normalize=True).max()), 4)
             if len(examples) else 0.0, **cap_info}
     info.update(selection)
-    return GenerationResult(examples, score_table, coverage, design, lower, design.method, info)
+    info["floor_cells"] = int(covered_dphi.sum(axis=1).max())
+    hosts = int((can[pa] & can[pb]).any(axis=0).sum()) if len(pa) else 0
+    warnings = _query_warnings(examples, hosts, design, info)
+    hint = _merge_hint(avail, design, feasible[n_f * nb:(n_f + len(base)) * nb].reshape(len(base), nb),
+                       base, np.random.default_rng([design.seed, 3]))
+    if hint:
+        warnings.append(hint)
+    return GenerationResult(examples, score_table, coverage, design, lower, design.method, info, warnings)
+
+
+#: A batch is concentrated when at most this share of the queries able to host examples (and
+#: at least 2 of them) hold half of its examples or more.
+CONCENTRATED_QUERIES = 0.1
+
+
+def _query_warnings(examples: pd.DataFrame, hosts: int, design: Design, info: dict) -> list[str]:
+    """The query share asked and got, and a warning when a few queries hold most examples."""
+    out = []
+    if not len(examples):
+        return out
+    share = examples["query"].value_counts(normalize=True).to_numpy()
+    cum = np.cumsum(share)
+    few = int(np.searchsorted(cum, 0.5 - 1e-12) + 1)  # fewest queries holding half the batch
+    if design.max_query_share > 0:
+        target, got, n = design.max_query_share, info.get("max_query_share", float(share[0])), len(examples)
+        short, cap = info.get("query_cap_short_cells", 0), info.get("query_cap", 0)
+        floor = design.min_per_cell * info.get("floor_cells", 0)
+        if not short:
+            cost = ""
+        elif cap * hosts < floor:
+            cost = (f"; {short} cells hold fewer than min_per_cell = {design.min_per_cell}: at most {cap} example(s) a "
+                    f"query, the {hosts} queries hold at most {cap * hosts}, below the cell floor {floor}")
+        else:
+            cost = (f"; {short} cells hold fewer than min_per_cell = {design.min_per_cell}: their examples can "
+                    f"be built from a median of {info.get('query_cap_short_cell_hosts', 0)} queries (as few as "
+                    f"{info.get('query_cap_short_cell_hosts_min', 0)}), at most {cap} examples each")
+        if info.get("query_share_honoured"):
+            out.append(f"max_query_share = {target:g} honoured: the busiest query holds {100 * got:.1f}% of the "
+                       f"{n} examples{cost}")
+        else:
+            out.append(f"max_query_share = {target:g} not reached: the busiest query holds {100 * got:.1f}% of the "
+                       f"{n} examples, as the cap of {cap} a query was set on the {info['query_cap_asked_on']} "
+                       f"examples the selection asked for and only {n} could be placed under it ("
+                       + (f"lowering the cap to reach {100 * target:g}% would keep "
+                          f"{info['query_share_honoured_examples']} examples" if info["query_share_honoured_examples"]
+                          else f"even one example a query is more than {100 * target:g}% of what a lower cap places")
+                       + f"){cost}")
+    elif hosts >= 5 and few <= max(2, int(CONCENTRATED_QUERIES * hosts)):
+        out.append(f"{few} of the {hosts} queries able to host examples hold {100 * cum[few - 1]:.0f}% of them "
+                   "(their judgments have the documents many cells need): the calibration rests on those "
+                   "topics; [generator] max_query_share (e.g. 0.05) spreads the examples, at the cost of "
+                   "cells left short")
+    return out
+
+
+def _merge_hint(avail: np.ndarray, design: Design, phi_feasible: np.ndarray, forms: list, rng) -> str:
+    """A hint to merge the top level into the one below when it is too rare for any list of k
+    documents at the top (no query has k of them) and merging would make a larger share of the
+    phi cells reachable. ``phi_feasible`` is (formulations, bins) for the current levels."""
+    levels = list(design.levels)
+    if len(levels) < 3 or avail[:, -1].max() >= design.k or phi_feasible.all():
+        return ""
+    from types import SimpleNamespace
+    merged_avail = np.hstack([avail[:, :-2], avail[:, -2:].sum(axis=1, keepdims=True)])
+    merged = SimpleNamespace(levels=tuple(levels[:-1]), k=design.k)
+    pats, _ = _candidate_patterns(merged, merged_avail, rng)
+    if not len(pats):
+        return ""
+    bins = bin_index(score_lists(pats, forms, top_level=levels[-2]), design.n_bins)   # (P, F)
+    after = np.zeros_like(phi_feasible)
+    for f in range(len(forms)):
+        after[f, np.unique(bins[:, f])] = True
+    upper = int(np.ceil(0.6 * design.n_bins))  # bins of phi >= 0.6
+    now_share, then_share = phi_feasible.mean(), after.mean()
+    if then_share < now_share + 0.05:
+        return ""
+    top, below = levels[-1], levels[-2]
+    most = int(avail[:, -1].max())
+    return (f"level {top} is rare (at most {most} document(s) a query, k = {design.k}): {100 * now_share:.0f}% of "
+            f"the phi cells are reachable, and phi of 0.6 or more for {int(phi_feasible[:, upper:].any(axis=1).sum())} "
+            f"of {len(forms)} formulations; merging levels {below} and {top} (relabel {top} as {below} in the "
+            f"judgments, study.levels without {top}) would make {100 * then_share:.0f}% reachable, and phi of 0.6 "
+            f"or more for {int(after[:, upper:].any(axis=1).sum())} of {len(forms)}")
 
 
 def _cell_name(cell: int, n_f: int, nb: int):

@@ -123,6 +123,8 @@ class IngestReport:
     rejects: pd.DataFrame
     #: every valid answer before workers are excluded (what worker models are estimated on)
     before_exclusion: pd.DataFrame = None
+    #: per trap: answers and accuracy among otherwise trusted workers (traps_report.csv)
+    traps: pd.DataFrame = None
 
     def lines(self) -> list[str]:
         out = []
@@ -142,6 +144,7 @@ class IngestReport:
             if flag in self.workers.columns and self.workers[flag].astype(bool).any():
                 out.append(f"  screening: {int(self.workers[flag].astype(bool).sum())} workers {what} "
                            "(see workers.csv)")
+        out += _trap_lines(self.traps)
         from .quality import agreement
         examples = self.answers[~self.answers["is_trap"].astype(bool)]
         agreed = agreement(examples) if len(examples) else None
@@ -149,6 +152,22 @@ class IngestReport:
             out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
                        f"over {agreed.examples} examples answered {agreed.per_example:.2f} times on average")
         return out
+
+
+def _trap_lines(traps) -> list[str]:
+    """The traps most otherwise trusted workers miss, and those dropped (traps_report.csv)."""
+    if traps is None or not len(traps):
+        return []
+    out = []
+    for r in traps[traps["suspect"] & ~traps["dropped"]].itertuples():
+        out.append(f"  trap {r.trap_id} (expected {r.expected}): {100 * r.trusted_accuracy:.0f}% of "
+                   f"{r.trusted_answers} otherwise trusted workers got it right (most answered "
+                   f"{r.most_common_answer}); check it, and drop it with --drop-trap {r.trap_id} or "
+                   "[quality] drop_traps in study.toml")
+    dropped = traps.loc[traps["dropped"], "trap_id"].tolist()
+    if dropped:
+        out.append(f"  traps dropped from trust: {', '.join(dropped)}")
+    return out
 
 
 def _normalise_shown(values: pd.Series) -> pd.Series:
@@ -361,10 +380,13 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold, outputs) -> Inges
     example_ids = set(examples["example_id"]) if examples is not None else set()
     threshold = ws["quality.trust_threshold"] if threshold is None else threshold
     screen = {"screen_seconds": float(ws["quality.screen_seconds_per_answer"]),
-              "screen_same_side": float(ws["quality.screen_same_side"])}
+              "screen_same_side": float(ws["quality.screen_same_side"]),
+              "drop_traps": tuple(ws["quality.drop_traps"])}
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
                                                                ws["quality.min_traps"], screen)
-    for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers)):
+    traps = _trap_report(key, before_exclusion, threshold, ws["quality.min_traps"], screen["drop_traps"])
+    for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers),
+                        ("traps_report.csv", traps)):
         atomic_write_text(outputs.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
     per_file = []
     fresh = set(parsed)
@@ -379,7 +401,16 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold, outputs) -> Inges
                                             regex=True).value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
-                        reasons, workers, answers, rejects, before_exclusion)
+                        reasons, workers, answers, rejects, before_exclusion, traps)
+
+
+def _trap_report(key: pd.DataFrame, answers: pd.DataFrame, threshold: float, min_traps: int,
+                 drop_traps) -> pd.DataFrame:
+    """quality.trap_table over every batch's traps (their expected answers from the keys)."""
+    from .quality import trap_table
+    is_trap = key["is_trap"].astype(str) == "True"
+    expected = key[is_trap].drop_duplicates("source_id").set_index("source_id")["expected"].astype(str)
+    return trap_table(answers, expected, threshold, min_traps, drop_traps)
 
 
 def snapshot_served(ws, url: str | None, directory) -> Path:

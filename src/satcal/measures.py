@@ -628,7 +628,9 @@ def study_formulations(normalization: str = "max", negatives: str = "keep",
             for d in discounts for g in gains]
 
 
-def _resolve(formulations) -> list[Formulation]:
+def resolve_formulations(formulations) -> list[Formulation]:
+    """Formulations from ids, objects or a mix (one id alone is a list of one); None gives the
+    36 study formulations."""
     if formulations is None:
         return study_formulations()
     if isinstance(formulations, (str, Formulation, ListMeasure)):
@@ -693,7 +695,7 @@ def dcg_matrix(levels, formulations=None, scale: np.ndarray | None = None,
     Otherwise the DCG is k gathers of a (level x formulation) table. Either way the cost is
     O(n F) memory traffic with no Python loop over lists.
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     lv = np.asarray(levels)
     lv = lv[None, :] if lv.ndim == 1 else lv
     n, k = lv.shape
@@ -777,7 +779,7 @@ def pool_bounds(pools, formulations=None, k: int = 5,
 
     ``pools``: a sequence of level arrays, or a (Q, n) array padded with NaN.
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     which = tuple(which)
     counts, table, sizes = _pool_counts(pools)
     r = len(table) - 1
@@ -846,7 +848,7 @@ def score_lists(levels, formulations=None, *, n_levels: int | None = None,
     -------
     numpy.ndarray of shape (n, F)
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     lv = np.asarray(levels)
     lv = lv[None, :] if lv.ndim == 1 else lv
     k = lv.shape[1] if k is None else k

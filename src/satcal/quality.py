@@ -18,7 +18,8 @@ import pandas as pd
 
 from .errors import SatcalError
 
-__all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening"]
+__all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
+           "TRAP_SUSPECT_ACCURACY"]
 
 #: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
 #: and the answers a worker needs before the side is judged.
@@ -28,25 +29,32 @@ SCREEN_MIN_ANSWERS = 10
 
 
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
-                 screen_seconds: float = None, screen_same_side: float = None) -> pd.DataFrame:
+                 screen_seconds: float = None, screen_same_side: float = None,
+                 drop_traps=()) -> pd.DataFrame:
     """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
     the screening columns (see :func:`screening`).
 
     ``answers`` needs ``worker_id, is_trap, correct`` and optionally ``trust`` (platform trust),
-    ``answer_shown`` and ``seconds``/``submitted_at`` (for screening).
+    ``answer_shown`` and ``seconds``/``submitted_at`` (for screening). Answers to the traps
+    in ``drop_traps`` (trap ids, matched on ``example_id``) do not count towards trust.
     """
     if not 0 <= threshold <= 1:
         raise SatcalError(f"the trust threshold must be in [0, 1], got {threshold}")
     a = answers.copy()
     a["is_trap"] = a["is_trap"].astype(bool)
-    a["trap_correct"] = a["is_trap"] & a["correct"].astype(bool)
+    if len(drop_traps) and "example_id" in a.columns:
+        dropped = a["is_trap"] & a["example_id"].astype(str).isin([str(t) for t in drop_traps])
+    else:
+        dropped = pd.Series(False, index=a.index)
+    a["trap_counted"] = a["is_trap"] & ~dropped
+    a["trap_correct"] = a["trap_counted"] & a["correct"].astype(bool)
     if "trust" not in a.columns:
         a["trust"] = np.nan
     g = a.groupby("worker_id", sort=True)
     table = pd.DataFrame({
         "answers": g.size(),
         "examples_answered": g["is_trap"].apply(lambda s: int((~s).sum())),
-        "traps_seen": g["is_trap"].sum().astype(int),
+        "traps_seen": g["trap_counted"].sum().astype(int),
         "traps_correct": g["trap_correct"].sum().astype(int),
         "platform_trust": g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
                                            if pd.to_numeric(s, errors="coerce").notna().any() else np.nan),
@@ -98,6 +106,71 @@ def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = N
         out["same_side_share"] = np.nan
         out["same_side"] = False
     return out
+
+
+#: A trap whose accuracy among otherwise trusted workers is below this is flagged: most of the
+#: workers the other traps trust miss it, so the trap, not the workers, is the likelier fault.
+TRAP_SUSPECT_ACCURACY = 0.5
+#: Otherwise trusted workers a trap needs before it can be flagged.
+TRAP_SUSPECT_MIN_ANSWERS = 3
+
+
+def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.7, min_traps: int = 3,
+               drop_traps=()) -> pd.DataFrame:
+    """One row per trap: its expected answer(s), the answers it got, and its accuracy among the
+    workers the *other* traps trust.
+
+    A worker is *otherwise trusted* on trap t when their trust computed without t (correct
+    answers to the other counted traps over the other traps seen, over at least ``min_traps``
+    of them) is at least ``threshold``: a leave-one-out estimate, so a trap cannot vouch for
+    itself. A trap that most otherwise trusted workers miss (accuracy below
+    ``TRAP_SUSPECT_ACCURACY`` over ``TRAP_SUSPECT_MIN_ANSWERS`` or more of them) is flagged
+    ``suspect``: its expected answer is likely not what attentive people answer, and dropping it
+    (``[quality] drop_traps`` in study.toml, or ``satcal ingest --drop-trap``) recomputes trust
+    without it.
+
+    Parameters
+    ----------
+    answers : every valid answer before exclusion, with ``example_id, worker_id, answer``
+        (canonical orientation), ``is_trap`` and ``correct``.
+    expected : the expected answer(s) of each trap (``;``-separated), indexed by trap id.
+
+    Returns
+    -------
+    DataFrame ``trap_id, expected, answers, correct, accuracy, trusted_answers,
+    trusted_accuracy, most_common_answer, suspect, dropped``.
+    """
+    a = answers[answers["is_trap"].astype(str) == "True"]  # bool or read back from CSV
+    a = a.assign(ok=a["correct"].astype(str) == "True", trap=a["example_id"].astype(str))
+    drop = {str(t) for t in drop_traps}
+    counted = ~a["trap"].isin(drop)
+    per_worker = a[counted].groupby("worker_id")["ok"].agg(["sum", "size"])
+    s = per_worker["sum"].reindex(a["worker_id"]).fillna(0).to_numpy()
+    n = per_worker["size"].reindex(a["worker_id"]).fillna(0).to_numpy()
+    own = counted.to_numpy()
+    # leave this trap out (when it counts at all)
+    s_other, n_other = s - (a["ok"].to_numpy() & own), n - own
+    with np.errstate(invalid="ignore", divide="ignore"):
+        trust_other = np.where(n_other > 0, s_other / np.maximum(n_other, 1), np.nan)
+    trusted = (n_other >= max(min_traps, 1)) & (trust_other >= threshold)
+    a = a.assign(trusted=trusted)
+    ids = pd.Index(sorted(set(map(str, expected.index)) | set(a["trap"])), name="trap_id")
+    g = a.groupby("trap")
+    t = a[a["trusted"]].groupby("trap")
+    out = pd.DataFrame(index=ids)
+    out["expected"] = pd.Series(expected.to_numpy(), index=expected.index.astype(str)).reindex(ids).fillna("")
+    out["answers"] = g.size().reindex(ids).fillna(0).astype(int)
+    out["correct"] = g["ok"].sum().reindex(ids).fillna(0).astype(int)
+    out["accuracy"] = (out["correct"] / out["answers"].where(out["answers"] > 0)).round(4)
+    out["trusted_answers"] = t.size().reindex(ids).fillna(0).astype(int)
+    trusted_correct = t["ok"].sum().reindex(ids).fillna(0)
+    out["trusted_accuracy"] = (trusted_correct / out["trusted_answers"].where(out["trusted_answers"] > 0)).round(4)
+    common = g["answer"].agg(lambda v: v.value_counts().sort_index().idxmax() if len(v) else "")
+    out["most_common_answer"] = common.reindex(ids).fillna("")
+    out["suspect"] = ((out["trusted_answers"] >= TRAP_SUSPECT_MIN_ANSWERS)
+                      & (out["trusted_accuracy"] < TRAP_SUSPECT_ACCURACY))
+    out["dropped"] = out.index.isin(list(drop))
+    return out.reset_index()
 
 
 class Agreement:

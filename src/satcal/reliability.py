@@ -30,7 +30,7 @@ from scipy import optimize, stats
 from .errors import SatcalError
 from .fileio import gain_colour, new_figure
 from .judgments import Judgments
-from .measures import Discount, Formulation, Gain, _resolve, score_lists
+from .measures import Discount, Formulation, Gain, resolve_formulations, score_lists
 from .runs import Runs, level_cube
 
 __all__ = ["score_matrix", "GStudy", "g_study", "d_study", "discriminative_power",
@@ -49,7 +49,7 @@ def score_matrix(runs: Runs, judgments: Judgments, formulations, k: int = 10,
     judged pool; unjudged retrieved documents count as level 0; a run without documents for a
     query scores its empty list.
     """
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     cube, systems, queries = level_cube(runs, judgments, k)
     s, q = len(systems), len(queries)
     pools = judgments.pools()
@@ -459,7 +459,7 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
                        progress: bool = False) -> ReliabilityResult:
     """Every system-side indicator for every formulation, optionally beside user-side bias."""
     from tqdm.auto import tqdm
-    forms = _resolve(formulations)
+    forms = resolve_formulations(formulations)
     scores, systems, queries = score_matrix(runs, judgments, forms, k)
     g_rows, d_frames, disc_rows, asl_frames, bv_frames, means = [], [], [], [], [], {}
     n_topics = len(queries)

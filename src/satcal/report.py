@@ -402,9 +402,20 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
             "rejected_rows": meta.get("rejected_rows"),
             "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
             "ds": _dawid_skene_summary(workers)}
+    context["traps"] = _trap_section(getattr(result, "trap_report", None))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(**context)
+
+
+def _trap_section(traps: pd.DataFrame | None) -> dict | None:
+    """The per-trap table of ingest (traps_report.csv): how many traps, which are suspect
+    (most otherwise trusted workers miss them) and which were dropped from trust."""
+    if traps is None or not len(traps):
+        return None
+    flag = lambda col: traps[col].astype(str) == "True"
+    return {"count": len(traps), "suspect": traps.loc[flag("suspect") & ~flag("dropped"), "trap_id"].tolist(),
+            "dropped": traps.loc[flag("dropped"), "trap_id"].tolist(), "table": _table_html(traps)}
 
 
 def _close_pairs(result, pairs: pd.DataFrame, n: int = 15) -> pd.DataFrame:

@@ -141,6 +141,8 @@ min_traps = 3
 # shown side (first or second) in at least this share of one's answers.
 screen_seconds_per_answer = 2.0
 screen_same_side = 0.9
+# Traps left out of trust (ingest's traps_report.csv flags those most trusted workers miss).
+drop_traps = []
 
 [simulation]
 # The simulated crowd (satcal simulate): the formulation whose phi drives the true
@@ -206,6 +208,8 @@ DEFAULTED = [
     (Key("quality", "screen_seconds_per_answer", (int, float), lambda v: 0 <= v < 3600,
          "seconds, at least 0"), 2.0),
     (Key("quality", "screen_same_side", (int, float), lambda v: 0.5 < v <= 1, "a share above 0.5, at most 1"), 0.9),
+    (Key("quality", "drop_traps", list, lambda v: all(isinstance(x, str) for x in v),
+         'a list of trap ids, e.g. ["trap03"]'), []),
     (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
@@ -261,8 +265,10 @@ def _unknown_keys(config: dict, path: Path) -> None:
     """A misspelt section or key is an error, not a silently ignored line."""
     import difflib
     known = {(k.section, k.name) for k in SCHEMA} | OPTIONAL_KEYS | {(k.section, k.name) for k, _ in DEFAULTED}
-    sections = sorted({s for s, _ in known})
+    sections = sorted({s for s, _ in known} | {"platforms"})
     for section, body in config.items():
+        if section == "platforms":
+            continue  # checked by _validate_platforms
         if section not in sections:
             close = difflib.get_close_matches(section, sections, n=1)
             hint = f" (did you mean [{close[0]}]?)" if close else f"; sections are {', '.join(sections)}"
@@ -277,9 +283,61 @@ def _unknown_keys(config: dict, path: Path) -> None:
                 raise SatcalError(f"{path}: unknown key {section}.{name}{hint}")
 
 
+def _platform_schemas() -> dict:
+    """``{platform: (Setting, ...)}`` for the platforms with settings of their own."""
+    from .platforms import PLATFORMS
+    return {name: p.settings for name, p in PLATFORMS().items() if p.settings}
+
+
+def _toml_value(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
+
+
+def _platforms_template() -> str:
+    """The ``[platforms.<name>]`` sections of study.toml, from the platforms' own settings."""
+    out = ["", "# Settings of each platform's exported files (satcal export prints them). How many workers",
+           "# answer each example is [design] answers_per_example, on every platform."]
+    for name, schema in _platform_schemas().items():
+        out.append(f"\n[platforms.{name}]")
+        for setting in schema:
+            out.append(f"# {setting.help[0].upper()}{setting.help[1:]}.")
+            out.append(f"{setting.name} = {_toml_value(setting.default)}")
+    return "\n".join(out) + "\n"
+
+
+def _validate_platforms(config: dict, path: Path) -> None:
+    """``[platforms.<name>]``: known platforms and keys, each value of the expected kind; the
+    defaults fill what a study made before these keys existed lacks."""
+    import difflib
+    schemas = _platform_schemas()
+    given = config.setdefault("platforms", {})
+    if not isinstance(given, dict):
+        raise SatcalError(f"{path}: platforms = ...: expected [platforms.<name>] sections")
+    for name, body in given.items():
+        if name not in schemas:
+            close = difflib.get_close_matches(name, list(schemas), n=1)
+            hint = f" (did you mean [platforms.{close[0]}]?)" if close else f"; platforms with settings are {', '.join(schemas)}"
+            raise SatcalError(f"{path}: unknown section [platforms.{name}]{hint}")
+        if not isinstance(body, dict):
+            raise SatcalError(f"{path}: platforms.{name} = ...: expected a [platforms.{name}] section")
+        names = [st.name for st in schemas[name]]
+        for key in body:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f" (did you mean platforms.{name}.{close[0]}?)" if close else f"; keys are {', '.join(names)}"
+                raise SatcalError(f"{path}: unknown key platforms.{name}.{key}{hint}")
+    for name, schema in schemas.items():
+        body = given.setdefault(name, {})
+        for setting in schema:
+            value = body.setdefault(setting.name, setting.default)
+            if not setting.valid(value):
+                raise SatcalError(f"{path}: platforms.{name}.{setting.name} = {value!r}: expected {setting.what}")
+
+
 def validate_config(config: dict, path: Path) -> dict:
     """Check every key of study.toml; one line naming the file, the key and what is expected."""
     _unknown_keys(config, path)
+    _validate_platforms(config, path)
     for key, default in DEFAULTED:
         config.setdefault(key.section, {}).setdefault(key.name, default)
     for key in SCHEMA + [k for k, _ in DEFAULTED]:
@@ -391,7 +449,7 @@ class Workspace:
                                      k=k, levels=_toml_list(levels), seed=seed,
                                      gains=_toml_list(STUDY_GAINS), discounts=_toml_list(STUDY_DISCOUNTS),
                                      min_per_cell=min_per_cell, platform=platform,
-                                     instructions=default_instructions(documents_table))
+                                     instructions=default_instructions(documents_table)) + _platforms_template()
         present = set(qrels.levels)
         if len([lv for lv in levels if lv in present]) < 2:
             raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
@@ -446,6 +504,16 @@ class Workspace:
         section, name = dotted.split(".")
         return self.config[section][name]
 
+    def platform_settings(self, platform: str) -> str:
+        """One line of the settings ``[platforms.<platform>]`` gives the exported files ("" for a
+        platform without settings of its own)."""
+        from .platforms import get_platform
+        plat = get_platform(platform or self["presentation.platform"])
+        if plat.describe is None:
+            return ""
+        return plat.describe(self.config["platforms"][plat.name], self["presentation.items_per_page"],
+                             self["design.answers_per_example"])
+
     @property
     def k(self) -> int:
         return self["study.k"]
@@ -497,7 +565,7 @@ class Workspace:
                 step = {"examples.csv": "satcal generate", "key.csv": "satcal export",
                         "items.csv": "satcal export", "answers.csv": "satcal ingest",
                         "traps.csv": "satcal generate", "scores.csv": "satcal generate",
-                        "workers.csv": "satcal ingest"}.get(name)
+                        "workers.csv": "satcal ingest", "traps_report.csv": "satcal ingest"}.get(name)
                 hint = f"run {step} {self.path} first" if step else "was it deleted?"
                 raise SatcalError(f"{path}: missing; {hint}")
             return None
@@ -692,7 +760,7 @@ class Workspace:
             if (self.path / self["traps.file"]).resolve() == self.file("traps.csv").resolve():
                 raise SatcalError(f"{self.path}/study.toml: traps.file = 'traps.csv' is the name of the "
                                   "generated traps table; rename your traps file (e.g. my-traps.csv)")
-            traps = read_traps(self.path / self["traps.file"], judgments, self.k)
+            traps = read_traps(self.path / self["traps.file"], judgments, self.k, levels=self["study.levels"])
         else:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
                                 levels=self["study.levels"])
@@ -782,9 +850,10 @@ class Workspace:
             atomic_write_text(outputs.file("items.csv"),
                               spreadsheet_safe(visible).to_csv(index=False, lineterminator="\n"))
             staged_out = outputs.dir(f"batches/{plat.name}")
+            settings = {"settings": self.config["platforms"][plat.name]} if plat.settings else {}
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
                                        self["presentation.items_per_page"],
-                                       answers_per_example=self["design.answers_per_example"])
+                                       answers_per_example=self["design.answers_per_example"], **settings)
             self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch},
                         outputs=outputs)
         return [out / Path(p).relative_to(staged_out) for p in written]
@@ -846,6 +915,7 @@ class Workspace:
         kwargs.setdefault("formulations", self.formulations())
         result = calibrate(study, **kwargs)
         result.workers = self.table("workers.csv", required=False)
+        result.trap_report = self.table("traps_report.csv", required=False)
         result.meta["provenance"].update(
             judgments_sha256=sha256_file(self.path / self["study.judgments"]),
             answers_sha256=sha256_file(self.file("answers.csv")), simulated=self.answers_simulated())

@@ -1,15 +1,23 @@
-"""Calibration analysis (SPEC section 7): curves, bias, ANOVA, bootstrap, power, evaluation.
+"""Calibration analysis (SPEC section 7): curves, bias, effects, bootstrap, ranking, power,
+evaluation. Modules, lowest first (each imports only those before it):
 
-- :mod:`.core`: satisfaction / preference data, quadratic-logit fits, points, b1-b3, ANOVA,
-  model check, :func:`calibrate`;
-- :mod:`.bootstrap`: bootstrap intervals over examples with batched fits, in parallel;
+- :mod:`.core`: satisfaction / preference data, quadratic-logit fits, points, b1-b3, supported
+  ranges, model check;
+- :mod:`.joint`: the per-list satisfaction model (SPEC 7.1);
+- :mod:`.ranking`: the ranking of formulations and its bootstrap uncertainty;
+- :mod:`.bootstrap`: the bootstrap, resampling what the answers carry, with batched fits;
 - :mod:`.effects`: the gain and discount effects (sums of squares, eta squared and the
   bootstrap Wald test that respects the shared answers), behind ``anova.csv``;
+- :mod:`.calibrate`: :func:`calibrate`, the whole analysis, and :class:`CalibrationResult`;
 - :mod:`.power`: power of a design by simulation;
 - :mod:`.evaluate`: expected satisfaction of systems from a calibration.
 """
 from .core import *  # noqa: F401,F403
 from .core import __all__ as _core_all
 from .core import design, model_check, TIE_TOLERANCE  # noqa: F401
+from .calibrate import CalibrationResult, calibrate  # noqa: F401
+from .effects import anova_table  # noqa: F401
+from .ranking import rank_formulations  # noqa: F401
 
-__all__ = list(_core_all) + ["design", "model_check", "TIE_TOLERANCE"]
+__all__ = list(_core_all) + ["design", "model_check", "TIE_TOLERANCE", "CalibrationResult", "calibrate",
+                             "anova_table", "rank_formulations"]

@@ -61,7 +61,7 @@ from scipy.special import expit
 
 from .._threads import one_blas_thread
 from ..errors import SatcalError
-from .core import (GRID, AnswerTypes, _distinct_pairs, bias_indicators, collapse_answers, design,
+from .core import (GRID, AnswerTypes, distinct_pairs, bias_indicators, collapse_answers, design,
                    fit_logit_replicates, preference_curves, satisfaction_curves)
 from ..measures import bin_index
 
@@ -197,7 +197,7 @@ def _collapse(x: np.ndarray, y: np.ndarray, w: np.ndarray):
     """Merge rows with equal (x, y), summing their weights: the likelihood is unchanged and
     the fits run on a few hundred distinct rows instead of thousands."""
     from scipy.sparse import csr_matrix
-    xd, yd, inv = _distinct_pairs(np.asarray(x, float), np.asarray(y, float))
+    xd, yd, inv = distinct_pairs(np.asarray(x, float), np.asarray(y, float))
     group = csr_matrix((np.ones(x.size), (np.arange(x.size), inv)), shape=(x.size, xd.size))
     return xd, yd, np.asarray((group.T @ w.T).T)
 

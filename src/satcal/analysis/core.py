@@ -1,4 +1,5 @@
-"""Calibration analysis: P(Sat|phi), P(Pref|dphi), bias indicators and ANOVA (paper 003, sec. 4).
+"""The paper's curves, P(Sat|phi) and P(Pref|dphi), and the bias indicators (paper 003, sec. 4):
+the data, the fits, points, supported ranges and the model check; :mod:`.calibrate` runs them.
 
 - Satisfaction data: each ``both_good`` (sat = 1) or ``both_bad`` (sat = 0) answer gives two
   rows, (phi_A, sat) and (phi_B, sat).
@@ -11,25 +12,21 @@
   cluster-robust with an answer's two rows as one cluster (``fit_logit(clusters=...)``).
 - Bias, over the grid x = 0, 0.001, ..., 1:
   b1 = mean |x - P(Sat|x)|;  b2 = (P(Sat|0) + 1 - P(Sat|1)) / 2;  b3 = mean (1 - P(Pref|x)).
-- ANOVA: value ~ gain + discount over the formulations' point estimates (additive, sequential
-  sums of squares), with eta squared = SS_term / SS_total; the test of each effect is the
-  bootstrap Wald test of :mod:`.effects` (the estimates share their answers).
+- The gain and discount effects over the formulations' estimates live in :mod:`.effects`.
 """
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit, ndtri
 
-from .._threads import one_blas_thread
 from ..errors import SatcalError
 from ..answers import ANSWER_CODES, StudyData
-from ..measures import Formulation, bin_index, bin_midpoints, score_lists, _resolve
-from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
+from ..measures import Formulation, bin_index, bin_midpoints, score_lists
 
 __all__ = [
     "POPULATIONS",
@@ -49,10 +46,6 @@ __all__ = [
     "sufficient_statistics",
     "binned_points",
     "bias_indicators",
-    "anova_table",
-    "CalibrationResult",
-    "calibrate",
-    "rank_formulations",
     "supported_range",
     "INDICATOR_RANGES",
 ]
@@ -292,7 +285,7 @@ class LogitFit:
         return expit(eta - z * se), expit(eta + z * se)
 
 
-def _distinct_pairs(x: np.ndarray, y: np.ndarray):
+def distinct_pairs(x: np.ndarray, y: np.ndarray):
     """Distinct (x, y) pairs sorted by x then y, and the pair of each input row."""
     order = np.lexsort((y, x))
     xs, ys = x[order], y[order]
@@ -311,7 +304,7 @@ def sufficient_statistics(x, y, w=None):
     """
     x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
     w = np.ones_like(x) if w is None else np.asarray(w, float).ravel()
-    xd, yd, inv = _distinct_pairs(x, y)
+    xd, yd, inv = distinct_pairs(x, y)
     counts = np.bincount(inv, weights=w, minlength=xd.size)
     nz = counts > 0
     return xd[nz], yd[nz], counts[nz]
@@ -577,36 +570,6 @@ def supported_range(x, weights=None, n_bins: int = 10, min_count: int = SUPPORT_
     return (round(held[0] / n_bins, 10), round((held[-1] + 1) / n_bins, 10))
 
 
-def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
-                bootstrap=None) -> pd.DataFrame:
-    """Effects of gain and discount per indicator: sums of squares, eta^2 and a valid test.
-
-    Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
-    structure and are left out. The estimates share their answers, so ``p`` comes from the
-    bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
-    (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
-    and the joint model's indicators present in ``bias``.
-    """
-    from .effects import effects_table
-    return effects_table(bias, indicators, bootstrap=bootstrap)
-
-
-def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the largest complete gain x discount grid of the DCG family.
-
-    An extra formulation outside the grid (``lin-geo0.8`` beside the 36) or a measure beyond
-    DCG would unbalance the two-way design, so the ANOVA leaves them out.
-    """
-    if "family" in bias.columns:
-        bias = bias[bias["family"] == "dcg"]
-    per_discount = bias.groupby("discount")["gain"].nunique()
-    discounts = per_discount.index[per_discount == per_discount.max()] if len(bias) else []
-    bias = bias[bias["discount"].isin(discounts)]
-    per_gain = bias.groupby("gain")["discount"].nunique()
-    gains = per_gain.index[per_gain == len(discounts)] if len(bias) else []
-    return bias[bias["gain"].isin(gains)]
-
-
 # --------------------------------------------------------------------------------------------
 # Model check
 # --------------------------------------------------------------------------------------------
@@ -620,7 +583,7 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     obs = np.arange(x.size) if obs is None else np.asarray(obs, np.intp)
-    xd, yd, inv = _distinct_pairs(x, y)
+    xd, yd, inv = distinct_pairs(x, y)
     row_of = inv[obs]  # the distinct (x, y) row of every observation
     fold_of = stratified_folds(yd[row_of], folds, seed)
     if fold_of is None:
@@ -680,441 +643,3 @@ def _isotonic_fit(x, y, w):
     keep = w > 0
     return IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(
         x[keep], y[keep], sample_weight=w[keep])
-
-
-# --------------------------------------------------------------------------------------------
-# The whole analysis
-# --------------------------------------------------------------------------------------------
-@dataclass(repr=False)
-class CalibrationResult:
-    """Tidy tables of a calibration analysis (SPEC section 7).
-
-    Attributes
-    ----------
-    fits, curves, points, bias, anova, model_check : pandas.DataFrame
-    meta : dict
-        Counts, options and the data notice (licence and citation) of the analysed study.
-    """
-
-    fits: pd.DataFrame
-    curves: pd.DataFrame
-    points: pd.DataFrame
-    bias: pd.DataFrame
-    anova: pd.DataFrame
-    model_check: pd.DataFrame
-    meta: dict = field(default_factory=dict)
-    bootstrap: object | None = None
-    workers: pd.DataFrame | None = None     # a workspace's worker table, shown in the report
-
-    @property
-    def estimator(self) -> str:
-        """The estimator the ranking leads with: ``per_list`` when the joint model ran, else
-        ``paper`` (see :mod:`satcal.analysis.ranking`)."""
-        return lead_estimator(self.bias)
-
-    @property
-    def ranking(self) -> pd.DataFrame:
-        """Formulations by mean rank over the lead estimator's b1-b3, with each one's
-        probability of ranking first and its 95% rank interval when bootstrapped."""
-        table = rank_formulations(self.bias, self.estimator)
-        unc = self.rank_uncertainty
-        if unc is not None:
-            table = table.merge(unc, on="formulation", how="left")
-        return table
-
-    @property
-    def rank_uncertainty(self) -> pd.DataFrame | None:
-        """:func:`~satcal.analysis.ranking.rank_uncertainty` of the lead estimator (None without
-        a bootstrap)."""
-        boot = self.bootstrap
-        if boot is None:
-            return None
-        cols = estimator_columns(self.bias, self.estimator)
-        paper = {"b1": 0, "b2": 1, "b3": 2}
-        joint = {"b1_joint": 0, "b2_joint": 1, "b3_joint": 2}
-        parts = []
-        for c in cols:
-            if c in paper:
-                parts.append(boot.indicators[:, :, paper[c]])
-            elif boot.joint is not None and joint[c] < boot.joint["indicators"].shape[2]:
-                parts.append(boot.joint["indicators"][:, :, joint[c]])
-            else:
-                return None
-        return rank_uncertainty(np.stack(parts, axis=2), list(boot.formulations))
-
-    @property
-    def verdict(self):
-        """:class:`~satcal.analysis.ranking.RankingVerdict`: whether the answers single out one
-        least-biased formulation."""
-        return ranking_verdict(rank_formulations(self.bias, self.estimator), self.rank_uncertainty,
-                               thin=bool(self.meta.get("warnings")))
-
-    def __repr__(self) -> str:
-        best = self.ranking.iloc[0] if len(self.bias) else None
-        lead = f"; least biased {best.formulation} (b1 = {best.b1:.3f})" if best is not None else ""
-        return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
-                f"{self.meta.get('n_examples', 0)} answers, bootstrap "
-                f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
-
-    def summary(self, top: int = 10) -> str:
-        """The study's parameters and the formulations ranked by bias, as text."""
-        prov = self.meta.get("provenance", {})
-        lines = [repr(self), ""]
-        for key in ("k", "levels", "population", "answers", "examples", "workers", "seed", "bootstrap",
-                    "simulated"):
-            if prov.get(key) is not None:
-                lines.append(f"  {key:<12} {prov[key]}")
-        rank = self.ranking.head(top)
-        cols = ["formulation", "b1", "b2", "b3", "mean_rank"]
-        if "b1_lo" in self.bias.columns:
-            rank = rank.merge(self.bias[["formulation", "b1_lo", "b1_hi"]], on="formulation")
-            cols[2:2] = ["b1_lo", "b1_hi"]
-        lines += ["", f"Ranked by bias (mean rank over b1, b2, b3; top {len(rank)}):",
-                  rank[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}")]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        import html
-        rank = self.ranking.head(10)[["formulation", "b1", "b2", "b3", "mean_rank"]]
-        return (f"<p><b>{html.escape(repr(self))}</b></p>"
-                + rank.to_html(index=False, float_format=lambda v: f"{v:.4f}", border=0))
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        out = {"fits": self.fits, "curves": self.curves, "points": self.points, "bias": self.bias,
-               "anova": self.anova, "model_check": self.model_check, "ranking": self.ranking}
-        if self.bootstrap is not None:
-            out.update(self.bootstrap.tables())
-        return out
-
-
-
-def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:
-    labels = [f.labels for f in forms]
-    return pd.DataFrame({"formulation": [f.id for f in forms],
-                         "gain": [x["gain"] for x in labels],
-                         "discount": [x["discount"] for x in labels],
-                         "family": [x["family"] for x in labels]})
-
-
-@one_blas_thread
-def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
-              phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
-              population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
-              bootstrap: int = 0, seed: int = 0, n_jobs: int = 1, backend: str = "loky",
-              progress: bool = False, sat_model: str = "published",
-              indicator_range: str = "data", worker_ids=None, example_ids=None) -> CalibrationResult:
-    """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
-
-    Parameters
-    ----------
-    study : StudyData, optional
-        Examples with both lists' levels and an answer each. Alternatively give ``phi_a``,
-        ``phi_b`` (n, F) and ``answers`` (n,) directly (e.g. published scores).
-    formulations : list, optional
-        Defaults to the 36 study formulations.
-    population : {"all", "preferences_only"}
-        Preference population (see module docstring); ``all`` reproduces the paper.
-    bootstrap : int
-        Bootstrap replicates (0 for none; 1000 is the usual choice). With worker ids they
-        resample workers and examples crossed (Owen's pigeonhole bootstrap; workers alone when
-        each example has one worker), with example ids only examples, and with neither answers
-        (:func:`~satcal.analysis.bootstrap.resampling_clusters`); which one is recorded in
-        ``meta["provenance"]["resampling"]``.
-    seed : int
-        Seed of the model check folds and of the bootstrap.
-    sat_model : {"published", "both", "joint"}
-        ``published``: the paper's P(Sat|phi), fitted on both_good/both_bad answers (the
-        satisfaction of a list given that its partner got the same verdict). ``both`` (or
-        ``joint``, the same) adds the per-list curve s(phi) of the joint model over all four
-        answers (:mod:`satcal.analysis.joint`): rows with ``sat_model = "joint"`` in curves and
-        fits (its band from the observed information) and ``b1_joint``, ``b2_joint`` in bias.
-        b1-b3 stay the published model's.
-    indicator_range : {"data", "full"}
-        Where b1-b3 are computed: over the range of scores each curve's data support
-        (:func:`supported_range`, the default), or over the whole of [0, 1] as in the paper (the
-        same thing when the design reaches every bin, as ECIR 2015's does). Curves outside their
-        support are extrapolations: ``curves.csv`` marks them (``supported``) and the figures
-        draw them dotted.
-    worker_ids, example_ids : sequence, optional
-        With ``phi_a``/``phi_b``/``answers`` and no study: the worker and the example of each
-        answer, for the bootstrap's resampling (a study gives its own ``worker_id`` and
-        ``example_id`` columns).
-    """
-    forms = _resolve(formulations)
-    if sat_model not in SAT_MODELS:
-        raise SatcalError(f"sat_model must be one of {', '.join(SAT_MODELS)}, got {sat_model!r}")
-    if population not in POPULATIONS:
-        raise SatcalError(f"population must be one of {', '.join(POPULATIONS)}, got {population!r}")
-    if indicator_range not in INDICATOR_RANGES:
-        raise SatcalError(f"indicator_range must be one of {', '.join(INDICATOR_RANGES)}, "
-                          f"got {indicator_range!r}")
-    meta: dict = {"population": population, "seed": seed, "n_formulations": len(forms)}
-    if study is not None:
-        types = collapse_study(study, forms)
-        answers = np.asarray(study.answers, dtype=object)
-        meta.update(name=study.name, notice=study.notice, k=study.k, n_levels=study.n_levels)
-    else:
-        if phi_a is None or phi_b is None or answers is None:
-            raise SatcalError("calibrate needs a study, or phi_a, phi_b and answers")
-        answers = np.asarray(answers, dtype=object)
-        phi_a, phi_b = np.atleast_2d(phi_a), np.atleast_2d(phi_b)
-        if phi_a.shape != (len(answers), len(forms)) or phi_b.shape != phi_a.shape:
-            raise SatcalError(f"phi_a and phi_b need shape ({len(answers)}, {len(forms)})")
-        types = collapse_answers(phi_a, phi_b, answers)
-    sat_curves = satisfaction_curves(types)
-    pref_curves = preference_curves(types, population)
-    counts = pd.Series(answers).value_counts()
-    n_sat = sat_curves[0].n if sat_curves else 0
-    meta.update(n_examples=int(len(answers)), n_sat_lists=n_sat, n_sat_examples=n_sat // 2,
-                n_distinct_rows=int(types.counts.size),
-                answer_counts={c: int(counts.get(c, 0)) for c in ANSWER_CODES})
-    if n_sat < 3:
-        raise SatcalError("fewer than 2 both_good/both_bad answers: P(Sat|phi) cannot be fitted")
-
-    meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
-    meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
-    meta["provenance"]["pairing_correlation"] = _pairing(types, forms)
-    fcols = _formulation_columns(forms)
-    support = {"sat": np.array([supported_range(c.x, c.w, n_bins) for c in sat_curves]),
-               "pref": np.array([supported_range(c.x, c.w, n_bins) for c in pref_curves])}
-    meta["support"] = support
-    meta["provenance"]["indicator_range"] = indicator_range
-    meta["provenance"]["support"] = _support_record(fcols["formulation"], support, n_bins)
-    fit_rows, curve_frames, point_frames, check_rows = [], [], [], []
-    p_sat, p_pref = np.empty((len(forms), GRID.size)), np.empty((len(forms), GRID.size))
-    iterator = range(len(forms))
-    if progress:
-        from tqdm.auto import tqdm
-        iterator = tqdm(iterator, desc="fitting curves", unit="formulation")
-    for j in iterator:
-        ident = fcols.iloc[j].to_dict()
-        for curve, data, store in (("sat", sat_curves[j], p_sat), ("pref", pref_curves[j], p_pref)):
-            x, y, w = data.x, data.y, data.w
-            # an answer's A and B rows form one cluster (its row of AnswerTypes, data.types)
-            fit = fit_logit(x, y, weights=w, clusters=data.types if curve == "sat" else None)
-            store[j] = fit.predict(GRID)
-            lo, hi = fit.band(GRID)
-            fit_rows.append({**ident, "curve": curve, "n": fit.n, "successes": fit.successes,
-                             "beta0": fit.beta[0], "beta1": fit.beta[1], "beta2": fit.beta[2],
-                             "se0": np.sqrt(fit.cov[0, 0]), "se1": np.sqrt(fit.cov[1, 1]),
-                             "se2": np.sqrt(fit.cov[2, 2]), "deviance": fit.deviance,
-                             "aic": fit.aic, "converged": fit.converged,
-                             # a quadratic logit can turn down inside [0, 1]; evaluate then uses
-                             # the isotonic fit, which cannot
-                             "monotone": bool(np.all(np.diff(store[j]) >= -1e-12))})
-            iso = _isotonic_curve(x, y, w)
-            rng = support[curve][j]
-            curve_frames.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
-                                              "curve": curve, "x": GRID, "p": store[j], "lo": lo,
-                                              "hi": hi, "p_isotonic": iso,
-                                              "supported": (GRID >= rng[0] - 1e-12) & (GRID <= rng[1] + 1e-12)}))
-            pts = binned_points(x, y, n_bins, weights=w)
-            point_frames.append(pts.assign(**ident, curve=curve))
-            checks = model_check(x, y, model_check_folds, seed, obs=data.obs) if model_check_folds else []
-            for row in checks:
-                check_rows.append({**ident, "curve": curve, **row})
-    ranges = support if indicator_range == "data" else {"sat": None, "pref": None}
-    ind = bias_indicators(p_sat, p_pref, sat_range=ranges["sat"], pref_range=ranges["pref"])
-    bias = fcols.assign(**ind)[["formulation", "gain", "discount", "b1", "b2", "b3", "family"]]
-    joint_models = None
-    if sat_model != "published":
-        support["sat_joint"] = np.array([_list_support(types, j, n_bins) for j in range(len(forms))])
-        meta["provenance"]["support"] = _support_record(fcols["formulation"], support, n_bins)
-        ranges["sat_joint"] = support["sat_joint"] if indicator_range == "data" else None
-        joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress,
-                                                                      ranges["sat_joint"], ranges["pref"])
-        fit_rows += joint_fits
-        curve_frames += joint_curves
-        bias = bias.assign(**b_joint)
-    for frame in curve_frames:
-        frame.insert(frame.columns.get_loc("curve") + 1, "sat_model", frame.pop("sat_model")
-                     if "sat_model" in frame.columns else "published")
-    fit_rows = [{**row, "sat_model": row.get("sat_model", "published")} for row in fit_rows]
-    order = ["formulation", "gain", "discount", "curve"]
-    points = pd.concat(point_frames, ignore_index=True)
-    points = points[order + [c for c in points.columns if c not in order]]
-    result = CalibrationResult(
-        fits=pd.DataFrame(fit_rows), curves=pd.concat(curve_frames, ignore_index=True),
-        points=points, bias=bias, anova=anova_table(bias),
-        model_check=pd.DataFrame(check_rows, columns=order + ["model", "log_loss", "brier", "folds"]),
-        meta=meta)
-    if bootstrap:
-        from .bootstrap import bootstrap_calibration, resampling_clusters
-        if study is not None:
-            worker_ids, example_ids = (study.examples[c] if c in study.examples.columns else None
-                                       for c in ("worker_id", "example_id"))
-        resampling, clusters = resampling_clusters(len(answers), worker_ids, example_ids)
-        meta["provenance"]["resampling"] = resampling
-        result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,
-                                                 replicates=bootstrap, seed=seed, n_jobs=n_jobs,
-                                                 backend=backend, progress=progress, types=types,
-                                                 joint_fits=joint_models, clusters=clusters,
-                                                 resampling=resampling, support=ranges)
-        result.bootstrap.attach(result)
-        result.anova = anova_table(result.bias, bootstrap=result.bootstrap)  # the valid test
-    result.meta["warnings"] = thin_data_warnings(result)
-    result.meta["provenance"]["warnings"] = result.meta["warnings"]
-    result.meta["design_warnings"] = design_warnings(result)
-    result.meta["provenance"]["design_warnings"] = result.meta["design_warnings"]
-    return result
-
-
-#: How far a design's pairing correlation may stray from the ECIR 2015 pairs' before the paper's
-#: estimator is called incomparable with the published one (the audit's two designs, -0.06
-#: and -0.77, moved lin-const's b2 from 0.096 to 0.325).
-PAIRING_TOLERANCE = 0.2
-
-
-def design_warnings(result: "CalibrationResult") -> list[str]:
-    """Sentences saying when the paper's estimator is read on a design unlike the paper's: its
-    P(Sat|phi) is the satisfaction of a list given that its partner got the same verdict, so it
-    moves with how the design pairs lists (SPEC 7.2)."""
-    from ..generate import ECIR2015_PAIRING_CORRELATION as PAPER
-    r = result.meta.get("provenance", {}).get("pairing_correlation", {}).get("median")
-    if r is None or abs(r - PAPER) <= PAIRING_TOLERANCE:
-        return []
-    lead = ("the ranking leads with the per-list estimator, which does not depend on it"
-            if "b1_joint" in result.bias.columns else
-            "run the analysis with the joint model (--sat-model both) for the per-list estimator, "
-            "which does not depend on it")
-    return [f"This design pairs lists with correlation {r:+.2f} between phi_A and phi_B (median over "
-            f"formulations; the ECIR 2015 pairs: {PAPER:+.2f}). The paper's P(Sat|phi) and b1-b3 depend "
-            f"on that pairing, so here they are not comparable with the published ones; {lead}."]
-
-
-#: Below these, a study's answers are called thin and its ranking is not crowned: the paper
-#: collected 4,115 answers; a cluster bootstrap over fewer than 20 workers rests on too few
-#: clusters; a bin of fewer than 20 observations gives a proportion within +/- 0.2 at best.
-THIN = {"answers": 1000, "workers": 20, "per_bin": 20}
-
-
-def thin_data_warnings(result: "CalibrationResult") -> list[str]:
-    """Sentences saying where the answers are too thin, or the scores too narrow, to support
-    the analysis's claims (shown first in the report, printed by the CLI, kept in
-    calibration.json). Empty when nothing is thin."""
-    out = []
-    prov = result.meta.get("provenance", {})
-    n = int(result.meta.get("n_examples", 0))
-    if n < THIN["answers"]:
-        out.append(f"Only {n} answers (the paper collected 4,115): curves and indicators are uncertain; "
-                   "read the intervals, not the point estimates.")
-    workers = prov.get("workers")
-    if workers is not None and workers < THIN["workers"]:
-        out.append(f"Only {workers} workers: what one worker thinks weighs on every estimate, and an "
-                   "interval that resamples workers rests on few of them.")
-    pts = result.points[result.points["n"] > 0]
-    sparse = pts[pts["n"] < THIN["per_bin"]]
-    if len(pts) and len(sparse) / len(pts) > 0.25:
-        out.append(f"{len(sparse)} of {len(pts)} bins with data hold fewer than {THIN['per_bin']} "
-                   "observations: their proportions are within +/- 0.2 at best.")
-    support = result.meta.get("support")
-    if support is not None:
-        sat = support.get("sat_joint", support["sat"])  # the lead estimator's curve
-        short = np.flatnonzero(~((sat[:, 0] <= 1e-9) & (sat[:, 1] >= 1 - 1e-9)))
-        if short.size:
-            names = result.bias["formulation"].to_numpy()[short]
-            shown = ", ".join(f"{f} [{sat[j, 0]:.1f}, {sat[j, 1]:.1f}]" for f, j in zip(names[:6], short[:6]))
-            more = f" and {short.size - 6} more" if short.size > 6 else ""
-            where = ("over that range only, so they are not comparable with indicators over [0, 1]"
-                     if prov.get("indicator_range", "data") == "data" else
-                     "over [0, 1] all the same (indicator_range = full): partly extrapolated")
-            out.append(f"The answers do not reach all of [0, 1] for {short.size} formulations "
-                       f"({shown}{more}): their curves beyond it are extrapolations (dotted in the "
-                       f"figures) and their indicators are computed {where}.")
-    return out
-
-
-#: Satisfaction models of ``calibrate(sat_model=...)``; ``joint`` is the same as ``both``.
-SAT_MODELS = ("published", "both", "joint")
-
-
-def _list_support(types: AnswerTypes, j: int, n_bins: int) -> tuple:
-    """Where the per-list curve of formulation ``j`` has data: every answered list counts (the
-    joint model uses all four answers), A and B alike."""
-    x = np.concatenate([types.phi_a[:, j], types.phi_b[:, j]])
-    return supported_range(x, np.concatenate([types.counts, types.counts]), n_bins)
-
-
-def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_range=None, pref_range=None):
-    """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
-    many starts agreed and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
-    (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`)."""
-    from .joint import fit_joint, implied_preference
-    fits, curves, b1, b2, b3, models = [], [], [], [], [], []
-    iterator = range(len(fcols))
-    if progress:
-        from tqdm.auto import tqdm
-        iterator = tqdm(iterator, desc="fitting joint models", unit="formulation")
-    for j in iterator:
-        ident = fcols.iloc[j].to_dict()
-        fit = fit_joint(types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
-        models.append(fit)
-        p, lo, hi = fit.predict(GRID)
-        se = np.sqrt(np.diag(fit.cov)[:3])
-        fits.append({**ident, "curve": "sat", "sat_model": "joint", "n": fit.n, "successes": np.nan,
-                     "beta0": fit.beta[0], "beta1": fit.beta[1], "beta2": fit.beta[2],
-                     "se0": se[0], "se1": se[1], "se2": se[2], "deviance": -2 * fit.loglik,
-                     "aic": -2 * fit.loglik + 2 * fit.theta.size, "converged": fit.converged,
-                     "monotone": bool(np.all(np.diff(p) >= -1e-12)),
-                     **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
-                     "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
-                     "flags": "; ".join(fit.flags)})
-        s_rng = None if sat_range is None else sat_range[j]
-        p_rng = None if pref_range is None else pref_range[j]
-        inside = (GRID >= (0 if s_rng is None else s_rng[0]) - 1e-12) & (GRID <= (1 if s_rng is None else s_rng[1]) + 1e-12)
-        curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
-                                    "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
-                                    "p_isotonic": np.nan, "supported": inside}))
-        ind = bias_indicators(p, implied_preference(fit, GRID), sat_range=s_rng, pref_range=p_rng)
-        b1.append(float(ind["b1"]))
-        b2.append(float(ind["b2"]))
-        b3.append(float(ind["b3"]))
-    return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
-
-
-def _support_record(formulations, support: dict, n_bins: int) -> dict:
-    """calibration.json's record of where each curve has data (SPEC 7.2)."""
-    return {"rule": f"hull of the {n_bins} bins holding at least {SUPPORT_MIN_COUNT} observations",
-            "min_count": SUPPORT_MIN_COUNT,
-            "ranges": {f: {curve: [None if not np.isfinite(v) else float(v) for v in support[curve][j]]
-                           for curve in support} for j, f in enumerate(formulations)}}
-
-
-def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answers: int) -> dict:
-    """How the calibration was made (SPEC 7, ``calibration.json``); callers that know the input
-    files add their hashes and whether the answers are simulated."""
-    from ..fileio import package_versions
-    ex = study.examples if study is not None else None
-    count = lambda col: int(ex[col].nunique()) if ex is not None and col in ex.columns else None
-    return {
-        "k": study.k if study is not None else None,
-        "levels": study.n_levels if study is not None else None,
-        "normalization": {f.id: f.normalization for f in forms},
-        "negatives": {f.id: f.negatives for f in forms},
-        "formulations": [f.id for f in forms],
-        "population": population,
-        "sat_model": ["published"],
-        "answers": int(n_answers),
-        "examples": count("example_id"),
-        "workers": count("worker_id"),
-        "seed": int(seed),
-        "bootstrap": int(bootstrap),
-        "packages": package_versions(),
-        "simulated": False,
-    }
-
-
-def _pairing(types: AnswerTypes, forms) -> dict:
-    """corr(phi_A, phi_B) of the answered examples (each answer once): the median over the
-    formulations and each one's (SPEC 7.2; the paper's curve depends on it)."""
-    from ..generate import pairing_correlation
-    r = pairing_correlation(types.phi_a, types.phi_b, types.counts)
-    return {"median": round(float(np.nanmedian(r)), 4) if np.isfinite(r).any() else None,
-            "by_formulation": {f.id: (round(float(v), 4) if np.isfinite(v) else None) for f, v in zip(forms, r)}}
-
-
-def _isotonic_curve(x, y, w=None) -> np.ndarray:
-    w = np.ones(np.size(x)) if w is None else np.asarray(w, float)
-    if len(np.unique(np.asarray(x)[w > 0])) < 2:
-        return np.full(GRID.size, np.nan)
-    return _isotonic_fit(np.asarray(x, float), np.asarray(y, float), w).predict(GRID)

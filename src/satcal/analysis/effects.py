@@ -172,7 +172,6 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
     The ``Residual`` row holds df, sum_sq, mean_sq and eta_sq (the share no main effect
     explains, with its interval) and no test.
     """
-    from .core import crossed_design
 
     if bootstrap is not None:
         formulations, replicates = bootstrap_replicates(bootstrap)
@@ -230,3 +229,32 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
                     row.update(wald=w, F=f, p=p, test=TEST_NAME, note=note)
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
+                bootstrap=None) -> pd.DataFrame:
+    """Effects of gain and discount per indicator: sums of squares, eta^2 and a valid test.
+
+    Over the DCG family only: measures beyond DCG (ERR, RR, AP, P) have no gain x discount
+    structure and are left out. The estimates share their answers, so ``p`` comes from the
+    bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
+    (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
+    and the joint model's indicators present in ``bias``.
+    """
+    return effects_table(bias, indicators, bootstrap=bootstrap)
+
+
+def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the largest complete gain x discount grid of the DCG family.
+
+    An extra formulation outside the grid (``lin-geo0.8`` beside the 36) or a measure beyond
+    DCG would unbalance the two-way design, so the ANOVA leaves them out.
+    """
+    if "family" in bias.columns:
+        bias = bias[bias["family"] == "dcg"]
+    per_discount = bias.groupby("discount")["gain"].nunique()
+    discounts = per_discount.index[per_discount == per_discount.max()] if len(bias) else []
+    bias = bias[bias["discount"].isin(discounts)]
+    per_gain = bias.groupby("gain")["discount"].nunique()
+    gains = per_gain.index[per_gain == len(discounts)] if len(bias) else []
+    return bias[bias["gain"].isin(gains)]

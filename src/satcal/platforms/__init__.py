@@ -62,6 +62,27 @@ class Platform:
     #: whether its result file lists assignments left unfinished (the simulated crowd writes
     #: them only where the platform does)
     reports_unfinished: bool = False
+    #: the researcher's settings of the platform, ``[platforms.<name>]`` in study.toml: a tuple
+    #: of :class:`Setting`; ``write_batch`` then takes ``settings=`` (a dict of their values)
+    settings: tuple = ()
+    #: ``describe(settings, items_per_page, answers_per_example)``: one line export prints
+    describe: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of ``[platforms.<name>]`` in study.toml: default, type, check and its meaning."""
+
+    name: str
+    default: object
+    kind: type | tuple
+    check: Callable | None = None
+    what: str = ""
+    help: str = ""
+
+    def valid(self, value) -> bool:
+        ok = isinstance(value, self.kind) and not (self.kind in (int, (int, float)) and isinstance(value, bool))
+        return ok and (self.check is None or bool(self.check(value)))
 
 
 def _registry() -> dict[str, Platform]:
@@ -73,7 +94,9 @@ def _registry() -> dict[str, Platform]:
 def detect_platform(path, head: str) -> str:
     """Guess a result file's platform from its name and first line."""
     name = str(path).lower()
-    first = head.lstrip("\ufeff").splitlines()[0] if head.strip() else ""
+    # UTF-16 bytes read as UTF-8 show their ASCII letters between NULs, after a BOM's U+FFFD
+    head = head.replace("\x00", "").lstrip("\ufeff\ufffd")
+    first = head.splitlines()[0] if head.strip() else ""
     if name.endswith(".json"):
         return "labelstudio"
     if "ASSIGNMENT:" in first or "INPUT:" in first:
@@ -225,7 +248,8 @@ def _fill_titles(visible: pd.DataFrame, k: int) -> None:
     one; a documents table or topics file that covers only some queries or documents leaves the
     others' titles empty, and a worker would read "Query:" and nothing. Preview and every
     HTML page satcal renders fall back to the id (``_item.html``); the files now carry the same
-    text. Queries and documents shown as bare ids are counted in one warning each.
+    text. Queries and documents shown as bare ids (no title, snippet, description or audio)
+    are counted in one warning each.
     """
     import warnings
     from ..errors import SatcalWarning
@@ -242,11 +266,16 @@ def _fill_titles(visible: pd.DataFrame, k: int) -> None:
         visible[title_col] = titles.where(~empty, ids)
         named, untitled, _ = bare.setdefault(what, (set(), set(), remedy))
         named.update(ids)
-        untitled.update(ids[empty | (titles == ids)])
+        shown_bare = empty | (titles == ids)
+        for other in ("snippet", "audio_url", "description"):  # a snippet or a player says something
+            col = f"{id_col}_{other}"
+            if col in visible.columns:
+                shown_bare &= visible[col].fillna("").astype(str).str.strip() == ""
+        untitled.update(ids[shown_bare])
     for what, (named, untitled, remedy) in bare.items():
         if untitled:
             example = html.unescape(sorted(untitled)[0])
-            warnings.warn(f"{len(untitled)} of {len(named)} {what} have no title: workers will see the "
+            warnings.warn(f"{len(untitled)} of {len(named)} {what} have no text: workers will see the "
                           f"bare id (e.g. {example!r}); give {remedy}", SatcalWarning, stacklevel=4)
 
 

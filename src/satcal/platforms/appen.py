@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, Platform, check_worker_visible, render_instructions_html
+from . import ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html
 from ._common import raw_answers, read_table, write_delimited
 
 REPORT_COLUMNS = ["_unit_id", "_created_at", "_golden", "_id", "_missed", "_started_at", "_tainted",
@@ -61,9 +61,38 @@ def cml_template(visible: pd.DataFrame, k: int) -> str:
             'validates="required" gold="true">\n' + radios + "\n</cml:radios>\n")
 
 
+#: The researcher's job settings, ``[platforms.appen]`` in study.toml (written to
+#: job-settings.txt: Appen takes them in its job editor, not from a file).
+SETTINGS = (
+    Setting("payment_cents_per_page", 10, int, lambda v: 1 <= v <= 100_000, "a positive number of cents",
+            "payment per page (units_per_assignment rows), in US cents"),
+    Setting("test_questions_per_page", 1, int, lambda v: 0 <= v <= 100, "an integer from 0 to 100",
+            "test questions (traps) on each page of work mode"),
+    Setting("min_accuracy", 70, (int, float), lambda v: 0 <= v <= 100, "a percentage from 0 to 100",
+            "minimum accuracy on test questions to stay in the job"),
+    Setting("quiz_mode", True, bool, None, "true or false",
+            "a first page of test questions only, which a worker must pass to enter"),
+    Setting("hide_answer", True, bool, None, "true or false",
+            "hide the expected answer from a worker who misses a test question (showing it teaches the traps)"),
+)
+DEFAULTS = {s.name: s.default for s in SETTINGS}
+
+
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
+    """One line of the job settings, for export to print."""
+    s = {**DEFAULTS, **(settings or {})}
+    return (f"payment {s['payment_cents_per_page']} cents per page of {items_per_page} units, "
+            f"{answers_per_example} judgments per unit ([design] answers_per_example), "
+            f"{s['test_questions_per_page']} test question(s) a page, minimum accuracy {s['min_accuracy']}%, "
+            f"quiz mode {'on' if s['quiz_mode'] else 'off'}, answers of missed test questions "
+            f"{'hidden' if s['hide_answer'] else 'shown'} (set them in Appen's job editor: job-settings.txt)")
+
+
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1,
+                settings: dict | None = None) -> list[Path]:
     check_worker_visible(visible.columns)
+    s = {**DEFAULTS, **(settings or {})}
     units = _lower(visible)
     golden = key.set_index("item_id").loc[units["item_id"]]
     units["_golden"] = np.where(golden["is_trap"].to_numpy(), "TRUE", "FALSE")
@@ -76,20 +105,28 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
              atomic_write_text(out_dir / "instructions.html", render_instructions_html(instructions) + "\n"),
              atomic_write_text(out_dir / "job-settings.txt", JOB_SETTINGS.format(
                  rows=items_per_page, judgments=answers_per_example,
-                 traps=int(golden["is_trap"].sum())))]
+                 traps=int(golden["is_trap"].sum()), cents=s["payment_cents_per_page"],
+                 per_page=s["test_questions_per_page"], accuracy=s["min_accuracy"],
+                 quiz="on" if s["quiz_mode"] else "off",
+                 hide='turn on "Hide answer"' if s["hide_answer"] else 'leave "Hide answer" off'))]
     return paths
 
 
-JOB_SETTINGS = """# Appen job settings for this batch (Design > Quality, Settings > Launch):
+JOB_SETTINGS = """# Appen job settings for this batch (Design > Quality, Settings > Launch), from
+# [platforms.appen] and [design] of study.toml:
 units_per_assignment = {rows}
 judgments_per_unit = {judgments}
+payment_per_assignment_cents = {cents}
+test_questions_per_page = {per_page}
+minimum_accuracy_percent = {accuracy}
+quiz_mode = {quiz}
 # 1. Data: upload units.csv. Appen reads the {traps} rows with _golden = TRUE and their
 #    answer_gold / answer_gold_reason columns as test questions, but only once you convert them:
 #    Quality > Test Questions > "Convert uploaded test questions".
 # 2. Design: paste job.cml into the CML editor and instructions.html into the instructions.
-# 3. Quality > Test Questions settings: turn on "Hide answer" (or the expected answer and the
-#    reason are shown to a worker who misses one, which teaches the traps), and set test
-#    questions per page to 1 with quiz mode on.
+# 3. Quality > Test Questions settings: {hide} (when off, the expected answer and the
+#    reason are shown to a worker who misses one, which teaches the traps), set test
+#    questions per page to {per_page}, quiz mode {quiz}, minimum accuracy {accuracy}%.
 """
 
 
@@ -132,4 +169,5 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
 
 
 PLATFORM = Platform("appen", "Appen (ex Figure Eight / CrowdFlower): units CSV + CML",
-                    write_batch, read_results, "csv", write_results)
+                    write_batch, read_results, "csv", write_results, settings=SETTINGS,
+                    describe=describe_settings)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..fileio import atomic_write_text
-from . import (ANSWER_LABELS, Platform, check_worker_visible, render_instructions_html,
+from . import (ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html,
                render_lists_html)
 from ._common import raw_answers, read_text, unfinished
 
@@ -36,8 +36,29 @@ def label_config() -> str:
     return LABEL_CONFIG.format(choices=choices)
 
 
+#: The researcher's project settings, ``[platforms.labelstudio]`` in study.toml (project.json;
+#: maximum_annotations is [design] answers_per_example).
+SETTINGS = (
+    Setting("overlap_cohort_percentage", 100, int, lambda v: 1 <= v <= 100, "an integer from 1 to 100",
+            "percentage of tasks given to maximum_annotations annotators (the rest get one)"),
+    Setting("show_skip_button", False, bool, None, "true or false", "let annotators skip a task"),
+    Setting("show_instruction", True, bool, None, "true or false", "show the instructions before the tasks"),
+)
+DEFAULTS = {s.name: s.default for s in SETTINGS}
+
+
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
+    """One line of the project settings, for export to print."""
+    s = {**DEFAULTS, **(settings or {})}
+    return (f"maximum_annotations {answers_per_example} ([design] answers_per_example) on "
+            f"{s['overlap_cohort_percentage']}% of tasks, skip button {'shown' if s['show_skip_button'] else 'hidden'}, "
+            f"instructions {'shown' if s['show_instruction'] else 'hidden'}")
+
+
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1,
+                settings: dict | None = None) -> list[Path]:
+    s = {**DEFAULTS, **(settings or {})}
     check_worker_visible(visible.columns)
     tasks = []
     for _, row in visible.iterrows():
@@ -45,9 +66,10 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
         data["html"] = render_lists_html(row, k, inline_style=True)
         tasks.append({"data": data})
     project = {"title": "Which search results are better?", "label_config": label_config(),
-               "expert_instruction": render_instructions_html(instructions), "show_instruction": True,
-               "show_skip_button": False, "maximum_annotations": answers_per_example,
-               "overlap_cohort_percentage": 100, "show_ground_truth_first": False}
+               "expert_instruction": render_instructions_html(instructions),
+               "show_instruction": s["show_instruction"], "show_skip_button": s["show_skip_button"],
+               "maximum_annotations": answers_per_example,
+               "overlap_cohort_percentage": s["overlap_cohort_percentage"], "show_ground_truth_first": False}
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
             atomic_write_text(out_dir / "label_config.xml", label_config()),
@@ -73,7 +95,7 @@ def _choice(ann: dict) -> tuple[str, str]:
         return "", "malformed annotation: result is not a list"
     chosen = []
     for res in results:
-        if not isinstance(res, dict) or res.get("from_name") != "answer":
+        if not isinstance(res, dict) or res.get("from_name") != CONTROL:
             continue
         value = res.get("value")
         choices = value.get("choices") if isinstance(value, dict) else value
@@ -119,11 +141,14 @@ def read_results(path) -> pd.DataFrame:
         tasks = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and text.lstrip().startswith("{"):
-            raise InputFileError(path, "holds one JSON object per line (JSON lines), which Label Studio "
-                                       f"does not export: expected {LAYOUTS}", exc.lineno) from None
+            raise InputFileError(path, "holds one JSON object per line (JSON lines, as Appen's JSON report), "
+                                       f"which Label Studio does not export: expected {LAYOUTS}; for Appen, "
+                                       "give the full report as CSV (--platform appen)", exc.lineno) from None
         raise InputFileError(path, f"is not valid JSON ({exc.msg}; truncated?)", exc.lineno) from None
     except RecursionError:
         raise InputFileError(path, "is JSON nested too deeply to be a Label Studio export") from None
+    except ValueError as exc:  # e.g. a number too long to convert
+        raise InputFileError(path, f"is not JSON that can be read ({str(exc).splitlines()[0]})") from None
     if isinstance(tasks, dict) and isinstance(tasks.get("data"), dict):
         tasks = [tasks]  # one task exported on its own
     if not isinstance(tasks, list):
@@ -138,8 +163,19 @@ def read_results(path) -> pd.DataFrame:
     return _read_tasks(path, tasks)
 
 
+#: The Choices control of satcal's labeling config: where an annotation holds its answer.
+CONTROL = "answer"
+
+
+def _renamed_control(path, names: set | None = None) -> InputFileError:
+    found = f" (found {', '.join(sorted(map(str, names))[:5])})" if names else ""
+    return InputFileError(path, f"no annotation holds a choice under {CONTROL!r}, the name of the Choices in "
+                                f"satcal's labeling config{found}: was the labeling config changed?")
+
+
 def _read_tasks(path, tasks: list) -> pd.DataFrame:
     rows = []
+    controls: set = set()  # the controls the annotations' results come from
     for t_index, task in enumerate(tasks, start=1):
         data = task.get("data", {}) if isinstance(task, dict) else {}
         if not isinstance(data, dict) or "item_id" not in data:
@@ -161,6 +197,8 @@ def _read_tasks(path, tasks: list) -> pd.DataFrame:
                              "malformed annotation: not an object", t_index, None))
                 continue
             choice, problem = _choice(ann)
+            if isinstance(ann.get("result"), list):
+                controls.update(r.get("from_name") for r in ann["result"] if isinstance(r, dict))
             cancelled = ann.get("was_cancelled") or ann.get("skipped")  # 'skipped' before 1.0
             status = (problem or ("cancelled" if cancelled else "")
                       or ("ground truth (a reviewer's reference answer)" if ann.get("ground_truth") else ""))
@@ -171,6 +209,8 @@ def _read_tasks(path, tasks: list) -> pd.DataFrame:
         raise InputFileError(path, f"none of its {len(tasks)} tasks has an annotation (no 'annotations' or "
                                    "'completions' entries): is it the tasks file of the batch rather than "
                                    "the project's export after annotating?")
+    if CONTROL not in controls and controls - {None}:
+        raise _renamed_control(path, controls - {None})
     return _answers(path, rows)
 
 
@@ -179,13 +219,15 @@ def _read_min(path, records: list) -> pd.DataFrame:
     for r_index, rec in enumerate(records, start=1):
         if not isinstance(rec, dict) or "item_id" not in rec:
             raise InputFileError(path, f"record {r_index} has no item_id: expected {LAYOUTS}")
-        if rec.get("annotation_id") is None and rec.get("answer") is None:
+        if rec.get("annotation_id") is None and rec.get(CONTROL) is None:
             continue  # a task nobody annotated
-        rows.append(_min_row(rec.get("item_id"), rec.get("answer"), rec.get("annotator"),
+        rows.append(_min_row(rec.get("item_id"), rec.get(CONTROL), rec.get("annotator"),
                              rec.get("annotation_id"), rec.get("created_at"), rec.get("lead_time"), r_index))
     if not rows:
         raise InputFileError(path, f"none of its {len(records)} JSON-MIN records has an answer: were they "
                                    "exported before anyone annotated?")
+    if not any(isinstance(r, dict) and CONTROL in r for r in records):
+        raise _renamed_control(path)
     _warn_minimal(path)
     return _answers(path, rows)
 
@@ -198,11 +240,14 @@ def _read_table_export(path, delimiter) -> pd.DataFrame:
         delimiter = "\t" if "\t" in head and "," not in head else ","
     t = read_delimited(path, delimiter, ["item_id", "annotator", "annotation_id"], text=text,
                        expected=LAYOUTS, rows="one row per annotation")
-    answer = t["answer"] if "answer" in t.columns else pd.Series([""] * len(t), index=t.index)
+    answer = t[CONTROL] if CONTROL in t.columns else pd.Series([""] * len(t), index=t.index)
     keep = (t["annotation_id"].str.strip() != "") | (answer.str.strip() != "")
     if not keep.any():
         raise InputFileError(path, f"none of its {len(t)} rows has an annotation (annotation_id and answer "
                                    "are empty): was it exported before anyone annotated?")
+    if CONTROL not in t.columns:
+        raise InputFileError(path, f"no column {CONTROL!r}, the name of the Choices in satcal's labeling config, "
+                                   "though annotations are listed: was the labeling config changed?", 1)
     rows = [_min_row(r["item_id"], answer[i], r["annotator"], r["annotation_id"], r.get("created_at"),
                      r.get("lead_time"), r["__line__"]) for i, r in t[keep].iterrows()]
     _warn_minimal(path)
@@ -270,4 +315,5 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
 
 
 PLATFORM = Platform("labelstudio", "Label Studio: JSON tasks + labeling config",
-                    write_batch, read_results, "json", write_results, reports_unfinished=True)
+                    write_batch, read_results, "json", write_results, reports_unfinished=True,
+                    settings=SETTINGS, describe=describe_settings)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from . import ANSWER_LABELS, SHOWN_CODES, Platform, check_worker_visible
+from . import ANSWER_LABELS, SHOWN_CODES, Platform, Setting, check_worker_visible
 from ._common import raw_answers, read_table, unfinished, write_delimited
 
 
@@ -61,9 +61,31 @@ function extend(ParentClass, constructorFunction, prototypeHash) {
 }
 """
 VIEW_STYLES = ".lists{display:flex;gap:1.5em;align-items:flex-start}.list{flex:1 1 0;min-width:0}"
-#: Workers whose share of correct control tasks falls under this (after MIN_CONTROL answered)
-#: are kept out of the project's further pools; satcal's own trust threshold applies at ingest.
-CONTROL_RATE, MIN_CONTROL = 70, 3
+#: The researcher's pool settings, ``[platforms.toloka]`` in study.toml. Workers whose share of
+#: correct control tasks falls under ``control_min_accuracy`` (after ``control_min_answers``)
+#: are restricted from the project: for ``restriction_days`` ("temporary", the default: a worker
+#: a bad trap failed can come back), for good ("permanent") or not at all ("none"). satcal's own
+#: trust threshold applies at ingest either way.
+SETTINGS = (
+    Setting("reward_per_assignment", 0.05, (int, float), lambda v: 0 < v <= 1000, "a positive amount in USD",
+            "USD per task suite: one page of items_per_page comparisons of two ranked lists; price the time a page takes"),
+    Setting("assignment_max_duration_seconds", 600, int, lambda v: 60 <= v <= 86400,
+            "seconds from 60 to 86,400", "time a worker has for one task suite"),
+    Setting("control_tasks_per_suite", 1, int, lambda v: 0 <= v <= 100, "an integer from 0 to 100",
+            "traps (control tasks) mixed into each task suite"),
+    Setting("control_min_answers", 3, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
+            "control tasks a worker answers before the quality rule judges them"),
+    Setting("control_min_accuracy", 70, (int, float), lambda v: 0 <= v <= 100, "a percentage from 0 to 100",
+            "restrict workers with a lower percentage of correct control tasks"),
+    Setting("control_history_size", 10, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
+            "the most recent control tasks the rule counts"),
+    Setting("restriction", "temporary", str, lambda v: v in ("temporary", "permanent", "none"),
+            "temporary, permanent or none",
+            "what the quality rule does to such workers: temporary (restriction_days), permanent, or none"),
+    Setting("restriction_days", 7, int, lambda v: 1 <= v <= 365, "an integer from 1 to 365",
+            "length of a temporary restriction"),
+)
+DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 
 def project_json(visible: pd.DataFrame, k: int, instructions: str) -> dict:
@@ -90,35 +112,55 @@ def project_json(visible: pd.DataFrame, k: int, instructions: str) -> dict:
     }
 
 
-def pool_json(items_per_page: int, answers_per_example: int, n_traps: int) -> dict:
+def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, settings: dict | None = None) -> dict:
     """The Toloka pool (API / toloka-kit ``Pool``), without ``project_id`` and ``will_expire``,
     which only exist once the project is created and the pool is opened: each task suite mixes
-    one control task (a trap, with its known solution) into the real tasks, every task is given
-    to ``answers_per_example`` workers, and workers failing the control tasks are kept out."""
-    golden = 1 if n_traps else 0
+    ``control_tasks_per_suite`` control tasks (traps, with their known solutions) into the real
+    tasks, every task is given to ``answers_per_example`` workers, and workers failing the
+    control tasks are restricted as ``settings`` (``[platforms.toloka]``, see ``SETTINGS``) say."""
+    s = {**DEFAULTS, **(settings or {})}
+    golden = s["control_tasks_per_suite"] if n_traps else 0
+    if s["restriction"] == "temporary":
+        duration = {"duration": s["restriction_days"], "duration_unit": "DAYS"}
+    else:
+        duration = {"duration_unit": "PERMANENT"}
+    rules = [{"conditions": [{"key": "total_answers_count", "operator": "GTE", "value": s["control_min_answers"]},
+                             {"key": "correct_answers_rate", "operator": "LT", "value": s["control_min_accuracy"]}],
+              "action": {"type": "RESTRICTION_V2",
+                         "parameters": {"scope": "PROJECT", **duration,
+                                        "private_comment": "control tasks (traps) failed"}}}]
     return {
         "private_name": "satcal batch",
         "may_contain_adult_content": False,
-        "reward_per_assignment": 0.05,
-        "assignment_max_duration_seconds": 60 * max(items_per_page, 5),
+        "reward_per_assignment": s["reward_per_assignment"],
+        "assignment_max_duration_seconds": s["assignment_max_duration_seconds"],
         "auto_accept_solutions": True,
         "defaults": {"default_overlap_for_new_task_suites": answers_per_example,
                      "default_overlap_for_new_tasks": answers_per_example},
         "mixer_config": {"real_tasks_count": max(items_per_page - golden, 1), "golden_tasks_count": golden,
                          "training_tasks_count": 0},
         "quality_control": {"configs": [{
-            "collector_config": {"type": "GOLDEN_SET", "parameters": {"history_size": 10}},
-            "rules": [{"conditions": [{"key": "total_answers_count", "operator": "GTE", "value": MIN_CONTROL},
-                                      {"key": "correct_answers_rate", "operator": "LT", "value": CONTROL_RATE}],
-                       "action": {"type": "RESTRICTION_V2",
-                                  "parameters": {"scope": "PROJECT", "duration_unit": "PERMANENT",
-                                                 "private_comment": "control tasks (traps) failed"}}}],
-        }] if golden else []},
+            "collector_config": {"type": "GOLDEN_SET", "parameters": {"history_size": s["control_history_size"]}},
+            "rules": rules if s["restriction"] != "none" else [],
+        }] if golden and s["restriction"] != "none" else []},
     }
 
 
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
+    """One line of what the exported pool does, for export to print."""
+    s = {**DEFAULTS, **(settings or {})}
+    per_item = s["reward_per_assignment"] / max(items_per_page, 1)
+    rule = ("no quality rule" if s["restriction"] == "none" else
+            f"workers under {s['control_min_accuracy']}% correct after {s['control_min_answers']} control "
+            f"tasks restricted {'for ' + str(s['restriction_days']) + ' days' if s['restriction'] == 'temporary' else 'permanently'}")
+    return (f"reward {s['reward_per_assignment']} USD per task suite of {items_per_page} items "
+            f"({per_item:.4g} an item), {s['control_tasks_per_suite']} control task(s) a suite, overlap "
+            f"{answers_per_example} ([design] answers_per_example), {rule}")
+
+
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
-                instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
+                instructions: str, items_per_page: int, answers_per_example: int = 1,
+                settings: dict | None = None) -> list[Path]:
     check_worker_visible(visible.columns)
     gold = key.set_index("item_id").loc[visible["item_id"]]
     expected = gold["expected_shown"].fillna("").astype(str).to_numpy()
@@ -136,7 +178,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
             atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
             atomic_write_text(out_dir / "project.json", json.dumps(project_json(visible, k, instructions), indent=2) + "\n"),
             atomic_write_text(out_dir / "pool.json", json.dumps(pool_json(items_per_page, answers_per_example,
-                                                                           int(gold["is_trap"].sum())), indent=2) + "\n")]
+                                                                           int(gold["is_trap"].sum()), settings),
+                                                                 indent=2) + "\n")]
 
 
 #: Assignment statuses of a results download; an accepted or submitted one is an answer.
@@ -188,4 +231,5 @@ def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFram
 
 
 PLATFORM = Platform("toloka", "Toloka: tasks TSV (INPUT:/GOLDEN:/HINT:) + project.json",
-                    write_batch, read_results, "tsv", write_results, reports_unfinished=True)
+                    write_batch, read_results, "tsv", write_results, reports_unfinished=True,
+                    settings=SETTINGS, describe=describe_settings)
