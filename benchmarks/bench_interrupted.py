@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 SATCAL = [sys.executable, "-m", "satcal"]
-INGESTED = ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv", "raw/ingest-settings.json")
+INGESTED = ("answers.csv", "rejects.csv", "workers.csv", "traps_report.csv", "raw/index.csv",
+            "raw/ingest-settings.json")
 EXPORTED = ("key.csv", "items.csv", "batches/keys/batch-1.csv", "batches/csv/items.csv")
 GENERATED = ("examples.csv", "traps.csv", "scores.csv", "coverage.csv", "coverage.png", "design.json")
 

@@ -441,7 +441,8 @@ def test_the_lock_is_reentrant_in_a_process(ws):
 # --------------------------------------------------------------------------------------------
 # Issue 25.2: every writing command killed at random instants; a full disk
 # --------------------------------------------------------------------------------------------
-INGESTED = ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv", "raw/ingest-settings.json")
+INGESTED = ("answers.csv", "rejects.csv", "workers.csv", "traps_report.csv", "raw/index.csv",
+            "raw/ingest-settings.json")
 
 
 def _state(path, names):

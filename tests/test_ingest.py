@@ -379,6 +379,29 @@ def test_labelstudio_minimal_and_table_exports(ws, tmp_path, layout):
     assert detect_platform(f, f.read_text()[:4096]) == "labelstudio"
 
 
+def test_removing_the_only_file_leaves_empty_tables_not_a_broken_workspace(ws):
+    """Issue 25.2: `ingest --remove` of the only ingested file left a workspace where every
+    later ingest and analyze died with KeyError: 'answer'. Now the tables are empty (their
+    header only), analyze says there is nothing to analyse, and ingesting again restores the
+    tables byte for byte."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    from satcal.ingest import ANSWER_TABLE_COLUMNS, REJECT_TABLE_COLUMNS
+    out, _ = simulate_workspace(ws, "csv")
+    runner = CliRunner()
+    assert runner.invoke(main, ["ingest", str(ws.path), str(out)]).exit_code == 0
+    tables = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "workers.csv")}
+    res = runner.invoke(main, ["ingest", str(ws.path), "--remove", out.name])
+    assert res.exit_code == 0, res.output
+    assert "total: 0 rows = 0 answers (0 on traps) + 0 rejects" in res.output
+    assert (ws.path / "answers.csv").read_text() == ",".join(ANSWER_TABLE_COLUMNS) + "\n"
+    assert (ws.path / "rejects.csv").read_text() == ",".join(REJECT_TABLE_COLUMNS) + "\n"
+    res = runner.invoke(main, ["analyze", str(ws.path), "-q"])
+    assert res.exit_code == 2 and "has no answers to examples; ingest result files first" in res.output
+    assert runner.invoke(main, ["ingest", str(ws.path), str(out)]).exit_code == 0
+    assert {n: (ws.path / n).read_bytes() for n in tables} == tables
+
+
 def test_labelstudio_lead_time_and_a_single_task(tmp_path):
     """An annotation's lead_time (seconds on the task) is the row's time, in every layout; a
     task exported on its own (a JSON object, not a list) is read as a list of one."""
