@@ -278,3 +278,17 @@ def test_an_interval_that_misses_its_estimate_is_drawn(tmp_path, ecir_study):
     assert misses.any()  # the case this test is about does occur
     assert (tmp_path / "out" / "figures" / "fig4_intervals.png").exists()
     assert "a red cross marks an interval that lies wholly on one side" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_system_error_about_a_path_is_one_line(tmp_path):
+    """A directory given where a results file is expected: the system's own words, one line
+    naming the path, no traceback (the cause is independent of satcal: open() on a directory)."""
+    import errno
+    import os
+    from satcal.cli import environment_error
+    try:
+        open(tmp_path, "rb")
+    except OSError as exc:
+        line = environment_error(exc)
+    assert line == f"{tmp_path}: {os.strerror(errno.EISDIR)[0].lower() + os.strerror(errno.EISDIR)[1:]}"
+    assert environment_error(OSError(errno.EIO, "I/O error")) is None   # no path: not for a user

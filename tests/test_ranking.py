@@ -217,3 +217,17 @@ def test_an_indicator_missing_from_every_replicate_ranks_last():
     u = u.set_index("formulation")
     assert u.loc["a", "p_best"] == pytest.approx(0.5) and u.loc["b", "p_best"] == pytest.approx(0.5)
     assert u.loc["c", "rank_lo"] == 3
+
+
+def test_analysis_tables_are_spreadsheet_safe(ecir_result, tmp_path):
+    """A cell that a spreadsheet would run as a formula is written behind an apostrophe in every
+    analysis table (numbers, negative ones included, are left alone)."""
+    import copy
+    from satcal.report import write_analysis
+    r = copy.copy(ecir_result)
+    r.bias = ecir_result.bias.assign(formulation=["=HYPERLINK(1)"] + list(ecir_result.bias.formulation[1:]))
+    write_analysis(r, tmp_path, figures=False, report=False)
+    bias = pd.read_csv(tmp_path / "bias.csv", dtype=str)
+    assert bias.formulation.iloc[0] == "'=HYPERLINK(1)" and bias.formulation.iloc[1] == ecir_result.bias.formulation.iloc[1]
+    anova = pd.read_csv(tmp_path / "anova.csv")
+    assert anova.select_dtypes("number").shape[1] > 3

@@ -56,13 +56,19 @@ _ENVIRONMENT_ERRORS = {"ENOSPC": "no space left on the device; free some and run
 
 
 def environment_error(exc: OSError) -> str | None:
-    """The one line for a full disk, a denied permission or a read-only file system (named
-    by the path the failing call was given), or None for any other error."""
+    """The one line for a full disk, a denied permission, a read-only file system or any other
+    system error about a named path (named by the path the failing call was given), or None
+    for an error that names no path."""
     import errno
     import re
     name = errno.errorcode.get(exc.errno or 0, "")
     if name not in _ENVIRONMENT_ERRORS:
-        return None
+        # any other error the system gives about a named file (a directory where a file was
+        # expected, a path too long...) is one line too; one about no file stays a traceback
+        if exc.filename is None or not exc.strerror:
+            return None
+        where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", str(exc.filename))
+        return f"{where}: {exc.strerror[0].lower() + exc.strerror[1:]}"
     # a copy that fails for want of space names its source first and its target second
     target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
     where = str(target) if target is not None else "a file"

@@ -9,7 +9,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
-from .fileio import atomic_write_text, gain_colour, panel_axes, save_figure as _save_figure
+from .fileio import atomic_write_text, spreadsheet_safe, gain_colour, panel_axes, save_figure as _save_figure
 
 __all__ = ["write_analysis", "figure_sat", "figure_pref", "figure_bias", "figure_intervals",
            "render_report", "reading_guide"]
@@ -475,7 +475,9 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
     written: dict[str, str] = {}
     for name, table in result.tables().items():
         path = out / f"{name}.csv"
-        atomic_write_text(path, table.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
+        # a study's own ids reach these tables (workers, formulations): none may run as a formula
+        atomic_write_text(path, spreadsheet_safe(table).to_csv(index=False, lineterminator="\n",
+                                                               float_format="%.10g"))
         written[name] = str(path)
     if "provenance" in result.meta:
         import json
