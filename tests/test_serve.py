@@ -885,3 +885,40 @@ def test_fuzzed_requests_get_no_500_and_no_traceback(served_ws):
     stored = _stored(served_ws)
     assert len(stored) > 0 and stored["answer"].isin(["a_better", "b_better", "both_good", "both_bad"]).all()
     assert not stored.duplicated(["worker_id", "item_id"]).any()
+
+
+def test_a_running_server_keeps_its_key(served_ws):
+    """While satcal serve runs on a study, nothing may replace the key its participants answer
+    (their answers would be orphaned): export --force with a changed presentation, generate
+    --force and init --force are refused, naming the process; once the server has stopped (or
+    was killed), the marker no longer counts."""
+    import re
+    from click.testing import CliRunner
+    from satcal.cli import main
+    from satcal.serve.client import ServerProcess
+    from satcal.workspace import running_server
+    toml = served_ws.path / "study.toml"
+    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", "items_per_page = 3", toml.read_text()))
+    key = (served_ws.path / "key.csv").read_bytes()
+    runner = CliRunner()
+    server = ServerProcess(served_ws.path).start()
+    try:
+        live = running_server(served_ws.path)
+        assert live is not None and live["pid"] == server.process.pid
+        for args in (["export", str(served_ws.path), "--force"], ["generate", str(served_ws.path), "--force"],
+                     ["init", str(served_ws.path), "--judgments", str(served_ws.path / served_ws["study.judgments"]),
+                      "--force"]):
+            res = runner.invoke(main, args)
+            assert res.exit_code == 2, res.output
+            assert f"satcal serve is running on {served_ws.path} (process {server.process.pid}" in res.output
+        assert (served_ws.path / "key.csv").read_bytes() == key
+    finally:
+        server.kill()   # as a crash would: the marker stays but its process is gone
+    assert running_server(served_ws.path) is None
+    res = runner.invoke(main, ["export", str(served_ws.path), "--force"])
+    assert res.exit_code == 0, res.output
+    # the old (empty) database stays bound to the replaced key: the new key gets a database of its own
+    with ServerProcess(served_ws.path, db_url=f"sqlite:///{served_ws.path / 'second.db'}"):
+        assert running_server(served_ws.path) is not None
+    # stopped (SIGTERM: uvicorn shuts down, then ends by the signal): no server counts as running
+    assert running_server(served_ws.path) is None

@@ -725,7 +725,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     if not settings.completion_code:
         click.echo("  note: [serve] completion_code is empty in study.toml: Prolific participants will see a "
                    "thank-you page instead of the redirect that marks them complete", err=True)
-    _run_server(ws, study, host, port, db_url, workers, https_only)
+    with ws.serving(db_url):  # while it runs, commands that would replace the key refuse
+        _run_server(ws, study, host, port, db_url, workers, https_only)
 
 
 def _run_server(ws, study, host, port, db_url, workers, https_only):

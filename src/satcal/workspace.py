@@ -444,6 +444,7 @@ class Workspace:
             if not force:
                 raise SatcalError(f"{path}/study.toml exists; pass --force to start the study over")
             collected = [n for n in ("raw", "answers.csv") if (path / n).exists()]
+            _refuse_while_served(path, "init --force")
             held = served_answers(path)
             if held is not None:
                 collected.append(f"{held[1]} answers not ingested yet in {held[0]}")
@@ -679,6 +680,7 @@ class Workspace:
             raise SatcalError(f"{self.path} holds collected answers (raw/); {command} would change the "
                               "examples or the key they answer, even with --force. For a new batch, "
                               "start a new study directory (satcal init NEW_DIR ...)")
+        _refuse_while_served(self.path, command)
         held = served_answers(self.path)
         if held is not None:
             url, n = held
@@ -686,6 +688,31 @@ class Workspace:
                               "would change the examples they answer, even with --force. Ingest them "
                               f"first ({_ingest_served(self.path, url)}); a new design then needs a new "
                               "study directory (satcal init NEW_DIR ...)")
+
+    @contextmanager
+    def serving(self, url: str | None):
+        """While the block runs, ``batches/serving.json`` names this process and its database, so
+        commands that would replace the key refuse (:func:`running_server`). The entry is taken
+        off at the end; a process ended by a signal (uvicorn re-raises SIGTERM after its
+        shutdown) or killed leaves it behind, and an entry whose process is gone never counts."""
+        from .serve import db
+        shown = _hide_password(url or db.default_url(self.path))
+        marker = self.path / SERVING
+        me = {"pid": os.getpid(), "database": shown}
+        with self.locked():
+            live = [e for e in (json.loads(marker.read_text()) if marker.exists() else [])
+                    if _alive(e.get("pid", -1))]
+            atomic_write_text(marker, json.dumps(live + [me], indent=1) + "\n")
+        try:
+            yield
+        finally:
+            with self.locked():
+                rest = [e for e in (json.loads(marker.read_text()) if marker.exists() else [])
+                        if e.get("pid") != me["pid"] and _alive(e.get("pid", -1))]
+                if rest:
+                    atomic_write_text(marker, json.dumps(rest, indent=1) + "\n")
+                elif marker.exists():
+                    marker.unlink()
 
     def remember_database(self, url: str | None) -> None:
         """Note a study database ``satcal serve`` uses (a URL's password left out), so that
@@ -868,6 +895,7 @@ class Workspace:
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
             key.drop(columns=["batch"]).astype(str))
         if existing_key is not None and not same and not new_batch:
+            _refuse_while_served(self.path, "export --force")
             if held is not None:
                 url, n = held
                 raise SatcalError(f"{url} holds {n} answers to this study's key.csv, not ingested yet, and "
@@ -987,6 +1015,42 @@ DESIGN_TABLES = ("examples.csv", "scores.csv", "traps.csv", "items.csv", "key.cs
 
 #: The study databases ``satcal serve`` used, besides the default DIR/serve.db.
 SERVED_DATABASES = "batches/served-databases.json"
+#: The ``satcal serve`` processes running on the study now (pid, database), one entry each.
+SERVING = "batches/serving.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def running_server(path: Path) -> dict | None:
+    """A ``satcal serve`` still running on the study at ``path`` (its entry of
+    ``batches/serving.json``), or None. An entry whose process is gone (killed) is ignored."""
+    marker = Path(path) / SERVING
+    if not marker.exists():
+        return None
+    try:
+        entries = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    return next((e for e in entries if _alive(e.get("pid", -1))), None)
+
+
+def _refuse_while_served(path: Path, command: str) -> None:
+    """Replacing the key under a running hosted study would orphan every answer stored after
+    it (they are bound to the old key): refuse until the server is stopped."""
+    live = running_server(path)
+    if live is not None:
+        raise SatcalError(f"satcal serve is running on {path} (process {live['pid']}, database "
+                          f"{live['database']}); {command} would replace the key its participants are "
+                          "answering, even with --force. Stop the server first, then ingest its answers "
+                          f"({_ingest_served(Path(path), live['database'])})")
 
 
 def _hide_password(url: str) -> str:
