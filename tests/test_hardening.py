@@ -387,7 +387,7 @@ def test_errors_name_the_right_place(ws, tmp_path):
     with pytest.raises(InputFileError, match=r"q.csv:13: broken quoting .* runs on to line 613"):
         get_platform("csv").read_results(f)
     ws.preview()
-    with pytest.raises(SatcalError, match="preview.html already exist"):
+    with pytest.raises(SatcalError, match="preview.html already exists"):
         ws.preview()
     assert ws.preview(force=True).exists()
     fresh = tmp_path / "fresh"

@@ -246,7 +246,7 @@ def test_cli_ingest_summary(ws):
     r = CliRunner().invoke(main, ["ingest", str(ws.path), str(out)])
     assert r.exit_code == 0, r.output
     rows = truth['answers'] + truth['abandoned_assignments']  # unfinished pages are rows too
-    assert f"{rows} rows =" in r.output and "rejected, platform status: expired" in r.output and "excluded" in r.output
+    assert f"{rows} rows =" in r.output and "rows rejected: platform status: expired" in r.output and "excluded" in r.output
 
 
 def test_study_from_workspace_uses_kept_examples_only(ws):

@@ -270,3 +270,12 @@ def test_scores_gathered_into_the_result_equal_the_per_row_formula(rng, k, chunk
     # raw DCG = phi x the max bound g(top) * sum_i d(i)
     bound = [f.gains([2])[0] * f.discount.factors(k).sum() for f in forms]
     np.testing.assert_allclose(into, got * bound, rtol=1e-12)
+
+
+def test_score_table_is_score_lists_labelled():
+    import satcal
+    levels = [[2, 1, 0, 0, 1], [0, 0, 0, 0, 0]]
+    table = satcal.score_table(levels, ["exp2-log2", "lin-const"])
+    assert list(table.columns) == ["exp2-log2", "lin-const"]
+    np.testing.assert_array_equal(table.to_numpy(), satcal.score_lists(levels, ["exp2-log2", "lin-const"]))
+    assert table.loc[0, "lin-const"] == pytest.approx(4 / 10)   # (2+1+0+0+1) / (2 * 5)

@@ -3,6 +3,7 @@
 The public surface, re-exported here::
 
     satcal.score_lists(levels, formulations)       phi of many lists, all formulations at once
+    satcal.score_table(levels, formulations)       the same, as a table labelled by formulation
     satcal.study_formulations()                    the 36 gain x discount formulations
     satcal.read_judgments(path)                    TREC qrels or CSV/TSV judgments
     satcal.load_ecir2015()                         the embedded published study
@@ -27,7 +28,7 @@ _EXPORTS = {
     "SatcalError": "errors", "InputFileError": "errors",
     "Gain": "measures", "Discount": "measures", "Formulation": "measures",
     "formulation": "measures", "get_gain": "measures", "get_discount": "measures",
-    "score_lists": "measures", "study_formulations": "measures",
+    "score_lists": "measures", "score_table": "measures", "study_formulations": "measures",
     "Judgments": "judgments", "read_judgments": "judgments",
     "StudyData": "ingest", "read_external_study": "ingest",
     "load_ecir2015": "datasets",
@@ -37,7 +38,8 @@ _EXPORTS = {
     "read_runs": "runs",
     "reliability_report": "reliability",
     "Workspace": "workspace",
-    "write_analysis": "report",
+    "write_analysis": "report", "figure_sat": "report", "figure_sat_joint": "report",
+    "figure_pref": "report", "figure_bias": "report", "figure_intervals": "report",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -135,7 +135,7 @@ class IngestReport:
         out.append(f"total: {int(self.files['rows'].sum())} rows = {len(self.answers)} answers "
                    f"({int(self.answers['is_trap'].sum())} on traps) + {len(self.rejects)} rejects")
         for reason, n in self.reasons.items():
-            out.append(f"  rejected, {reason}: {n}")
+            out.append(f"  {n} rows rejected: {reason}")
         excl = self.workers[self.workers["excluded"]]
         attention = excl["reason"].astype(str).str.startswith("failed") if len(excl) else pd.Series(dtype=bool)
         why = (f"{len(excl) - int(attention.sum())} trust below threshold, {int(attention.sum())} failed attention "

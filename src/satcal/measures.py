@@ -817,6 +817,23 @@ def pool_bounds(pools, formulations=None, k: int = 5,
 CHUNK_LISTS = 250_000
 
 
+def score_table(levels, formulations=None, **kwargs):
+    """:func:`score_lists` as a labelled table: one row per list, one column per formulation id.
+
+    Parameters
+    ----------
+    levels, formulations, **kwargs
+        As for :func:`score_lists`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n, F), columns named by formulation id
+    """
+    import pandas as pd
+    forms = resolve_formulations(formulations)
+    return pd.DataFrame(score_lists(levels, forms, **kwargs), columns=[f.id for f in forms])
+
+
 def score_lists(levels, formulations=None, *, n_levels: int | None = None,
                 top_level: float | None = None, pools: Sequence[np.ndarray] | None = None,
                 query_index: Sequence[int] | None = None, k: int | None = None,

@@ -46,7 +46,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
                         min_per_cell=min_per_cell, platform="appen", force=True)
     ws = _with_demo_completion_code(ws)
     gen = ws.generate(force=True, progress=progress)
-    echo(f"    generate: {gen.n_examples} examples (lower bound {gen.lower_bound}), "
+    echo(f"    generate: {gen.n_examples} examples (cell floor {gen.lower_bound}), "
          f"{len(gen.infeasible)} infeasible cells")
     import warnings
     from .errors import SatcalWarning
@@ -57,11 +57,16 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     echo(f"    simulate: {truth['answers']} answers from {truth['model']['workers']} workers, "
          f"{len(truth['spammers'])} of them spammers")
     report = ingest(ws, [results])
-    for line in report.lines()[-3:]:
+    total = next(line for line in report.lines() if line.startswith("total:"))
+    workers = next(line for line in report.lines() if line.startswith("workers:"))
+    for line in (total, workers):
         echo("    ingest: " + line.strip())
     excluded = set(report.workers.loc[report.workers["excluded"], "worker_id"])
     caught = len(set(truth["spammers"]) & excluded)
-    echo(f"    traps caught {caught} of {len(truth['spammers'])} spammers")
+    honest_out = len(excluded - set(truth["spammers"]))
+    honest = int(truth["model"]["workers"]) - len(truth["spammers"])
+    echo(f"    traps caught {caught} of {len(truth['spammers'])} spammers and excluded {honest_out} of "
+         f"{honest} honest workers")
     sim = ws.analyze(force=True, seed=seed, progress=progress, sat_model="both")
     f_true = truth["model"]["formulation"]
     curves = sim.curves[(sim.curves.formulation == f_true) & (sim.curves.curve == "sat")]

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
 from .fileio import atomic_write_text, spreadsheet_safe, gain_colour, panel_axes, save_figure as _save_figure
 
-__all__ = ["write_analysis", "figure_sat", "figure_pref", "figure_bias", "figure_intervals",
+__all__ = ["write_analysis", "figure_sat", "figure_sat_joint", "figure_pref", "figure_bias", "figure_intervals",
            "render_report", "reading_guide"]
 
 FIGURES = ("fig1_sat", "fig2_pref", "fig3_bias")

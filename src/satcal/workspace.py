@@ -643,8 +643,9 @@ class Workspace:
         """Refuse to overwrite outputs unless asked."""
         existing = [n for n in names if (self.path / n).exists()]
         if existing and not force:
-            raise SatcalError(f"{self.path}: {', '.join(existing)} already exist; pass --force to "
-                              "overwrite")
+            what = (f"{existing[0]} already exists" if len(existing) == 1 else
+                    f"{', '.join(existing)} already exist")
+            raise SatcalError(f"{self.path}: {what}; pass --force to overwrite")
 
     def answers_simulated(self) -> bool:
         """Whether any answer is simulated (see :meth:`simulated_share`)."""
