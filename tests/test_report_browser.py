@@ -33,7 +33,7 @@ def test_report_shows_markup_as_text(driver, report):
     assert driver.title == f"satcal calibration report: {HOSTILE}"  # no onerror ran
     assert driver.find_element(By.TAG_NAME, "h1").text == f"satcal calibration report: {HOSTILE}"
     guide = driver.find_element(By.CSS_SELECTOR, ".guide li b")
-    assert guide.text == HOSTILE  # the reading guide's bold name, as text
+    assert HOSTILE in guide.text  # the reading guide's bold verdict names it, as text
     ranking_cells = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "#bias + p + .scroll td")]
     assert HOSTILE in ranking_cells
     assert not driver.find_elements(By.CSS_SELECTOR, "img[src=x]")

@@ -8,14 +8,14 @@ evaluation. Modules, lowest first (each imports only those before it):
 - :mod:`.bootstrap`: the bootstrap, resampling what the answers carry, with batched fits;
 - :mod:`.effects`: the gain and discount effects (sums of squares, eta squared and the
   bootstrap Wald test that respects the shared answers), behind ``anova.csv``;
-- :mod:`.calibrate`: :func:`calibrate`, the whole analysis, and :class:`CalibrationResult`;
+- :mod:`.calibration`: :func:`calibrate`, the whole analysis, and :class:`CalibrationResult`;
 - :mod:`.power`: power of a design by simulation;
 - :mod:`.evaluate`: expected satisfaction of systems from a calibration.
 """
 from .core import *  # noqa: F401,F403
 from .core import __all__ as _core_all
 from .core import design, model_check, TIE_TOLERANCE  # noqa: F401
-from .calibrate import CalibrationResult, calibrate  # noqa: F401
+from .calibration import CalibrationResult, calibrate  # noqa: F401
 from .effects import anova_table  # noqa: F401
 from .ranking import rank_formulations  # noqa: F401
 

@@ -1,5 +1,5 @@
 """The paper's curves, P(Sat|phi) and P(Pref|dphi), and the bias indicators (Urbano and Marrero, ECIR 2015, sec. 4):
-the data, the fits, points, supported ranges and the model check; :mod:`.calibrate` runs them.
+the data, the fits, points, supported ranges and the model check; :mod:`.calibration` runs them.
 
 - Satisfaction data: each ``both_good`` (sat = 1) or ``both_bad`` (sat = 0) answer gives two
   rows, (phi_A, sat) and (phi_B, sat).
