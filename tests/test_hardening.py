@@ -619,7 +619,8 @@ def test_a_read_only_workspace_is_one_line(ws, tmp_path):
         "/x/key.csv: permission denied"
     assert environment_error(OSError(errno.ENOSPC, "No space", "/x/a.csv", None, "/x/.satcal-stage-ingest/new/b.csv")) \
         == "/x/b.csv: no space left on the device; free some and run the command again (nothing was changed)"
-    assert environment_error(OSError(errno.EIO, "I/O error", "/x")) is None  # others keep their traceback
+    assert environment_error(OSError(errno.EIO, "I/O error", "/x")) == "/x: I/O error"  # any named path: one line
+    assert environment_error(OSError(errno.EIO, "I/O error")) is None  # no path: the traceback stays
     _, (part,) = _split_results(ws, tmp_path, 1)
     small = tmp_path / "ro"
     reason = _mount_small_fs(small, 64 * 1024)

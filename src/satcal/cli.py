@@ -68,7 +68,10 @@ def environment_error(exc: OSError) -> str | None:
         if exc.filename is None or not exc.strerror:
             return None
         where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", str(exc.filename))
-        return f"{where}: {exc.strerror[0].lower() + exc.strerror[1:]}"
+        words = exc.strerror
+        if len(words) > 1 and words[1].islower():  # "Is a directory" -> "is a directory"; "I/O error" stays
+            words = words[0].lower() + words[1:]
+        return f"{where}: {words}"
     # a copy that fails for want of space names its source first and its target second
     target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
     where = str(target) if target is not None else "a file"
