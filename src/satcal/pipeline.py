@@ -90,7 +90,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     echo("2/3 The published ECIR 2015 answers")
     echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "
          f"{bootstrap} bootstrap replicates")
-    result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap,
+    result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, sat_model="both",
                        n_jobs=resolve_jobs(None))
     from .report import write_analysis
     written = write_analysis(result, out / "ecir2015")

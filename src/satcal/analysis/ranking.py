@@ -35,7 +35,7 @@ __all__ = ["ESTIMATORS", "lead_estimator", "estimator_columns", "rank_formulatio
 ESTIMATORS = {"per_list": ("b1_joint", "b2_joint", "b3_joint"), "paper": ("b1", "b2", "b3")}
 #: What each estimator is, in the words the report and the CLI use.
 ESTIMATOR_NAMES = {"per_list": "per-list s(phi) of the joint model",
-                   "paper": "the paper's P(Sat|phi) and P(Pref|dphi)"}
+                   "paper": "paper's P(Sat|phi) and P(Pref|dphi)"}
 LEVEL = 0.95
 
 
