@@ -9,6 +9,8 @@ import pytest
 from conftest import copy_workspace
 from labelstudio_server import ensure_label_studio, running_label_studio
 
+pytestmark = pytest.mark.slow  # end to end: deselect with -m 'not slow'
+
 
 @pytest.fixture(scope="module")
 def label_studio():

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end to end: deselect with -m 'not slow'
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):

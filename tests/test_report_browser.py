@@ -6,6 +6,8 @@ import pytest
 
 from browser import chromium_fixture
 
+pytestmark = pytest.mark.slow  # end to end: deselect with -m 'not slow'
+
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"
 
 

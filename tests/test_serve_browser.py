@@ -6,6 +6,8 @@ import pytest
 
 from browser import chromium_fixture, keep_screenshots
 
+pytestmark = pytest.mark.slow  # end to end: deselect with -m 'not slow'
+
 CODE = "BR0WSER1"
 
 
