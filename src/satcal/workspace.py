@@ -701,15 +701,12 @@ class Workspace:
         marker = self.path / SERVING
         me = {"pid": os.getpid(), "database": shown}
         with self.locked():
-            live = [e for e in (json.loads(marker.read_text()) if marker.exists() else [])
-                    if _alive(e.get("pid", -1))]
-            atomic_write_text(marker, json.dumps(live + [me], indent=1) + "\n")
+            atomic_write_text(marker, json.dumps(_live_servers(self.path) + [me], indent=1) + "\n")
         try:
             yield
         finally:
             with self.locked():
-                rest = [e for e in (json.loads(marker.read_text()) if marker.exists() else [])
-                        if e.get("pid") != me["pid"] and _alive(e.get("pid", -1))]
+                rest = [e for e in _live_servers(self.path) if e.get("pid") != me["pid"]]
                 if rest:
                     atomic_write_text(marker, json.dumps(rest, indent=1) + "\n")
                 elif marker.exists():
@@ -1022,25 +1019,28 @@ SERVING = "batches/serving.json"
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(int(pid), 0)
+        os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True
+    except OSError:  # it exists, under another user
+        pass
     return True
 
 
-def running_server(path: Path) -> dict | None:
-    """A ``satcal serve`` still running on the study at ``path`` (its entry of
-    ``batches/serving.json``), or None. An entry whose process is gone (killed) is ignored."""
+def _live_servers(path: Path) -> list[dict]:
+    """The entries of ``batches/serving.json`` whose process still runs (a killed server's
+    entry stays behind and is ignored)."""
     marker = Path(path) / SERVING
-    if not marker.exists():
-        return None
     try:
-        entries = json.loads(marker.read_text())
+        entries = json.loads(marker.read_text()) if marker.exists() else []
     except (OSError, ValueError):
-        return None
-    return next((e for e in entries if _alive(e.get("pid", -1))), None)
+        return []
+    return [e for e in entries if _alive(e.get("pid", -1))]
+
+
+def running_server(path: Path) -> dict | None:
+    """A ``satcal serve`` still running on the study at ``path``, or None."""
+    return next(iter(_live_servers(path)), None)
 
 
 def _refuse_while_served(path: Path, command: str) -> None:

@@ -377,6 +377,11 @@ class BootstrapResult:
                            bootstrap_failed_fits=int(self.failed[["sat", "pref"]].to_numpy().sum()))
 
 
+def _range(support: dict | None, curve: str, j: int):
+    """Formulation ``j``'s range for ``curve`` in ``support`` (None: the whole of [0, 1])."""
+    return None if support is None or support.get(curve) is None else support[curve][j]
+
+
 def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=None):
     """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
     implied preference curve) per replicate."""
@@ -398,14 +403,13 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
     W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size, clusters)
-    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
-    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j], rng("sat_joint", j), rng("pref", j))
+    tasks = ((types.phi_a[:, j], types.phi_b[:, j], code, W, fits[j], _range(support, "sat_joint", j), _range(support, "pref", j))
              for j in range(len(fits)))
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
     def estimate(j, f):  # the full-sample indicators, over the same ranges as the replicates'
-        ind = bias_indicators(f.predict(GRID)[0], implied_preference(f, GRID), sat_range=rng("sat_joint", j),
-                              pref_range=rng("pref", j))
+        ind = bias_indicators(f.predict(GRID)[0], implied_preference(f, GRID), sat_range=_range(support, "sat_joint", j),
+                              pref_range=_range(support, "pref", j))
         return [float(ind["b1"]), float(ind["b2"]), float(ind["b3"])]
     estimates = np.array([estimate(j, f) for j, f in enumerate(fits)])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
@@ -456,9 +460,8 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     def weights(curve):
         return W if curve.types is None else W[:, curve.types]
 
-    rng = lambda curve, j: None if support is None or support.get(curve) is None else support[curve][j]
     tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins,
-              rng("sat", j), rng("pref", j)) for j in range(len(forms)))
+              _range(support, "sat", j), _range(support, "pref", j)) for j in range(len(forms)))
     results = parallel_map(_one_formulation, tasks, n_jobs, backend, progress, "bootstrap",
                            total=len(forms))
     ids = [f.id for f in forms]

@@ -24,7 +24,7 @@ from ..errors import SatcalError
 from ..measures import Formulation, resolve_formulations
 from .core import (GRID, POPULATIONS, SUPPORT_MIN_COUNT, INDICATOR_RANGES, AnswerTypes, _isotonic_fit,
                    bias_indicators, binned_points, collapse_answers, collapse_study, fit_logit, model_check,
-                   preference_curves, satisfaction_curves, supported_range)
+                   preference_curves, satisfaction_curves, supported_mask, supported_range)
 from .effects import anova_table
 from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
 
@@ -288,7 +288,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
             curve_frames.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
                                               "curve": curve, "x": GRID, "p": store[j], "lo": lo,
                                               "hi": hi, "p_isotonic": iso,
-                                              "supported": (GRID >= rng[0] - 1e-12) & (GRID <= rng[1] + 1e-12)}))
+                                              "supported": supported_mask(rng)}))
             pts = binned_points(x, y, n_bins, weights=w)
             point_frames.append(pts.assign(**ident, curve=curve))
             checks = model_check(x, y, model_check_folds, seed, obs=data.obs) if model_check_folds else []
@@ -442,10 +442,9 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
                      "flags": "; ".join(fit.flags)})
         s_rng = None if sat_range is None else sat_range[j]
         p_rng = None if pref_range is None else pref_range[j]
-        inside = (GRID >= (0 if s_rng is None else s_rng[0]) - 1e-12) & (GRID <= (1 if s_rng is None else s_rng[1]) + 1e-12)
         curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
                                     "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
-                                    "p_isotonic": np.nan, "supported": inside}))
+                                    "p_isotonic": np.nan, "supported": supported_mask(s_rng)}))
         ind = bias_indicators(p, implied_preference(fit, GRID), sat_range=s_rng, pref_range=p_rng)
         b1.append(float(ind["b1"]))
         b2.append(float(ind["b2"]))

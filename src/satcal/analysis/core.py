@@ -47,6 +47,7 @@ __all__ = [
     "binned_points",
     "bias_indicators",
     "supported_range",
+    "supported_mask",
     "INDICATOR_RANGES",
 ]
 
@@ -539,12 +540,17 @@ def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GR
                 "b3": ((1.0 - p_pref) * p_mask).sum(axis=-1) / p_mask.sum(axis=-1)}
 
 
+def supported_mask(bounds, grid: np.ndarray = GRID) -> np.ndarray:
+    """Which points of ``grid`` lie in the range(s) ``bounds`` ((..., 2); None is the whole of
+    [0, 1]): the ``supported`` column of curves.csv, and where the indicators average."""
+    bounds = np.array([0.0, 1.0]) if bounds is None else np.asarray(bounds, float)
+    return (grid >= bounds[..., 0, None] - 1e-12) & (grid <= bounds[..., 1, None] + 1e-12)
+
+
 def _range_mask(bounds, grid: np.ndarray):
     """(lo, hi, mask over grid) of ranges given as (..., 2); None is the whole of [0, 1]."""
     bounds = np.array([0.0, 1.0]) if bounds is None else np.asarray(bounds, float)
-    lo, hi = bounds[..., 0], bounds[..., 1]
-    mask = (grid >= lo[..., None] - 1e-12) & (grid <= hi[..., None] + 1e-12)
-    return lo, hi, mask.astype(float)
+    return bounds[..., 0], bounds[..., 1], supported_mask(bounds, grid).astype(float)
 
 
 #: Observations a bin needs before a curve counts as supported by data there.
