@@ -129,17 +129,20 @@ def test_the_check_fails_on_a_planted_upward_import(tmp_path):
     import shutil
     root = tmp_path / "satcal"
     shutil.copytree(SRC, root, ignore=shutil.ignore_patterns("__pycache__", "data", "templates", "static"))
-    with (root / "measures.py").open("a", encoding="utf-8") as f:
-        f.write("\n\ndef _planted():\n    from .report import write_analysis  # noqa\n")
+    with (root / "measures" / "scoring.py").open("a", encoding="utf-8") as f:
+        f.write("\n\ndef _planted():\n    from ..report import write_analysis  # noqa\n")
     found = upward(import_graph(root))
-    assert any(line.startswith("satcal.measures (line") and "imports satcal.report" in line for line in found)
+    assert any(line.startswith("satcal.measures.scoring (line") and "imports satcal.report" in line
+               for line in found)
     with (root / "judgments.py").open("a", encoding="utf-8") as f:
         f.write("\n\ndef _planted():\n    import satcal.measures  # noqa\n")
-    with (root / "measures.py").open("a", encoding="utf-8") as f:
-        f.write("\n\ndef _planted_too():\n    from . import judgments  # noqa\n")
+    with (root / "measures" / "scoring.py").open("a", encoding="utf-8") as f:
+        f.write("\n\ndef _planted_too():\n    from .. import judgments  # noqa\n")
     assert any({"satcal.measures", "satcal.judgments"} <= set(c) for c in cycles(import_graph(root)))
 
 
-@pytest.mark.parametrize("name", ["satcal.analysis.core", "satcal.report", "satcal.cli"])
+@pytest.mark.parametrize("name", ["satcal.analysis.core", "satcal.report", "satcal.cli",
+                                  "satcal.measures.scoring"])
 def test_layer_lookup_by_longest_prefix(name):
-    assert layer(name) == {"satcal.analysis.core": 5, "satcal.report": 6, "satcal.cli": 7}[name]
+    assert layer(name) == {"satcal.analysis.core": 5, "satcal.report": 6, "satcal.cli": 7,
+                           "satcal.measures.scoring": 1}[name]

@@ -1,0 +1,180 @@
+"""The formulation registry: ``Formulation`` (gain x discount x normalisation x negative-level
+policy), the parser of formulation and measure ids (satcal's own and ir_measures' names such
+as ``nDCG@10``), and the 36 formulations of the ECIR 2015 study in its plot order.
+
+    DCG@k = sum_{i=1..k} g(r_i) d(i)
+
+References
+----------
+Järvelin, K. and Kekäläinen, J. (2002). Cumulated gain-based evaluation of IR techniques.
+ACM Transactions on Information Systems 20(4), 422-446.
+
+Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the correlation
+between DCG and user satisfaction? ECIR 2015 (the 36 study formulations).
+
+MacAvaney, S., Macdonald, C. and Ounis, I. (2022). Streamlining evaluation with ir-measures.
+ECIR 2022 (the measure names).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from ._engine import score_of
+from .discounts import Discount, get_discount
+from .gains import Gain, get_gain
+from .list_measures import ListMeasure, _list_measure
+from .normalisations import get_normalization
+
+__all__ = ["Formulation", "formulation", "study_formulations", "resolve_formulations",
+           "measure_labels", "uses_pool", "STUDY_GAINS", "STUDY_DISCOUNTS", "ECIR_GAIN_CODES",
+           "ECIR_DISCOUNT_CODES", "NEGATIVE_POLICIES", "IR_MEASURES_NAMES"]
+
+#: Plot order of the paper (Fig. 1-3).
+STUDY_GAINS = ("bin2", "bin1", "exp5", "exp3", "exp2", "lin")
+STUDY_DISCOUNTS = ("zipf", "lin", "log2", "log3", "log5", "const")
+#: Column codes of the published ECIR 2015 file.
+ECIR_GAIN_CODES = {"b2": "bin2", "b1": "bin1", "e5": "exp5", "e3": "exp3", "e2": "exp2", "l": "lin"}
+ECIR_DISCOUNT_CODES = {"z": "zipf", "l": "lin", "l2": "log2", "l3": "log3", "l5": "log5", "n": "const"}
+NEGATIVE_POLICIES = ("keep", "zero")
+
+
+@dataclass(frozen=True)
+class Formulation:
+    """A (gain, discount, normalisation, negative-level policy) combination.
+
+    Parameters
+    ----------
+    gain : Gain
+    discount : Discount
+    normalization : str, default ``"max"``
+        One of ``raw``, ``max``, ``ideal``, ``minmax``, ``ul1``, ``ul2``.
+    negatives : {"keep", "zero"}, default ``"keep"``
+        ``keep`` applies the gain to negative levels as given; ``zero`` maps them to 0 first.
+    cutoff : int, optional
+        The k a name such as ``nDCG@10`` fixes; lists of another length are refused.
+    """
+
+    gain: Gain
+    discount: Discount
+    normalization: str = "max"
+    negatives: str = "keep"
+    cutoff: int | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        get_normalization(self.normalization)
+        if self.negatives not in NEGATIVE_POLICIES:
+            raise ValueError(f"negatives must be one of {NEGATIVE_POLICIES}, got {self.negatives!r}")
+
+    @property
+    def id(self) -> str:
+        return f"{self.gain.id}-{self.discount.id}"
+
+    @property
+    def uses_pool(self) -> bool:
+        return get_normalization(self.normalization).uses_pool
+
+    @property
+    def labels(self) -> dict:
+        # a geometric discount makes the DCG sum rank-biased precision (Moffat & Zobel 2008)
+        family = "rbp" if self.discount.id.startswith("geo") else "dcg"
+        return {"gain": self.gain.id, "discount": self.discount.id, "family": family}
+
+    def gains(self, levels) -> np.ndarray:
+        """Gains of levels under this formulation's negative-level policy."""
+        lv = np.asarray(levels, dtype=float)
+        if self.negatives == "zero":
+            lv = np.maximum(lv, 0.0)
+        return self.gain(lv)
+
+    def score(self, levels, **kwargs) -> np.ndarray:
+        """phi of each list (rows of ``levels``); see :func:`score_lists`."""
+        return score_of(levels, [self], **kwargs)[:, 0]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+#: ir_measures names -> (satcal id, normalisation); ``@k`` gives the cutoff.
+IR_MEASURES_NAMES = {
+    "nDCG": ("lin-log2", "ideal"),                     # trec_eval ndcg_cut: linear gain
+    "nDCG(dcg='exp-log2')": ("exp2-log2", "ideal"),   # Burges et al.'s exponential gain
+    "ERR": ("err", None), "RR": ("rr", None), "P": ("p", None), "AP": ("ap", None),
+}
+
+
+def _ir_measures_name(spec: str):
+    """``nDCG@10``, ``nDCG(dcg='exp-log2')@10``, ``ERR@10``, ``RR(rel=2)@10`` ... ->
+    (satcal id, normalisation, cutoff); None for any other spelling."""
+    m = re.fullmatch(r"(?P<name>[A-Za-z]+(?:\(dcg='[a-z0-9-]+'\))?)(?:\(rel=(?P<rel>\d+)\))?@(?P<k>\d+)",
+                     spec.replace('"', "'").replace(" ", ""))
+    if not m or m.group("name") not in IR_MEASURES_NAMES:
+        return None
+    base, norm = IR_MEASURES_NAMES[m.group("name")]
+    if m.group("rel"):
+        if base not in ("rr", "p", "ap"):
+            return None
+        base = f"{base}{m.group('rel')}"
+    return base, norm, int(m.group("k"))
+
+
+def measure_labels(f: "Formulation | ListMeasure") -> dict:
+    """``gain``, ``discount`` and ``family`` columns of a formulation or measure in tables."""
+    return f.labels
+
+
+def uses_pool(f: "Formulation | ListMeasure") -> bool:
+    """Whether phi needs the list's query pool (``ideal``-type normalisations, AP)."""
+    return f.uses_pool
+
+
+def formulation(spec: "str | Formulation | ListMeasure", normalization: str = "max",
+                negatives: str = "keep") -> "Formulation | ListMeasure":
+    """Parse ``"<gain>-<discount>"`` (e.g. ``"exp2-log2"``) into a :class:`Formulation`, or a
+    measure id beyond DCG (``err``, ``rr``, ``rr<m>``, ``p``, ``p<m>``, ``ap``, ``ap<m>``)
+    into a :class:`ListMeasure`.
+
+    A :class:`ListMeasure` carries its own normalisation (ERR by its maximum over k
+    documents, AP by its pool; RR and P are in [0, 1] already); ``normalization="raw"`` gives
+    its unnormalised value, any other value leaves it as declared.
+    """
+    if isinstance(spec, (Formulation, ListMeasure)):
+        return spec
+    named = _ir_measures_name(str(spec))
+    if named is not None:
+        base, norm, cutoff = named
+        from dataclasses import replace
+        # trec_eval, whose nDCG these names mean, reads negative levels as unjudged: gain 0
+        negs = "zero" if norm == "ideal" else negatives
+        return replace(formulation(base, norm if norm else normalization, negs), cutoff=cutoff)
+    measure = _list_measure(str(spec), normalization)
+    if measure is not None:
+        return measure
+    gain_id, sep, discount_id = str(spec).partition("-")
+    if not sep or not gain_id or not discount_id:
+        raise ValueError(f"formulation {spec!r} is not of the form <gain>-<discount> (e.g. "
+                         "'exp2-log2', 'lin-geo0.8') nor a measure id (err, rr, rr<m>, p, p<m>, "
+                         "ap, ap<m>)")
+    return Formulation(get_gain(gain_id), get_discount(discount_id), normalization, negatives)
+
+
+def study_formulations(normalization: str = "max", negatives: str = "keep",
+                       gains: Iterable[str] = STUDY_GAINS,
+                       discounts: Iterable[str] = STUDY_DISCOUNTS) -> list[Formulation]:
+    """The 36 study formulations in the paper's plot order (discount-major, then gain)."""
+    gains, discounts = list(gains), list(discounts)
+    return [Formulation(get_gain(g), get_discount(d), normalization, negatives)
+            for d in discounts for g in gains]
+
+
+def resolve_formulations(formulations) -> list[Formulation]:
+    """Formulations from ids, objects or a mix (one id alone is a list of one); None gives the
+    36 study formulations."""
+    if formulations is None:
+        return study_formulations()
+    if isinstance(formulations, (str, Formulation, ListMeasure)):
+        formulations = [formulations]
+    return [formulation(f) for f in formulations]
