@@ -63,10 +63,16 @@ def exported_workspace(tmp_path_factory, ecir_study):
     return build
 
 
-def copy_workspace(ws, tmp_path):
-    """A fresh copy of a workspace, for a test that changes it."""
+@pytest.fixture(scope="session")
+def copy_workspace():
+    """``copy_workspace(ws, directory)``: a fresh copy of a workspace under ``directory``, for a
+    test that changes it."""
     import shutil
     from satcal.workspace import Workspace
-    target = tmp_path / "study"
-    shutil.copytree(ws.path, target)
-    return Workspace.open(target)
+
+    def copy(ws, directory):
+        target = directory / "study"
+        shutil.copytree(ws.path, target)
+        return Workspace.open(target)
+
+    return copy

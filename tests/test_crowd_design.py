@@ -4,10 +4,9 @@ import re
 
 import pandas as pd
 
-from conftest import copy_workspace
 
 
-def test_three_answers_per_example_from_design_to_report(exported_workspace, tmp_path):
+def test_three_answers_per_example_from_design_to_report(exported_workspace, tmp_path, copy_workspace):
     from satcal.ingest import ingest
     from satcal.quality import agreement
     from satcal.simulate import simulate_workspace
@@ -38,7 +37,7 @@ def test_three_answers_per_example_from_design_to_report(exported_workspace, tmp
     assert "Krippendorff&#x27;s alpha" in html or "Krippendorff's alpha" in html
 
 
-def test_dawid_skene_with_crowd_kit_finds_the_spammers(exported_workspace, tmp_path):
+def test_dawid_skene_with_crowd_kit_finds_the_spammers(exported_workspace, tmp_path, copy_workspace):
     """crowd-kit's Dawid-Skene, traps passed as known labels, on a simulated study with three
     answers per example: the simulated spammers get the lowest estimated accuracies, the
     known labels are kept, and the accuracies land in workers.csv and the report."""

@@ -14,11 +14,10 @@ from satcal.ingest import ingest, spreadsheet_safe
 from satcal.simulate import simulate_workspace
 from satcal.workspace import Workspace
 
-from conftest import copy_workspace
 
 
 @pytest.fixture
-def ws(exported_workspace, tmp_path):
+def ws(exported_workspace, tmp_path, copy_workspace):
     """A fresh copy of the exported workspace for each test."""
     return copy_workspace(exported_workspace("csv", 10), tmp_path)
 
@@ -73,7 +72,7 @@ def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
     assert again.files["new"].sum() == 1
 
 
-def test_an_older_versions_killed_first_ingest_is_repaired(ws, tmp_path):
+def test_an_older_versions_killed_first_ingest_is_repaired(ws, tmp_path, copy_workspace):
     """What satcal before output sets left when its first ingest was killed after archiving:
     a pending marker, the archived file, no tables. The next ingest undoes it and ingests
     (it died with KeyError: 'answer')."""
@@ -124,7 +123,7 @@ def test_interrupted_generate_leaves_the_old_set_whole(ws, monkeypatch):
     assert not list(ws.path.glob(".satcal-stage-*"))
 
 
-def test_generate_killed_mid_commit_is_finished_by_the_next_command(ws, tmp_path, monkeypatch):
+def test_generate_killed_mid_commit_is_finished_by_the_next_command(ws, tmp_path, monkeypatch, copy_workspace):
     """Killed while moving the committed set into place: half the files are new; the next
     command that takes the workspace finishes the moves, giving the new set whole."""
     reference = copy_workspace(ws, tmp_path / "reference")
@@ -153,7 +152,7 @@ def test_generate_killed_mid_commit_is_finished_by_the_next_command(ws, tmp_path
     assert final == after
 
 
-def test_sigkill_never_leaves_half_a_set(ws, tmp_path):
+def test_sigkill_never_leaves_half_a_set(ws, tmp_path, copy_workspace):
     """`satcal generate --force` killed with SIGKILL at several moments: after recovery the
     workspace holds the old set or the new one, every file from the same one."""
     import signal

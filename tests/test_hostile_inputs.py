@@ -11,11 +11,10 @@ from click.testing import CliRunner
 from satcal.cli import main
 from satcal.workspace import Workspace
 
-from conftest import copy_workspace
 
 
 @pytest.fixture
-def ws(exported_workspace, tmp_path):
+def ws(exported_workspace, tmp_path, copy_workspace):
     """A fresh copy of the exported workspace for each test."""
     return copy_workspace(exported_workspace("csv", 5), tmp_path)
 

@@ -12,11 +12,10 @@ from satcal.platforms import get_platform
 from satcal.simulate import simulate_workspace
 from satcal.workspace import Workspace
 
-from conftest import copy_workspace
 
 
 @pytest.fixture
-def ws(exported_workspace, tmp_path):
+def ws(exported_workspace, tmp_path, copy_workspace):
     """A fresh copy of the exported workspace for each test."""
     return copy_workspace(exported_workspace("appen", 10), tmp_path)
 
@@ -171,7 +170,7 @@ def test_simulated_results_round_trip(ws, platform):
     ("toloka", {"platform status: expired", "platform status: skipped"}),
     ("labelstudio", {"platform status: cancelled",
                      "platform status: ground truth (a reviewer's reference answer)"})])
-def test_unfinished_assignments_are_rejects_and_change_no_answer(ws, tmp_path, platform, reasons):
+def test_unfinished_assignments_are_rejects_and_change_no_answer(ws, tmp_path, platform, reasons, copy_workspace):
     """The simulated crowd leaves some pages unfinished where the platform reports them: each
     such row is a reject with the platform's status, and the answers are those of a crowd that
     left nothing unfinished."""

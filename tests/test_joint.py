@@ -90,11 +90,10 @@ def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_stud
         calibrate(ecir_study, forms, sat_model="mixed")
 
 
-def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, tmp_path):
+def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, tmp_path, copy_workspace):
     """The simulator draws from the joint model's family (preferences when undecided, lapses);
     the joint fit recovers the per-list curve and the lapse."""
     import re
-    from conftest import copy_workspace
     from satcal.ingest import ingest
     from satcal.simulate import simulate_workspace
     from satcal.workspace import Workspace

@@ -6,7 +6,6 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import copy_workspace
 from labelstudio_server import ensure_label_studio, running_label_studio
 
 pytestmark = pytest.mark.slow  # end to end: deselect with -m 'not slow'
@@ -32,7 +31,7 @@ def _all_tasks(client, project_id):
         page += 1
 
 
-def test_label_studio_server_takes_the_batch_and_its_export_ingests(label_studio, exported_workspace, tmp_path):
+def test_label_studio_server_takes_the_batch_and_its_export_ingests(label_studio, exported_workspace, tmp_path, copy_workspace):
     from satcal.ingest import ingest
     from satcal.platforms import ANSWER_LABELS, swap_answer
     client = label_studio

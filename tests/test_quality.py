@@ -114,11 +114,10 @@ def test_screening_flags_fast_and_same_side_workers():
     assert s.loc["w1", "same_side_share"] == pytest.approx(4 / 12)
 
 
-def test_cli_dawid_skene_says_when_the_design_cannot_support_it(monkeypatch, exported_workspace, tmp_path):
+def test_cli_dawid_skene_says_when_the_design_cannot_support_it(monkeypatch, exported_workspace, tmp_path, copy_workspace):
     """With one answer per example there is nothing for Dawid-Skene to estimate: a clear
     message, not a table nobody can use (crowd-kit itself stands in as installed)."""
     from click.testing import CliRunner
-    from conftest import copy_workspace
     from satcal import quality
     from satcal.cli import main
     from satcal.simulate import simulate_workspace

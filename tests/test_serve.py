@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import copy_workspace
 from satcal.serve.client import attentive
 
 CODE, FAILED = "C0MPL3TE", "FA1LED"
@@ -28,7 +27,7 @@ def _configure(ws, **serve):
 
 
 @pytest.fixture
-def served_ws(exported_workspace, tmp_path):
+def served_ws(exported_workspace, tmp_path, copy_workspace):
     ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
     # traps only where the batch put them: these tests count each item's answers by its slots
     # (traps on top of pages: test_every_participant_meets_min_traps)

@@ -172,12 +172,11 @@ def test_a_good_traps_file_with_level_columns_reads_as_without(ecir_study, tmp_p
                                   read_traps(with_levels, ecir_study.judgments, 5))
 
 
-def test_traps_file_mistakes_through_the_cli(exported_workspace, tmp_path, ecir_study):
+def test_traps_file_mistakes_through_the_cli(exported_workspace, tmp_path, ecir_study, copy_workspace):
     """generate with traps.file = a file with two mistakes: exit code 2, one error line, then
     one line for the second mistake; no traceback; nothing written."""
     from click.testing import CliRunner
     from satcal.cli import main
-    from conftest import copy_workspace
     ws = copy_workspace(exported_workspace("csv", 5), tmp_path)
 
     def edit(t):

@@ -171,12 +171,11 @@ def _answer_one_page(ws, url=None):
         study.engine.dispose()
 
 
-def test_answers_in_the_study_database_count_as_collected(exported_workspace, tmp_path):
+def test_answers_in_the_study_database_count_as_collected(exported_workspace, tmp_path, copy_workspace):
     """Issue 25.1: serve.db holds answers not ingested yet; export --force (a changed key),
     generate --force and init --force are refused through the CLI, the key is untouched, and
     the answers then ingest with no 'unknown item id'."""
     import pandas as pd
-    from conftest import copy_workspace
     ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
     answered = _answer_one_page(ws)
     key = (ws.path / "key.csv").read_bytes()
@@ -209,10 +208,9 @@ def test_answers_in_the_study_database_count_as_collected(exported_workspace, tm
     assert len(pd.read_csv(ws.path / "answers.csv", dtype=str)) == answered
 
 
-def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path):
+def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path, copy_workspace):
     """A database given with --db (noted when satcal serve starts) is looked at like
     serve.db; one bound to another key, or holding nothing, does not count."""
-    from conftest import copy_workspace
     ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
     url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     ws.remember_database(url)
@@ -232,11 +230,10 @@ def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path):
      r"study.levels = \[0, 1, 2, 3\], but \w+.csv was made with levels = \[0, 1, 2\] \(phi would be "
      r"rescaled\); put study.levels back to \[0, 1, 2\], or run satcal generate"),
 ])
-def test_a_design_changed_after_generate_is_refused(exported_workspace, tmp_path, old, new, fragment):
+def test_a_design_changed_after_generate_is_refused(exported_workspace, tmp_path, old, new, fragment, copy_workspace):
     """Issue 25.4: k or levels edited in study.toml after generate: preview, export, simulate
     and power say which command to run (they ended in KeyError: 'A6' and "['ra6'] not in
     index"); nothing is written."""
-    from conftest import copy_workspace
     ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
     toml = ws.path / "study.toml"
     toml.write_text(toml.read_text().replace(old, new))
@@ -250,10 +247,9 @@ def test_a_design_changed_after_generate_is_refused(exported_workspace, tmp_path
     assert sorted(p.relative_to(ws.path) for p in ws.path.rglob("*")) == before
 
 
-def test_levels_changed_after_answers_never_rescale_phi(exported_workspace, tmp_path):
+def test_levels_changed_after_answers_never_rescale_phi(exported_workspace, tmp_path, copy_workspace):
     """After answers, a changed levels made analyze rescale phi silently (lin-const b1 moved,
     exit 0); now it is refused, saying the answers were collected under the old levels."""
-    from conftest import copy_workspace
     from satcal.ingest import ingest
     from satcal.simulate import simulate_workspace
     ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
@@ -267,8 +263,7 @@ def test_levels_changed_after_answers_never_rescale_phi(exported_workspace, tmp_
     assert not (ws.path / "analysis").exists()
 
 
-def test_an_older_workspace_without_a_design_record_is_checked_by_its_examples(exported_workspace, tmp_path):
-    from conftest import copy_workspace
+def test_an_older_workspace_without_a_design_record_is_checked_by_its_examples(exported_workspace, tmp_path, copy_workspace):
     ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
     (ws.path / "design.json").unlink()
     toml = ws.path / "study.toml"
