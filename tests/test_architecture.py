@@ -10,7 +10,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "satcal"
 #: Layers, lowest first, as docs/architecture.md declares them: a module's layer is that of its
 #: longest listed prefix.
 LAYERS = [
-    ["satcal._version", "satcal.errors", "satcal._lazy", "satcal._threads", "satcal.fileio"],
+    ["satcal._version", "satcal.errors", "satcal._lazy", "satcal._threads", "satcal.fileio",
+     "satcal._results"],
     ["satcal.trecfile", "satcal.measures", "satcal.judgments", "satcal.runs", "satcal.topics",
      "satcal.answers"],
     ["satcal.generate", "satcal.traps"],

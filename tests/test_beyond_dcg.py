@@ -178,7 +178,7 @@ def test_generator_covers_extra_measures_when_asked_and_reports_the_cost(ecir_st
                     min_per_cell=25, seed=3)
     design.cover_extra = cover
     result = generate(ecir_study.judgments, design)
-    s = result.summary()
+    s = result.as_dict()
     assert s["extra_covered"] is cover and "ap" not in set(result.coverage["formulation"])
     assert s["examples_with_extra" if cover else "examples_without_extra"] == len(result.examples)
     assert s["extra_cost_examples"] == s["examples_with_extra"] - s["examples_without_extra"] > 0

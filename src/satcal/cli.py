@@ -445,7 +445,7 @@ def generate(directory, force, quiet):
     from .workspace import Workspace
     ws = Workspace.open(directory)
     result = ws.generate(force=force, progress=not quiet)
-    s = result.summary()
+    s = result.as_dict()
     click.echo(f"{s['examples']} examples (cell floor {s['lower_bound']} = min_per_cell x the "
                f"{s['floor_cells']} |dphi| cells of the widest formulation"
                + (f", LP bound {s['lp_bound']}" if "lp_bound" in s else "")
@@ -492,7 +492,7 @@ def _drop_traps(ws, ids) -> None:
 
 def _extra_measures_line(result) -> str:
     """What the measures beyond the DCG family cost, in examples, or what they lack."""
-    s, design = result.summary(), result.design
+    s, design = result.as_dict(), result.design
     placeable = {f.id for f in design.placeable_extra}
     unplaced = [f.id for f in design.extra if f.id not in placeable]
     line = ""

@@ -43,6 +43,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from ._results import ResultTables
 from .errors import SatcalError
 from .judgments import Judgments
 from .measures import resolve_formulations, bin_index, score_lists
@@ -182,7 +183,7 @@ class Design:
 
 
 @dataclass
-class GenerationResult:
+class GenerationResult(ResultTables):
     """Examples, their scores and the coverage they reach."""
 
     examples: pd.DataFrame
@@ -219,7 +220,22 @@ class GenerationResult:
         return pd.Series(pairing_correlation(wide["phi_a"][ids].to_numpy(), wide["phi_b"][ids].to_numpy()),
                          index=ids)
 
-    def summary(self) -> dict:
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The examples, their scores under every formulation and the coverage of each cell."""
+        return {"examples": self.examples, "scores": self.scores, "coverage": self.coverage}
+
+    def summary(self) -> str:
+        """Examples against the cell floor, infeasible cells, completeness and warnings, as text."""
+        s = self.as_dict()
+        lines = [f"<GenerationResult: {s['examples']} examples (cell floor {s['lower_bound']}, ratio "
+                 f"{s['ratio_to_bound']:.2f}); method {s['method']}; {s['infeasible_cells']} infeasible cells; "
+                 f"every feasible cell has >= {self.design.min_per_cell}: {'yes' if s['complete'] else 'NO'}>"]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        """The counts of the generation (examples, cell floor, method, infeasible cells,
+        completeness, and the candidates' statistics), as recorded in the study's log."""
         return {"examples": self.n_examples, "lower_bound": self.lower_bound, "method": self.method,
                 "ratio_to_bound": round(self.n_examples / max(self.lower_bound, 1), 4),
                 "infeasible_cells": int((~self.coverage["feasible"]).sum()),

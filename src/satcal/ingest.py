@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .answers import ANSWER_ALIASES, ANSWER_CODES, StudyData, normalise_answers
+from ._results import ResultTables
 from .errors import InputFileError, SatcalError
 from .judgments import Judgments
 
@@ -113,7 +114,7 @@ REJECT_TABLE_COLUMNS = ["source_file", "line", "row_id", "item_id", "worker_id",
 
 
 @dataclass
-class IngestReport:
+class IngestReport(ResultTables):
     """Row accounting of an ingest: every row read is an answer or a reject."""
 
     files: pd.DataFrame      # per raw file: rows, answers, rejects, new (this call) or not
@@ -125,6 +126,18 @@ class IngestReport:
     before_exclusion: pd.DataFrame = None
     #: per trap: answers and accuracy among otherwise trusted workers (traps_report.csv)
     traps: pd.DataFrame = None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Per file, rejects by reason, workers, answers, rejects, the answers before workers
+        were excluded, and the traps (tables that are absent are left out)."""
+        reasons = self.reasons.rename_axis("reason").reset_index(name="rows")
+        out = {"files": self.files, "reasons": reasons, "workers": self.workers, "answers": self.answers,
+               "rejects": self.rejects, "before_exclusion": self.before_exclusion, "traps": self.traps}
+        return {name: t for name, t in out.items() if t is not None}
+
+    def summary(self) -> str:
+        """:meth:`lines`, one a line."""
+        return "\n".join(self.lines())
 
     def lines(self) -> list[str]:
         out = []

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from ._results import ResultTables
 from .errors import SatcalError
 from .fileio import gain_colour, new_figure
 from .judgments import Judgments
@@ -332,7 +333,23 @@ def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, se
 # The whole report
 # --------------------------------------------------------------------------------------------
 @dataclass
-class ReliabilityResult:
+class ReliabilityResult(ResultTables):
+    """System-side reliability of every formulation.
+
+    Attributes
+    ----------
+    gstudy, dstudy : pandas.DataFrame
+        Variance components per formulation, and dependability against the number of topics.
+    discrimination, asl : pandas.DataFrame
+        Discriminative power and the achieved significance level of every pair of systems.
+    bv, kendall : pandas.DataFrame
+        Buckley and Voorhees' error rate, and Kendall's tau between the formulations' rankings.
+    combined : pandas.DataFrame, optional
+        Reliability beside the calibration's bias indicators (``user_vs_system``).
+    notice : str
+        Licence and citation of the runs, when they come with one.
+    """
+
     gstudy: pd.DataFrame
     dstudy: pd.DataFrame
     discrimination: pd.DataFrame
@@ -343,28 +360,29 @@ class ReliabilityResult:
     notice: str = ""
 
     def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table of the report (``bv_error`` is :attr:`bv`, ``user_vs_system``
+        :attr:`combined`)."""
         out = {"gstudy": self.gstudy, "dstudy": self.dstudy, "discrimination": self.discrimination,
                "asl": self.asl, "bv_error": self.bv, "kendall": self.kendall}
         if self.combined is not None:
             out["user_vs_system"] = self.combined
         return out
 
-    def save(self, out_dir) -> dict[str, str]:
-        from .fileio import atomic_write_text, save_figure, spreadsheet_safe
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        written = {}
-        for name, t in self.tables().items():
-            path = out / f"{name}.csv"
-            # run tags come from the user's files: no cell may run as a formula in a spreadsheet
-            atomic_write_text(path, spreadsheet_safe(t).to_csv(index=False, lineterminator="\n", float_format="%.8g"))
-            written[name] = str(path)
+    def figures(self) -> dict:
+        """Dependability against topics, the ASL curves and, with a calibration, reliability
+        against bias."""
         figs = {"phi_vs_topics": self._fig_phi(), "asl_curves": self._fig_asl()}
         if self.combined is not None:
             figs["user_vs_system"] = self._fig_combined()
-        for name, fig in figs.items():
-            written[name] = str(save_figure(fig, out / name)[0])
-        return written
+        return figs
+
+    def summary(self) -> str:
+        """The ten most dependable formulations (with their bias when calibrated), as text."""
+        shown = self.combined if self.combined is not None else self.gstudy
+        cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
+        return (f"<ReliabilityResult: {len(self.gstudy)} formulations>\n\n"
+                + shown[cols].sort_values("phi", ascending=False).head(10)
+                .to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
 
     def _fig_phi(self):

@@ -9,7 +9,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from .measures import STUDY_DISCOUNTS, STUDY_GAINS
-from .fileio import atomic_write_text, spreadsheet_safe, gain_colour, panel_axes, save_figure as _save_figure
+from ._results import write_table
+from .fileio import atomic_write_text, gain_colour, panel_axes, save_figure as _save_figure
 
 __all__ = ["write_analysis", "figure_sat", "figure_sat_joint", "figure_pref", "figure_bias", "figure_intervals",
            "render_report", "reading_guide"]
@@ -474,11 +475,9 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
     for name, table in result.tables().items():
-        path = out / f"{name}.csv"
-        # a study's own ids reach these tables (workers, formulations): none may run as a formula
-        atomic_write_text(path, spreadsheet_safe(table).to_csv(index=False, lineterminator="\n",
-                                                               float_format="%.10g"))
-        written[name] = str(path)
+        # a study's own ids reach these tables (workers, formulations): none may run as a
+        # formula, which the one table writer of every result sees to
+        written[name] = str(write_table(table, out / f"{name}.csv"))
     if "provenance" in result.meta:
         import json
         path = out / "calibration.json"

@@ -837,7 +837,7 @@ class Workspace:
             coverage_heatmap(result.coverage, design.min_per_cell, outputs.file("coverage"))
             atomic_write_text(outputs.file(DESIGN_FILE), json.dumps(
                 {"k": self.k, "levels": list(self["study.levels"])}, indent=1) + "\n")
-            self.record("generate", {"seed": self.seed, **result.summary(),
+            self.record("generate", {"seed": self.seed, **result.as_dict(),
                                      "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
                         outputs=outputs)
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")

@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._results import ResultTables
 from .._threads import one_blas_thread
 from ..errors import SatcalError
 from .core import (GRID, AnswerTypes, distinct_pairs, bias_indicators, collapse_answers, design,
@@ -275,7 +276,7 @@ def parallel_map(func, tasks, n_jobs: int = 1, backend: str = "loky", progress: 
 
 
 @dataclass
-class BootstrapResult:
+class BootstrapResult(ResultTables):
     """Bootstrap distributions and intervals; see the module docstring."""
 
     formulations: list[str]
@@ -350,7 +351,19 @@ class BootstrapResult:
         return out
 
     def tables(self) -> dict[str, pd.DataFrame]:
+        """Every pairwise difference of the indicators (``bias_pairs``) and the failed fits
+        per formulation (``bootstrap_failures``)."""
         return {"bias_pairs": self.pairwise, "bootstrap_failures": self.failed}
+
+    def summary(self) -> str:
+        """Replicates, what they resample, failed fits and each formulation's b1 interval."""
+        failed = int(self.failed[["sat", "pref"]].to_numpy().sum()) if self.failed is not None else 0
+        lines = [f"<BootstrapResult: {self.replicates} replicates resampling {self.resampling}, seed {self.seed}, "
+                 f"{failed} failed fits{', joint model too' if self.joint is not None else ''}>"]
+        if self.estimates is not None:
+            shown = self.bias_intervals[["formulation", "b1_lo", "b1_hi", "b1_se"]]
+            lines += ["", shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")]
+        return "\n".join(lines)
 
     def attach(self, result) -> None:
         """Add interval columns to the result's bias, curves and points tables."""

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .._results import ResultTables
 from .._threads import one_blas_thread
 from ..answers import ANSWER_CODES, StudyData
 from ..errors import SatcalError
@@ -32,8 +33,8 @@ __all__ = ["CalibrationResult", "calibrate", "SAT_MODELS", "thin_data_warnings",
 
 
 @dataclass(repr=False)
-class CalibrationResult:
-    """Tidy tables of a calibration analysis (SPEC section 7).
+class CalibrationResult(ResultTables):
+    """Tidy tables of a calibration analysis.
 
     Attributes
     ----------
@@ -161,6 +162,8 @@ class CalibrationResult:
         return expit(beta[0] + beta[1] * x + beta[2] * x * x)
 
     def tables(self) -> dict[str, pd.DataFrame]:
+        """Fits, curves, binned points, bias indicators, ANOVA, model check and ranking (and the
+        bootstrap's pairwise differences and failures when bootstrapped), as tidy tables."""
         out = {"fits": self.fits, "curves": self.curves, "points": self.points, "bias": self.bias,
                "anova": self.anova, "model_check": self.model_check, "ranking": self.ranking}
         if self.bootstrap is not None:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from .._results import ResultTables
 from ..errors import SatcalError
 from ..judgments import Judgments
 from ..measures import formulation as parse_formulation
@@ -163,7 +164,7 @@ def calibrated_k(calibrations, k: int | None) -> int:
 
 
 @dataclass
-class EvaluationResult:
+class EvaluationResult(ResultTables):
     """Per query, per system and per pair of systems, under every calibrated measure.
 
     Tables are long (one row per measure) with a ``formulation`` column; :attr:`side_by_side`
@@ -186,29 +187,47 @@ class EvaluationResult:
         wide = wide[self.formulations]
         return wide.loc[wide.mean(axis=1).sort_values(ascending=False).index].reset_index()
 
-    def save(self, out_dir) -> dict[str, str]:
-        from ..fileio import atomic_write_text, save_figure, spreadsheet_safe
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        written = {}
-        tables = {"per_query": self.per_query, "per_system": self.per_system, "pairs": self.pairs,
-                  "side_by_side": self.side_by_side}
-        for name, table in tables.items():
-            path = out / f"evaluation_{name}.csv"
-            # run tags and query ids come from the user's files: no cell may run as a formula
-            atomic_write_text(path, spreadsheet_safe(table).to_csv(index=False, lineterminator="\n",
-                                                                   float_format="%.10g"))
-            written[name] = str(path)
-        png, pdf = save_figure(self.figure(), out / "evaluation")
-        written["figure"] = str(png)
-        return written
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Per query, per system, per pair of systems, and systems x measures
+        (``evaluation_<name>.csv`` in :meth:`save`)."""
+        return {"per_query": self.per_query, "per_system": self.per_system, "pairs": self.pairs,
+                "side_by_side": self.side_by_side}
+
+    def figures(self) -> dict:
+        return {"figure": self.figure()}
+
+    def _file_stem(self, name: str) -> str:
+        return "evaluation" if name == "figure" else f"evaluation_{name}"
+
+    def summary(self) -> str:
+        """Each system's mean expected P(Sat) under every measure, as text."""
+        return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
+                + self.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
     def figure(self):
-        """Each system's expected P(Sat) (95% interval over queries) under every measure."""
+        """:meth:`plot` on a new figure."""
+        return self.plot()
+
+    def plot(self, ax=None):
+        """Each system's expected P(Sat) (95% interval over queries) under every measure.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Where to draw; a new figure when omitted.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
         from ..fileio import new_figure
         order = self.side_by_side["system"].tolist()[::-1]
         shown = self.formulations[:12]
-        fig, ax = new_figure(figsize=(8, 0.45 * len(order) * max(1, len(shown) / 4) + 1.8))
+        new = ax is None
+        if new:
+            fig, ax = new_figure(figsize=(8, 0.45 * len(order) * max(1, len(shown) / 4) + 1.8))
+        else:
+            fig = ax.figure
         ypos = {s: i for i, s in enumerate(order)}
         width = 0.8 / max(len(shown), 1)
         for j, f in enumerate(shown):
@@ -226,7 +245,8 @@ class EvaluationResult:
         ax.set_title(title, fontsize=11)
         ax.legend(title="measure", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         ax.grid(axis="x", alpha=0.3)
-        fig.tight_layout()
+        if new:
+            fig.tight_layout()
         return fig
 
 

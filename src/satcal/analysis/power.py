@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._results import ResultTables
 from .._threads import one_blas_thread
 from ..errors import SatcalError
 from ..measures import formulation as parse_formulation
@@ -46,13 +47,58 @@ INDICATORS = ("b1", "b2", "b3")
 
 
 @dataclass
-class PowerResult:
+class PowerResult(ResultTables):
+    """Power of a design by simulation, per budget.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per budget (``answers``): the share of simulated studies in which the pair's
+        difference (``power_pair_<b>``) and the gain and discount effects
+        (``power_gain_<b>``, ``power_discount_<b>``) are detected, each with its Monte-Carlo
+        standard error (``_se``).
+    pair : tuple of str
+        The two formulations compared.
+    """
+
     table: pd.DataFrame
     pair: tuple[str, str]
 
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The power table (``power.csv`` in :meth:`save`)."""
+        return {"table": self.table}
+
+    def figures(self) -> dict:
+        return {"figure": self.figure()}
+
+    def _file_stem(self, name: str) -> str:
+        return "power"
+
+    def summary(self) -> str:
+        """The pair and the power at each budget, as text."""
+        cols = ["answers"] + [c for c in self.table.columns if c.startswith("power_") and not c.endswith("_se")]
+        return (f"<PowerResult: {self.pair[0]} vs {self.pair[1]}, {len(self.table)} budgets>\n\n"
+                + self.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
     def figure(self):
-        from ..fileio import new_figure
-        fig, axes = new_figure(nrows=1, ncols=2, figsize=(11, 4), sharey=True)
+        """:meth:`plot` on a new figure."""
+        return self.plot()
+
+    def plot(self, ax=None):
+        """Power against the budget: the pair's difference (left) and the gain and discount
+        effects (right).
+
+        Parameters
+        ----------
+        ax : sequence of two matplotlib Axes, optional
+            Where to draw; a new figure when omitted.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from ..fileio import panel_axes
+        fig, axes, new = panel_axes(ax, 2, 1, 2, figsize=(11, 4), sharey=True)
         t = self.table
         for ind in INDICATORS:
             axes[0].errorbar(t["answers"], t[f"power_pair_{ind}"], yerr=t[f"power_pair_{ind}_se"],
@@ -70,17 +116,9 @@ class PowerResult:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         axes[0].set_ylabel("power (bars: Monte-Carlo SE)")
-        fig.tight_layout()
+        if new:
+            fig.tight_layout()
         return fig
-
-    def save(self, out_dir) -> dict[str, str]:
-        from pathlib import Path
-        from ..fileio import atomic_write_text, save_figure
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "power.csv", self.table.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
-        png, _ = save_figure(self.figure(), out / "power")
-        return {"table": str(out / "power.csv"), "figure": str(png)}
 
 
 def simulated_answers(phi_a: np.ndarray, phi_b: np.ndarray, model: UserModel, rng: np.random.Generator,

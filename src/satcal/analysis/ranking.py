@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._results import ResultTables
+
 __all__ = ["ESTIMATORS", "lead_estimator", "estimator_columns", "rank_formulations",
            "rank_uncertainty", "RankingVerdict", "ranking_verdict"]
 
@@ -139,7 +141,7 @@ def rank_uncertainty(replicates: np.ndarray, formulations: list[str]) -> pd.Data
 
 
 @dataclass(frozen=True)
-class RankingVerdict:
+class RankingVerdict(ResultTables):
     """What the ranking allows one to say.
 
     Attributes
@@ -166,6 +168,19 @@ class RankingVerdict:
     p_best: dict
     settled: bool
     reason: str
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The verdict (one row) and each contender's probability of ranking first."""
+        verdict = pd.DataFrame({"estimator": [self.estimator], "top": [self.top],
+                                "contenders": [len(self.contenders)], "settled": [self.settled],
+                                "reason": [self.reason]})
+        contenders = pd.DataFrame({"formulation": list(self.contenders),
+                                   "p_best": [float(self.p_best.get(f, np.nan)) for f in self.contenders]})
+        return {"verdict": verdict, "contenders": contenders}
+
+    def summary(self) -> str:
+        """:meth:`sentence`."""
+        return self.sentence()
 
     def sentence(self) -> str:
         """One plain sentence, backed by the bootstrap (or saying that it is missing)."""

@@ -1,0 +1,155 @@
+"""Every result type answers to one protocol (satcal._results): tidy ``tables()``, a text
+``summary()``, ``_repr_html_()``, and ``save()`` writing exactly what ``tables()`` returns,
+through one writer (read back and compared cell by cell)."""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal._results import FLOAT_FORMAT, ResultTables, read_table
+
+assert FLOAT_FORMAT == "%.10g"  # the tolerance below (rtol 1e-9) is for ten significant digits
+
+FORMS = ["lin-const", "exp2-const", "lin-log2", "exp2-log2"]
+QRELS = "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d4 2\nq2 0 d5 0\n"
+RUN_A = "q1 Q0 d1 1 9.0 sysA\nq1 Q0 d2 2 8.0 sysA\nq2 Q0 d5 1 5.0 sysA\nq2 Q0 d4 2 4.0 sysA\n"
+RUN_B = "q1 Q0 d3 1 3.0 sysB\nq1 Q0 d1 2 2.0 sysB\nq2 Q0 d4 1 1.0 sysB\nq2 Q0 dX 2 1.0 sysB\n"
+
+
+@pytest.fixture(scope="module")
+def calibration(ecir_study):
+    from satcal.analysis import calibrate
+    return calibrate(ecir_study, FORMS, bootstrap=20, seed=1, model_check_folds=2)
+
+
+def _generation(ecir_study, calibration):
+    from satcal.generate import Design, generate
+    return generate(ecir_study.judgments, Design(formulations=FORMS[:2], min_per_cell=2, seed=1))
+
+
+def _power(ecir_study, calibration):
+    from satcal.analysis.power import power_analysis
+    from satcal.measures import formulation
+    from satcal.simulate import UserModel
+    return power_analysis(ecir_study.examples, 5, 2, UserModel(), [formulation(f) for f in FORMS],
+                          budgets=(60,), sims=2, boot=10, seed=3)
+
+
+def _evaluation(ecir_study, calibration, tmp_path_factory):
+    from satcal.analysis.evaluate import Calibration, evaluate_runs
+    from satcal.judgments import read_judgments
+    from satcal.runs import read_runs
+    d = tmp_path_factory.mktemp("runs")
+    (d / "qrels").write_text(QRELS)
+    (d / "a.run").write_text(RUN_A)
+    (d / "b.run").write_text(RUN_B)
+    cal = Calibration("lin-const", np.array([-2.0, 4.0, 0.0]), np.array([-1.0, 3.0, 0.0]))
+    return evaluate_runs(read_judgments(d / "qrels"), read_runs([d / "a.run", d / "b.run"]), cal, k=2)
+
+
+def _reliability(ecir_study, calibration):
+    from satcal.judgments import Judgments
+    from satcal.reliability import reliability_report, simulate_runs
+    rng = np.random.default_rng(3)
+    rows = [(f"q{q}", f"d{q}_{i}", int(rng.choice([0, 0, 1, 2]))) for q in range(6) for i in range(12)]
+    j = Judgments(pd.DataFrame(rows, columns=["query", "doc", "level"]))
+    return reliability_report(simulate_runs(j, n_systems=4, depth=8, seed=4), j, FORMS[:2], k=5,
+                              replicates=20, seed=1)
+
+
+def _ingest(ecir_study, calibration):
+    # built from its tables: a real ingest needs a study directory, and the protocol is what is
+    # checked here (ingest's own row accounting is checked in test_ingest)
+    from satcal.ingest import ANSWER_TABLE_COLUMNS, REJECT_TABLE_COLUMNS, IngestReport
+    answers = pd.DataFrame([["e1", "w1", "a_better", False, None, "2024-01-01", "r.csv", "1", "i1", False,
+                             2, "h", 12.5]], columns=ANSWER_TABLE_COLUMNS)
+    rejects = pd.DataFrame([["r.csv", 3, "2", "i2", "w2", "=cmd", "unknown answer"]], columns=REJECT_TABLE_COLUMNS)
+    files = pd.DataFrame({"source_file": ["r.csv"], "platform": ["appen"], "rows": [2], "answers": [1],
+                          "rejects": [1], "new": [True]})
+    workers = pd.DataFrame({"worker_id": ["w1"], "trust": [0.875], "excluded": [False], "reason": [""]})
+    return IngestReport(files, rejects["reason"].value_counts(), workers, answers, rejects)
+
+
+BUILDERS = {
+    "CalibrationResult": lambda s, c: c,
+    "BootstrapResult": lambda s, c: c.bootstrap,
+    "RankingVerdict": lambda s, c: c.verdict,
+    "GenerationResult": _generation,
+    "PowerResult": _power,
+    "ReliabilityResult": _reliability,
+    "IngestReport": _ingest,
+}
+
+
+def _cell(v) -> str:
+    """A cell as CSV text carries it: missing as empty, numbers by value."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)) or (isinstance(v, (float, np.floating)) and float(v).is_integer()):
+        return str(int(v))
+    return str(v)
+
+
+def _assert_same(read: pd.DataFrame, table: pd.DataFrame, name: str) -> None:
+    """A table read back equals the one written: same columns and rows, floats to the writer's
+    ten digits, every other cell by its text (CSV carries no types)."""
+    assert list(read.columns) == [str(c) for c in table.columns], name
+    assert len(read) == len(table), name
+    for col in table.columns:
+        ours, back = table[col].reset_index(drop=True), read[str(col)]
+        if pd.api.types.is_float_dtype(ours):
+            np.testing.assert_allclose(back.to_numpy(float), ours.to_numpy(float), rtol=1e-9, atol=0,
+                                       equal_nan=True, err_msg=f"{name}.{col}")
+        else:
+            assert back.map(_cell).tolist() == ours.map(_cell).tolist(), f"{name}.{col}"
+
+
+@pytest.fixture(scope="module")
+def results(ecir_study, calibration, tmp_path_factory):
+    out = {}
+    for name, build in BUILDERS.items():
+        out[name] = build(ecir_study, calibration)
+    out["EvaluationResult"] = _evaluation(ecir_study, calibration, tmp_path_factory)
+    return out
+
+
+@pytest.mark.parametrize("name", list(BUILDERS) + ["EvaluationResult"])
+def test_every_result_has_the_protocol(results, name, tmp_path):
+    result = results[name]
+    assert type(result).__name__ == name and isinstance(result, ResultTables)
+    tables = {k: t for k, t in result.tables().items() if t is not None}
+    assert tables and all(isinstance(t, pd.DataFrame) for t in tables.values())
+    text = result.summary()
+    assert isinstance(text, str) and text.strip()
+    assert "<" in result._repr_html_()
+    written = result.save(tmp_path)
+    csvs = sorted(p.name for p in tmp_path.glob("*.csv"))
+    assert csvs == sorted(result.table_file(t) for t in tables)
+    for t, table in tables.items():
+        _assert_same(read_table(tmp_path / result.table_file(t)), table, f"{name}.{t}")
+    assert all(Path(p).exists() for p in written.values())
+
+
+def test_a_formula_cell_is_written_safe_and_read_back_as_it_was(results, tmp_path):
+    report = results["IngestReport"]
+    report.save(tmp_path)
+    assert "'=cmd" in (tmp_path / "rejects.csv").read_text()
+    assert read_table(tmp_path / "rejects.csv")["answer"].tolist() == ["=cmd"]
+
+
+def test_summaries_that_were_dicts_keep_their_data_in_as_dict(results):
+    gen = results["GenerationResult"]
+    d = gen.as_dict()
+    assert d["examples"] == len(gen.examples) and d["complete"] == gen.complete
+    assert str(d["examples"]) in gen.summary()
+
+
+@pytest.mark.parametrize("name", ["PowerResult", "EvaluationResult"])
+def test_plot_draws_on_the_callers_axes(results, name):
+    from satcal.fileio import new_figure
+    fig, axes = new_figure(1, 2)
+    drawn = results[name].plot(ax=axes if name == "PowerResult" else axes[0])
+    assert drawn is fig and axes[0].has_data()
