@@ -51,6 +51,16 @@ class Judgments:
         The declared scale; defaults to ``0 .. max level`` plus any negative levels present.
     source : str, optional
         Where the judgments came from (shown in messages).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> j = Judgments(pd.DataFrame({"query": ["q1", "q1", "q2"], "doc": ["d1", "d2", "d3"],
+    ...                             "level": [2, 0, -1]}))
+    >>> j.levels, j.queries, j.top_level
+    ((-1, 0, 1, 2), ['q1', 'q2'], 2)
+    >>> j.lookup(["q1", "q2"], [["d1", "d9"], ["d3", ""]]).tolist()
+    [[2.0, nan], [-1.0, nan]]
     """
 
     def __init__(self, table: pd.DataFrame, levels: Sequence[int] = (), source: str = "<judgments>"):
@@ -138,10 +148,12 @@ class Judgments:
 
     @property
     def queries(self) -> list[str]:
+        """The judged queries, sorted."""
         return self._keys()["qnames"].tolist()
 
     @property
     def top_level(self) -> int:
+        """The highest level of the declared scale."""
         return max(self.levels)
 
     @property
@@ -150,13 +162,23 @@ class Judgments:
         return self.top_level + 1
 
     def pools(self) -> dict[str, np.ndarray]:
-        """Each query's judged levels (its pool), as an array, queries in sorted order."""
+        """Each query's judged levels (its pool), as an array, queries in sorted order.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+        """
         c = self._keys()  # the sorted keys group the pairs by query
         bounds = np.searchsorted(c["keys"], np.arange(1, len(c["qnames"])) * max(c["n_docs"], 1))
         return dict(zip(c["qnames"].tolist(), np.split(c["key_levels"], bounds)))
 
     def docs_by_level(self) -> dict[str, dict[int, np.ndarray]]:
-        """For each query, the judged documents at each level."""
+        """For each query, the judged documents at each level.
+
+        Returns
+        -------
+        dict of str to dict of int to numpy.ndarray
+        """
         out: dict[str, dict[int, np.ndarray]] = {}
         for (q, lv), g in self.table.groupby(["query", "level"], sort=True)["doc"]:
             out.setdefault(q, {})[int(lv)] = g.to_numpy()
@@ -166,8 +188,17 @@ class Judgments:
     def lookup(self, queries: Sequence[str], docs, unjudged: float = np.nan) -> np.ndarray:
         """Levels of a (n, k) array of document ids, each row for ``queries[row]``.
 
-        Unjudged documents get ``unjudged`` (NaN by default, so callers can decide); empty
-        document ids (a run shorter than k) are always NaN.
+        Parameters
+        ----------
+        queries : sequence of str, length n
+        docs : array-like of str, shape (n, k) or (n,)
+            Document ids; an empty id (a run shorter than k) is always NaN.
+        unjudged : float, default NaN
+            The level of a document not judged for its query (NaN lets callers decide).
+
+        Returns
+        -------
+        numpy.ndarray of float, shape (n, k)
         """
         docs = np.asarray(docs, dtype=object)
         if docs.ndim == 1:
@@ -192,12 +223,23 @@ class Judgments:
         return np.where(found, c["key_levels"][pos], unjudged).astype(float)
 
     def to_trec(self, path: "str | os.PathLike") -> None:
-        """Write TREC qrels (``qid 0 docid level``)."""
+        """Write TREC qrels (``qid 0 docid level``).
+
+        Parameters
+        ----------
+        path : path-like
+        """
         lines = (self.table["query"] + " 0 " + self.table["doc"] + " " +
                  self.table["level"].astype(str))
         Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def to_frame(self) -> pd.DataFrame:
+        """A copy of :attr:`table`.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         return self.table.copy()
 
 
@@ -271,11 +313,24 @@ def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | Non
         an error. If omitted any integer level is accepted.
     fmt : {"auto", "trec", "csv", "tsv"}
 
+    Returns
+    -------
+    Judgments
+
     Raises
     ------
     InputFileError
         Naming file and line: non-integer level, wrong number of fields, a (query, doc)
         judged twice with different levels, a level outside the declared scale, no rows.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "qrels"
+    >>> _ = path.write_text("q1 0 d1 2\\nq1 0 d2 0\\nq2 0 d3 1\\n")
+    >>> j = read_judgments(path, levels=3)
+    >>> len(j), j.levels, j.pools()["q1"].tolist()
+    (3, (0, 1, 2), [2, 0])
     """
     path = Path(path)
     raw = read_file_bytes(path)

@@ -46,7 +46,22 @@ class Discount:
     formula: str = ""
 
     def factors(self, k: int) -> np.ndarray:
-        """The k discount factors d(1), ..., d(k)."""
+        """The k discount factors d(1), ..., d(k).
+
+        Parameters
+        ----------
+        k : int
+            The cutoff: the number of ranks.
+
+        Returns
+        -------
+        numpy.ndarray of float, shape (k,)
+
+        Examples
+        --------
+        >>> get_discount("zipf").factors(3).round(4).tolist()
+        [1.0, 0.5, 0.3333]
+        """
         ranks = np.arange(1, k + 1, dtype=float)
         out = np.asarray(self.fn(ranks, k), dtype=float)
         if out.shape != (k,):
@@ -56,7 +71,19 @@ class Discount:
 
     @classmethod
     def from_factors(cls, factors: Sequence[float], name: str = "custom") -> "Discount":
-        """A custom discount given its k factors d(1..k)."""
+        """A custom discount given its k factors d(1..k).
+
+        Parameters
+        ----------
+        factors : sequence of float
+            d(1), ..., d(k); lists of another length are refused when scored.
+        name : str, default ``"custom"``
+            The discount's id in tables.
+
+        Returns
+        -------
+        Discount
+        """
         values = np.asarray(factors, dtype=float)
         if values.ndim != 1 or values.size == 0:
             raise ValueError("a custom discount needs a non-empty vector of k factors")
@@ -118,8 +145,32 @@ DISCOUNT_FAMILIES: dict[str, Callable[[re.Match], Discount]] = {
 
 
 def get_discount(discount: "str | Discount | Sequence[float]") -> Discount:
-    """Resolve a discount id (``zipf``, ``lin``, ``log<b>``, ``jarvelin<b>``, ``const``),
-    a :class:`Discount` or a vector of k factors."""
+    """Resolve a discount id, a :class:`Discount` or a vector of k factors.
+
+    Parameters
+    ----------
+    discount : str, Discount or sequence of float
+        ``zipf`` (1/i), ``lin`` ((k+1-i)/k), ``log<b>`` (1/log_b(b+i-1); ``log2`` is the usual
+        1/log2(i+1) of Burges et al. 2005), ``jarvelin<b>`` (1/max(1, log_b i), Järvelin and
+        Kekäläinen 2000), ``const`` (1), ``geo<p>`` (p^(i-1), Moffat and Zobel 2008), a
+        :class:`Discount` (returned as is) or the k factors of a custom discount.
+
+    Returns
+    -------
+    Discount
+
+    Raises
+    ------
+    ValueError
+        For an unknown id or a base or persistence out of range.
+
+    Examples
+    --------
+    >>> get_discount("log2").factors(3).round(4).tolist()
+    [1.0, 0.6309, 0.5]
+    >>> get_discount("geo0.5").factors(3).tolist()
+    [1.0, 0.5, 0.25]
+    """
     if isinstance(discount, Discount):
         return discount
     if isinstance(discount, str):

@@ -49,6 +49,17 @@ class Gain:
     def from_mapping(cls, mapping: Mapping[int, float], name: str = "custom") -> "Gain":
         """A custom gain from a ``{level: value}`` map; levels not in the map raise.
 
+        Parameters
+        ----------
+        mapping : mapping of int to float
+            The gain of each level.
+        name : str, default ``"custom"``
+            The gain's id in tables.
+
+        Returns
+        -------
+        Gain
+
         Examples
         --------
         >>> Gain.from_mapping({0: 0.0, 1: 0.4, 2: 1.0})([0, 2, 1]).tolist()
@@ -96,7 +107,30 @@ GAIN_FAMILIES: dict[str, Callable[[re.Match], Gain]] = {
 
 
 def get_gain(gain: "str | Gain | Mapping[int, float]") -> Gain:
-    """Resolve a gain id (``lin``, ``exp<b>``, ``bin<m>``), a :class:`Gain` or a level map."""
+    """Resolve a gain id, a :class:`Gain` or a level map into a :class:`Gain`.
+
+    Parameters
+    ----------
+    gain : str, Gain or mapping of int to float
+        ``lin`` (g(l) = l), ``exp<b>`` (g(l) = b^l - 1, b > 1), ``bin<m>`` (1 if l >= m else 0),
+        a :class:`Gain` (returned as is) or a ``{level: value}`` map.
+
+    Returns
+    -------
+    Gain
+
+    Raises
+    ------
+    ValueError
+        For an unknown id, naming the families known.
+
+    Examples
+    --------
+    >>> get_gain("exp2")([0, 1, 2]).tolist()
+    [0.0, 1.0, 3.0]
+    >>> get_gain("bin2")([0, 1, 2]).tolist()
+    [0.0, 0.0, 1.0]
+    """
     if isinstance(gain, Gain):
         return gain
     if isinstance(gain, Mapping):

@@ -86,12 +86,46 @@ def _ap(m: int):
 class ListMeasure:
     """A measure of one ranked list that is not a DCG sum: ERR, RR, P, AP.
 
-    Used wherever a :class:`Formulation` is: ``id`` names it in every table, ``phi`` is in
-    [0, 1]. ``fn(levels, ctx)`` gives the raw score of (n, k) levels (NaN: empty position);
-    ``ctx`` holds ``top`` (the top level) and, for pool-based measures, ``relevant(m)``: the
-    number of documents at level >= m in each list's query pool. ``max_fn(k, top)``, when set,
-    is the raw score of k top-level documents, which phi divides by (``max`` normalisation);
-    pool-based measures are already in [0, 1] and use their pool instead.
+    Used wherever a :class:`~satcal.measures.Formulation` is: ``id`` names it in every table,
+    ``phi`` is in [0, 1].
+
+    Parameters
+    ----------
+    id : str
+        ``err``, ``rr<m>``, ``p<m>``, ``ap<m>``.
+    family : str
+        ``err``, ``rr``, ``p`` or ``ap``: the ``family`` column of tables.
+    fn : callable
+        ``fn(levels, ctx)``: the raw score of (n, k) levels (NaN: empty position); ``ctx``
+        holds ``top`` (the top level) and, for pool-based measures, ``relevant(m)``: the number
+        of documents at level >= m in each list's query pool.
+    formula, reference : str
+        Its formula and where it comes from, shown in reports.
+    pool : bool
+        Whether it needs each query's judged pool (AP).
+    max_fn : callable, optional
+        ``max_fn(k, top)``: the raw score of k top-level documents, which phi divides by
+        (``max`` normalisation); pool-based measures are already in [0, 1].
+    raw : bool
+        Report the raw score, not phi.
+    cutoff : int, optional
+        The k a name such as ``ERR@10`` fixes.
+
+    References
+    ----------
+    Chapelle, O., Metzler, D., Zhang, Y. and Grinspan, P. (2009). Expected reciprocal rank for
+    graded relevance. CIKM 2009.
+
+    Voorhees, E. M. (1999). The TREC-8 question answering track report. TREC-8.
+
+    Examples
+    --------
+    ERR of levels (2, 0, 1) with top level 2: R = (3/4, 0, 1/4), so
+    ERR = 3/4 + (1/3)(1/4)(1/4) = 0.770833; k = 3 top-level documents give 0.859375:
+
+    >>> from satcal.measures import formulation
+    >>> round(float(formulation("err").score([[2, 0, 1]], n_levels=3)[0]), 4)
+    0.897
     """
 
     id: str
@@ -106,29 +140,58 @@ class ListMeasure:
 
     @property
     def normalization(self) -> str:
+        """``raw``, ``pool`` (divided by its pool) or ``max`` (by its maximum over k documents)."""
         return "raw" if self.raw else ("pool" if self.pool else "max")
 
     @property
     def negatives(self) -> str:
+        """Always ``zero``: negative levels count as non-relevant."""
         return "zero"
 
     @property
     def uses_pool(self) -> bool:
+        """Whether phi needs the list's query pool."""
         return self.pool
 
     @property
     def labels(self) -> dict:
+        """The ``gain``, ``discount`` and ``family`` columns of tables."""
         return {"gain": self.id, "discount": "", "family": self.family}
 
     def scale(self, k: int, top: float) -> float:
-        """1 / the maximum raw score over k documents (1 when the raw score is phi already)."""
+        """1 / the maximum raw score over k documents (1 when the raw score is phi already).
+
+        Parameters
+        ----------
+        k : int
+            The cutoff.
+        top : float
+            The top relevance level.
+
+        Returns
+        -------
+        float
+        """
         if self.raw or self.max_fn is None:
             return 1.0
         bound = self.max_fn(k, top)
         return 1.0 / bound if bound else 0.0
 
     def score(self, levels, **kwargs) -> np.ndarray:
-        """phi of each list (rows of ``levels``); see :func:`score_lists`."""
+        """phi of each list (rows of ``levels``).
+
+        Parameters
+        ----------
+        levels : array-like, shape (n, k)
+            Relevance level of each ranked document; NaN marks an empty position.
+        **kwargs
+            As for :func:`~satcal.measures.score_lists` (``n_levels``, ``top_level``, ``pools``,
+            ``query_index``).
+
+        Returns
+        -------
+        numpy.ndarray of float, shape (n,)
+        """
         return score_of(levels, [self], **kwargs)[:, 0]
 
     def __str__(self) -> str:

@@ -56,9 +56,18 @@ POOL_BOUNDS = ("ideal", "best", "worst", "rlb")
 class Normalization:
     """How raw DCG@k becomes phi.
 
-    ``needs`` names the bounds it uses: ``max`` (per formulation: g(L-1) * sum d) or the
-    per-query pool bounds ``ideal`` (IDCG@k), ``worst`` (WDCG@k) and ``rlb`` (E[DCG@k] of a
-    random ordering of the pool).
+    Parameters
+    ----------
+    id : str
+        ``raw``, ``max``, ``ideal``, ``minmax``, ``ul1`` or ``ul2``.
+    fn : callable
+        ``fn(dcg, bounds)``: phi from the raw DCG and the bounds named in ``needs``.
+    needs : tuple of str
+        The bounds it uses: ``max`` (per formulation: g(L-1) * sum d) or the per-query pool
+        bounds ``ideal`` (IDCG@k), ``best`` and ``worst`` (BDCG@k, WDCG@k) and ``rlb``
+        (E[DCG@k] of a random ordering of the pool).
+    formula : str
+        Human-readable formula with its reference.
     """
 
     id: str
@@ -68,6 +77,7 @@ class Normalization:
 
     @property
     def uses_pool(self) -> bool:
+        """Whether it needs each query's judged pool (any bound but ``max``)."""
         return any(n in POOL_BOUNDS for n in self.needs)
 
 
@@ -87,6 +97,22 @@ NORMALIZATIONS: dict[str, Normalization] = {n.id: n for n in (
 
 
 def get_normalization(name: "str | Normalization") -> Normalization:
+    """The :class:`Normalization` of an id (a :class:`Normalization` is returned as is).
+
+    Parameters
+    ----------
+    name : str or Normalization
+        One of ``NORMALIZATIONS``: ``raw``, ``max``, ``ideal``, ``minmax``, ``ul1``, ``ul2``.
+
+    Returns
+    -------
+    Normalization
+
+    Raises
+    ------
+    ValueError
+        For an unknown id, naming those known.
+    """
     if isinstance(name, Normalization):
         return name
     try:

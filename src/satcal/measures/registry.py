@@ -46,6 +46,8 @@ NEGATIVE_POLICIES = ("keep", "zero")
 class Formulation:
     """A (gain, discount, normalisation, negative-level policy) combination.
 
+    phi of a list of levels r_1..r_k is its DCG@k = sum_i g(r_i) d(i), normalised.
+
     Parameters
     ----------
     gain : Gain
@@ -56,6 +58,11 @@ class Formulation:
         ``keep`` applies the gain to negative levels as given; ``zero`` maps them to 0 first.
     cutoff : int, optional
         The k a name such as ``nDCG@10`` fixes; lists of another length are refused.
+
+    References
+    ----------
+    Järvelin, K. and Kekäläinen, J. (2002). Cumulated gain-based evaluation of IR techniques.
+    ACM Transactions on Information Systems 20(4), 422-446.
     """
 
     gain: Gain
@@ -71,27 +78,60 @@ class Formulation:
 
     @property
     def id(self) -> str:
+        """The formulation's id, ``<gain>-<discount>``."""
         return f"{self.gain.id}-{self.discount.id}"
 
     @property
     def uses_pool(self) -> bool:
+        """Whether phi needs the list's query pool (``ideal``, ``minmax``, ``ul1``, ``ul2``)."""
         return get_normalization(self.normalization).uses_pool
 
     @property
     def labels(self) -> dict:
         # a geometric discount makes the DCG sum rank-biased precision (Moffat & Zobel 2008)
+        """The ``gain``, ``discount`` and ``family`` (``dcg`` or ``rbp``) columns of tables."""
         family = "rbp" if self.discount.id.startswith("geo") else "dcg"
         return {"gain": self.gain.id, "discount": self.discount.id, "family": family}
 
     def gains(self, levels) -> np.ndarray:
-        """Gains of levels under this formulation's negative-level policy."""
+        """Gains of levels under this formulation's negative-level policy.
+
+        Parameters
+        ----------
+        levels : array-like of float
+
+        Returns
+        -------
+        numpy.ndarray of float, the shape of ``levels``
+        """
         lv = np.asarray(levels, dtype=float)
         if self.negatives == "zero":
             lv = np.maximum(lv, 0.0)
         return self.gain(lv)
 
     def score(self, levels, **kwargs) -> np.ndarray:
-        """phi of each list (rows of ``levels``); see :func:`score_lists`."""
+        """phi of each list (rows of ``levels``).
+
+        Parameters
+        ----------
+        levels : array-like, shape (n, k)
+            Relevance level of each ranked document; NaN marks an empty position.
+        **kwargs
+            As for :func:`~satcal.measures.score_lists` (``n_levels``, ``top_level``, ``pools``,
+            ``query_index``).
+
+        Returns
+        -------
+        numpy.ndarray of float, shape (n,)
+
+        Examples
+        --------
+        lin-zipf of levels (2, 1, 0) with top level 2: DCG = 2/1 + 1/2 = 2.5 over
+        g(2) (1 + 1/2 + 1/3) = 11/3:
+
+        >>> round(float(formulation("lin-zipf").score([[2, 1, 0]], n_levels=3)[0]), 4)
+        0.6818
+        """
         return score_of(levels, [self], **kwargs)[:, 0]
 
     def __str__(self) -> str:
@@ -122,24 +162,72 @@ def _ir_measures_name(spec: str):
 
 
 def measure_labels(f: "Formulation | ListMeasure") -> dict:
-    """``gain``, ``discount`` and ``family`` columns of a formulation or measure in tables."""
+    """``gain``, ``discount`` and ``family`` columns of a formulation or measure in tables.
+
+    Parameters
+    ----------
+    f : Formulation or ListMeasure
+
+    Returns
+    -------
+    dict of str to str
+    """
     return f.labels
 
 
 def uses_pool(f: "Formulation | ListMeasure") -> bool:
-    """Whether phi needs the list's query pool (``ideal``-type normalisations, AP)."""
+    """Whether phi needs the list's query pool (``ideal``-type normalisations, AP).
+
+    Parameters
+    ----------
+    f : Formulation or ListMeasure
+
+    Returns
+    -------
+    bool
+    """
     return f.uses_pool
 
 
 def formulation(spec: "str | Formulation | ListMeasure", normalization: str = "max",
                 negatives: str = "keep") -> "Formulation | ListMeasure":
-    """Parse ``"<gain>-<discount>"`` (e.g. ``"exp2-log2"``) into a :class:`Formulation`, or a
-    measure id beyond DCG (``err``, ``rr``, ``rr<m>``, ``p``, ``p<m>``, ``ap``, ``ap<m>``)
-    into a :class:`ListMeasure`.
+    """Parse a formulation or measure id.
 
-    A :class:`ListMeasure` carries its own normalisation (ERR by its maximum over k
-    documents, AP by its pool; RR and P are in [0, 1] already); ``normalization="raw"`` gives
-    its unnormalised value, any other value leaves it as declared.
+    ``"<gain>-<discount>"`` (e.g. ``"exp2-log2"``) gives a :class:`Formulation`; a measure id
+    beyond DCG (``err``, ``rr``, ``rr<m>``, ``p``, ``p<m>``, ``ap``, ``ap<m>``) a
+    :class:`~satcal.measures.ListMeasure`; ir_measures' names (``nDCG@10``,
+    ``nDCG(dcg='exp-log2')@10``, ``ERR@10``, ``RR(rel=2)@10``, ``P@5``, ``AP@10``) the
+    formulation they mean, at their cutoff (MacAvaney, Macdonald and Ounis, ECIR 2022).
+
+    Parameters
+    ----------
+    spec : str, Formulation or ListMeasure
+        The id (an object is returned as is).
+    normalization : str, default ``"max"``
+        For a DCG formulation, its normalisation. A :class:`ListMeasure` carries its own (ERR by
+        its maximum over k documents, AP by its pool; RR and P are in [0, 1] already);
+        ``normalization="raw"`` gives its unnormalised value, any other value leaves it as
+        declared.
+    negatives : {"keep", "zero"}, default ``"keep"``
+        How a DCG formulation treats negative levels.
+
+    Returns
+    -------
+    Formulation or ListMeasure
+
+    Raises
+    ------
+    ValueError
+        For an id that is none of these.
+
+    Examples
+    --------
+    >>> f = formulation("exp2-log2")
+    >>> f.id, f.normalization, f.gain.formula
+    ('exp2-log2', 'max', 'g(l) = 2^l - 1')
+    >>> g = formulation("nDCG@10")
+    >>> g.id, g.normalization, g.negatives, g.cutoff
+    ('lin-log2', 'ideal', 'zero', 10)
     """
     if isinstance(spec, (Formulation, ListMeasure)):
         return spec
@@ -164,15 +252,43 @@ def formulation(spec: "str | Formulation | ListMeasure", normalization: str = "m
 def study_formulations(normalization: str = "max", negatives: str = "keep",
                        gains: Iterable[str] = STUDY_GAINS,
                        discounts: Iterable[str] = STUDY_DISCOUNTS) -> list[Formulation]:
-    """The 36 study formulations in the paper's plot order (discount-major, then gain)."""
+    """The 36 formulations of Urbano and Marrero (ECIR 2015) in their plot order
+    (discount-major, then gain).
+
+    Parameters
+    ----------
+    normalization : str, default ``"max"``
+    negatives : {"keep", "zero"}, default ``"keep"``
+    gains, discounts : iterable of str
+        Default: the paper's six gains and six discounts (``STUDY_GAINS``, ``STUDY_DISCOUNTS``).
+
+    Returns
+    -------
+    list of Formulation
+
+    Examples
+    --------
+    >>> forms = study_formulations()
+    >>> len(forms), forms[0].id, forms[-1].id
+    (36, 'bin2-zipf', 'lin-const')
+    """
     gains, discounts = list(gains), list(discounts)
     return [Formulation(get_gain(g), get_discount(d), normalization, negatives)
             for d in discounts for g in gains]
 
 
 def resolve_formulations(formulations) -> list[Formulation]:
-    """Formulations from ids, objects or a mix (one id alone is a list of one); None gives the
-    36 study formulations."""
+    """Formulations from ids, objects or a mix.
+
+    Parameters
+    ----------
+    formulations : str, Formulation, ListMeasure, sequence of them, or None
+        One id or object alone is a list of one; None gives the 36 study formulations.
+
+    Returns
+    -------
+    list of Formulation or ListMeasure
+    """
     if formulations is None:
         return study_formulations()
     if isinstance(formulations, (str, Formulation, ListMeasure)):
