@@ -29,8 +29,21 @@ ANSWER_ALIASES = {
 class StudyData:
     """Answers to examples, with the levels of both lists: what an analysis needs.
 
-    ``examples`` has ``example_id, query, a1..a<k>, b1..b<k>, ra1..ra<k>, rb1..rb<k>,
-    answer`` and optionally ``worker_id``; ``k`` and ``n_levels`` describe the scale.
+    Parameters
+    ----------
+    examples : pandas.DataFrame
+        ``example_id, query, a1..a<k>, b1..b<k>, ra1..ra<k>, rb1..rb<k>, answer`` and optionally
+        ``worker_id``: one row per answer, documents and levels of lists A and B.
+    k : int
+        Documents per list.
+    n_levels : int
+        L: levels 0..L-1 of the scale.
+    judgments : Judgments, optional
+        The pools, for pool-based normalisations.
+    notice : str
+        Licence and citation of the data, when they come with one.
+    name : str
+        The study's name in messages.
     """
 
     examples: pd.DataFrame
@@ -46,16 +59,47 @@ class StudyData:
                 f"L = {self.n_levels}{f', {workers} workers' if workers is not None else ''}>")
 
     def levels(self, side: str) -> np.ndarray:
-        """(n, k) levels of list ``side`` ('a' or 'b')."""
+        """(n, k) levels of one list of every answer.
+
+        Parameters
+        ----------
+        side : {"a", "b"}
+
+        Returns
+        -------
+        numpy.ndarray of float, shape (n, k)
+        """
         return self.examples[[f"r{side}{i}" for i in range(1, self.k + 1)]].to_numpy(dtype=float)
 
     @property
     def answers(self) -> np.ndarray:
+        """The answer codes, one per row of ``examples``."""
         return self.examples["answer"].to_numpy()
 
 
 def normalise_answers(values: pd.Series, path, column: str = "answer", first_line: int = 2) -> pd.Series:
-    """Map answer spellings to the canonical codes; an unknown one is a one-line error."""
+    """Map answer spellings to the canonical codes; an unknown one is a one-line error.
+
+    Parameters
+    ----------
+    values : pandas.Series
+        The answers as given.
+    path : path-like
+        The file they come from (named in the error).
+    column : str, default ``"answer"``
+    first_line : int, default 2
+        The file line of the first value (after a header).
+
+    Returns
+    -------
+    pandas.Series
+        Canonical codes (``a_better``, ``b_better``, ``both_good``, ``both_bad``).
+
+    Raises
+    ------
+    InputFileError
+        At the first unknown spelling, naming its line and column.
+    """
     key = values.astype(str).str.strip().str.lower().str.replace("-", "_")
     mapped = key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "))))
     bad = mapped.isna().to_numpy()

@@ -43,12 +43,27 @@ K = 5
 
 
 def ecir2015_file(name: str) -> Path:
-    """Path of a file of the embedded dataset (``crowd.csv``, ``judgments.tsv``, ...)."""
+    """Path of a file of the embedded dataset.
+
+    Parameters
+    ----------
+    name : str
+        ``crowd.csv``, ``judgments.tsv``, ...
+
+    Returns
+    -------
+    pathlib.Path
+    """
     return Path(str(resources.files("satcal") / "data" / "ecir2015" / name))
 
 
 def load_ecir2015_crowd() -> pd.DataFrame:
-    """The published ``crowd.csv``, as is."""
+    """The published ``crowd.csv`` of Urbano and Marrero (ECIR 2015), as is.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     return pd.read_csv(ecir2015_file("crowd.csv"), dtype={"query": str, "comments": str},
                        keep_default_na=False, na_values=[])
 
@@ -60,7 +75,20 @@ def _ecir_column(gain_id: str, discount_id: str, side: str) -> str:
 
 
 def published_scores(crowd: pd.DataFrame, side: str, formulations=None) -> np.ndarray:
-    """The published (3-decimal) scores of list ``side`` ('A' or 'B'), shape (n, F)."""
+    """The published (3-decimal) scores of one list of every example.
+
+    Parameters
+    ----------
+    crowd : pandas.DataFrame
+        :func:`load_ecir2015_crowd`.
+    side : {"A", "B"}
+    formulations : list, optional
+        Default: the 36 study formulations, in their order.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (n, F)
+    """
     forms = formulations or study_formulations()
     cols = [_ecir_column(f.gain.id, f.discount.id, side) for f in forms]
     return np.array(crowd[cols].to_numpy(dtype=float), copy=True)
@@ -73,6 +101,16 @@ def recover_patterns(scores: np.ndarray, k: int = K, n_levels: int = 3,
     All n_levels^k patterns are scored under the formulations; each list takes the pattern
     whose scores are nearest in max-abs distance. A list is recovered when that distance is
     within ``tolerance`` (the published rounding is 5e-4) and no other pattern is.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray, shape (n, F)
+        Published scores of n lists.
+    k : int, default 5
+    n_levels : int, default 3
+    formulations : list, optional
+        The formulations of the columns of ``scores`` (default: the 36 study formulations).
+    tolerance : float, default 5e-4
 
     Returns
     -------
@@ -99,6 +137,15 @@ def recover_judgments(crowd: pd.DataFrame | None = None) -> Judgments:
 
     Each list's 36 scores pin down its relevance pattern; each (query, document) then gets the
     level of its positions. A document seen with two different levels is an error.
+
+    Parameters
+    ----------
+    crowd : pandas.DataFrame, optional
+        Default: :func:`load_ecir2015_crowd`.
+
+    Returns
+    -------
+    Judgments
     """
     crowd = load_ecir2015_crowd() if crowd is None else crowd
     frames = []
@@ -118,7 +165,24 @@ def recover_judgments(crowd: pd.DataFrame | None = None) -> Judgments:
 
 
 def load_ecir2015(verify: bool = True) -> StudyData:
-    """The published ECIR 2015 answers with levels from the embedded recovered judgments."""
+    """The published ECIR 2015 answers with levels from the embedded recovered judgments.
+
+    Parameters
+    ----------
+    verify : bool, default True
+        Check that the embedded judgments give back every published score (to its 3 decimals).
+
+    Returns
+    -------
+    StudyData
+        The answers with both lists' levels (k = 5, levels 0..2), with the data's licence and
+        citation in ``notice``.
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015, LNCS 9022, 197-202.
+    """
     path = ecir2015_file("crowd.csv")
     if verify:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()

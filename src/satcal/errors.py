@@ -11,7 +11,19 @@ class SatcalError(ValueError):
 
 
 class InputFileError(SatcalError):
-    """A malformed input file; the message names the file, the line or row, and the problem."""
+    """A malformed input file; the message names the file, the line or row, and the problem.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    problem : str
+        What is wrong and what was expected.
+    line : int, optional
+        The line or row.
+    column : str, optional
+        The column.
+    """
 
     def __init__(self, path, problem: str, line: int | None = None, column: str | None = None):
         where = str(path)

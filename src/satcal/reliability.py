@@ -1,4 +1,5 @@
-"""System-side reliability of every formulation (Kanoulas and Aslam, CIKM 2009 and 004; SPEC section 8).
+"""System-side reliability of every formulation (Kanoulas and Aslam, CIKM 2009; Urbano, Marrero and
+Martín, SIGIR 2013).
 
 For a set of runs and judgments, per formulation: the system x topic score matrix, then
 
@@ -49,6 +50,21 @@ def score_matrix(runs: Runs, judgments: Judgments, formulations, k: int = 10,
     Pool-based normalisations (``ideal``, ``minmax``, ``ul1``, ``ul2``) use each query's
     judged pool; unjudged retrieved documents count as level 0; a run without documents for a
     query scores its empty list.
+
+    Parameters
+    ----------
+    runs : Runs
+    judgments : Judgments
+    formulations : list of str or Formulation
+    k : int, default 10
+    top_level : int, optional
+        Default: the judgments' top level.
+
+    Returns
+    -------
+    scores : numpy.ndarray, shape (F, S, Q)
+    systems : list of str
+    queries : list of str
     """
     forms = resolve_formulations(formulations)
     cube, systems, queries = level_cube(runs, judgments, k)
@@ -79,7 +95,27 @@ class GStudy:
 
 
 def g_study(scores: np.ndarray) -> GStudy:
-    """Two-way crossed G-study of a (systems, topics) matrix; negative components set to 0."""
+    """Two-way crossed G-study of a (systems, topics) matrix; negative components set to 0.
+
+    sigma2_e = MS_e, sigma2_s = (MS_s - MS_e) / n_t, sigma2_t = (MS_t - MS_e) / n_s.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray, shape (S, T)
+        One score per system and topic.
+
+    Returns
+    -------
+    GStudy
+        Mean squares, variance components and the design's sizes.
+
+    References
+    ----------
+    Brennan, R. L. (2001). Generalizability Theory. Springer.
+
+    Urbano, J., Marrero, M. and Martín, D. (2013). On the measurement of test collection
+    reliability. SIGIR 2013.
+    """
     x = np.asarray(scores, float)
     ns, nt = x.shape
     if ns < 2 or nt < 2:
@@ -96,9 +132,35 @@ def g_study(scores: np.ndarray) -> GStudy:
 
 def d_study(g: GStudy, topics: Sequence[int] | int | None = None, target: float = 0.95,
             alpha: float = 0.05) -> pd.DataFrame:
-    """E rho^2 and Phi at ``topics`` (default: the G-study's), with two-sided (1 - alpha)
-    intervals (alpha / 2 in each tail: gt4ireval's ``alpha`` is per tail, so its 0.025 is this
-    function's 0.05), and the topics needed to reach ``target``."""
+    """E rho^2 and Phi at n' topics, with intervals, and the topics needed to reach a target.
+
+    E rho^2 = s2_s / (s2_s + s2_e / n'), Phi = s2_s / (s2_s + (s2_t + s2_e) / n'); intervals by
+    Feldt (1965) for E rho^2 and Arteaga, Jeyaratnam and Franklin (1982) for Phi.
+
+    Parameters
+    ----------
+    g : GStudy
+    topics : int or sequence of int, optional
+        Default: the G-study's number of topics.
+    target : float, default 0.95
+        The E rho^2 and Phi to reach.
+    alpha : float, default 0.05
+        Two-sided (1 - alpha) intervals, alpha / 2 in each tail (gt4ireval's ``alpha`` is per
+        tail, so its 0.025 is this function's 0.05).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per number of topics: ``erho2``, ``phi``, their interval bounds, and the topics
+        needed for ``target``.
+
+    References
+    ----------
+    Brennan, R. L. (2001). Generalizability Theory. Springer, section 6.1.
+
+    Urbano, J., Marrero, M. and Martín, D. (2013). On the measurement of test collection
+    reliability. SIGIR 2013.
+    """
     topics = np.atleast_1d(g.n_topics if topics is None else topics).astype(float)
     s, t, e = g.var_system, g.var_topic, g.var_residual
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -151,6 +213,25 @@ def discriminative_power(scores: np.ndarray, systems: Sequence[str], replicates:
     centred differences w = z - mean(z) (the same resampled topics for all pairs) and
     ASL = share of replicates with |t*| >= |t0|. A pair that differs by the same non-zero amount
     on every topic (zero variance) has ASL 0; a pair equal on every topic, ASL 1.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray, shape (S, T)
+    systems : sequence of str
+        The names of the S systems.
+    replicates : int, default 1000
+    alpha : float, default 0.05
+        The significance level the pairs are counted at.
+    seed : int, default 0
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per pair of systems with its ASL.
+
+    References
+    ----------
+    Sakai, T. (2006). Evaluating evaluation metrics based on the bootstrap. SIGIR 2006.
     """
     x = np.asarray(scores, float)
     n = x.shape[1]
@@ -180,12 +261,31 @@ def discriminative_power(scores: np.ndarray, systems: Sequence[str], replicates:
 
 def buckley_voorhees(scores: np.ndarray, sizes: Sequence[int] | None = None, trials: int = 100,
                      fuzziness: float = 0.05, seed: int = 0) -> pd.DataFrame:
-    """Buckley & Voorhees (2000) error rate across topic-set sizes.
+    """Buckley and Voorhees' error rate across topic-set sizes.
 
     For each size c and each of ``trials`` random topic subsets, every pair of systems is
     A > B, A < B, or tied (|mean_A - mean_B| <= fuzziness * max(|mean_A|, |mean_B|)). The
     error rate is sum over pairs of min(#A>B, #A<B) over sum of all outcomes; the tie rate is
     the share of ties.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray, shape (S, T)
+    sizes : sequence of int, optional
+        Topic-set sizes; default T/10, 2T/10, ..., T (at least 2).
+    trials : int, default 100
+    fuzziness : float, default 0.05
+    seed : int, default 0
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per size: error rate and tie rate.
+
+    References
+    ----------
+    Buckley, C. and Voorhees, E. M. (2000). Evaluating evaluation measure stability.
+    SIGIR 2000.
     """
     x = np.asarray(scores, float)
     ns, nt = x.shape
@@ -213,7 +313,18 @@ def buckley_voorhees(scores: np.ndarray, sizes: Sequence[int] | None = None, tri
 
 
 def kendall_matrix(means: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Kendall tau (tau-b) between the system rankings by mean score of every two formulations."""
+    """Kendall tau (tau-b) between the system rankings by mean score of every two formulations.
+
+    Parameters
+    ----------
+    means : dict of str to numpy.ndarray
+        Each formulation's mean score per system (systems in one order).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Formulations x formulations.
+    """
     rows = []
     for a, b in combinations(list(means), 2):
         tau, p = stats.kendalltau(means[a], means[b])
@@ -232,11 +343,33 @@ def _phi_one_topic(scores: np.ndarray) -> float:
 
 def optimal_gains(runs: Runs, judgments: Judgments, discount="log2", k: int = 10,
                   normalization: str = "ideal", seed: int = 0):
-    """Gain values maximising Phi at one topic (Kanoulas and Aslam, CIKM 2009).
+    """Gain values maximising Phi at one topic.
 
     Levels 0 < l_1 < ... < l_m of the judgments (negative levels count as 0): g(0) = 0 fixed,
-    the others on the simplex (sum 1, each >= 0) and non-decreasing, by SLSQP. Returns the
-    custom :class:`Gain` and the Phi it reaches.
+    the others on the simplex (sum 1, each >= 0) and non-decreasing, by SLSQP.
+
+    Parameters
+    ----------
+    runs : Runs
+    judgments : Judgments
+    discount : str or Discount, default ``"log2"``
+    k : int, default 10
+    normalization : str, default ``"ideal"``
+    seed : int, default 0
+
+    Returns
+    -------
+    gain : Gain
+        The custom gain found.
+    phi : float
+        The Phi at one topic it reaches.
+    phi_start : float
+        The Phi of the starting point.
+
+    References
+    ----------
+    Kanoulas, E. and Aslam, J. A. (2009). Empirical justification of the gain and discount
+    function for nDCG. CIKM 2009.
     """
     levels = [lv for lv in sorted(set(judgments.table["level"].tolist())) if lv > 0]
     if len(levels) < 1:
@@ -270,8 +403,31 @@ def optimal_gains(runs: Runs, judgments: Judgments, discount="log2", k: int = 10
 
 def optimal_discounts(runs: Runs, judgments: Judgments, gain="lin", k: int = 10,
                       normalization: str = "ideal"):
-    """Discount factors d(1..k) maximising Phi at one topic (Kanoulas and Aslam, CIKM 2009): on the simplex and
-    non-increasing, by SLSQP. Returns the custom :class:`Discount` and the Phi it reaches."""
+    """Discount factors d(1..k) maximising Phi at one topic: on the simplex and
+    non-increasing, by SLSQP.
+
+    Parameters
+    ----------
+    runs : Runs
+    judgments : Judgments
+    gain : str or Gain, default ``"lin"``
+    k : int, default 10
+    normalization : str, default ``"ideal"``
+
+    Returns
+    -------
+    discount : Discount
+        The custom discount found.
+    phi : float
+        The Phi at one topic it reaches.
+    phi_start : float
+        The Phi of the starting point.
+
+    References
+    ----------
+    Kanoulas, E. and Aslam, J. A. (2009). Empirical justification of the gain and discount
+    function for nDCG. CIKM 2009.
+    """
     from .measures import get_gain
     g = get_gain(gain)
     cube, systems, queries = level_cube(runs, judgments, k)
@@ -305,6 +461,20 @@ def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, se
     System s has quality q_s spread over [0.2, 2]; a document's score is q_s * level + noise
     (standard normal) with a per (system, query) shift, so better systems put relevant documents
     higher, and some queries are harder. Clearly labelled: tags ``simulated-sysNN``.
+
+    Parameters
+    ----------
+    judgments : Judgments
+    n_systems : int, default 12
+    depth : int, default 50
+        Documents retrieved per query (at most those judged).
+    seed : int, default 0
+    out_dir : path-like, optional
+        Where to write the runs as TREC files too.
+
+    Returns
+    -------
+    Runs
     """
     rng = np.random.default_rng(seed)
     t = judgments.table
@@ -475,7 +645,28 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
                        replicates: int = 1000, alpha: float = 0.05, target: float = 0.95,
                        seed: int = 0, calibration_bias: pd.DataFrame | None = None,
                        progress: bool = False) -> ReliabilityResult:
-    """Every system-side indicator for every formulation, optionally beside user-side bias."""
+    """Every system-side indicator for every formulation, optionally beside user-side bias.
+
+    Parameters
+    ----------
+    runs : Runs
+    judgments : Judgments
+    formulations : list of str or Formulation
+    k : int, default 10
+    replicates : int, default 1000
+        Bootstrap replicates of the discriminative power.
+    alpha : float, default 0.05
+    target : float, default 0.95
+        The dependability the D-study asks the topics for.
+    seed : int, default 0
+    calibration_bias : pandas.DataFrame, optional
+        A calibration's ``bias`` table, shown beside reliability (``user_vs_system``).
+    progress : bool, default False
+
+    Returns
+    -------
+    ReliabilityResult
+    """
     from tqdm.auto import tqdm
     forms = resolve_formulations(formulations)
     scores, systems, queries = score_matrix(runs, judgments, forms, k)

@@ -46,6 +46,7 @@ class Runs:
 
     @property
     def table(self) -> pd.DataFrame:
+        """One row per retrieved document: ``system``, ``query``, ``doc`` (strings), ``score``."""
         if self._table is None:
             ids = self._ids
             self._table = pd.DataFrame({"system": ids["system"].values(), "query": ids["query"].values(),
@@ -95,6 +96,16 @@ class Runs:
 
         Sorted by system and query, then by decreasing score, ties by decreasing document id
         (trec_eval).
+
+        Parameters
+        ----------
+        k : int
+            The cutoff.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``system, query, doc, score, position``.
         """
         rows, position = self._ranked_rows(k)
         return self.table.iloc[rows].assign(position=position)
@@ -234,7 +245,26 @@ def _read_run_lines(path: Path, text: str) -> pd.DataFrame:
 
 
 def read_runs(paths: Sequence["str | os.PathLike"]) -> Runs:
-    """Read many TREC run files; each file is one system, named by its tag."""
+    """Read many TREC run files (``qid Q0 docid rank score tag``); each file is one system,
+    named by its tag.
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        One run file per system.
+
+    Returns
+    -------
+    Runs
+
+    Raises
+    ------
+    InputFileError
+        Naming file and line: wrong field count, a score that is not a number, a document
+        retrieved twice for a query, several run tags in one file.
+    SatcalError
+        No file given, or two files with one tag.
+    """
     if not paths:
         raise SatcalError("no run files given")
     parts = []
@@ -257,9 +287,25 @@ def read_runs(paths: Sequence["str | os.PathLike"]) -> Runs:
 
 def level_cube(runs: Runs, judgments: Judgments, k: int, queries: Sequence[str] | None = None,
                unjudged: float = 0.0):
-    """Levels of every system's top k for every query: (S, Q, k), NaN where a run has fewer
-    than k documents (or none) for a query; unjudged documents get ``unjudged`` (level 0 by
-    the usual convention). Queries default to those judged."""
+    """Levels of every system's top k for every query.
+
+    Parameters
+    ----------
+    runs : Runs
+    judgments : Judgments
+    k : int
+        The cutoff.
+    queries : sequence of str, optional
+        Default: the judged queries.
+    unjudged : float, default 0.0
+        The level of a retrieved document not judged for its query (level 0 by the usual
+        convention).
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (S, Q, k)
+        Systems in sorted order; NaN where a run has fewer than k documents (or none) for a query.
+    """
     queries = list(queries) if queries is not None else judgments.queries
     systems = runs.systems
     scode, snames = runs._column_codes("system")

@@ -30,7 +30,23 @@ _LABELS = re.compile(r"^\s*(Number|Topic|Description|Narrative)\s*:\s*", re.IGNO
 
 
 def read_topics(path) -> pd.DataFrame:
-    """Read a topics file in any of the formats above (detected from its content)."""
+    """Read a topics file in any of the formats above (detected from its content).
+
+    Parameters
+    ----------
+    path : path-like
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per query: ``query, title, description, narrative`` (text, unescaped).
+
+    Raises
+    ------
+    InputFileError
+        Naming file and line: an empty file, none of the formats, a topic without its number
+    or title, a topic twice.
+    """
     from .fileio import read_utf8_text
     path = Path(path)
     text = read_utf8_text(path)
