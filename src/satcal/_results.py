@@ -81,7 +81,12 @@ class ResultTables:
         raise NotImplementedError
 
     def figures(self) -> dict:
-        """The result's figures, ``{name: matplotlib.figure.Figure}`` (none by default)."""
+        """The result's figures (none by default).
+
+        Returns
+        -------
+        dict of str to matplotlib.figure.Figure
+        """
         return {}
 
     def _file_stem(self, name: str) -> str:
@@ -89,14 +94,29 @@ class ResultTables:
         return name
 
     def table_file(self, name: str) -> str:
-        """The CSV file name :meth:`save` gives table ``name``."""
+        """The CSV file name :meth:`save` gives table ``name``.
+
+        Parameters
+        ----------
+        name : str
+            A key of :meth:`tables`.
+
+        Returns
+        -------
+        str
+        """
         return f"{self._file_stem(name)}.csv"
 
     def _tables(self) -> dict:
         return {name: t for name, t in self.tables().items() if t is not None}
 
     def summary(self) -> str:
-        """A text summary: the result's type and the size of each of its tables."""
+        """A text summary: the result's type and the size of each of its tables.
+
+        Returns
+        -------
+        str
+        """
         lines = [f"{type(self).__name__}"]
         lines += [f"  {name:<22} {len(t)} rows x {t.shape[1]} columns" for name, t in self._tables().items()]
         return "\n".join(lines)

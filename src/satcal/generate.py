@@ -174,6 +174,7 @@ class Design:
 
     @property
     def top_level(self) -> int:
+        """The highest of the design's levels."""
         return max(self.levels)
 
     @property
@@ -199,10 +200,12 @@ class GenerationResult(ResultTables):
 
     @property
     def n_examples(self) -> int:
+        """The number of examples built."""
         return len(self.examples)
 
     @property
     def infeasible(self) -> pd.DataFrame:
+        """The cells no buildable example lands in (rows of :attr:`coverage`)."""
         return self.coverage[~self.coverage["feasible"]].reset_index(drop=True)
 
     @property
@@ -213,7 +216,13 @@ class GenerationResult(ResultTables):
 
     def pairing_correlation(self) -> pd.Series:
         """corr(phi_A, phi_B) of the examples per formulation of the design's family
-        (:func:`pairing_correlation`)."""
+        (:func:`pairing_correlation`).
+
+        Returns
+        -------
+        pandas.Series
+            Indexed by formulation id.
+        """
         ids = [f.id for f in self.design.formulations]
         wide = self.scores[self.scores["formulation"].isin(ids)].pivot(
             index="example_id", columns="formulation", values=["phi_a", "phi_b"])
@@ -221,11 +230,21 @@ class GenerationResult(ResultTables):
                          index=ids)
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The examples, their scores under every formulation and the coverage of each cell."""
+        """The examples, their scores under every formulation and the coverage of each cell.
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         return {"examples": self.examples, "scores": self.scores, "coverage": self.coverage}
 
     def summary(self) -> str:
-        """Examples against the cell floor, infeasible cells, completeness and warnings, as text."""
+        """Examples against the cell floor, infeasible cells, completeness and warnings, as text.
+
+        Returns
+        -------
+        str
+        """
         s = self.as_dict()
         lines = [f"<GenerationResult: {s['examples']} examples (cell floor {s['lower_bound']}, ratio "
                  f"{s['ratio_to_bound']:.2f}); method {s['method']}; {s['infeasible_cells']} infeasible cells; "
@@ -235,7 +254,12 @@ class GenerationResult(ResultTables):
 
     def as_dict(self) -> dict:
         """The counts of the generation (examples, cell floor, method, infeasible cells,
-        completeness, and the candidates' statistics), as recorded in the study's log."""
+        completeness, and the candidates' statistics), as recorded in the study's log.
+
+        Returns
+        -------
+        dict
+        """
         return {"examples": self.n_examples, "lower_bound": self.lower_bound, "method": self.method,
                 "ratio_to_bound": round(self.n_examples / max(self.lower_bound, 1), 4),
                 "infeasible_cells": int((~self.coverage["feasible"]).sum()),
@@ -634,6 +658,16 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
     SatcalError
         Before any work, when no query has enough judged documents to build a list, or when a
         feasible cell cannot hold ``min_per_cell`` distinct examples.
+
+    Returns
+    -------
+    GenerationResult
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015 (the cells: ten bins of phi
+    and of |dphi| per formulation).
     """
     design = design or Design(**kwargs)
     rng = np.random.default_rng(design.seed)
@@ -846,7 +880,21 @@ def _progress_bar(enabled: bool, total: int, desc: str):
 
 
 def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
-    """Heat map of counts, formulations x bins, for phi and |dphi| (infeasible cells hatched)."""
+    """Heat map of counts, formulations x bins, for phi and |dphi| (infeasible cells hatched).
+
+    Parameters
+    ----------
+    coverage : pandas.DataFrame
+        :attr:`GenerationResult.coverage`.
+    min_per_cell : int
+        The floor each cell is coloured against.
+    path : path-like, optional
+        Save the figure as ``path.png`` and ``path.pdf``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure, or the list of the two paths written when ``path`` is given
+    """
     from .fileio import new_figure
 
     forms = list(dict.fromkeys(coverage["formulation"]))

@@ -531,7 +531,12 @@ class ReliabilityResult(ResultTables):
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the report (``bv_error`` is :attr:`bv`, ``user_vs_system``
-        :attr:`combined`)."""
+        :attr:`combined`).
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         out = {"gstudy": self.gstudy, "dstudy": self.dstudy, "discrimination": self.discrimination,
                "asl": self.asl, "bv_error": self.bv, "kendall": self.kendall}
         if self.combined is not None:
@@ -540,14 +545,24 @@ class ReliabilityResult(ResultTables):
 
     def figures(self) -> dict:
         """Dependability against topics, the ASL curves and, with a calibration, reliability
-        against bias."""
+        against bias.
+
+        Returns
+        -------
+        dict of str to matplotlib.figure.Figure
+        """
         figs = {"phi_vs_topics": self._fig_phi(), "asl_curves": self._fig_asl()}
         if self.combined is not None:
             figs["user_vs_system"] = self._fig_combined()
         return figs
 
     def summary(self) -> str:
-        """The ten most dependable formulations (with their bias when calibrated), as text."""
+        """The ten most dependable formulations (with their bias when calibrated), as text.
+
+        Returns
+        -------
+        str
+        """
         shown = self.combined if self.combined is not None else self.gstudy
         cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
         return (f"<ReliabilityResult: {len(self.gstudy)} formulations>\n\n"

@@ -61,10 +61,21 @@ def build_traps(judgments: Judgments, k: int = 5, n: int = 20, seed: int = 0,
     the order of the levels says which list is better, not whether a list of, say, level-2
     documents satisfies. What was built is described in ``traps.attrs["built"]``.
 
+    Parameters
+    ----------
+    judgments : Judgments
+    k : int, default 5
+        Documents per list.
+    n : int, default 20
+        Traps to build.
+    seed : int, default 0
+    levels : sequence of int, optional
+        The study's levels; default the judgments' scale.
+
     Returns
     -------
     DataFrame with ``trap_id, query, a1..a<k>, b1..b<k>, ra1..ra<k>, rb1..rb<k>, expected``.
-    """
+"""
     if n < 0:
         raise SatcalError(f"the number of traps must be >= 0, got {n}")
     if n == 0:
@@ -177,7 +188,16 @@ def _empty(k: int) -> pd.DataFrame:
 
 
 def parse_expected(text: str) -> list[str]:
-    """``"a_better;both_good"`` -> ``["a_better", "both_good"]`` (``|`` also separates)."""
+    """``"a_better;both_good"`` -> ``["a_better", "both_good"]`` (``|`` also separates).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    list of str
+    """
     parts = [p.strip().lower() for p in str(text).replace("|", ";").split(";") if p.strip()]
     return parts
 
@@ -196,6 +216,20 @@ def read_traps(path: "str | os.PathLike", judgments: Judgments, k: int, levels=N
     document twice in one list; a document the judgments do not give for the query, or give a
     level outside ``levels`` (the study's levels, which lists are built from; default every
     judged level); a level column that is not one of ``levels`` or contradicts the judgments.
+
+    Parameters
+    ----------
+    path : path-like
+    judgments : Judgments
+    k : int
+        Documents per list.
+    levels : sequence of int, optional
+        The study's levels; default every judged level.
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`build_traps` gives.
 
     Raises
     ------

@@ -58,12 +58,22 @@ class TokenIds:
         return self._names
 
     def values(self) -> np.ndarray:
-        """Each row's id (object array of ``str``)."""
+        """Each row's id (object array of ``str``).
+
+        Returns
+        -------
+        numpy.ndarray of object
+        """
         return self.names[self.codes]
 
     def sorted(self) -> "TokenIds":
         """The same column with codes in the ids' order (byte order, which is ``str`` order
-        for ASCII)."""
+        for ASCII).
+
+        Returns
+        -------
+        TokenIds
+        """
         order = np.lexsort(self.words.T[::-1]) if len(self.words) else np.zeros(0, np.int64)
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
@@ -75,6 +85,15 @@ class TokenIds:
 
         Their hashes are sorted (usually the few ids a ranking keeps: they stay in the CPU
         cache) and every id here is looked up among them.
+
+        Parameters
+        ----------
+        words : numpy.ndarray of uint64, shape (m, w)
+            Distinct ids packed as in :attr:`words`.
+
+        Returns
+        -------
+        numpy.ndarray of int, shape (m,)
         """
         width = max(self.words.shape[1], words.shape[1])
         mine, theirs = _pad(self.words, width), _pad(words, width)
@@ -96,7 +115,16 @@ class TokenIds:
 
     @staticmethod
     def concat(parts: "list[TokenIds]") -> "TokenIds":
-        """Rows of several columns, one after the other, under common codes."""
+        """Rows of several columns, one after the other, under common codes.
+
+        Parameters
+        ----------
+        parts : list of TokenIds
+
+        Returns
+        -------
+        TokenIds
+        """
         width = max(p.words.shape[1] for p in parts)
         words = np.concatenate([_pad(p.words, width) for p in parts])
         code_of_word, uniq = factorize_words(words)
@@ -212,6 +240,23 @@ def read_columns(raw: bytes, n_fields: int, ids: tuple[int, ...], numbers: tuple
     The file is read in chunks of whole lines, each copied into a small zero-padded buffer
     (so that 8-byte reads past a field's end stay inside it); results go straight into
     arrays sized for the file's line count, so nothing large is allocated twice.
+
+    Parameters
+    ----------
+    raw : bytes
+        The file's content.
+    n_fields : int
+        Fields every line must have.
+    ids : tuple of int
+        The columns read as ids.
+    numbers : tuple of int
+        The columns read as decimal numbers.
+    forbidden : bytes
+        Bytes that send the file to the general reader (quotes, by default).
+
+    Returns
+    -------
+    dict or None
     """
     # the exact line count (one fast pass): a looser bound from the file's size would reserve
     # several times the memory, which a system that does not overcommit refuses for big files
@@ -336,6 +381,17 @@ def parse_decimals(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     is then one correctly rounded division, so the result equals ``float(text)`` bit for bit.
     Other forms (exponents, ``inf``, longer numbers) go through ``float()``; None if one is
     not a number at all.
+
+    Parameters
+    ----------
+    buf : numpy.ndarray of uint8
+        The bytes holding the numbers.
+    starts, lengths : numpy.ndarray of int
+        Where each number starts in ``buf`` and its length in bytes.
+
+    Returns
+    -------
+    numpy.ndarray of float or None
     """
     n = len(starts)
     if n == 0:

@@ -352,11 +352,21 @@ class BootstrapResult(ResultTables):
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every pairwise difference of the indicators (``bias_pairs``) and the failed fits
-        per formulation (``bootstrap_failures``)."""
+        per formulation (``bootstrap_failures``).
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         return {"bias_pairs": self.pairwise, "bootstrap_failures": self.failed}
 
     def summary(self) -> str:
-        """Replicates, what they resample, failed fits and each formulation's b1 interval."""
+        """Replicates, what they resample, failed fits and each formulation's b1 interval.
+
+        Returns
+        -------
+        str
+        """
         failed = int(self.failed[["sat", "pref"]].to_numpy().sum()) if self.failed is not None else 0
         lines = [f"<BootstrapResult: {self.replicates} replicates resampling {self.resampling}, seed {self.seed}, "
                  f"{failed} failed fits{', joint model too' if self.joint is not None else ''}>"]

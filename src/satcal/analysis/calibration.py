@@ -105,7 +105,12 @@ class CalibrationResult(ResultTables):
 
     def summary(self, top: int = 10) -> str:
         """The study's parameters, its warnings, the ranking's verdict and the top of the
-        ranking (the lead estimator's indicators), as text."""
+        ranking (the lead estimator's indicators), as text.
+
+        Returns
+        -------
+        str
+        """
         prov = self.meta.get("provenance", {})
         lines = [repr(self), ""]
         for key in ("k", "levels", "population", "answers", "examples", "workers", "seed", "bootstrap",
@@ -163,7 +168,12 @@ class CalibrationResult(ResultTables):
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Fits, curves, binned points, bias indicators, ANOVA, model check and ranking (and the
-        bootstrap's pairwise differences and failures when bootstrapped), as tidy tables."""
+        bootstrap's pairwise differences and failures when bootstrapped), as tidy tables.
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         out = {"fits": self.fits, "curves": self.curves, "points": self.points, "bias": self.bias,
                "anova": self.anova, "model_check": self.model_check, "ranking": self.ranking}
         if self.bootstrap is not None:

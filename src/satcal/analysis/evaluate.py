@@ -189,18 +189,34 @@ class EvaluationResult(ResultTables):
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per query, per system, per pair of systems, and systems x measures
-        (``evaluation_<name>.csv`` in :meth:`save`)."""
+        (``evaluation_<name>.csv`` in :meth:`save`).
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         return {"per_query": self.per_query, "per_system": self.per_system, "pairs": self.pairs,
                 "side_by_side": self.side_by_side}
 
     def figures(self) -> dict:
+        """The figures :meth:`save` writes.
+
+        Returns
+        -------
+        dict of str to matplotlib.figure.Figure
+        """
         return {"figure": self.figure()}
 
     def _file_stem(self, name: str) -> str:
         return "evaluation" if name == "figure" else f"evaluation_{name}"
 
     def summary(self) -> str:
-        """Each system's mean expected P(Sat) under every measure, as text."""
+        """Each system's mean expected P(Sat) under every measure, as text.
+
+        Returns
+        -------
+        str
+        """
         return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
                 + self.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 

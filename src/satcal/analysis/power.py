@@ -65,17 +65,33 @@ class PowerResult(ResultTables):
     pair: tuple[str, str]
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The power table (``power.csv`` in :meth:`save`)."""
+        """The power table (``power.csv`` in :meth:`save`).
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         return {"table": self.table}
 
     def figures(self) -> dict:
+        """The figures :meth:`save` writes.
+
+        Returns
+        -------
+        dict of str to matplotlib.figure.Figure
+        """
         return {"figure": self.figure()}
 
     def _file_stem(self, name: str) -> str:
         return "power"
 
     def summary(self) -> str:
-        """The pair and the power at each budget, as text."""
+        """The pair and the power at each budget, as text.
+
+        Returns
+        -------
+        str
+        """
         cols = ["answers"] + [c for c in self.table.columns if c.startswith("power_") and not c.endswith("_se")]
         return (f"<PowerResult: {self.pair[0]} vs {self.pair[1]}, {len(self.table)} budgets>\n\n"
                 + self.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))

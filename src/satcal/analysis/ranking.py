@@ -170,7 +170,12 @@ class RankingVerdict(ResultTables):
     reason: str
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The verdict (one row) and each contender's probability of ranking first."""
+        """The verdict (one row) and each contender's probability of ranking first.
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
         verdict = pd.DataFrame({"estimator": [self.estimator], "top": [self.top],
                                 "contenders": [len(self.contenders)], "settled": [self.settled],
                                 "reason": [self.reason]})
@@ -179,7 +184,12 @@ class RankingVerdict(ResultTables):
         return {"verdict": verdict, "contenders": contenders}
 
     def summary(self) -> str:
-        """:meth:`sentence`."""
+        """:meth:`sentence`.
+
+        Returns
+        -------
+        str
+        """
         return self.sentence()
 
     def sentence(self) -> str:
