@@ -1,7 +1,6 @@
 """The vocabulary of answers, shared by every stage that meets them: the four canonical answer
 codes (always in the example's own A/B orientation), the spellings accepted on input, and
-:class:`StudyData`, the answered examples with both lists' levels that an analysis consumes
-(SPEC sections 1 and 6).
+:class:`StudyData`, the answered examples with both lists' levels that an analysis consumes.
 """
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def pairing_correlation(phi_a, phi_b, weights=None) -> np.ndarray:
     per formulation (column).
 
     The paper's P(Sat|phi) depends on it (a list's partner shapes the both_good/both_bad
-    answers it gets; SPEC 7.2), the per-list curve s(phi) does not.
+    answers it gets), the per-list curve s(phi) does not.
 
     Parameters
     ----------
@@ -185,7 +185,26 @@ class Design:
 
 @dataclass
 class GenerationResult(ResultTables):
-    """Examples, their scores and the coverage they reach."""
+    """Examples, their scores and the coverage they reach.
+
+    Attributes
+    ----------
+    examples : pandas.DataFrame
+        One row per example: ``example_id, query, a1..a<k>, b1..b<k>, ra1..ra<k>, rb1..rb<k>``.
+    scores : pandas.DataFrame
+        phi of both lists of every example under every formulation (long).
+    coverage : pandas.DataFrame
+        Per formulation, kind (phi or |dphi|) and bin: the count, whether the cell is feasible
+        and covered.
+    design : Design
+    lower_bound : int
+        The cell floor: the fewest examples that can fill every cell.
+    method : str
+    candidates : dict
+        Statistics of the candidates and the selection (queries used, query share, ...).
+    warnings : list of str
+        Sentences a researcher should read before using the batch.
+    """
 
     examples: pd.DataFrame
     scores: pd.DataFrame

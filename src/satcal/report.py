@@ -119,22 +119,63 @@ def figure_sat(result, ax=None, discounts=None):
 
 def figure_sat_joint(result, ax=None, discounts=None):
     """Figure 1b: the joint model's per-list s(phi), laid out as Figure 1 (no points: no answer
-    observes one list's satisfaction alone). ``ax`` and ``discounts`` as in figure_sat."""
+    observes one list's satisfaction alone).
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    ax : matplotlib Axes or array of Axes, optional
+        As in :func:`figure_sat`.
+    discounts : list of str, optional
+        As in :func:`figure_sat`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     return _curve_figure(result, "sat", "s(phi): probability that a list with score phi satisfies a user "
                          "(joint model, all four answers)", "phi", "s(phi)", diagonal=True, sat_model="joint",
                          ax=ax, discounts=discounts, show_points=False)
 
 
 def figure_pref(result, ax=None, discounts=None):
-    """Figure 2: P(Pref|dphi), one panel per discount, a line and points per gain. ``ax`` and
-    ``discounts`` as in figure_sat."""
+    """Figure 2: P(Pref|dphi), one panel per discount, a line and points per gain.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    ax : matplotlib Axes or array of Axes, optional
+        As in :func:`figure_sat`.
+    discounts : list of str, optional
+        As in :func:`figure_sat`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015 (Figures 1 to 3).
+    """
     return _curve_figure(result, "pref", "P(Pref | dphi): probability that users agree with the "
                          "sign of dphi", "|dphi|", "P(Pref | dphi)", diagonal=False, ax=ax, discounts=discounts)
 
 
 def figure_bias(result, ax=None):
     """Figure 3: boxplots of b1, b2, b3 over formulations, by gain (first three panels) and by
-    discount (last three). ``ax``: six Axes to draw into instead of a new figure."""
+    discount (last three).
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    ax : array of six matplotlib Axes, optional
+        Draw into these instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     bias = result.bias
     if "family" in bias.columns:  # gain and discount exist in the DCG family only
         bias = bias[bias["family"] == "dcg"]
@@ -157,8 +198,18 @@ def figure_bias(result, ax=None):
 
 
 def figure_intervals(result, ax=None):
-    """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap). ``ax``: three
-    Axes to draw into instead of a new figure."""
+    """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap).
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    ax : array of three matplotlib Axes, optional
+        Draw into these instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     bias = result.bias.sort_values("b1")
     fig, axes, new = panel_axes(ax, 3, 1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
     y = np.arange(len(bias))
@@ -193,9 +244,20 @@ def _first_crossing(x: np.ndarray, p: np.ndarray, level: float):
 
 
 def reading_guide(result) -> list[Markup]:
-    """Plain-language findings drawn from the tables (a few sentences, as HTML fragments whose
-    every value is escaped). Each claim about which formulation is least biased is the
-    bootstrap's verdict (:attr:`CalibrationResult.verdict`), never the point estimates alone."""
+    """Plain-language findings drawn from the tables.
+
+    A few sentences, as HTML fragments whose every value is escaped. Each claim about which
+    formulation is least biased is the bootstrap's verdict (:attr:`CalibrationResult.verdict`),
+    never the point estimates alone.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+
+    Returns
+    -------
+    list of markupsafe.Markup
+    """
     from .analysis.ranking import estimator_columns
     rank = result.ranking
     verdict = result.verdict
@@ -372,7 +434,18 @@ _CAPTIONS = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pre
 
 def render_report(result, figure_paths: dict[str, Path]) -> str:
     """The HTML report: findings, figures and every table, self-contained (figures inline),
-    from the autoescaping template ``templates/report.html``."""
+    from the autoescaping template ``templates/report.html``.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    figure_paths : dict of str to pathlib.Path
+        The PNG of each figure, inlined.
+
+    Returns
+    -------
+    str
+    """
     import jinja2
     meta = result.meta
     prov = meta.get("provenance", {})
@@ -470,7 +543,24 @@ def _version() -> str:
 
 
 def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -> dict[str, str]:
-    """Write the tables (CSV), figures (PNG, PDF) and report.html into ``out_dir``."""
+    """Write the tables (CSV, through the one table writer), figures (PNG, PDF) and
+    report.html into ``out_dir``.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    out_dir : path-like
+        Created if missing.
+    figures : bool, default True
+        Write the figures.
+    report : bool, default True
+        Write report.html.
+
+    Returns
+    -------
+    dict of str to str
+        The path of every file written, by name.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""A simulated crowd: seeded worker answers from a known user model (SPEC section 9).
+"""A simulated crowd: seeded worker answers from a known user model.
 
 The user model, per worker w (honest) and list with score phi under the truth formulation:
 
@@ -46,7 +46,7 @@ class UserModel:
     spammers: float = 0.15
     position_bias: float = 0.05
     seed: int = 0
-    #: The joint model's answer process (SPEC 7.1): a user who likes both lists or neither
+    #: The joint model's answer process (:mod:`satcal.analysis.joint`): a user who likes both lists or neither
     #: still states a preference with probability ``undecided_preference`` (for the
     #: higher-phi list with probability ``preference_accuracy``), and one who likes exactly
     #: one list prefers the other with probability ``lapse``. The defaults give the paper's

@@ -1,4 +1,4 @@
-"""Topics: what each query means, shown to workers beside the lists (SPEC section 14).
+"""Topics: what each query means, shown to workers beside the lists.
 
 Read from any of:
 

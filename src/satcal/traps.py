@@ -1,4 +1,4 @@
-"""Trap questions: examples with known acceptable answers, used to score workers (SPEC 5.2).
+"""Trap questions: examples with known acceptable answers, used to score workers.
 
 Built from the judgments so that the expected answer follows from the order of the relevance
 levels alone, not from any model of users (``TRAP_RULE``):

@@ -1,9 +1,9 @@
-"""Calibration analysis (SPEC section 7): curves, bias, effects, bootstrap, ranking, power,
+"""Calibration analysis: curves, bias, effects, bootstrap, ranking, power,
 evaluation. Modules, lowest first (each imports only those before it):
 
 - :mod:`.core`: satisfaction / preference data, quadratic-logit fits, points, b1-b3, supported
   ranges, model check;
-- :mod:`.joint`: the per-list satisfaction model (SPEC 7.1);
+- :mod:`.joint`: the per-list satisfaction model;
 - :mod:`.ranking`: the ranking of formulations and its bootstrap uncertainty;
 - :mod:`.bootstrap`: the bootstrap, resampling what the answers carry, with batched fits;
 - :mod:`.effects`: the gain and discount effects (sums of squares, eta squared and the

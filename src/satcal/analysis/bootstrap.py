@@ -1,7 +1,7 @@
 """Bootstrap: intervals for every curve, point and bias value, and pairwise differences between
 formulations (B = 1000 by default, seeded).
 
-What a replicate resamples follows the data's structure (SPEC 7.2), because answers are not
+What a replicate resamples follows the data's structure, because answers are not
 independent: one worker's answers share that worker's leniency, several answers to one example
 share its lists, and an example's two P(Sat|phi) rows share one verdict.
 
@@ -121,7 +121,17 @@ RESAMPLING = {"pigeonhole": "workers x examples (pigeonhole)", "workers": "worke
 
 def cluster_codes(ids) -> np.ndarray | None:
     """Integer codes 0..G-1 of cluster labels, in order of first appearance; a missing label
-    (None, NaN, empty) is a cluster of its own. None when every label is missing."""
+    (None, NaN, empty) is a cluster of its own.
+
+    Parameters
+    ----------
+    ids : sequence
+        One label per answer.
+
+    Returns
+    -------
+    numpy.ndarray of int, or None when every label is missing
+    """
     ids = pd.Series(np.asarray(ids, dtype=object))
     missing = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
     if missing.all():
@@ -132,19 +142,38 @@ def cluster_codes(ids) -> np.ndarray | None:
 
 
 def resampling_clusters(n: int, worker_ids=None, example_ids=None) -> tuple[str, tuple | None]:
-    """What the bootstrap resamples, from the ids the answers carry (SPEC 7.2).
+    """What the bootstrap resamples, from the ids the answers carry.
 
     - Worker ids (not all missing) and examples answered by several workers: workers and
       examples, crossed (Owen's pigeonhole bootstrap).
     - Worker ids and every example answered by one worker only (the default design, one
       answer per example; or no example ids): examples are nested in workers, and resampling
-      workers with all their answers is the cluster bootstrap of the top level (Davison &
+      workers with all their answers is the cluster bootstrap of the top level (Davison and
       Hinkley 1997, sec. 3.8); crossing them with examples would count the answers' own noise
       three times.
     - Example ids only: examples, all answers to one example together.
     - Neither: answers.
 
-    Returns the :data:`RESAMPLING` label and the ``clusters`` for :func:`replicate_weights`.
+    Parameters
+    ----------
+    n : int
+        Answers.
+    worker_ids, example_ids : sequence, optional
+        One label per answer.
+
+    Returns
+    -------
+    label : str
+        The :data:`RESAMPLING` label.
+    clusters : tuple or None
+        The ``clusters`` for :func:`replicate_weights`.
+
+    References
+    ----------
+    Owen, A. B. (2007). The pigeonhole bootstrap. Annals of Applied Statistics 1(2), 386-411.
+
+    Davison, A. C. and Hinkley, D. V. (1997). Bootstrap Methods and their Application.
+    Cambridge University Press.
     """
     def codes(ids, name):
         if ids is None:
@@ -236,9 +265,24 @@ def parallel_map(func, tasks, n_jobs: int = 1, backend: str = "loky", progress: 
                  desc: str = "working", total: int | None = None):
     """``[func(*t) for t in tasks]`` through joblib: local processes, or a Dask cluster.
 
-    ``backend``: ``"loky"`` (local processes), ``"dask"`` (a new local Dask cluster) or
-    ``"dask:ADDRESS"`` (an existing scheduler). Results come back in task order. ``tasks``
-    may be a generator (built as the workers take them; ``total`` sizes the progress bar).
+    Parameters
+    ----------
+    func : callable
+    tasks : iterable of tuple
+        May be a generator (built as the workers take them; ``total`` sizes the progress bar).
+    n_jobs : int, default 1
+    backend : str, default ``"loky"``
+        ``"loky"`` (local processes), ``"dask"`` (a new local Dask cluster) or
+        ``"dask:ADDRESS"`` (an existing scheduler).
+    progress : bool, default False
+    desc : str
+        The progress bar's label.
+    total : int, optional
+
+    Returns
+    -------
+    list
+        The results in task order.
     """
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
@@ -292,6 +336,9 @@ class BootstrapResult(ResultTables):
 
     @property
     def bias_intervals(self) -> pd.DataFrame:
+        """Bias-corrected (BC) percentile intervals and standard errors of b1, b2, b3 (and of
+        b1_joint-b3_joint when the joint model ran), one row per formulation (Efron 1981).
+        """
         lo, hi = _bc_interval(self.indicators, self.estimates)
         out = pd.DataFrame({"formulation": self.formulations})
         for k, name in enumerate(("b1", "b2", "b3")):
@@ -376,7 +423,13 @@ class BootstrapResult(ResultTables):
         return "\n".join(lines)
 
     def attach(self, result) -> None:
-        """Add interval columns to the result's bias, curves and points tables."""
+        """Add interval columns to the result's bias, curves and points tables.
+
+        Parameters
+        ----------
+        result : CalibrationResult
+            Changed in place; its ``meta`` records the replicates, seed and failed fits.
+        """
         result.bias = result.bias.merge(self.bias_intervals, on="formulation", how="left")
         lo_c = np.full(len(result.curves), np.nan)
         hi_c = np.full(len(result.curves), np.nan)
@@ -449,15 +502,38 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
                           resampling: str | None = None) -> BootstrapResult:
     """Bootstrap the whole calibration (see module docstring).
 
-    ``clusters``: None (answers resampled independently), or one or two sequences of cluster
-    labels per answer, in input order: ``(example_ids,)`` resamples examples, ``(worker_ids,
-    example_ids)`` workers and examples crossed (Owen's pigeonhole bootstrap); a missing label
-    is a cluster of its own (:func:`resampling_clusters` builds them from the ids, with the
-    ``resampling`` label kept in the result; by default "examples" for one clustering). Each
-    replicate's answer weights are then summed per distinct (phi_A, phi_B, answer) row
+    Each replicate's answer weights are summed per distinct (phi_A, phi_B, answer) row
     (``types``, computed when not given), so the fits cost what the distinct rows cost.
-    ``support`` ({"sat": (F, 2), "pref": (F, 2)} ranges) computes the indicators over the
-    ranges the point estimates used (None: the whole of [0, 1]).
+
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n, F)
+    answers : sequence of str, length n
+    forms : list of Formulation
+    population : {"all", "preferences_only"}
+    replicates : int, default 1000
+    seed : int, default 0
+    n_jobs : int, default 1
+    backend : str, default ``"loky"``
+        As for :func:`parallel_map`.
+    n_bins : int, default 10
+    progress : bool, default False
+    types : AnswerTypes, optional
+    joint_fits : list, optional
+        The joint model's full-sample fits, to bootstrap it on the same replicates.
+    support : dict, optional
+        ``{"sat": (F, 2), "pref": (F, 2)}`` ranges: the indicators are computed over the ranges
+        the point estimates used (None: the whole of [0, 1]).
+    clusters : tuple of sequence, optional
+        None (answers resampled independently), ``(example_ids,)`` (examples) or
+        ``(worker_ids, example_ids)`` (workers and examples crossed, Owen's pigeonhole
+        bootstrap); a missing label is a cluster of its own.
+    resampling : str, optional
+        The label kept in the result (by default "examples" for one clustering).
+
+    Returns
+    -------
+    BootstrapResult
     """
     if replicates < 2:
         raise SatcalError(f"the bootstrap needs at least 2 replicates, got {replicates}")

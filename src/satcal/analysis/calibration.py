@@ -1,4 +1,4 @@
-"""The whole calibration analysis (SPEC section 7): :func:`calibrate` runs every stage of
+"""The whole calibration analysis: :func:`calibrate` runs every stage of
 :mod:`satcal.analysis` on a study's answers and returns a :class:`CalibrationResult`.
 
 - the paper's curves, P(Sat|phi) and P(Pref|dphi), with points, model check and b1-b3
@@ -106,6 +106,11 @@ class CalibrationResult(ResultTables):
     def summary(self, top: int = 10) -> str:
         """The study's parameters, its warnings, the ranking's verdict and the top of the
         ranking (the lead estimator's indicators), as text.
+
+        Parameters
+        ----------
+        top : int, default 10
+            Formulations of the ranking shown.
 
         Returns
         -------
@@ -233,6 +238,16 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         With ``phi_a``/``phi_b``/``answers`` and no study: the worker and the example of each
         answer, for the bootstrap's resampling (a study gives its own ``worker_id`` and
         ``example_id`` columns).
+
+    Returns
+    -------
+    CalibrationResult
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015 (P(Sat|phi), P(Pref|dphi) and
+    the indicators b1-b3).
     """
     forms = resolve_formulations(formulations)
     if sat_model not in SAT_MODELS:
@@ -360,9 +375,20 @@ PAIRING_TOLERANCE = 0.2
 
 
 def design_warnings(result: "CalibrationResult") -> list[str]:
-    """Sentences saying when the paper's estimator is read on a design unlike the paper's: its
-    P(Sat|phi) is the satisfaction of a list given that its partner got the same verdict, so it
-    moves with how the design pairs lists (SPEC 7.2)."""
+    """Sentences saying when the paper's estimator is read on a design unlike the paper's.
+
+    Its P(Sat|phi) is the satisfaction of a list given that its partner got the same verdict,
+    so it moves with how the design pairs lists (corr(phi_A, phi_B) of the examples).
+
+    Parameters
+    ----------
+    result : CalibrationResult
+
+    Returns
+    -------
+    list of str
+        Empty when the design pairs lists as the paper's did.
+    """
     from ..generate import ECIR2015_PAIRING_CORRELATION as PAPER
     r = result.meta.get("provenance", {}).get("pairing_correlation", {}).get("median")
     if r is None or abs(r - PAPER) <= PAIRING_TOLERANCE:
@@ -385,7 +411,17 @@ THIN = {"answers": 1000, "workers": 20, "per_bin": 20}
 def thin_data_warnings(result: "CalibrationResult") -> list[str]:
     """Sentences saying where the answers are too thin, or the scores too narrow, to support
     the analysis's claims (shown first in the report, printed by the CLI, kept in
-    calibration.json). Empty when nothing is thin."""
+    calibration.json).
+
+    Parameters
+    ----------
+    result : CalibrationResult
+
+    Returns
+    -------
+    list of str
+        Empty when nothing is thin.
+    """
     out = []
     prov = result.meta.get("provenance", {})
     n = int(result.meta.get("n_examples", 0))
@@ -466,7 +502,7 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
 
 
 def _support_record(formulations, support: dict, n_bins: int) -> dict:
-    """calibration.json's record of where each curve has data (SPEC 7.2)."""
+    """calibration.json's record of where each curve has data."""
     return {"rule": f"hull of the {n_bins} bins holding at least {SUPPORT_MIN_COUNT} observations",
             "min_count": SUPPORT_MIN_COUNT,
             "ranges": {f: {curve: [None if not np.isfinite(v) else float(v) for v in support[curve][j]]
@@ -474,7 +510,7 @@ def _support_record(formulations, support: dict, n_bins: int) -> dict:
 
 
 def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answers: int) -> dict:
-    """How the calibration was made (SPEC 7, ``calibration.json``); callers that know the input
+    """How the calibration was made (``calibration.json``); callers that know the input
     files add their hashes and whether the answers are simulated."""
     from ..fileio import package_versions
     ex = study.examples if study is not None else None
@@ -499,7 +535,7 @@ def _provenance(study, forms, population: str, seed: int, bootstrap: int, n_answ
 
 def _pairing(types: AnswerTypes, forms) -> dict:
     """corr(phi_A, phi_B) of the answered examples (each answer once): the median over the
-    formulations and each one's (SPEC 7.2; the paper's curve depends on it)."""
+    formulations and each one's (the paper's curve depends on it)."""
     from ..generate import pairing_correlation
     r = pairing_correlation(types.phi_a, types.phi_b, types.counts)
     return {"median": round(float(np.nanmedian(r)), 4) if np.isfinite(r).any() else None,

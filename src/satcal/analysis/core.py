@@ -64,7 +64,24 @@ TIE_TOLERANCE = 1e-9
 def satisfaction_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str]):
     """Rows (phi, sat) from both_good / both_bad answers, two per answer.
 
-    Returns ``x`` of shape (2m, F) and ``y`` of shape (2m,): the A rows first, then the B rows.
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n, F)
+        Scores of lists A and B under F formulations.
+    answers : sequence of str, length n
+        Canonical answer codes.
+
+    Returns
+    -------
+    x : numpy.ndarray, shape (2m, F)
+        The A rows first, then the B rows (m answers both_good or both_bad).
+    y : numpy.ndarray, shape (2m,)
+        1 for both_good, 0 for both_bad.
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015.
     """
     answers = np.asarray(answers)
     keep = np.isin(answers, ("both_good", "both_bad"))
@@ -77,8 +94,24 @@ def preference_data(phi_a: np.ndarray, phi_b: np.ndarray, answers: Sequence[str]
                     population: str = "all", _masks: bool = False):
     """Per formulation, (x = |dphi|, agree) of the preference curve.
 
-    Returns a list with one ``(x, y)`` pair per formulation column (with ``_masks``, a triple
-    whose third item is the boolean mask of kept rows, or None when every row is kept).
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n, F)
+    answers : sequence of str, length n
+    population : {"all", "preferences_only"}
+        ``all`` (the paper's) keeps every answer, ties and both_* answers counting as 0;
+        ``preferences_only`` keeps a_better / b_better answers with dphi != 0.
+
+    Returns
+    -------
+    list of (x, y)
+        One pair per formulation column (with ``_masks``, a triple whose third item is the
+        boolean mask of kept rows, or None when every row is kept).
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015.
     """
     if population not in POPULATIONS:
         raise SatcalError(f"population must be one of {POPULATIONS}, got {population!r}")
@@ -127,6 +160,7 @@ class AnswerTypes:
 
     @property
     def n_answers(self) -> int:
+        """The number of answers collapsed."""
         return int(self.inverse.size)
 
 
@@ -152,7 +186,17 @@ def _unique_rows(key: np.ndarray):
 
 
 def collapse_answers(phi_a, phi_b, answers) -> AnswerTypes:
-    """Group answers by (phi_A row, phi_B row, answer code); see :class:`AnswerTypes`."""
+    """Group answers by (phi_A row, phi_B row, answer code); see :class:`AnswerTypes`.
+
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n, F)
+    answers : sequence of str, length n
+
+    Returns
+    -------
+    AnswerTypes
+    """
     phi_a, phi_b = np.atleast_2d(np.asarray(phi_a, float)), np.atleast_2d(np.asarray(phi_b, float))
     answers = np.asarray(answers, dtype=object)
     code = _answer_codes(answers)
@@ -210,6 +254,7 @@ class CurveData:
 
     @property
     def n(self) -> int:
+        """The number of observations (rows before collapsing)."""
         return int(self.obs.size)
 
 
@@ -221,7 +266,16 @@ def _positions(mask: np.ndarray) -> np.ndarray:
 
 
 def satisfaction_curves(types: AnswerTypes) -> list[CurveData]:
-    """Per formulation, the P(Sat|phi) data: both_good / both_bad rows, A side then B side."""
+    """Per formulation, the P(Sat|phi) data: both_good / both_bad rows, A side then B side.
+
+    Parameters
+    ----------
+    types : AnswerTypes
+
+    Returns
+    -------
+    list of CurveData
+    """
     keep = np.isin(types.answers, ("both_good", "both_bad"))
     sat = (types.answers[keep] == "both_good").astype(float)
     w = np.concatenate([types.counts[keep], types.counts[keep]])
@@ -235,7 +289,17 @@ def satisfaction_curves(types: AnswerTypes) -> list[CurveData]:
 
 
 def preference_curves(types: AnswerTypes, population: str = "all") -> list[CurveData]:
-    """Per formulation, the P(Pref||dphi|) data of the chosen population."""
+    """Per formulation, the P(Pref||dphi|) data of the chosen population.
+
+    Parameters
+    ----------
+    types : AnswerTypes
+    population : {"all", "preferences_only"}
+
+    Returns
+    -------
+    list of CurveData
+    """
     pairs = preference_data(types.phi_a, types.phi_b, types.answers, population, _masks=True)
     out = []
     for x, y, keep in pairs:
@@ -275,10 +339,30 @@ class LogitFit:
     cov_type: str = "model"
 
     def predict(self, x) -> np.ndarray:
+        """The fitted probability at ``x``: expit(b0 + b1 x + ... + b_d x^d).
+
+        Parameters
+        ----------
+        x : array-like of float
+
+        Returns
+        -------
+        numpy.ndarray of float
+        """
         return expit(design(x, len(self.beta) - 1) @ self.beta)
 
     def band(self, x, level: float = 0.95):
-        """Pointwise Wald interval, expit(eta -+ z se(eta)), with se(eta) from ``cov``."""
+        """Pointwise Wald interval, expit(eta -+ z se(eta)), with se(eta) from ``cov``.
+
+        Parameters
+        ----------
+        x : array-like of float
+        level : float, default 0.95
+
+        Returns
+        -------
+        lo, hi : numpy.ndarray
+        """
         X = design(x, len(self.beta) - 1)
         eta = X @ self.beta
         se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, self.cov, X), 0.0))
@@ -298,10 +382,20 @@ def distinct_pairs(x: np.ndarray, y: np.ndarray):
 
 
 def sufficient_statistics(x, y, w=None):
-    """Distinct (x, y) rows and their summed weights: (x, y, count), sorted by x then y.
+    """Distinct (x, y) rows and their summed weights, sorted by x then y.
 
     A binomial likelihood over these rows with the counts as frequency weights is the
     likelihood of the original rows, term for term.
+
+    Parameters
+    ----------
+    x, y : array-like, length n
+    w : array-like, optional
+        Frequency weights (default 1).
+
+    Returns
+    -------
+    x, y, count : numpy.ndarray
     """
     x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
     w = np.ones_like(x) if w is None else np.asarray(w, float).ravel()
@@ -334,6 +428,25 @@ def fit_logit(x, y, degree: int = 2, weights=None, clusters=None) -> LogitFit:
 
     scikit-learn's ``LogisticRegression`` is penalised by default and flips the quadratic
     coefficient's sign on this kind of data, so statsmodels is used.
+
+    Parameters
+    ----------
+    x, y : array-like, length n
+        Scores and 0/1 outcomes.
+    degree : int, default 2
+    weights : array-like, optional
+        Frequency weights of the rows.
+    clusters : array-like, optional
+        One cluster label per row, for the cluster-robust covariance.
+
+    Returns
+    -------
+    LogitFit
+
+    References
+    ----------
+    Liang, K.-Y. and Zeger, S. L. (1986). Longitudinal data analysis using generalized
+    linear models. Biometrika 73(1), 13-22.
     """
     import statsmodels.api as sm
     from statsmodels.tools.sm_exceptions import PerfectSeparationWarning, ConvergenceWarning
@@ -494,7 +607,22 @@ def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: 
 def binned_points(x, y, n_bins: int = 10, weights=None) -> pd.DataFrame:
     """Per bin of x: n, successes, proportion and its Wilson 95% interval.
 
-    ``weights`` are frequency weights (counts) of the rows.
+    Parameters
+    ----------
+    x, y : array-like
+    n_bins : int, default 10
+    weights : array-like, optional
+        Frequency weights (counts) of the rows.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per bin: ``bin, x_mid, n, successes, proportion, lo, hi``.
+
+    References
+    ----------
+    Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference.
+    Journal of the American Statistical Association 22(158), 209-212.
     """
     from statsmodels.stats.proportion import proportion_confint
 
@@ -520,6 +648,23 @@ def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GR
     broadcast against the curves' leading axes), the means run over the grid points inside it
     and b2 measures the gaps at its ends: ((P(Sat|lo) - lo) + (hi - P(Sat|hi))) / 2, which is
     the paper's b2 when [lo, hi] = [0, 1]. A curve is not scored where no answer holds data.
+
+    Parameters
+    ----------
+    p_sat, p_pref : numpy.ndarray, shape (..., G)
+        The curves on ``grid``.
+    grid : numpy.ndarray, shape (G,)
+    sat_range, pref_range : numpy.ndarray, shape (..., 2), optional
+
+    Returns
+    -------
+    dict
+        ``b1``, ``b2``, ``b3``: arrays of the curves' leading shape.
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015.
     """
     p_sat, p_pref = np.asarray(p_sat, float), np.asarray(p_pref, float)
     if sat_range is None and pref_range is None:
@@ -541,8 +686,19 @@ def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GR
 
 
 def supported_mask(bounds, grid: np.ndarray = GRID) -> np.ndarray:
-    """Which points of ``grid`` lie in the range(s) ``bounds`` ((..., 2); None is the whole of
-    [0, 1]): the ``supported`` column of curves.csv, and where the indicators average."""
+    """Which points of ``grid`` lie in the range(s) ``bounds``: the ``supported`` column of
+    curves.csv, and where the indicators average.
+
+    Parameters
+    ----------
+    bounds : numpy.ndarray, shape (..., 2), or None
+        None is the whole of [0, 1].
+    grid : numpy.ndarray, shape (G,)
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (..., G)
+    """
     bounds = np.array([0.0, 1.0]) if bounds is None else np.asarray(bounds, float)
     return (grid >= bounds[..., 0, None] - 1e-12) & (grid <= bounds[..., 1, None] + 1e-12)
 
@@ -562,11 +718,26 @@ INDICATOR_RANGES = ("data", "full")
 
 def supported_range(x, weights=None, n_bins: int = 10, min_count: int = SUPPORT_MIN_COUNT) -> tuple:
     """The range of scores a curve's data support: from the lower edge of the lowest bin to the
-    upper edge of the highest bin holding at least ``min_count`` observations (SPEC 4 bins).
+    upper edge of the highest bin holding at least ``min_count`` observations.
 
     Bins are the study's unit of coverage, so a curve is supported wherever the design placed
     enough lists (or differences); between two such bins it is interpolated, beyond them it
-    would be extrapolated. (nan, nan) when no bin has enough data.
+    would be extrapolated.
+
+    Parameters
+    ----------
+    x : array-like
+        Scores (or differences) of the curve's rows.
+    weights : array-like, optional
+        Frequency weights.
+    n_bins : int, default 10
+    min_count : int
+        Observations a bin needs.
+
+    Returns
+    -------
+    (lo, hi) : tuple of float
+        (nan, nan) when no bin has enough data.
     """
     b = bin_index(np.asarray(x, float), n_bins)
     w = np.ones(b.size) if weights is None else np.asarray(weights, float)

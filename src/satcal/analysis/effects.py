@@ -57,6 +57,15 @@ def effect_contrasts(levels: Sequence) -> np.ndarray:
     Row space = {x : x = K A}, where A (G x n) averages the rows at each level and K spans the
     vectors orthogonal to (1, ..., 1) in R^G: C theta = 0 exactly when every level mean equals
     the grand mean of the level means.
+
+    Parameters
+    ----------
+    levels : sequence
+        The factor's level of each of the n estimates (e.g. each formulation's gain).
+
+    Returns
+    -------
+    numpy.ndarray, shape (G - 1, n)
     """
     codes, uniques = pd.factorize(pd.Series(list(levels)), sort=True)
     g = len(uniques)
@@ -105,10 +114,20 @@ def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarra
 def sequential_sums_of_squares(y: np.ndarray, factors: Mapping[str, Sequence]) -> dict:
     """Sequential (type I) sums of squares of y ~ factor_1 + factor_2 + ..., for many y at once.
 
-    ``y`` is (n,) or (B, n). SS_term = ||(H_k - H_{k-1}) y||^2 with H_k the hat matrix of the
-    intercept and the first k factors (dummy coded), the residual ||(I - H_K) y||^2: the numbers
-    of statsmodels' ``anova_lm(typ=1)`` for any design. Returns ``{term: (ss, df)}`` with
-    ``Residual`` last; ``ss`` has y's leading shape.
+    SS_term = ||(H_k - H_{k-1}) y||^2 with H_k the hat matrix of the intercept and the first k
+    factors (dummy coded), the residual ||(I - H_K) y||^2: the numbers of statsmodels'
+    ``anova_lm(typ=1)`` for any design.
+
+    Parameters
+    ----------
+    y : numpy.ndarray, shape (n,) or (B, n)
+    factors : mapping of str to sequence
+        Each factor's level per observation, in the order they enter.
+
+    Returns
+    -------
+    dict of str to (ss, df)
+        ``Residual`` last; ``ss`` has y's leading shape.
     """
     y = np.atleast_2d(np.asarray(y, float))
     n = y.shape[1]
@@ -132,9 +151,16 @@ def sequential_sums_of_squares(y: np.ndarray, factors: Mapping[str, Sequence]) -
 def bootstrap_replicates(boot) -> tuple[list[str], dict[str, np.ndarray]]:
     """The formulations and the (B, F) replicates of every indicator a bootstrap holds.
 
-    ``boot`` is a :class:`~satcal.analysis.bootstrap.BootstrapResult`: b1, b2, b3 from
-    ``indicators`` (B, F, 3) and the joint model's ``b1_joint, b2_joint`` (and ``b3_joint``
-    when present) from ``joint["indicators"]``.
+    Parameters
+    ----------
+    boot : BootstrapResult
+        b1, b2, b3 from ``indicators`` (B, F, 3) and the joint model's ``b1_joint, b2_joint``
+        (and ``b3_joint`` when present) from ``joint["indicators"]``.
+
+    Returns
+    -------
+    formulations : list of str
+    replicates : dict of str to numpy.ndarray, shape (B, F)
     """
     reps = {name: boot.indicators[:, :, k] for k, name in enumerate(("b1", "b2", "b3"))}
     joint = getattr(boot, "joint", None)

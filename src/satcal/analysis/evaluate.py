@@ -35,8 +35,23 @@ __all__ = ["Calibration", "load_calibration", "load_calibrations", "evaluate_run
 
 @dataclass
 class Calibration:
-    """Fitted curves of one formulation: beta of P(Sat|phi) and of P(Pref||dphi|), and the
-    scale they were fitted on (k, levels, normalisation: from ``calibration.json``)."""
+    """Fitted curves of one formulation, and the scale they were fitted on.
+
+    Parameters
+    ----------
+    formulation : str
+    sat, pref : numpy.ndarray
+        beta of P(Sat|phi) and of P(Pref||dphi|) (quadratic logit).
+    normalization, negatives : str
+        The formulation's normalisation and negative-level policy.
+    k, levels : int, optional
+        The list length and number of levels fitted on (from ``calibration.json``).
+    sat_monotone, pref_monotone : tuple, optional
+        ``(grid, p)``: the isotonic curve, used when the quadratic logit decreases somewhere
+        on [0, 1].
+    sat_model : str
+        ``published`` (the paper's P(Sat|phi)) or ``joint`` (the per-list s(phi)).
+    """
 
     formulation: str
     sat: np.ndarray
@@ -50,11 +65,31 @@ class Calibration:
     sat_model: str = "published"         # "joint": sat is the per-list s(phi)
 
     def p_sat(self, phi):
+        """Expected satisfaction at scores ``phi``.
+
+        Parameters
+        ----------
+        phi : array-like of float
+
+        Returns
+        -------
+        numpy.ndarray of float
+        """
         if self.sat_monotone is not None:
             return np.interp(np.asarray(phi, float), *self.sat_monotone)
         return expit(design(np.asarray(phi, float)) @ self.sat)
 
     def p_pref(self, dphi):
+        """Probability that users agree with a difference ``dphi`` (its absolute value).
+
+        Parameters
+        ----------
+        dphi : array-like of float
+
+        Returns
+        -------
+        numpy.ndarray of float
+        """
         if self.pref_monotone is not None:
             return np.interp(np.abs(np.asarray(dphi, float)), *self.pref_monotone)
         return expit(design(np.abs(np.asarray(dphi, float))) @ self.pref)
@@ -70,15 +105,37 @@ def _fits_path(directory) -> Path:
 
 def load_calibration(directory, formulation: str = "lin-const") -> Calibration:
     """Read one formulation's curves from ``fits.csv`` of an analysis directory (or of a
-    workspace's ``analysis/``)."""
+    workspace's ``analysis/``).
+
+    Parameters
+    ----------
+    directory : path-like
+    formulation : str, default ``"lin-const"``
+
+    Returns
+    -------
+    Calibration
+    """
     return load_calibrations(directory, [formulation])[0]
 
 
 def load_calibrations(directory, formulations=None) -> list[Calibration]:
-    """Every calibrated formulation (or the ones named) of an analysis directory, in its
-    order. Satisfaction is the per-list s(phi) of the joint model where the analysis fitted it
+    """Every calibrated formulation (or the ones named) of an analysis directory, in its order.
+
+    Satisfaction is the per-list s(phi) of the joint model where the analysis fitted it
     (``sat_model`` joint in fits.csv), else the paper's P(Sat|phi); preference is the paper's
-    P(Pref|dphi)."""
+    P(Pref|dphi).
+
+    Parameters
+    ----------
+    directory : path-like
+    formulations : list of str, optional
+        Default: every formulation of ``fits.csv``.
+
+    Returns
+    -------
+    list of Calibration
+    """
     path = _fits_path(directory)
     prov = read_provenance(path.parent)
     fits = pd.read_csv(path, keep_default_na=False)
@@ -178,6 +235,7 @@ class EvaluationResult(ResultTables):
 
     @property
     def formulation(self) -> str:
+        """The first measure evaluated under."""
         return self.formulations[0]
 
     @property
@@ -280,7 +338,22 @@ def _score_cube(judgments: Judgments, cube: np.ndarray, queries, forms, k: int, 
 def evaluate_runs(judgments: Judgments, runs: Runs, calibration, k: int | None = None,
                   top_level: int | None = None) -> EvaluationResult:
     """Expected satisfaction of every system and preference between every pair (see module),
-    under one calibration or a list of them (one per measure), side by side."""
+    under one calibration or a list of them (one per measure), side by side.
+
+    Parameters
+    ----------
+    judgments : Judgments
+    runs : Runs
+    calibration : Calibration or list of Calibration
+    k : int, optional
+        Default: the calibration's own k.
+    top_level : int, optional
+        Default: the calibration's scale (levels - 1), else the judgments' top level.
+
+    Returns
+    -------
+    EvaluationResult
+    """
     calibrations = [calibration] if isinstance(calibration, Calibration) else list(calibration)
     if not calibrations:
         raise SatcalError("evaluate needs at least one calibrated formulation")

@@ -1,8 +1,8 @@
-"""The per-list satisfaction model (SPEC 7.1 and 7.2, ``--sat-model joint``).
+"""The per-list satisfaction model (``--sat-model joint``).
 
 The published P(Sat|phi) is fitted on ``both_good``/``both_bad`` answers only, so it estimates
 the satisfaction of a list *given that its partner got the same verdict*, and it moves with the
-design (which partners lists get; SPEC 7.2). The joint model uses all four answers to estimate
+design (which partners lists get). The joint model uses all four answers to estimate
 s(phi), the probability that a list with score phi satisfies a user, under this answer process
 (per answer, lists A and B satisfy independently):
 
@@ -66,6 +66,15 @@ def joint_probabilities(theta, phi_a, phi_b) -> np.ndarray:
     """(n, 4) probabilities of a_better, b_better, both_good, both_bad for each answer row.
 
     ``theta`` is on the fitting scale: b0, b1, b2, c0, c1, logit(delta), logit(2 lambda).
+
+    Parameters
+    ----------
+    theta : array-like, shape (7,)
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, 4)
     """
     b, c0, c1, delta, lapse = _unpack(np.asarray(theta, float))
     phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
@@ -152,6 +161,27 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
     once, ``block`` at a time). One step: on the ECIR 2015 answers its curves are within 0.003
     of full re-fits, and further fixed-Hessian steps do not get closer where parameters sit at
     their bounds (tests/test_joint.py). Rows of NaN when the information is unusable.
+
+    Parameters
+    ----------
+    fit : JointFit
+        The full-sample fit.
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+    code : numpy.ndarray of int, shape (n,)
+        Each row's answer, as its index in ``CODES``.
+    weights : numpy.ndarray, shape (B, n)
+        Each replicate's weight of each row.
+    steps : int, default 1
+    block : int, default 100
+
+    Returns
+    -------
+    numpy.ndarray, shape (B, 7)
+
+    References
+    ----------
+    Andrews, D. W. K. (2002). Higher-order improvements of a computationally attractive k-step
+    bootstrap for extremum estimators. Econometrica 70(1), 119-162.
     """
     weights = np.atleast_2d(weights)
     if not np.isfinite(fit.cov).all():
@@ -189,12 +219,28 @@ class JointFit:
         return self.theta[:3]
 
     def params(self) -> dict:
-        """Parameters on their natural scale: b0-b2, c0, c1, delta, lambda."""
+        """Parameters on their natural scale: b0-b2, c0, c1, delta, lambda.
+
+        Returns
+        -------
+        dict of str to float
+        """
         b, c0, c1, delta, lapse = _unpack(self.theta)
         return dict(zip(PARAMETERS, [*map(float, b), float(c0), float(c1), float(delta), float(lapse)]))
 
     def predict(self, x, z: float = 1.959963984540054):
-        """s(x) and its 95% band (expit of eta -/+ z se(eta))."""
+        """s(x) and its 95% band (expit of eta -/+ z se(eta)).
+
+        Parameters
+        ----------
+        x : array-like of float
+        z : float
+            The normal quantile of the band (95%).
+
+        Returns
+        -------
+        s, lo, hi : numpy.ndarray
+        """
         x = np.asarray(x, float)
         X = np.stack([np.ones_like(x), x, x ** 2], axis=-1)
         eta = X @ self.beta
@@ -266,6 +312,16 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     in every parameter not at its box bound, and the observed information on those parameters
     is positive semi-definite. ``converged`` is False when the best run did not converge or the
     check fails; ``flags`` names degenerate or boundary fits (:func:`fit_flags`).
+
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+    answers : sequence of str, length n
+    counts : array-like, optional
+
+    Returns
+    -------
+    JointFit
     """
     from scipy.optimize import minimize
     from statsmodels.tools.numdiff import approx_hess
@@ -331,6 +387,16 @@ def fit_flags(theta, pi_observed) -> tuple[str, ...]:
     ``pi_observed``: pi at the |dphi| of the answers. Flags: pi ~ 0 (below 0.001) or ~ 1
     (above 0.999) at every observed |dphi|; delta at 1 or 0 (within 0.001); lambda at 0 (below
     0.001) or at its 0.5 cap (within 0.001); any other parameter at its box bound.
+
+    Parameters
+    ----------
+    theta : array-like, shape (7,)
+    pi_observed : numpy.ndarray
+
+    Returns
+    -------
+    tuple of str
+        Empty for a regular fit.
     """
     b, c0, c1, delta, lapse = _unpack(np.asarray(theta, float))
     out = []
@@ -365,7 +431,7 @@ def implied_preference(fit, grid, nodes: int = 16) -> np.ndarray:
         P(d) = mean_phi { s_hi (1 - s_lo)(1 - lambda) + s_lo (1 - s_hi) lambda
                           + [s_hi s_lo + (1 - s_hi)(1 - s_lo)] pi(d) delta },
 
-    s_hi = s(phi + d), s_lo = s(phi) (SPEC 7.1's answer process; at d = 0 the limit d -> 0+).
+    s_hi = s(phi + d), s_lo = s(phi) (the answer process of the module docstring; at d = 0 the limit d -> 0+).
     The average is a Gauss-Legendre quadrature with ``nodes`` points. ``b3_joint`` is the mean
     of 1 - P over the grid, the per-list counterpart of the paper's b3 (which averages the
     observed pairs, so it depends on the design).

@@ -145,6 +145,20 @@ def simulated_answers(phi_a: np.ndarray, phi_b: np.ndarray, model: UserModel, rn
     (n * answers_per_example,) lists each example's answers together (with
     ``return_workers``, also the index of the worker who gave each). See the module docstring
     for the crowd; the answer process is :func:`satcal.simulate.honest_answers`.
+
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+    model : UserModel
+    rng : numpy.random.Generator
+    answers_per_example : int, default 1
+    return_workers : bool, default False
+
+    Returns
+    -------
+    answers : numpy.ndarray of str, shape (n * answers_per_example,)
+    workers : numpy.ndarray of int
+        With ``return_workers``.
     """
     from ..platforms import swap_answer
     honest = max(model.workers - int(round(model.spammers * model.workers)), 1)
@@ -169,6 +183,20 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     p = 2 (1 - Phi(|diff| / sd(d))) (``float(diff == 0)`` when sd(d) = 0), pairs with fewer than
     2 finite differences left out (NaN); Holm's step-down adjustment (Holm 1979, Scand. J.
     Statist.) over the remaining pairs (statsmodels' ``multipletests``). Diagonal NaN.
+
+    Parameters
+    ----------
+    estimates : numpy.ndarray, shape (F,)
+    replicates : numpy.ndarray, shape (B, F)
+
+    Returns
+    -------
+    numpy.ndarray, shape (F, F)
+
+    References
+    ----------
+    Holm, S. (1979). A simple sequentially rejective multiple test procedure. Scandinavian
+    Journal of Statistics 6(2), 65-70.
     """
     from scipy.stats import norm
     from statsmodels.stats.multitest import multipletests

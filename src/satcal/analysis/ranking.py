@@ -1,9 +1,9 @@
 """Which formulation is least biased, and how sure the answers are of it.
 
-Two estimators of the bias indicators sit side by side in ``bias.csv`` (SPEC 7.2):
+Two estimators of the bias indicators sit side by side in ``bias.csv``:
 
 - **per-list** (``b1_joint``, ``b2_joint``, ``b3_joint``): from s(phi), the probability that a
-  list with score phi satisfies a user, of the joint model over all four answers (SPEC 7.1).
+  list with score phi satisfies a user, of the joint model over all four answers (:mod:`.joint`).
   When the model holds it does not depend on which partners the design pairs lists with, so it
   is what the ranking leads with whenever the joint model ran;
 - **paper** (``b1``, ``b2``, ``b3``): Urbano and Marrero's P(Sat|phi), fitted on both_good and
@@ -42,13 +42,32 @@ LEVEL = 0.95
 
 
 def lead_estimator(bias: pd.DataFrame) -> str:
-    """``per_list`` when the joint model ran (``b1_joint`` in ``bias``), else ``paper``."""
+    """``per_list`` when the joint model ran (``b1_joint`` in ``bias``), else ``paper``.
+
+    Parameters
+    ----------
+    bias : pandas.DataFrame
+
+    Returns
+    -------
+    str
+    """
     return "per_list" if "b1_joint" in bias.columns and bias["b1_joint"].notna().any() else "paper"
 
 
 def estimator_columns(bias: pd.DataFrame, estimator: str) -> list[str]:
     """The bias columns an estimator ranks by. The per-list estimator falls back on the paper's
-    b3 when the joint model's implied preference indicator is not there."""
+    b3 when the joint model's implied preference indicator is not there.
+
+    Parameters
+    ----------
+    bias : pandas.DataFrame
+    estimator : {"per_list", "paper"}
+
+    Returns
+    -------
+    list of str
+    """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     cols = list(ESTIMATORS[estimator])
@@ -193,7 +212,12 @@ class RankingVerdict(ResultTables):
         return self.sentence()
 
     def sentence(self) -> str:
-        """One plain sentence, backed by the bootstrap (or saying that it is missing)."""
+        """One plain sentence, backed by the bootstrap (or saying that it is missing).
+
+        Returns
+        -------
+        str
+        """
         name = ESTIMATOR_NAMES[self.estimator]
         if not self.contenders:
             return (f"By the {name}, {self.top} ranks first, but {self.reason}: the ranking carries "
@@ -218,6 +242,16 @@ def ranking_verdict(ranking: pd.DataFrame, uncertainty: pd.DataFrame | None,
 
     ``ranking`` is :func:`rank_formulations`' table, ``uncertainty`` :func:`rank_uncertainty`'s
     (None without a bootstrap), ``thin`` whether the analysis warned that its data are thin.
+
+    Parameters
+    ----------
+    ranking : pandas.DataFrame
+    uncertainty : pandas.DataFrame or None
+    thin : bool, default False
+
+    Returns
+    -------
+    RankingVerdict
     """
     estimator = str(ranking["estimator"].iloc[0])
     top = str(ranking["formulation"].iloc[0])

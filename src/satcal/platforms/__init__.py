@@ -1,4 +1,4 @@
-"""Crowdsourcing platforms: task files out, result files in (SPEC 5.3-5.4).
+"""Crowdsourcing platforms: task files out, result files in.
 
 Each platform module declares a :class:`Platform` with a ``write_batch`` function (the files the
 platform accepts, plus its task template) and a ``read_results`` function (its result file ->

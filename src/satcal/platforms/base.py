@@ -1,4 +1,4 @@
-"""What every platform shares (SPEC 5.3-5.4): items with opaque ids, A/B counterbalancing,
+"""What every platform shares: items with opaque ids, A/B counterbalancing,
 shuffling and pages, the hidden key, the worker-visible HTML (Jinja2 templates with
 autoescaping under ``templates/``; the item macros in ``_item.html`` serve the preview, the
 generic form, Label Studio's tasks and ``satcal serve`` alike), the :class:`Platform`
