@@ -1,8 +1,11 @@
 """Calibration analysis: curves, bias, effects, bootstrap, ranking, power,
 evaluation. Modules, lowest first (each imports only those before it):
 
-- :mod:`.core`: satisfaction / preference data, quadratic-logit fits, points, b1-b3, supported
-  ranges, model check;
+- :mod:`.data`: satisfaction / preference data, answers collapsed to their distinct rows;
+- :mod:`.fits`: quadratic-logit fits, single and batched;
+- :mod:`.indicators`: binned points, b1-b3, supported ranges;
+- :mod:`.checks`: the cross-validated model check;
+- :mod:`.core`: re-exports the four above (the names other modules import);
 - :mod:`.joint`: the per-list satisfaction model;
 - :mod:`.ranking`: the ranking of formulations and its bootstrap uncertainty;
 - :mod:`.bootstrap`: the bootstrap, resampling what the answers carry, with batched fits;

@@ -1,0 +1,83 @@
+"""The model check: cross-validated log loss and Brier score of the quadratic logit against a
+linear logit and isotonic regression, on stratified folds equal to scikit-learn's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from .fits import design, distinct_pairs, fit_logit_batch
+
+
+
+def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
+    """Cross-validated log loss and Brier score of quadratic vs linear logit vs isotonic.
+
+    ``x`` and ``y`` are rows; ``obs`` (optional) lists the row of every observation, so that
+    rows with counts (:class:`CurveData`) are checked as if each observation were its own row.
+    The folds are stratified and drawn over observations; each fold's fits and losses run on
+    the distinct (x, y) rows weighted by how many of the fold's observations they hold.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    obs = np.arange(x.size) if obs is None else np.asarray(obs, np.intp)
+    xd, yd, inv = distinct_pairs(x, y)
+    row_of = inv[obs]  # the distinct (x, y) row of every observation
+    fold_of = stratified_folds(yd[row_of], folds, seed)
+    if fold_of is None:
+        return []
+    # (folds, rows): how many of each fold's test observations each distinct row holds
+    w_test_all = np.bincount(fold_of * xd.size + row_of, minlength=folds * xd.size)
+    w_test_all = w_test_all.reshape(folds, xd.size).astype(float)
+    total = w_test_all.sum(0)
+    losses = {m: [0.0, 0.0] for m in ("quadratic_logit", "linear_logit", "isotonic")}
+    for w_test in w_test_all:
+        w_train = total - w_test
+        preds = {}
+        for model, degree in (("quadratic_logit", 2), ("linear_logit", 1)):
+            beta, _ = fit_logit_batch(design(xd, degree)[None], yd[None], w_train[None])
+            preds[model] = expit(design(xd, degree) @ beta[0])
+        preds["isotonic"] = _isotonic_fit(xd, yd, w_train).predict(xd)
+        for model, p in preds.items():
+            pc = np.clip(p, 1e-4, 1 - 1e-4)  # the same floor for all, so isotonic 0/1 stays finite
+            losses[model][0] += float(w_test @ -(yd * np.log(pc) + (1 - yd) * np.log(1 - pc)))
+            losses[model][1] += float(w_test @ (p - yd) ** 2)
+    n_obs = row_of.size
+    return [{"model": model, "log_loss": ll / n_obs, "brier": br / n_obs, "folds": folds}
+            for model, (ll, br) in losses.items()]
+
+
+def stratified_folds(y, folds: int, seed: int) -> np.ndarray | None:
+    """The test fold of each observation, as scikit-learn's ``StratifiedKFold(folds,
+    shuffle=True, random_state=seed)`` assigns them, computed from class counts in O(n).
+
+    Classes are numbered by first appearance; fold i takes the round-robin share of each class
+    over the sorted labels; each class's fold labels are shuffled by one ``RandomState(seed)``
+    in class order (sklearn's algorithm; a test checks the two agree). None when a class has
+    fewer observations than folds (no stratified split exists).
+    """
+    encoded, classes = pd.factorize(np.asarray(y), sort=False)  # hashing, no sort of n values
+    counts = np.bincount(encoded, minlength=classes.size)
+    if classes.size < 2 or counts.min() < folds:
+        return None
+    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    i = np.arange(folds)[:, None]
+    allocation = (np.maximum(ends[None] - i, 0) + folds - 1) // folds \
+        - (np.maximum(starts[None] - i, 0) + folds - 1) // folds   # (folds, classes)
+    rng = np.random.RandomState(seed)
+    fold_of = np.empty(encoded.size, dtype=np.intp)
+    for c in range(classes.size):
+        labels = np.arange(folds).repeat(allocation[:, c])
+        rng.shuffle(labels)
+        fold_of[encoded == c] = labels
+    return fold_of
+
+
+def _isotonic_fit(x, y, w):
+    """Isotonic regression on weighted rows (rows of weight 0 left out)."""
+    from sklearn.isotonic import IsotonicRegression
+    keep = w > 0
+    return IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(
+        x[keep], y[keep], sample_weight=w[keep])
