@@ -248,6 +248,32 @@ class GenerationResult(ResultTables):
         return pd.Series(pairing_correlation(wide["phi_a"][ids].to_numpy(), wide["phi_b"][ids].to_numpy()),
                          index=ids)
 
+    def plot(self, ax=None):
+        """The coverage heat map, formulations x bins, for phi and |dphi|.
+
+        Parameters
+        ----------
+        ax : sequence of two matplotlib Axes, optional
+            A new figure when omitted.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        return coverage_heatmap(self.coverage, self.design.min_per_cell, ax=ax)
+
+    def figures(self) -> dict:
+        """The coverage heat map (``coverage.png`` in :meth:`save`).
+
+        Returns
+        -------
+        dict of str to matplotlib.figure.Figure
+        """
+        return {"coverage_figure": self.plot()}
+
+    def _file_stem(self, name: str) -> str:
+        return "coverage" if name == "coverage_figure" else name
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """The examples, their scores under every formulation and the coverage of each cell.
 
@@ -898,7 +924,7 @@ def _progress_bar(enabled: bool, total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="example", disable=not enabled)
 
 
-def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
+def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None, ax=None):
     """Heat map of counts, formulations x bins, for phi and |dphi| (infeasible cells hatched).
 
     Parameters
@@ -909,17 +935,19 @@ def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
         The floor each cell is coloured against.
     path : path-like, optional
         Save the figure as ``path.png`` and ``path.pdf``.
+    ax : sequence of two matplotlib Axes, optional
+        Draw the phi and |dphi| panels there; a new figure when omitted.
 
     Returns
     -------
     matplotlib.figure.Figure, or the list of the two paths written when ``path`` is given
     """
-    from .fileio import new_figure
+    from .fileio import panel_axes
 
     forms = list(dict.fromkeys(coverage["formulation"]))
     nb = int(coverage["bin"].max()) + 1
-    fig, axes = new_figure(nrows=1, ncols=2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True,
-                           layout="constrained")  # room for the colour bar and long formulation ids
+    fig, axes, new = panel_axes(ax, 2, 1, 2, figsize=(12, max(4, 0.26 * len(forms) + 1.5)), sharey=True,
+                                layout="constrained")  # room for the colour bar and long formulation ids
     for ax, kind, title in ((axes[0], "phi", "phi cells (lists)"), (axes[1], "dphi", "|dphi| cells (examples)")):
         c = coverage[coverage["kind"] == kind]
         grid = c.pivot(index="formulation", columns="bin", values="count").reindex(forms).to_numpy(float)
@@ -934,7 +962,8 @@ def coverage_heatmap(coverage: pd.DataFrame, min_per_cell: int, path=None):
     axes[0].set_yticks(range(len(forms)), forms, fontsize=7)
     cb = fig.colorbar(im, ax=axes, shrink=0.8)
     cb.set_label(f"count / min_per_cell ({min_per_cell}); capped at 2")
-    fig.suptitle("Coverage of every formulation's cells (x: infeasible)")
+    if new:
+        fig.suptitle("Coverage of every formulation's cells (x: infeasible)")
     if path is not None:
         from .fileio import save_figure
         return save_figure(fig, path)

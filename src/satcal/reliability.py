@@ -30,7 +30,7 @@ from scipy import optimize, stats
 
 from ._results import ResultTables
 from .errors import SatcalError
-from .fileio import gain_colour, new_figure
+from .fileio import gain_colour, new_figure, panel_axes
 from .judgments import Judgments
 from .measures import Discount, Formulation, Gain, resolve_formulations, score_lists
 from .runs import Runs, level_cube
@@ -570,11 +570,26 @@ class ReliabilityResult(ResultTables):
                 .to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
 
-    def _fig_phi(self):
+    def plot(self, ax=None):
+        """Dependability Phi against the number of topics (D-study), one panel per discount,
+        one line per gain.
+
+        Parameters
+        ----------
+        ax : array of matplotlib Axes, optional
+            One per discount (and one for the measures beyond DCG); a new figure when omitted.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        return self._fig_phi(ax)
+
+    def _fig_phi(self, ax=None):
         return self._by_discount(
             self.dstudy, lambda d: (d["topics"].to_numpy(), d["phi"].to_numpy()),
             "Dependability Phi against topic-set size (D-study)", "topics (log scale)", "Phi", ylim=(0, 1),
-            xlog=True)
+            xlog=True, ax=ax)
 
     def _fig_asl(self):
         return self._by_discount(
@@ -582,7 +597,7 @@ class ReliabilityResult(ResultTables):
             "ASL curves (Sakai's paired bootstrap): the lower, the more pairs told apart",
             "system pairs sorted by ASL", "achieved significance level", ylim=(0, 1), level=0.05)
 
-    def _by_discount(self, table, xy, title, xlabel, ylabel, ylim=None, level=None, xlog=False):
+    def _by_discount(self, table, xy, title, xlabel, ylabel, ylim=None, level=None, xlog=False, ax=None):
         """Small multiples: one panel per discount, one line per gain in the gain's colour
         (as in the calibration figures), the measures beyond DCG in a last panel; 36 lines in
         one panel cannot be told apart."""
@@ -590,8 +605,8 @@ class ReliabilityResult(ResultTables):
         discounts = list(dict.fromkeys(kinds["discount"]))
         ncol = min(3, len(discounts))
         nrow = int(np.ceil(len(discounts) / ncol))
-        fig, axes = new_figure(nrow, ncol, figsize=(4.4 * ncol, 3.4 * nrow + 0.8), sharex=True,
-                               sharey=True, squeeze=False)
+        fig, axes, new = panel_axes(ax, len(discounts), nrow, ncol, figsize=(4.4 * ncol, 3.4 * nrow + 0.8),
+                                    sharex=True, sharey=True)
         gains = list(dict.fromkeys(kinds["gain"]))
         for i, (panel, disc) in enumerate(zip(axes.flat, discounts)):
             for f, d in table.groupby("formulation", sort=False):
@@ -617,6 +632,9 @@ class ReliabilityResult(ResultTables):
                 panel.legend(fontsize=7, frameon=False)
         for panel in axes.flat[len(discounts):]:
             panel.set_visible(False)
+        if not new:  # a caller's axes: the gains are named in the first panel instead
+            axes.flat[0].legend(fontsize=7, frameon=False, title="gain")
+            return fig
         named = next((p for p, d in zip(axes.flat, discounts) if d), axes.flat[0])
         handles, labels = named.get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), frameon=False, title="gain")
