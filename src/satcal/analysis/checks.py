@@ -18,6 +18,20 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
     rows with counts (:class:`CurveData`) are checked as if each observation were its own row.
     The folds are stratified and drawn over observations; each fold's fits and losses run on
     the distinct (x, y) rows weighted by how many of the fold's observations they hold.
+
+    Parameters
+    ----------
+    x, y : array-like
+        Rows: scores and 0/1 outcomes.
+    folds : int, default 5
+    seed : int, default 0
+    obs : array-like of int, optional
+
+    Returns
+    -------
+    list of dict
+        One per model (``quadratic_logit``, ``linear_logit``, ``isotonic``): ``log_loss``,
+        ``brier``, ``folds``; empty when no stratified split exists.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     obs = np.arange(x.size) if obs is None else np.asarray(obs, np.intp)
@@ -55,6 +69,17 @@ def stratified_folds(y, folds: int, seed: int) -> np.ndarray | None:
     over the sorted labels; each class's fold labels are shuffled by one ``RandomState(seed)``
     in class order (sklearn's algorithm; a test checks the two agree). None when a class has
     fewer observations than folds (no stratified split exists).
+
+    Parameters
+    ----------
+    y : array-like
+        Class labels.
+    folds : int
+    seed : int
+
+    Returns
+    -------
+    numpy.ndarray of int or None
     """
     encoded, classes = pd.factorize(np.asarray(y), sort=False)  # hashing, no sort of n values
     counts = np.bincount(encoded, minlength=classes.size)

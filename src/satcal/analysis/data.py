@@ -182,6 +182,15 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
     the distinct rows are scored. When a formulation normalises by the query's pool (``ideal``,
     ``minmax``, ``ul1``, ``ul2``, AP), the query is part of the key and each list is scored
     against its query's judged pool.
+
+    Parameters
+    ----------
+    study : StudyData
+    forms : list of Formulation or ListMeasure
+
+    Returns
+    -------
+    AnswerTypes
     """
     la, lb = study.levels("a"), study.levels("b")
     answers = np.asarray(study.answers, dtype=object)

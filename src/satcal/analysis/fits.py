@@ -23,7 +23,17 @@ from ..errors import SatcalError
 Z95 = float(ndtri(0.975))
 
 def design(x, degree: int = 2) -> np.ndarray:
-    """Columns 1, x, ..., x^degree."""
+    """Columns 1, x, ..., x^degree.
+
+    Parameters
+    ----------
+    x : array-like of float
+    degree : int, default 2
+
+    Returns
+    -------
+    numpy.ndarray, shape x.shape + (degree + 1,)
+    """
     x = np.asarray(x, dtype=float)
     return np.stack([x ** p for p in range(degree + 1)], axis=-1)
 
@@ -79,7 +89,19 @@ class LogitFit:
 
 
 def distinct_pairs(x: np.ndarray, y: np.ndarray):
-    """Distinct (x, y) pairs sorted by x then y, and the pair of each input row."""
+    """Distinct (x, y) pairs sorted by x then y, and the pair of each input row.
+
+    Parameters
+    ----------
+    x, y : numpy.ndarray, shape (n,)
+
+    Returns
+    -------
+    xd, yd : numpy.ndarray
+        The distinct pairs.
+    inverse : numpy.ndarray of int, shape (n,)
+        The distinct pair of each input row.
+    """
     order = np.lexsort((y, x))
     xs, ys = x[order], y[order]
     new = np.ones(x.size, dtype=bool)

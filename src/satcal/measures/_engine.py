@@ -71,6 +71,14 @@ def dcg_of(levels, forms: list, scale: np.ndarray | None = None,
     study), every pattern is scored once and each list takes its pattern's row: one gather.
     Otherwise the DCG is k gathers of a (level x formulation) table. Either way the cost is
     O(n F) memory traffic with no Python loop over lists.
+
+    Parameters
+    ----------
+    As :func:`~satcal.measures.dcg_matrix`, with the formulations already resolved (``forms``).
+
+    Returns
+    -------
+    As :func:`~satcal.measures.dcg_matrix`.
     """
     lv = np.asarray(levels)
     lv = lv[None, :] if lv.ndim == 1 else lv
@@ -142,7 +150,16 @@ def _pool_counts(pools):
 
 def bounds_of(pools, forms: list, k: int = 5,
               which: Iterable[str] = ("ideal", "best", "worst", "rlb")) -> dict[str, np.ndarray]:
-    """Per-query pool bounds under resolved formulations: :func:`~satcal.measures.pool_bounds`."""
+    """Per-query pool bounds under resolved formulations: :func:`~satcal.measures.pool_bounds`.
+
+    Parameters
+    ----------
+    As :func:`~satcal.measures.pool_bounds`, with the formulations already resolved (``forms``).
+
+    Returns
+    -------
+    As :func:`~satcal.measures.pool_bounds`.
+    """
     which = tuple(which)
     counts, table, sizes = _pool_counts(pools)
     r = len(table) - 1
@@ -180,7 +197,16 @@ def score_of(levels, forms: list, *, n_levels: int | None = None,
              top_level: float | None = None, pools: Sequence[np.ndarray] | None = None,
              query_index: Sequence[int] | None = None, k: int | None = None,
              dtype=np.float64, chunk_size: int = CHUNK_LISTS) -> np.ndarray:
-    """phi of n lists under resolved formulations: :func:`~satcal.measures.score_lists`."""
+    """phi of n lists under resolved formulations: :func:`~satcal.measures.score_lists`.
+
+    Parameters
+    ----------
+    As :func:`~satcal.measures.score_lists`, with the formulations already resolved (``forms``).
+
+    Returns
+    -------
+    As :func:`~satcal.measures.score_lists`.
+    """
     lv = np.asarray(levels)
     lv = lv[None, :] if lv.ndim == 1 else lv
     k = lv.shape[1] if k is None else k
