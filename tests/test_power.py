@@ -98,8 +98,8 @@ def test_power_cli_reads_every_simulation_key():
     from dataclasses import asdict
     from types import SimpleNamespace
     from satcal.simulate import _workspace_model
-    from satcal.workspace import STUDY_TEMPLATE
-    section = STUDY_TEMPLATE.split("[simulation]")[1].split("\n[")[0]   # up to the next table
+    from satcal.settings import render_template
+    section = render_template({}).split("[simulation]")[1].split("\n[")[0]   # up to the next table
     keys = tomllib.loads(section)
     changed = {"formulation": "exp2-log2", "intercept": -2.5, "slope": 5.0, "heterogeneity": 0.7,
                "workers": 40, "spammers": 0.1, "position_bias": 0.08, "undecided_preference": 0.2,

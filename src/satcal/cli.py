@@ -138,7 +138,9 @@ def _output_dir(out: Path, force: bool):
         raise
 
 
-PLATFORM_NAMES = ["appen", "toloka", "labelstudio", "csv", "serve"]
+from .settings import choices as _choices, default as _default  # noqa: E402  (no scientific stack)
+
+PLATFORM_NAMES = _choices("presentation.platform")
 _workspace_platform_option = click.option(
     "--platform", type=click.Choice(PLATFORM_NAMES), help="Default: presentation.platform of study.toml.")
 
@@ -411,12 +413,15 @@ def _analyze_ecir(scores: str, kwargs: dict):
 @click.option("--topics", type=click.Path(path_type=Path),
               help="Optional topics: TREC topics file, 'id<TAB>text' lines, or CSV/TSV with query, "
                    "title (and description, narrative); workers see the title and description.")
-@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Documents per list.")
+@click.option("--k", type=click.IntRange(min=1), default=_default("study.k"), show_default=True,
+              help="Documents per list.")
 @click.option("--levels", type=LEVELS, default=None, help="Levels to build lists from: a list (0,1,2) "
               "or their number (3 for 0..2) (default: the judgments' non-negative levels).")
-@click.option("--min-per-cell", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--platform", type=click.Choice(PLATFORM_NAMES), default="appen", show_default=True)
-@click.option("--seed", type=int, default=2015, show_default=True)
+@click.option("--min-per-cell", type=click.IntRange(min=1), default=_default("generator.min_per_cell"),
+              show_default=True)
+@click.option("--platform", type=click.Choice(PLATFORM_NAMES), default=_default("presentation.platform"),
+              show_default=True)
+@click.option("--seed", type=int, default=_default("study.seed"), show_default=True)
 @click.option("--force", is_flag=True, help="Start over in a directory that has a study.toml.")
 def init(directory, judgments, documents, topics, k, levels, min_per_cell, platform, seed, force):
     """Create a study workspace with a commented study.toml to edit.
@@ -779,6 +784,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     writes power/power.csv and power/power.png.
     """
     from .analysis.power import power_analysis
+    from .settings import stream_seed
     from .simulate import _workspace_model
     from .workspace import Workspace
     ws = Workspace.open(directory)
@@ -793,7 +799,7 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     model = _workspace_model(ws)  # every [simulation] key, as satcal simulate reads them
     result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
                             pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
-                            sims, boot, seed=ws.seed + 5,
+                            sims, boot, seed=stream_seed(ws.seed, "power"),
                             progress=not quiet)
     with ws.locked(), ws.staged("power") as outputs:
         ws.guard(["power"], force)

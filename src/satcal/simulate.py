@@ -28,6 +28,7 @@ from .errors import SatcalError
 from .measures import formulation as parse_formulation
 from .measures import score_lists
 from .platforms._common import UNFINISHED, unfinished
+from .settings import stream_seed
 
 __all__ = ["UserModel", "simulate_answers", "honest_answers", "simulate_workspace", "simulate_served", "GRID_TRUTH"]
 
@@ -377,7 +378,7 @@ def _workspace_model(ws) -> UserModel:
     s = ws.config["simulation"]
     return UserModel(formulation=s["formulation"], intercept=s["intercept"], slope=s["slope"],
                      heterogeneity=s["heterogeneity"], workers=s["workers"], spammers=s["spammers"],
-                     position_bias=s["position_bias"], seed=ws.seed + 4,
+                     position_bias=s["position_bias"], seed=stream_seed(ws.seed, "simulate"),
                      undecided_preference=s["undecided_preference"],
                      preference_accuracy=s["preference_accuracy"], lapse=s["lapse"], abandoned=s["abandoned"])
 

@@ -7,7 +7,6 @@ versions, the seeds, the hashes of the inputs and the command history.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform as _platform
 import re
@@ -27,12 +26,13 @@ from ._version import __version__
 from .errors import InputFileError, SatcalError
 from .fileio import OutputSet, atomic_write_text, sha256_file, spreadsheet_safe, spreadsheet_value
 from .judgments import Judgments, read_judgments
-from .measures import STUDY_DISCOUNTS, STUDY_GAINS, formulation, get_discount, get_gain
+from . import settings as settings_model
+from .settings import Settings, stream_seed
 
 #: Seconds a command waits for another one holding the workspace lock.
 LOCK_WAIT = 600
 
-__all__ = ["Workspace", "STUDY_TEMPLATE", "SCHEMA"]
+__all__ = ["Workspace", "STUDY_TEMPLATE"]
 
 DEFAULT_INSTRUCTIONS = ("You will see a query and the results of two search systems, A and B. "
                         "{verb} the results of both and tell us whether A gives "
@@ -47,372 +47,22 @@ def default_instructions(documents: pd.DataFrame | None) -> str:
     verb = ("Look at and listen to" if text else "Listen to") if audio else "Read"
     return DEFAULT_INSTRUCTIONS.format(verb=verb)
 
-STUDY_TEMPLATE = '''# satcal study design. Every satcal command in this directory reads this file.
-# Edit it, then run: satcal generate DIR, satcal export DIR, ...
-
-[study]
-name = "{name}"
-# Judgments (TREC qrels or CSV/TSV with query, doc, level), copied into inputs/.
-judgments = "{judgments}"
-# Optional documents table (CSV with doc and any of title, snippet, url, audio_url).
-documents = "{documents}"
-# Optional topics (TREC topics, "id<TAB>text" lines, or CSV/TSV with query, title and
-# optionally description, narrative): workers see the title and description, not the id.
-topics = "{topics}"
-# Documents per ranked list.
-k = {k}
-# Relevance levels lists are built from; the top one is the L-1 of the max normalisation.
-levels = {levels}
-# Seed of every random step (generation, traps, presentation, simulation, bootstrap).
-seed = {seed}
-
-[formulations]
-# Gains: lin, exp<b> (b^l - 1), bin<m> (1 if l >= m). Discounts: zipf, lin, log<b>,
-# jarvelin<b>, const. Every gain is crossed with every discount.
-gains = {gains}
-discounts = {discounts}
-# Custom gains (one value per level of study.levels) and discounts (k factors), e.g. the
-# optimal ones found by satcal reliability --optimize; each is crossed like the others:
-# custom_gains = {{ optimal = [0.0, 0.17, 0.83] }}
-# custom_discounts = {{ optimal = [0.26, 0.21, 0.19, 0.17, 0.17] }}
-# Other measures calibrated beside them on the same answers: RBP as lin-geo<p> or
-# bin1-geo<p>, err, rr (rr<m>), p (p<m>), ap (ap<m>), e.g.
-# extra = ["lin-geo0.8", "err", "rr", "ap"]
-
-[generator]
-# optimal (fewest examples), greedy, or published (the algorithm of Urbano & Marrero 2015).
-method = "optimal"
-# Equal bins over [0, 1] for phi and |dphi|.
-n_bins = 10
-# Examples (|dphi|) or lists (phi) wanted in every feasible cell of every formulation.
-min_per_cell = {min_per_cell}
-# May lists A and B share documents? "allow" or "disjoint".
-overlap = "allow"
-# The largest share of the examples one query may hold, e.g. 0.05 (0: no limit). Without a
-# limit, queries with many highly relevant documents can hold much of the batch.
-max_query_share = 0
-# Fill the cells of the extra measures of [formulations] too (each covered cell is paid
-# for; generate reports what covering them costs either way). Pool-based ones (ap) cannot be
-# placed by the generator and are calibrated on the lists the examples hold.
-cover_extra = false
-
-[traps]
-# Built from the judgments, expected answers spread evenly over the four codes ...
-count = 20
-# ... or read from a CSV with query, a1..a<k>, b1..b<k>, expected (codes separated by ';').
-file = ""
-
-[presentation]
-# appen, toloka, labelstudio, csv, or serve (satcal's own hosted study).
-platform = "{platform}"
-# Items per page / task suite, or "auto": by reading load (k, titles, snippets), as many as
-# keep a page of satcal serve within about three screens at 1280 px.
-items_per_page = {items_per_page}
-# Show A and B swapped at random (recorded in key.csv)?
-swap = true
-instructions = """{instructions}"""
-
-[design]
-# Answers each example collects, each from a different worker (on every platform and in
-# satcal serve); more than one lets the report measure agreement between workers.
-answers_per_example = 1
-
-[serve]
-# The hosted study (satcal serve). Completion codes of your Prolific study: participants
-# who finish are sent to https://app.prolific.com/submissions/complete?cc=<code>.
-completion_code = ""
-failed_attention_code = ""
-# Pages of items one participant answers.
-pages_per_participant = 5
-# Instructional attention checks per participant ("select 'Both are equally bad'"), and
-# how many failed checks send a participant to failed_attention_code (Prolific allows
-# rejecting only after two failed checks). Traps never reject anyone: they only exclude data.
-attention_checks = 2
-attention_fail_limit = 2
-# Minutes before a page a participant left unanswered is given to someone else.
-assignment_timeout_minutes = 30
-# Screening: every participant meets quality.min_traps traps, spread over their pages;
-# traps are shown on top of a page's own items where the pages they get hold too few (as
-# platforms show test questions to every worker). Participants who failed
-# attention_fail_limit attention checks are excluded at ingest unless keep_failed_attention.
-traps_on_top = true
-keep_failed_attention = false
-# What the consent page tells participants besides the instructions: the study's duration
-# in minutes (0: not stated), the pay, who to contact, and any consent text of your
-# ethics board (paragraphs separated by blank lines).
-duration_minutes = 0
-pay = ""
-contact = ""
-consent = ""
-
-[quality]
-# Workers whose trap accuracy is below this are excluded from the analysis.
-trust_threshold = 0.7
-# Traps a worker must have answered before their trust counts (fewer let one slip decide).
-min_traps = 3
-# Screening flags in workers.csv and the report (flags to look at, not exclusions): faster
-# than this many seconds an item (where the platform records times), and choosing the same
-# shown side (first or second) in at least this share of one's answers.
-screen_seconds_per_answer = 2.0
-screen_same_side = 0.9
-# Traps left out of trust (ingest's traps_report.csv flags those most trusted workers miss).
-drop_traps = []
-
-[simulation]
-# The simulated crowd (satcal simulate): the formulation whose phi drives the true
-# satisfaction curve, P(Sat|phi) = expit(intercept + slope * phi).
-formulation = "lin-const"
-intercept = -3.0
-slope = 6.0
-# Standard deviation of each worker's own shift of the intercept.
-heterogeneity = 0.5
-# Workers, the share of spammers (random answers), and the position bias (extra
-# probability of answering "A" when undecided).
-workers = 60
-spammers = 0.15
-position_bias = 0.05
-# The answer process of the joint satisfaction model: a user who likes both lists or
-# neither still prefers one with probability undecided_preference (the higher-scored one
-# with probability preference_accuracy); one who likes exactly one prefers the other with
-# probability lapse. 0, 1, 0 is the paper's special case.
-undecided_preference = 0.0
-preference_accuracy = 1.0
-lapse = 0.0
-# Share of example answers whose page another worker took first and left unfinished; the
-# platforms that report such assignments (Toloka, Label Studio) get them in their files.
-abandoned = 0.02
-'''
-
-
-@dataclass(frozen=True)
-class Key:
-    section: str
-    name: str
-    kind: type | tuple
-    check: Any = None
-    what: str = ""
-
-
-def _positive(v):
-    return v >= 1
-
-
-#: Bounds that keep the generator's tables within memory (cells = formulations x bins x 2;
-#: examples up to min_per_cell x bins per formulation).
-MAX_BINS = 100
-MAX_PER_CELL = 100_000
-#: Keys study.toml may hold besides SCHEMA's.
-OPTIONAL_KEYS = {("formulations", "custom_gains"), ("formulations", "custom_discounts"),
-                 ("formulations", "extra"), ("study", "topics")}
-
-
-def _code(v):
-    return v == "" or bool(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v))
-
-
-#: Keys that studies made before they existed may lack: (key, default).
-DEFAULTED = [
-    (Key("generator", "max_query_share", (int, float), lambda v: 0 <= v <= 1,
-         "a share in [0, 1] (0: no limit)"), 0),
-    (Key("generator", "cover_extra", bool), False),
-    (Key("simulation", "undecided_preference", (int, float), lambda v: 0 <= v <= 1, "a probability"), 0.0),
-    (Key("simulation", "preference_accuracy", (int, float), lambda v: 0 <= v <= 1, "a probability"), 1.0),
-    (Key("simulation", "lapse", (int, float), lambda v: 0 <= v < 0.5, "a number in [0, 0.5)"), 0.0),
-    (Key("simulation", "abandoned", (int, float), lambda v: 0 <= v < 1, "a share in [0, 1)"), 0.0),
-    (Key("quality", "screen_seconds_per_answer", (int, float), lambda v: 0 <= v < 3600,
-         "seconds, at least 0"), 2.0),
-    (Key("quality", "screen_same_side", (int, float), lambda v: 0.5 < v <= 1, "a share above 0.5, at most 1"), 0.9),
-    (Key("quality", "drop_traps", list, lambda v: all(isinstance(x, str) for x in v),
-         'a list of trap ids, e.g. ["trap03"]'), []),
-    (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
-    (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
-    (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
-    (Key("serve", "pages_per_participant", int, lambda v: 1 <= v <= 10_000, "an integer from 1 to 10,000"), 5),
-    (Key("serve", "attention_checks", int, lambda v: 0 <= v <= 100, "an integer from 0 to 100"), 2),
-    (Key("serve", "attention_fail_limit", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 2),
-    (Key("serve", "assignment_timeout_minutes", (int, float), lambda v: 0 < v <= 7 * 24 * 60,
-         "a number of minutes above 0, at most a week"), 30),
-    (Key("serve", "traps_on_top", bool), True),
-    (Key("serve", "keep_failed_attention", bool), False),
-    (Key("serve", "duration_minutes", (int, float), lambda v: 0 <= v <= 24 * 60, "minutes, 0 to 1440"), 0),
-    (Key("serve", "pay", str, lambda v: len(v) <= 500, "text of at most 500 characters"), ""),
-    (Key("serve", "contact", str, lambda v: len(v) <= 500, "text of at most 500 characters"), ""),
-    (Key("serve", "consent", str, lambda v: len(v) <= 20_000, "text of at most 20,000 characters"), ""),
-]
-
-
-SCHEMA = [
-    Key("study", "name", str),
-    Key("study", "judgments", str, lambda v: bool(v), "a path to the judgments"),
-    Key("study", "documents", str),
-    Key("study", "k", int, _positive, "a positive integer"),
-    Key("study", "levels", list,
-        lambda v: len(v) >= 2 and all(isinstance(x, int) and not isinstance(x, bool) and abs(x) <= 1000
-                                      for x in v) and len(set(v)) == len(v),
-        "a list of at least two distinct integer levels, e.g. [0, 1, 2]"),
-    Key("study", "seed", int, lambda v: 0 <= v < 2 ** 63, "an integer >= 0"),
-    Key("formulations", "gains", list, lambda v: len(v) >= 1, "a non-empty list of gain ids"),
-    Key("formulations", "discounts", list, lambda v: len(v) >= 1, "a non-empty list of discount ids"),
-    Key("generator", "method", str, lambda v: v in ("optimal", "greedy", "published"),
-        "one of optimal, greedy, published"),
-    Key("generator", "n_bins", int, lambda v: 2 <= v <= MAX_BINS, f"an integer from 2 to {MAX_BINS}"),
-    Key("generator", "min_per_cell", int, lambda v: 1 <= v <= MAX_PER_CELL,
-        f"an integer from 1 to {MAX_PER_CELL:,}"),
-    Key("generator", "overlap", str, lambda v: v in ("allow", "disjoint"), "allow or disjoint"),
-    Key("traps", "count", int, lambda v: v >= 0, "an integer >= 0"),
-    Key("traps", "file", str),
-    Key("presentation", "platform", str, lambda v: v in ("appen", "toloka", "labelstudio", "csv", "serve"),
-        "one of appen, toloka, labelstudio, csv, serve"),
-    Key("presentation", "items_per_page", (int, str),
-        lambda v: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-        'a positive integer or "auto"'),
-    Key("presentation", "swap", bool),
-    Key("presentation", "instructions", str),
-    Key("quality", "trust_threshold", (int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
-    Key("quality", "min_traps", int, lambda v: v >= 0, "an integer >= 0"),
-    Key("simulation", "formulation", str),
-    Key("simulation", "intercept", (int, float), math.isfinite, "a finite number"),
-    Key("simulation", "slope", (int, float), math.isfinite, "a finite number"),
-    Key("simulation", "heterogeneity", (int, float), lambda v: 0 <= v < math.inf, "a finite number >= 0"),
-    Key("simulation", "workers", int, _positive, "a positive integer"),
-    Key("simulation", "spammers", (int, float), lambda v: 0 <= v < 1, "a share in [0, 1)"),
-    Key("simulation", "position_bias", (int, float), lambda v: 0 <= v <= 0.5, "a number in [0, 0.5]"),
-]
-
-_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", bool: "true or false",
-               (int, float): "a number"}
-
-
-def _unknown_keys(config: dict, path: Path) -> None:
-    """A misspelt section or key is an error, not a silently ignored line."""
-    import difflib
-    known = {(k.section, k.name) for k in SCHEMA} | OPTIONAL_KEYS | {(k.section, k.name) for k, _ in DEFAULTED}
-    sections = sorted({s for s, _ in known} | {"platforms"})
-    for section, body in config.items():
-        if section == "platforms":
-            continue  # checked by _validate_platforms
-        if section not in sections:
-            close = difflib.get_close_matches(section, sections, n=1)
-            hint = f" (did you mean [{close[0]}]?)" if close else f"; sections are {', '.join(sections)}"
-            raise SatcalError(f"{path}: unknown section [{section}]{hint}")
-        if not isinstance(body, dict):
-            raise SatcalError(f"{path}: {section} = ...: expected a [{section}] section")
-        names = sorted(n for s, n in known if s == section)
-        for name in body:
-            if name not in names:
-                close = difflib.get_close_matches(name, names, n=1)
-                hint = f" (did you mean {section}.{close[0]}?)" if close else ""
-                raise SatcalError(f"{path}: unknown key {section}.{name}{hint}")
-
-
 def _platform_schemas() -> dict:
     """``{platform: (Setting, ...)}`` for the platforms with settings of their own."""
     from .platforms import PLATFORMS
     return {name: p.settings for name, p in PLATFORMS().items() if p.settings}
 
 
-def _toml_value(v) -> str:
-    return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
-
-
-def _platforms_template() -> str:
-    """The ``[platforms.<name>]`` sections of study.toml, from the platforms' own settings."""
-    out = ["", "# Settings of each platform's exported files (satcal export prints them). How many workers",
-           "# answer each example is [design] answers_per_example, on every platform."]
-    for name, schema in _platform_schemas().items():
-        out.append(f"\n[platforms.{name}]")
-        for setting in schema:
-            out.append(f"# {setting.help[0].upper()}{setting.help[1:]}.")
-            out.append(f"{setting.name} = {_toml_value(setting.default)}")
-    return "\n".join(out) + "\n"
-
-
-def _validate_platforms(config: dict, path: Path) -> None:
-    """``[platforms.<name>]``: known platforms and keys, each value of the expected kind; the
-    defaults fill what a study made before these keys existed lacks."""
-    import difflib
-    schemas = _platform_schemas()
-    given = config.setdefault("platforms", {})
-    if not isinstance(given, dict):
-        raise SatcalError(f"{path}: platforms = ...: expected [platforms.<name>] sections")
-    for name, body in given.items():
-        if name not in schemas:
-            close = difflib.get_close_matches(name, list(schemas), n=1)
-            hint = f" (did you mean [platforms.{close[0]}]?)" if close else f"; platforms with settings are {', '.join(schemas)}"
-            raise SatcalError(f"{path}: unknown section [platforms.{name}]{hint}")
-        if not isinstance(body, dict):
-            raise SatcalError(f"{path}: platforms.{name} = ...: expected a [platforms.{name}] section")
-        names = [st.name for st in schemas[name]]
-        for key in body:
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
-                hint = f" (did you mean platforms.{name}.{close[0]}?)" if close else f"; keys are {', '.join(names)}"
-                raise SatcalError(f"{path}: unknown key platforms.{name}.{key}{hint}")
-    for name, schema in schemas.items():
-        body = given.setdefault(name, {})
-        for setting in schema:
-            value = body.setdefault(setting.name, setting.default)
-            if not setting.valid(value):
-                raise SatcalError(f"{path}: platforms.{name}.{setting.name} = {value!r}: expected {setting.what}")
-
-
 def validate_config(config: dict, path: Path) -> dict:
-    """Check every key of study.toml; one line naming the file, the key and what is expected."""
-    _unknown_keys(config, path)
-    _validate_platforms(config, path)
-    for key, default in DEFAULTED:
-        config.setdefault(key.section, {}).setdefault(key.name, default)
-    for key in SCHEMA + [k for k, _ in DEFAULTED]:
-        section = config.get(key.section)
-        if not isinstance(section, dict) or key.name not in section:
-            raise SatcalError(f"{path}: missing key {key.section}.{key.name} (see the template "
-                              "written by satcal init)")
-        value = section[key.name]
-        ok_type = isinstance(value, key.kind) and not (key.kind is int and isinstance(value, bool))
-        if not ok_type or (key.check is not None and not key.check(value)):
-            what = key.what or _TYPE_NAMES.get(key.kind, str(key.kind))
-            raise SatcalError(f"{path}: {key.section}.{key.name} = {value!r}: expected {what}")
-    section = config["formulations"]
-    levels, k = config["study"]["levels"], config["study"]["k"]
-    for kind, size, what in (("custom_gains", len(levels), f"one value per level of study.levels ({len(levels)})"),
-                             ("custom_discounts", k, f"k = {k} factors")):
-        custom = section.get(kind, {})
-        if not isinstance(custom, dict):
-            raise SatcalError(f"{path}: formulations.{kind}: expected a table of name = [values]")
-        for name, values in custom.items():
-            ok = isinstance(values, list) and len(values) == size and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
-            if not ok:
-                raise SatcalError(f"{path}: formulations.{kind}.{name} = {values!r}: expected {what}")
-    extra = section.get("extra", [])
-    if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
-        raise SatcalError(f"{path}: formulations.extra = {extra!r}: expected a list of measure ids, "
-                          "e.g. [\"lin-geo0.8\", \"err\", \"rr\", \"ap\"]")
-    for m in extra:
-        try:
-            formulation(m)
-        except ValueError as exc:
-            raise SatcalError(f"{path}: formulations.extra: {exc}") from None
-    for kind in ("gains", "discounts"):
-        values = [str(v) for v in section[kind]]
-        repeated = sorted({v for v in values if values.count(v) > 1})
-        if repeated:
-            raise SatcalError(f"{path}: formulations.{kind} lists {', '.join(repeated)} more than once")
-    for g in config["formulations"]["gains"]:
-        try:
-            get_gain(str(g))
-        except ValueError as exc:
-            raise SatcalError(f"{path}: formulations.gains: {exc}") from None
-    for d in config["formulations"]["discounts"]:
-        try:
-            get_discount(str(d))
-        except ValueError as exc:
-            raise SatcalError(f"{path}: formulations.discounts: {exc}") from None
-    return config
+    """Check every key of study.toml against its declaration in :mod:`satcal.settings`; one line
+    naming the file, the key and what is expected."""
+    return settings_model.validate_config(config, path, _platform_schemas())
 
 
-def _toml_list(values) -> str:
-    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+def __getattr__(name):
+    if name == "STUDY_TEMPLATE":  # the template of a default study, from the settings model
+        return settings_model.render_template({}, _platform_schemas())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: Workspace locks this process holds, with their depth: the lock is re-entrant in a process
@@ -466,14 +116,14 @@ class Workspace:
         topics_name = Path(topics).name if topics is not None else ""
         if topics_name and topics_name in (judgments_name, documents_name):
             topics_name = f"topics-{topics_name}"
-        text = STUDY_TEMPLATE.format(name=path.name, judgments=f"inputs/{judgments_name}",
-                                     topics=f"inputs/{topics_name}" if topics_name else "",
-                                     documents=f"inputs/{documents_name}" if documents_name else "",
-                                     k=k, levels=_toml_list(levels), seed=seed,
-                                     gains=_toml_list(STUDY_GAINS), discounts=_toml_list(STUDY_DISCOUNTS),
-                                     min_per_cell=min_per_cell, platform=platform,
-                                     items_per_page='"auto"' if platform == "serve" else 10,
-                                     instructions=default_instructions(documents_table)) + _platforms_template()
+        text = settings_model.render_template({
+            "study.name": path.name, "study.judgments": f"inputs/{judgments_name}",
+            "study.topics": f"inputs/{topics_name}" if topics_name else "",
+            "study.documents": f"inputs/{documents_name}" if documents_name else "",
+            "study.k": k, "study.levels": levels, "study.seed": seed,
+            "generator.min_per_cell": min_per_cell, "presentation.platform": platform,
+            "presentation.items_per_page": "auto" if platform == "serve" else 10,
+            "presentation.instructions": default_instructions(documents_table)}, _platform_schemas())
         present = set(qrels.levels)
         if len([lv for lv in levels if lv in present]) < 2:
             raise SatcalError(f"{judgments}: the judgments use level(s) {sorted(present)}; a study "
@@ -524,6 +174,11 @@ class Workspace:
         return cls(path, validate_config(config, toml))
 
     # -- accessors -------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        """study.toml as frozen values, one dataclass per section (:mod:`satcal.settings`)."""
+        return Settings.from_config(self.config)
+
     def __getitem__(self, dotted: str):
         section, name = dotted.split(".")
         return self.config[section][name]
@@ -822,7 +477,7 @@ class Workspace:
                                   "generated traps table; rename your traps file (e.g. my-traps.csv)")
             traps = read_traps(self.path / self["traps.file"], judgments, self.k, levels=self["study.levels"])
         else:
-            traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
+            traps = build_traps(judgments, self.k, self["traps.count"], seed=stream_seed(self.seed, "traps"),
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
         # query and document ids are the user's: no cell may run as a formula in a spreadsheet
@@ -879,7 +534,7 @@ class Workspace:
         # batch 1 keeps the seed of earlier versions, so existing keys are reproduced
         documents, topics = self.documents(), self.topics()
         per_page = self["presentation.items_per_page"]
-        build = lambda n: build_items(examples, traps, self.k, seed=self.seed + 2 + 7919 * (batch - 1),
+        build = lambda n: build_items(examples, traps, self.k, seed=stream_seed(self.seed, "export", batch - 1),
                                       items_per_page=n, documents=documents, swap=self["presentation.swap"],
                                       topics=topics)
         visible, key = build(10 if per_page == "auto" else per_page)
@@ -953,7 +608,7 @@ class Workspace:
         from .platforms import render_form_html
         visible = self.table("items.csv")
         key = self.table("key.csv")
-        rng = np.random.default_rng(self.seed + 3)
+        rng = np.random.default_rng(stream_seed(self.seed, "preview"))
         # Show at least one trap, as workers meet them among the examples.
         traps = key.index[key["is_trap"] == "True"].to_numpy()
         picks = list(rng.choice(len(visible), size=min(n, len(visible)), replace=False))
