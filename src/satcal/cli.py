@@ -310,8 +310,8 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
                   indicator_range=indicator_range)
     scale = dict(normalization=normalization, negatives=negatives)
     if workspace is not None:
-        from .workspace import Workspace
-        ws = Workspace.open(workspace)
+        from .study import Study
+        ws = Study.open(workspace)
         base = ws.formulations(**scale)
         kwargs["formulations"] = parse_formulations(formulations, base, **scale) if formulations else base
         result = ws.analyze(force=force, **kwargs)
@@ -429,8 +429,8 @@ def init(directory, judgments, documents, topics, k, levels, min_per_cell, platf
     The judgments (and documents table) are copied into DIRECTORY/inputs/ so the workspace is
     self-contained; every later command reads study.toml.
     """
-    from .workspace import Workspace
-    ws = Workspace.init(directory, judgments, documents, k=k, levels=levels, seed=seed,
+    from .study import Study
+    ws = Study.init(directory, judgments, documents, k=k, levels=levels, seed=seed,
                         min_per_cell=min_per_cell, platform=platform, force=force, topics=topics)
     click.echo(f"Created {ws.path}/study.toml; edit it, then run: satcal generate {ws.path}")
 
@@ -447,8 +447,8 @@ def generate(directory, force, quiet):
     infeasible cells, and warnings: a few queries holding most examples, the query share asked
     and got, a level too rare to reach phi's upper range.
     """
-    from .workspace import Workspace
-    ws = Workspace.open(directory)
+    from .study import Study
+    ws = Study.open(directory)
     result = ws.generate(force=force, progress=not quiet)
     s = result.summary()
     click.echo(f"{s['examples']} examples (cell floor {s['lower_bound']} = min_per_cell x the "
@@ -481,18 +481,6 @@ def generate(directory, force, quiet):
         from .traps import TRAP_RULE
         click.echo(f"  The {TRAP_RULE}.")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
-
-
-def _drop_traps(ws, ids) -> None:
-    """Add ``ids`` to the workspace's dropped traps for this command (not to study.toml), after
-    checking that each names a trap of traps.csv."""
-    traps = ws.table("traps.csv", required=False)
-    known = set(traps["trap_id"]) if traps is not None else set()
-    unknown = [t for t in ids if t not in known]
-    if unknown:
-        raise SatcalError(f"--drop-trap {unknown[0]}: no such trap in {ws.path}/traps.csv"
-                          + (f" (traps are {min(known)} to {max(known)})" if known else ""))
-    ws.config["quality"]["drop_traps"] = sorted(set(ws.config["quality"]["drop_traps"]) | set(ids))
 
 
 def _extra_measures_line(result) -> str:
@@ -532,8 +520,8 @@ def export(directory, platform, force, new_batch):
     in a worker-visible field. Once answers are collected the current batch can still be
     exported to another platform; a changed presentation needs --new-batch.
     """
-    from .workspace import Workspace
-    ws = Workspace.open(directory)
+    from .study import Study
+    ws = Study.open(directory)
     paths = ws.export(platform, force=force, new_batch=new_batch)
     click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
                f"(batch {ws.batch_number()})")
@@ -542,8 +530,7 @@ def export(directory, platform, force, new_batch):
         name = platform or ws["presentation.platform"]
         click.echo(f"Settings ([platforms.{name}] of study.toml): {settings}")
     if (platform or ws["presentation.platform"]) == "serve":
-        from .serve.study import workspace_warnings
-        for warning in workspace_warnings(ws):
+        for warning in ws.serve_warnings():
             click.echo(f"  warning: {warning}", err=True)
 
 
@@ -553,8 +540,8 @@ def export(directory, platform, force, new_batch):
 @click.option("--force", is_flag=True, help="Replace an earlier preview.html.")
 def preview(directory, n, force):
     """A static HTML page with a sample of units exactly as a worker sees them."""
-    from .workspace import Workspace
-    path = Workspace.open(directory).preview(n, force=force)
+    from .study import Study
+    path = Study.open(directory).preview(n, force=force)
     click.echo(f"Open {path} in a browser.")
 
 
@@ -576,25 +563,14 @@ def simulate(directory, platform, force, serve_url, concurrency):
     With --serve URL the simulated participants take the hosted study itself (a dry run of the
     real thing); their answers land in its database, read with satcal ingest DIR --platform serve.
     """
-    from .simulate import simulate_workspace
-    from .workspace import Workspace
-    ws = Workspace.open(directory)
+    from .study import Study
+    ws = Study.open(directory)
     if serve_url:
-        import json
-        from .fileio import atomic_write_text
-        from .simulate import simulate_served
-        visits, truth = simulate_served(ws, serve_url, concurrency=concurrency, progress=True)
-        if truth["errors"]:
-            raise SatcalError(f"{len(truth['errors'])} simulated participants failed, first: {truth['errors'][0]}")
-        with ws.locked():
-            (ws.path / "simulated").mkdir(exist_ok=True)
-            atomic_write_text(ws.path / "simulated" / "serve-truth.json", json.dumps(truth, indent=1) + "\n")
-            ws.record("simulate", {"served_at": serve_url, "participants": len(visits), "pages": truth["pages"]})
+        visits, truth = ws.simulate_served(serve_url, concurrency=concurrency, progress=True)
         click.echo(f"{len(visits)} simulated participants answered {truth['pages']} pages at {serve_url} "
                    f"({len(truth['spammers'])} spammers); truth in {ws.path}/simulated/serve-truth.json")
         return
-    with ws.locked():
-        path, truth = simulate_workspace(ws, platform, force=force)
+    path, truth = ws.simulate(platform, force=force)
     click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
                f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
 
@@ -636,17 +612,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     satcal ingest DIR --remove FILE      takes a file ingested by mistake back out.
     """
     import tempfile
-    from .ingest import ingest as run_ingest
-    from .ingest import snapshot_served
-    from .workspace import Workspace
-    ws = Workspace.open(directory)
+    from .study import Study
+    ws = Study.open(directory)
     if drop_trap:
-        _drop_traps(ws, drop_trap)
+        ws.drop_traps(drop_trap)
     if remove_name:
         if files or platform:
             raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
-        from .ingest import remove
-        removed, report = remove(ws, remove_name, threshold)
+        removed, report = ws.remove(remove_name, threshold)
         click.echo(f"Removed {removed} (kept in {ws.path}/raw/removed/); tables rebuilt:")
         for line in report.lines():
             click.echo(line)
@@ -661,30 +634,12 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
         require_crowdkit()  # before anything is written
     with tempfile.TemporaryDirectory() as tmp:
         if not files and platform == "serve":
-            files = [snapshot_served(ws, db_url, tmp)]
-        report = run_ingest(ws, files, platform=platform, threshold=threshold)
+            files = [ws.snapshot_served(db_url, tmp)]
+        report = ws.ingest(files, platform=platform, threshold=threshold)
     for line in report.lines():
         click.echo(line)
     if dawid_skene:
-        from .fileio import atomic_write_text
-        from .quality import dawid_skene as fit_ds
-        # every worker's answers, those excluded by trap trust included: the model judges them too
-        everyone = report.before_exclusion
-        repeated = everyone[~everyone["is_trap"].astype(bool)].groupby("example_id").size()
-        if not (repeated >= 2).any():
-            raise SatcalError("Dawid-Skene estimates workers from examples that several workers answered; "
-                              "in these answers every example has one, so it cannot estimate anything. "
-                              "Set [design] answers_per_example to 2 or more (trap-based trust is in "
-                              "workers.csv)")
-        labels, accuracy = fit_ds(everyone)
-        with ws.locked(), ws.staged("dawid-skene") as outputs:
-            from .ingest import spreadsheet_safe
-            atomic_write_text(outputs.file("workers_ds.csv"),
-                              spreadsheet_safe(accuracy).to_csv(index=False, lineterminator="\n"))
-            # beside trap trust in workers.csv, so one table says all about a worker
-            workers = report.workers.drop(columns=["ds_accuracy"], errors="ignore").merge(
-                accuracy, on="worker_id", how="left")
-            atomic_write_text(outputs.file("workers.csv"), spreadsheet_safe(workers).to_csv(index=False, lineterminator="\n"))
+        accuracy = ws.dawid_skene(report)
         click.echo(f"Dawid-Skene accuracies of {len(accuracy)} workers in {ws.file('workers_ds.csv')} and "
                    "workers.csv (ds_accuracy)")
 
@@ -714,12 +669,10 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     A researcher's status page is printed at start. Read the answers with
     satcal ingest DIR --platform serve.
     """
-    from .serve import HostedStudy
-    from .workspace import Workspace
-    ws = Workspace.open(directory)
-    study = HostedStudy.from_workspace(ws, db_url)
-    with ws.locked():
-        ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
+    from .study import Study
+    ws = Study.open(directory)
+    study = ws.hosted_study(db_url)
+    ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
     settings = study.settings
     click.echo(f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
@@ -755,11 +708,9 @@ def _run_server(ws, study, host, port, db_url, workers, https_only):
 def served_app():
     """The application of one of several server processes (``satcal serve --workers N``)."""
     import os
-    from .serve import HostedStudy, create_app
-    from .workspace import Workspace
-    ws = Workspace.open(os.environ["SATCAL_SERVE_DIR"])
-    study = HostedStudy.from_workspace(ws, os.environ.get("SATCAL_SERVE_DB") or None)
-    return create_app(study, https_only=os.environ.get("SATCAL_SERVE_HTTPS_ONLY") == "1")
+    from .study import Study
+    return Study.open(os.environ["SATCAL_SERVE_DIR"]).serve_app(os.environ.get("SATCAL_SERVE_DB") or None,
+                                                                https_only=os.environ.get("SATCAL_SERVE_HTTPS_ONLY") == "1")
 
 
 @main.command(context_settings=CONTEXT)
@@ -783,11 +734,8 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     Uses the workspace's examples.csv and the user model of [simulation] in study.toml;
     writes power/power.csv and power/power.png.
     """
-    from .analysis.power import power_analysis
-    from .settings import stream_seed
-    from .simulate import _workspace_model
-    from .workspace import Workspace
-    ws = Workspace.open(directory)
+    from .study import Study
+    ws = Study.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
     try:
         budget_list = [int(b) for b in budgets.split(",")]
@@ -796,18 +744,8 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     pair_t = tuple(p.strip() for p in pair.split(","))
     if len(pair_t) != 2:
         raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    model = _workspace_model(ws)  # every [simulation] key, as satcal simulate reads them
-    result = power_analysis(ws.table("examples.csv"), ws.k, max(ws["study.levels"]), model, ws.formulations(),
-                            pair_t, budget_list, answers_per_example or ws["design.answers_per_example"],
-                            sims, boot, seed=stream_seed(ws.seed, "power"),
-                            progress=not quiet)
-    with ws.locked(), ws.staged("power") as outputs:
-        ws.guard(["power"], force)
-        staged = outputs.dir("power")
-        written = {name: ws.path / "power" / Path(p).relative_to(staged)
-                   for name, p in result.save(staged).items()}
-        ws.record("power", {"budgets": budget_list, "sims": sims, "boot": boot, "pair": list(pair_t)},
-                  outputs=outputs)
+    result, written = ws.power(budget_list, pair_t, sims, boot, answers_per_example, force=force,
+                               progress=not quiet)
     cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
     click.echo(result.table[cols].to_string(index=False))
     click.echo(f"Wrote {written['table']} and {written['figure']}")

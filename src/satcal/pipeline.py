@@ -16,16 +16,6 @@ __all__ = ["run_demo"]
 DEMO_COMPLETION_CODE = "SATCAL-DEMO"
 
 
-def _with_demo_completion_code(ws):
-    from .fileio import atomic_write_text
-    from .workspace import Workspace
-    toml = ws.file("study.toml")
-    text = toml.read_text(encoding="utf-8").replace('completion_code = ""',
-                                                    f'completion_code = "{DEMO_COMPLETION_CODE}"', 1)
-    atomic_write_text(toml, text)
-    return Workspace.open(ws.path)
-
-
 def run_demo(out: Path, seed: int = 2015, progress: bool = True,
              echo: Callable[[str], None] = print, min_per_cell: int = 200,
              bootstrap: int = 1000) -> dict:
@@ -34,17 +24,14 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     Returns a summary with the ECIR analysis result, the simulated study's recovery check and
     a map of output labels to paths.
     """
-    from .ingest import ingest
-    from .simulate import simulate_workspace
-    from .workspace import Workspace
+    from .study import Study
 
     out = Path(out)
     study = load_ecir2015()
     echo(study.notice)
     echo("1/3 A simulated study on the embedded judgments")
-    ws = Workspace.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed,
-                        min_per_cell=min_per_cell, platform="appen", force=True)
-    ws = _with_demo_completion_code(ws)
+    ws = Study.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed, min_per_cell=min_per_cell,
+                    platform="appen", force=True, values={"serve.completion_code": DEMO_COMPLETION_CODE})
     gen = ws.generate(force=True, progress=progress)
     echo(f"    generate: {gen.n_examples} examples (cell floor {gen.lower_bound}), "
          f"{len(gen.infeasible)} infeasible cells")
@@ -53,10 +40,10 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     with warnings.catch_warnings():  # the embedded music data has ids only: no titles to show
         warnings.simplefilter("ignore", SatcalWarning)
         ws.export(force=True)
-    results, truth = simulate_workspace(ws, force=True)
+    results, truth = ws.simulate(force=True)
     echo(f"    simulate: {truth['answers']} answers from {truth['model']['workers']} workers, "
          f"{len(truth['spammers'])} of them spammers")
-    report = ingest(ws, [results])
+    report = ws.ingest([results])
     total = next(line for line in report.lines() if line.startswith("total:"))
     workers = next(line for line in report.lines() if line.startswith("workers:"))
     for line in (total, workers):
