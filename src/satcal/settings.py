@@ -23,7 +23,7 @@ from .errors import SatcalError
 __all__ = ["Settings", "StudySection", "FormulationsSection", "GeneratorSection", "TrapsSection",
            "PresentationSection", "DesignSection", "ServeSection", "QualitySection",
            "SimulationSection", "SECTIONS", "render_template", "validate_config", "settings_table",
-           "stream_seed", "choices", "default"]
+           "stream_seed", "choices", "default", "parse_levels"]
 
 #: Bounds that keep the generator's tables within memory (cells = formulations x bins x 2;
 #: examples up to min_per_cell x bins per formulation).
@@ -580,3 +580,21 @@ def stream_seed(seed: int, name: str, index: int = 0) -> int:
     import numpy as np
     state = np.random.SeedSequence(int(seed), spawn_key=(zlib.crc32(name.encode()), int(index)))
     return int(state.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def parse_levels(value) -> list[int]:
+    """Levels as the command line gives them: a list (``0,1,2,3``) or their number L (``4``,
+    meaning 0..L-1). Returns the sorted levels; a ValueError says what was expected."""
+    text = str(value).strip()
+    try:
+        parts = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{value!r}: expected levels separated by commas (e.g. 0,1,2,3) or their number "
+                         "(e.g. 4 for 0..3)") from None
+    if len(parts) == 1 and "," not in text:
+        if parts[0] < 2:
+            raise ValueError(f"{value!r}: a scale needs at least 2 levels")
+        return list(range(parts[0]))
+    if len(set(parts)) != len(parts) or len(parts) < 2:
+        raise ValueError(f"{value!r}: expected at least 2 distinct levels")
+    return sorted(parts)

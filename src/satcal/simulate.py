@@ -17,7 +17,6 @@ under this model and design, which an analysis should recover (see ``_sat_estima
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 import numpy as np

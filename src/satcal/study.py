@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -904,6 +903,29 @@ class Study:
         from .serve import create_app
         return create_app(self.hosted_study(url), https_only=https_only)
 
+    def run_server(self, study, host: str, port: int, url: str | None = None, workers: int = 1,
+                   https_only: bool = False) -> None:
+        """Serve ``study`` (:meth:`hosted_study`) with uvicorn until stopped; several worker
+        processes each build their own from this directory (:func:`served_app`)."""
+        import uvicorn
+        from .serve import create_app
+        if workers == 1:
+            uvicorn.run(create_app(study, https_only=https_only), host=host, port=port, log_level="warning",
+                        proxy_headers=True, server_header=False)
+            return
+        study.engine.dispose()
+        os.environ.update({"SATCAL_SERVE_DIR": str(self.path.resolve()), "SATCAL_SERVE_DB": url or "",
+                           "SATCAL_SERVE_HTTPS_ONLY": "1" if https_only else "0"})
+        uvicorn.run("satcal.study:served_app", factory=True, host=host, port=port, workers=workers,
+                    log_level="warning", proxy_headers=True, server_header=False)
+
+    def ingest_served(self, url: str | None = None, threshold: float | None = None):
+        """Ingest a snapshot of the hosted study's database (``url``, default ``DIR/serve.db``):
+        it replaces the earlier snapshot of the same database."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            return self.ingest([self.snapshot_served(url, tmp)], platform="serve", threshold=threshold)
+
     # -- power -----------------------------------------------------------------------------
     def power(self, budgets, pair, sims: int = 50, boot: int = 100, answers_per_example: int | None = None,
               force: bool = False, progress: bool = False):
@@ -1070,3 +1092,9 @@ def _package_versions() -> dict:
 
 #: The name of :class:`Study` before it ran every stage; kept for one release.
 Workspace = Study
+
+
+def served_app():
+    """The application of one of several server processes (``satcal serve --workers N``)."""
+    return Study.open(os.environ["SATCAL_SERVE_DIR"]).serve_app(
+        os.environ.get("SATCAL_SERVE_DB") or None, https_only=os.environ.get("SATCAL_SERVE_HTTPS_ONLY") == "1")
