@@ -13,14 +13,14 @@ LAYERS = [
     ["satcal._version", "satcal.errors", "satcal._lazy", "satcal._threads", "satcal.fileio",
      "satcal._results"],
     ["satcal.trecfile", "satcal.measures", "satcal.judgments", "satcal.runs", "satcal.topics",
-     "satcal.answers"],
+     "satcal.answers", "satcal.settings"],
     ["satcal.generate", "satcal.traps"],
     ["satcal.platforms"],
     ["satcal.serve", "satcal.quality", "satcal.ingest", "satcal.simulate",
      "satcal.datasets"],
     ["satcal.analysis", "satcal.reliability"],
     ["satcal.report"],
-    ["satcal.workspace", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
+    ["satcal.study", "satcal.workspace", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
 ]
 
 
