@@ -192,9 +192,124 @@ def _trap_lines(traps) -> list[str]:
     return out
 
 
+def _distinct(values) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of a column, missing values among the distinct ones, so that
+    a per-value step runs once per distinct value and spreads back by ``distinct[codes]``."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def _text_of(values) -> np.ndarray:
+    """``values.fillna("").astype(str)`` as an object array, computed once per distinct value."""
+    codes, uniques = _distinct(values)
+    return np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in uniques],
+                    dtype=object)[codes]
+
+
 def _normalise_shown(values: pd.Series) -> pd.Series:
-    key = values.fillna("").astype(str).str.strip().str.lower().str.replace("-", "_")
-    return key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")))
+    """The canonical code of each shown answer ('' for a spelling that is none), looked up
+    once per distinct spelling."""
+    codes, uniques = _distinct(values)
+    text = [("" if v is None or (isinstance(v, float) and v != v) else str(v)).strip().lower().replace("-", "_")
+            for v in uniques]
+    mapped = np.array([ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")) for v in text],
+                      dtype=object)
+    return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
+
+
+def _sorted_codes(values: np.ndarray) -> np.ndarray:
+    """Integer codes ordered as the strings ``values`` sort (for lexsort without strings)."""
+    return pd.factorize(values, sort=True)[0]
+
+
+def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -> dict:
+    """Per row: what the key (or an embedded-dataset item id) says of its item, computed once
+    per distinct item id. ``known`` items are in the key; ``ecir`` ones name an embedded
+    example directly."""
+    from .platforms.ecir2015 import PREFIX
+    codes, items = _distinct(item_id)
+    text = np.array([str(v) for v in items], dtype=object)
+    at = pd.Index(key["item_id"]).get_indexer(items) if len(key) else np.full(len(items), -1)
+    known = at >= 0
+    ecir = np.array([v.startswith(PREFIX) for v in text], dtype=bool)
+
+    def column(name, default):
+        if name not in key.columns:
+            return np.full(len(items), default, dtype=object)
+        vals = key[name].to_numpy(dtype=object)
+        return np.where(known, vals[np.maximum(at, 0)] if len(vals) else default, default).astype(object)
+
+    source = column("source_id", "")
+    example = np.where(known, source, np.where(ecir, np.array([v[len(PREFIX):] for v in text], dtype=object), ""))
+    flag = lambda name: np.array([str(v) == "True" for v in column(name, None)], dtype=bool) & known  # noqa: E731
+    expected = np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v)
+                         for v in column("expected", None)], dtype=object)
+    hashes = np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v)
+                       for v in column("example_hash", None)], dtype=object)
+    wanted = set(example_ids)
+    unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
+    return {"codes": codes, "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
+            "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
+            "expected": (codes, expected), "unknown_example": unknown_example[codes]}
+
+
+def _canonical(shown: np.ndarray, swapped: np.ndarray) -> np.ndarray:
+    """The answer in the example's own orientation: A and B exchanged where the item was shown
+    swapped."""
+    from .platforms import swap_answer
+    codes, uniques = _distinct(shown)
+    swapped_text = np.array([swap_answer(v) for v in uniques], dtype=object)
+    return np.where(swapped, swapped_text[codes], uniques[codes])
+
+
+def _correct(canonical: np.ndarray, expected: tuple, is_trap: np.ndarray) -> np.ndarray:
+    """``True``/``False`` for an answer to a trap (one of the expected answers, ';'-separated),
+    '' otherwise; checked once per distinct (item, answer) pair."""
+    item_codes, expected_text = expected
+    ans_codes, ans = _distinct(canonical)
+    pair = item_codes.astype(np.int64) * max(len(ans), 1) + ans_codes
+    pcodes, pairs = pd.factorize(pair)
+    ok = np.array([ans[p % max(len(ans), 1)] in expected_text[p // max(len(ans), 1)].split(";") for p in pairs],
+                  dtype=object)
+    out = np.full(len(canonical), "", dtype=object)
+    out[is_trap] = ok[pcodes[is_trap]]
+    return out
+
+
+def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows repeating an earlier answer of the same worker to the same example, and each one's
+    reason naming the winner. The earliest submission wins, then the file (archived under its
+    content hash) and the line: the same winner whatever order the files were ingested in.
+    Rows without a submission time come after those with one. Worker and example are
+    compared as integer codes, never as joined strings."""
+    n = len(r)
+    worker = pd.factorize(_text_of(r["worker_id"]))[0].astype(np.int64)
+    example = pd.factorize(_text_of(r["example_id"]))[0].astype(np.int64)
+    ident = pd.factorize(worker * (int(example.max()) + 1 if n else 1) + example)[0]
+    when_codes, when_vals = _distinct(r["submitted_at"])
+    when_text = np.array([("" if v is None or (isinstance(v, float) and v != v) else str(v)).strip()
+                          for v in when_vals], dtype=object)
+    when = _sorted_codes(when_text)[when_codes]
+    blank = (when_text == "")[when_codes]
+    source = _text_of(r["source_file"])
+    line = pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy()
+    order = np.lexsort((line, _sorted_codes(source), when, blank))
+    ordered_ok = order[ok[order]]
+    later = pd.Index(ident[ordered_ok]).duplicated(keep="first")
+    dup = np.zeros(n, dtype=bool)
+    dup[ordered_ok[later]] = True
+    winner = np.full(ident.max() + 1 if n else 0, -1, dtype=np.int64)
+    firsts = ordered_ok[~later]
+    winner[ident[firsts]] = firsts
+    text = np.full(n, "", dtype=object)
+    if dup.any():
+        rows = np.flatnonzero(dup)
+        prev = winner[ident[rows]]
+        where = source[prev] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
+        same = canonical[prev] == canonical[rows]
+        text[rows] = np.where(same, "duplicate of " + where,
+                              "conflicting duplicate: " + where + " said " + canonical[prev])
+    return dup, text
 
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
@@ -212,62 +327,44 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     worker id, unknown item id, malformed answer, duplicate / conflicting duplicate of an
     earlier row (same worker and example), excluded worker. The fourth table returned holds
     every valid answer before workers are excluded, excluded workers' included.
+
+    Every per-value step (key lookup, answer spelling, orientation, trap check) runs once per
+    distinct value and is spread to the rows by integer codes, so the cost per row is a few
+    array operations.
     """
-    from .platforms import swap_answer
-    from .platforms.ecir2015 import PREFIX
     from .quality import attention_failures, exclude_failed_attention, worker_table
 
-    r = rows.reset_index(drop=True).copy()
-    k = key.set_index("item_id")
-    is_ecir = r["item_id"].astype(str).str.startswith(PREFIX)
-    known = r["item_id"].isin(k.index)
-    r["example_id"] = np.where(known, r["item_id"].map(k["source_id"]),
-                               np.where(is_ecir, r["item_id"].astype(str).str[len(PREFIX):], ""))
-    r["is_trap"] = np.where(known, r["item_id"].map(k["is_trap"]).astype(str) == "True", False)
-    r["swapped"] = np.where(known, r["item_id"].map(k["swapped"]).astype(str) == "True", False)
-    hashes = k["example_hash"] if "example_hash" in k.columns else pd.Series(dtype=object)
-    r["example_hash"] = r["item_id"].map(hashes).fillna("").astype(str)
-    expected = np.where(known, r["item_id"].map(k["expected"]).fillna("").astype(str), "")
-    shown = _normalise_shown(r["answer"])
-    r["answer_canonical"] = [swap_answer(a) if s else a for a, s in zip(shown, r["swapped"])]
+    r = rows.reset_index(drop=True)
+    r = pd.DataFrame({c: (r[c].to_numpy(dtype=object) if not pd.api.types.is_numeric_dtype(r[c]) else r[c].to_numpy())
+                      for c in r.columns})
+    n = len(r)
+    keyed = _key_columns(r["item_id"], key, example_ids)
+    for name in ("example_id", "is_trap", "swapped", "example_hash"):
+        r[name] = keyed[name]
+    shown = _normalise_shown(r["answer"]).to_numpy(dtype=object)
+    canonical = _canonical(shown, keyed["swapped"])
+    r["answer_canonical"] = canonical
 
-    reason = pd.Series("", index=r.index, dtype=object)
+    reason = np.full(n, "", dtype=object)
+
     def mark(mask, text):
-        nonlocal reason
-        fresh = (reason == "") & np.asarray(mask)
-        reason = reason.where(~fresh, text if isinstance(text, str) else pd.Series(text, index=r.index))
-    status = r["status"].fillna("").astype(str)
+        fresh = (reason == "") & np.asarray(mask, dtype=bool)
+        reason[fresh] = text if isinstance(text, str) else np.asarray(text, dtype=object)[fresh]
+
+    status = _text_of(r["status"])
     mark(status != "", "platform status: " + status)
-    mark(r["worker_id"].fillna("").astype(str).str.strip() == "", "missing worker id")
-    unknown_ecir = is_ecir & ~r["example_id"].isin(example_ids)
-    mark(~known & ~is_ecir, "unknown item id (not in key.csv: another study or export?)")
-    mark(unknown_ecir, "unknown example id")
-    mark(shown == "", "malformed answer " + r["answer"].astype(str).map(repr))
-    # Duplicates: one answer per worker and example. The earliest submission wins, then the
-    # file (archived under its content hash) and the line: the same winner whatever order the
-    # files were ingested in. Rows without a submission time come after those with one.
+    worker = _text_of(r["worker_id"])
+    wcodes, wuniq = _distinct(worker)
+    mark(np.array([w.strip() == "" for w in wuniq], dtype=bool)[wcodes], "missing worker id")
+    mark(~keyed["known"] & ~keyed["ecir"], "unknown item id (not in key.csv: another study or export?)")
+    mark(keyed["unknown_example"], "unknown example id")
+    if (shown == "").any():
+        acodes, auniq = _distinct(r["answer"])
+        mark(shown == "", "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object)[acodes])
+    dup, dup_text = _duplicates(r, reason == "", canonical)
+    mark(dup, dup_text)
     ok = reason == ""
-    ident = r["worker_id"].astype(str) + "\x1f" + r["example_id"].astype(str)
-    when = r["submitted_at"].fillna("").astype(str).str.strip().to_numpy()
-    order = np.lexsort((pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy(),
-                        r["source_file"].astype(str).to_numpy(), when, when == ""))
-    later = ident.where(ok).iloc[order].duplicated(keep="first").to_numpy()
-    first = pd.Series(True, index=r.index)
-    first.iloc[order] = ~later
-    first |= ~ok
-    firsts = r[ok & first].assign(ident=ident[ok & first]).set_index("ident")
-    dup = ok & ~first
-    if dup.any():
-        prev = firsts.loc[ident[dup]]
-        same = prev["answer_canonical"].to_numpy() == r.loc[dup, "answer_canonical"].to_numpy()
-        where = prev["source_file"].astype(str).to_numpy() + ":" + prev["line"].astype(str).to_numpy()
-        text = np.where(same, "duplicate of " + where,
-                        "conflicting duplicate: " + where + " said " + prev["answer_canonical"].to_numpy())
-        full = pd.Series("", index=r.index, dtype=object)
-        full[dup] = text
-        mark(dup, full)
-    ok = reason == ""
-    r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
+    r["correct"] = _correct(canonical, keyed["expected"], keyed["is_trap"])
     r["answer_shown"] = shown
     accepted = r[ok]
     if reading is not None:
@@ -280,15 +377,19 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:
-        marked = set(r.loc[r["simulated"].fillna("").astype(str) == "yes", "worker_id"])
+        marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
     before_exclusion = accepted.assign(answer=accepted["answer_canonical"])[ANSWER_TABLE_COLUMNS]
     before_exclusion = before_exclusion.reset_index(drop=True)
-    excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
-    mark(ok & r["worker_id"].isin(excluded.index),
-         "excluded worker: " + r["worker_id"].map(excluded).astype(object).fillna("").astype(str))
+    by_worker = workers.set_index("worker_id")
+    excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
+    if len(excluded):
+        wtext = np.array(["excluded worker: " + ("" if (x := excluded.get(w)) is None or
+                                                  (isinstance(x, float) and x != x) else str(x))
+                          for w in wuniq], dtype=object)
+        mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
     ok = reason == ""
-    answers = r[ok].assign(answer=r.loc[ok, "answer_canonical"])[ANSWER_TABLE_COLUMNS]
+    answers = r[ok].assign(answer=canonical[ok])[ANSWER_TABLE_COLUMNS]
     rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
     return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
 
