@@ -162,3 +162,38 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold):
     assert wanted <= set(reasons.dropna())
     assert len(answers) + len(rejects) == len(rows)
     assert set(before["swapped"]) == {True, False} and set(before["correct"]) == {True, False, ""}
+
+
+# ---- spreadsheet safety once per distinct value -----------------------------------------------
+def spreadsheet_safe_per_cell(table):
+    """The per-cell rule as satcal applied it before issue 23 (the reference)."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
+            continue
+        text = values.astype(str)
+        risky = text.str.contains(r"^'*[=+\-@\t\r]", regex=True) & values.notna()
+        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
+        risky &= ~numeric
+        if risky.any():
+            out[col] = values.astype(object).where(~risky, "'" + text)
+    return out
+
+
+def test_spreadsheet_safety_per_distinct_value_equals_the_per_cell_rule():
+    from satcal.fileio import spreadsheet_safe, spreadsheet_value
+    cells = ["=1+2", "+33 6 12", "-1", "-1.5e3", "@SUM(A1)", "\tx", "\rx", "'=x", "''+y", "plain", "",
+             "a=b", "-", "+", "nan", None, np.nan, "1e5", "-inf", "=HYPERLINK(\"x\")"]
+    rng = np.random.default_rng(3)
+    pick = rng.integers(0, len(cells), 500)
+    table = pd.DataFrame({"text": pd.Series([cells[i] for i in pick], dtype=object),
+                          "mixed": pd.Series([True, "", "=x", 3, None] * 100, dtype=object),
+                          "number": rng.normal(size=500),
+                          "string": pd.Series([cells[i] for i in pick], dtype="string")})
+    _same(spreadsheet_safe(table), spreadsheet_safe_per_cell(table))
+    # a categorical column is protected by its categories, the cells read back as they were
+    cat = pd.DataFrame({"c": pd.Categorical([c for c in (cells[i] for i in pick) if isinstance(c, str)])})
+    safe = spreadsheet_safe(cat)
+    _same(safe.astype(object), spreadsheet_safe_per_cell(cat.astype(object)))
+    _same(spreadsheet_value(safe.astype(object)), cat.astype(object))

@@ -387,6 +387,9 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
                     f"delimiter, expected {'tabs' if delimiter == chr(9) else 'commas'})")
         raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}"
                                    + (f": expected {expected}" if expected else ""), 1)
+    fast = _read_regular(text, delimiter, header)
+    if fast is not None:
+        return fast
     records, lines = [], []
     while True:
         start = reader.line_num + 1  # a quoted field may run over several lines: name the first
@@ -412,6 +415,38 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     return table
 
 
+def _read_regular(text: str, delimiter: str, header: list[str]):
+    """The rows of a file in which every record is one line with the header's number of
+    fields and nothing is quoted, read by pandas' C parser, with each row's line in
+    ``__line__``; None for any other file (the row-by-row reader then reads it and names the
+    first irregular line). The fields per line are counted with numpy, so the check costs a
+    few passes over the bytes rather than a Python step per row."""
+    import io
+    import numpy as np
+    import pandas as pd
+    if len(header) < 2 or len(set(header)) != len(header) or '"' in text or "\r" in text:
+        return None
+    data = text.encode("utf-8")
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(raw == 10), raw.size)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    fields = np.diff(np.concatenate(([0], np.searchsorted(np.flatnonzero(raw == ord(delimiter)), ends)))) + 1
+    body = np.arange(1, ends.size)
+    body = body[ends[body] > starts[body]]  # empty lines are skipped, as by the csv module
+    if (fields[body] != len(header)).any():
+        return None
+    if not body.size:
+        return None
+    table = pd.read_csv(io.BytesIO(data[starts[body[0]]:]), sep=delimiter, header=None,
+                        names=list(range(len(header))), dtype=object, na_filter=False,
+                        quoting=3, skip_blank_lines=True, engine="c", encoding="utf-8")
+    if len(table) != body.size:
+        return None
+    table.columns = header
+    table["__line__"] = body + 1
+    return table
+
+
 def _quote_hint(start: int, end: int) -> str:
     """When a record ran over several lines, a stray quote on its first line opened a field."""
     if end <= start:
@@ -428,22 +463,51 @@ def spreadsheet_safe(table):
     """``table`` with every text cell a spreadsheet would run as a formula behind a leading
     apostrophe (the OWASP rule for CSV injection); numbers, negative ones included, are left
     alone. A text cell that is already apostrophes before such a prefix gets one more, so
-    :func:`spreadsheet_value` gives back every value exactly."""
+    :func:`spreadsheet_value` gives back every value exactly.
+
+    Each distinct value of a column is checked once (a categorical column's categories, an
+    other column's values factorised), so a column of a million answers costs a few checks.
+    """
+    import numpy as np
     import pandas as pd
-    out = table.copy()
+    out = table.copy(deep=False)  # columns are replaced, never written into
     for col in out.columns:
         values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cats = pd.Series(values.cat.categories, dtype=object)
+            risky = _risky_values(cats)
+            if risky.any():
+                out[col] = values.cat.rename_categories(cats.where(~risky, "'" + cats.astype(str)).tolist())
+            continue
         if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
             continue
-        text = values.astype(str)
-        risky = text.str.contains(_RISKY, regex=True) & values.notna()
-        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
-        risky &= ~numeric
-        if risky.any():
-            out[col] = values.astype(object).where(~risky, "'" + text)
+        try:
+            codes, uniques = pd.factorize(values.to_numpy(dtype=object))
+        except TypeError:  # unhashable cells: each its own value
+            codes, uniques = np.arange(len(values)), values.to_numpy(dtype=object)
+            codes = np.where(values.notna().to_numpy(), codes, -1)
+        risky_u = _risky_values(pd.Series(uniques, dtype=object)).to_numpy()
+        if not risky_u.any():
+            continue
+        hit = codes >= 0
+        risky = np.zeros(len(values), dtype=bool)
+        risky[hit] = risky_u[codes[hit]]
+        marked = values.to_numpy(dtype=object).copy()
+        marked[risky] = np.array(["'" + str(v) for v in uniques], dtype=object)[codes[risky]]
+        out[col] = pd.Series(marked, index=values.index, dtype=object)
     if isinstance(out.columns, pd.Index) and out.columns.dtype == object:
         out.columns = [("'" + c) if isinstance(c, str) and _risky_text(c) else c for c in out.columns]
     return out
+
+
+def _risky_values(values):
+    """Which of ``values`` (a Series of distinct values) a spreadsheet would run as a formula:
+    text starting, after any apostrophes, with a formula prefix, and not a number."""
+    import pandas as pd
+    text = values.astype(str)
+    risky = text.str.contains(_RISKY, regex=True) & values.notna()
+    numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
+    return risky & ~numeric
 
 
 def _risky_text(value: str) -> bool:

@@ -217,6 +217,16 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
     return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
 
 
+def _column(values) -> pd.Series:
+    """A column as it is, text kept in an object array (pandas 3 would re-encode it)."""
+    if isinstance(values, pd.Series) and values.dtype != object and not pd.api.types.is_string_dtype(values):
+        return values.reset_index(drop=True)
+    arr = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else np.asarray(values)
+    if arr.dtype.kind in "biufc":
+        return pd.Series(arr, copy=False)
+    return pd.Series(arr, dtype=object, copy=False)
+
+
 def _sorted_codes(values: np.ndarray) -> np.ndarray:
     """Integer codes ordered as the strings ``values`` sort (for lexsort without strings)."""
     return pd.factorize(values, sort=True)[0]
@@ -334,16 +344,16 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     """
     from .quality import attention_failures, exclude_failed_attention, worker_table
 
-    r = rows.reset_index(drop=True)
-    r = pd.DataFrame({c: (r[c].to_numpy(dtype=object) if not pd.api.types.is_numeric_dtype(r[c]) else r[c].to_numpy())
-                      for c in r.columns})
+    rows = rows.reset_index(drop=True)
+    # text stays Python strings in object arrays: selecting rows is then a copy of pointers
+    r = pd.DataFrame({c: _column(rows[c]) for c in rows.columns})
     n = len(r)
     keyed = _key_columns(r["item_id"], key, example_ids)
     for name in ("example_id", "is_trap", "swapped", "example_hash"):
-        r[name] = keyed[name]
+        r[name] = _column(keyed[name])
     shown = _normalise_shown(r["answer"]).to_numpy(dtype=object)
     canonical = _canonical(shown, keyed["swapped"])
-    r["answer_canonical"] = canonical
+    r["answer_canonical"] = _column(canonical)
 
     reason = np.full(n, "", dtype=object)
 
@@ -364,8 +374,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     dup, dup_text = _duplicates(r, reason == "", canonical)
     mark(dup, dup_text)
     ok = reason == ""
-    r["correct"] = _correct(canonical, keyed["expected"], keyed["is_trap"])
-    r["answer_shown"] = shown
+    r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
+    r["answer_shown"] = _column(shown)
     accepted = r[ok]
     if reading is not None:
         accepted = accepted.assign(reading_seconds=accepted["item_id"].map(reading))
@@ -389,8 +399,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                           for w in wuniq], dtype=object)
         mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
     ok = reason == ""
-    answers = r[ok].assign(answer=canonical[ok])[ANSWER_TABLE_COLUMNS]
-    rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
+    answers = r[ok].assign(answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object))[ANSWER_TABLE_COLUMNS]
+    rejects = r[~ok].assign(reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
     return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
 
 
