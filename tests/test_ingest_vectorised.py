@@ -197,3 +197,76 @@ def test_spreadsheet_safety_per_distinct_value_equals_the_per_cell_rule():
     safe = spreadsheet_safe(cat)
     _same(safe.astype(object), spreadsheet_safe_per_cell(cat.astype(object)))
     _same(spreadsheet_value(safe.astype(object)), cat.astype(object))
+
+
+# ---- an external study read by codes --------------------------------------------------------
+def read_external_study_per_cell(path, judgments, unjudged="error"):
+    """The per-cell reader before issue 23 (the reference): levels and ids of every row."""
+    from satcal.answers import normalise_answers
+    from satcal.errors import InputFileError
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    k = len([c for c in table.columns if c.startswith("a") and c[1:].isdigit()])
+    out = pd.DataFrame({"example_id": [str(i + 1) for i in range(len(table))],
+                        "query": table["query"].str.strip()})
+    answers = normalise_answers(table["answer"], path)
+    for side in "ab":
+        cols = [f"{side}{i}" for i in range(1, k + 1)]
+        docs = table[cols].apply(lambda s: s.str.strip()).to_numpy()
+        lv = judgments.lookup(table["query"].str.strip(), docs)
+        if np.isnan(lv).any():
+            r, c = map(int, np.argwhere(np.isnan(lv))[0])
+            if unjudged == "error":
+                raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+                                           f"is not in the judgments (use --unjudged zero to count "
+                                           f"unjudged documents as level 0)", r + 2, cols[c])
+            lv = np.nan_to_num(lv, nan=0.0)
+        for i, c in enumerate(cols):
+            out[c] = table[c].str.strip()
+        for i in range(k):
+            out[f"r{side}{i + 1}"] = lv.astype(int)[:, i]
+    out["answer"] = answers.to_numpy()
+    out["worker_id"] = table["worker_id"].str.strip()
+    return out
+
+
+def _external_file(tmp_path, seed, unknown=False):
+    import satcal
+    ex = satcal.load_ecir2015().examples
+    rng = np.random.default_rng(seed)
+    n = 1500
+    cols = ["query", *[f"a{i}" for i in range(1, 6)], *[f"b{i}" for i in range(1, 6)]]
+    t = ex.iloc[rng.integers(0, len(ex), n)][cols].reset_index(drop=True).astype(str)
+    pad = rng.random((n, len(cols))) < 0.2  # the same id with and without white space
+    for j, c in enumerate(cols):
+        t.loc[pad[:, j], c] = " " + t.loc[pad[:, j], c] + "\t"
+    if unknown:
+        t.loc[rng.integers(0, n, 30), "b3"] = "zz-not-judged"
+    t["answer"] = rng.choice(["a", "B_better", " both-good", "bad", "a better", "BOTH_BAD"], n)
+    t["worker_id"] = rng.choice([" w1", "w1", "w2 ", "007"], n)
+    path = tmp_path / f"answers-{seed}.csv"
+    t.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("unknown", [False, True])
+def test_external_study_by_codes_equals_the_per_cell_reader(tmp_path, seed, unknown):
+    from satcal import load_ecir2015, read_external_study
+    judgments = load_ecir2015().judgments
+    path = _external_file(tmp_path, seed, unknown)
+    got = read_external_study(path, judgments, unjudged="zero" if unknown else "error").examples
+    want = read_external_study_per_cell(path, judgments, unjudged="zero" if unknown else "error")
+    _same(got, want)
+    assert "007" in set(got["worker_id"])  # an id that looks like a number stays text
+
+
+def test_external_study_by_codes_names_the_same_first_unjudged_cell(tmp_path):
+    from satcal import load_ecir2015, read_external_study
+    from satcal.errors import InputFileError
+    judgments = load_ecir2015().judgments
+    path = _external_file(tmp_path, 3, unknown=True)
+    with pytest.raises(InputFileError) as got:
+        read_external_study(path, judgments)
+    with pytest.raises(InputFileError) as want:
+        read_external_study_per_cell(path, judgments)
+    assert str(got.value) == str(want.value)

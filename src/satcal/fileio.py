@@ -339,8 +339,18 @@ def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
     text = read_utf8_text(path)
     if not text.strip():
         raise InputFileError(path, f"is empty: expected {what}")
+    data = text.encode("utf-8")  # bytes go straight to the C parser
     try:
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+        # Read once letting pandas infer (text columns then come out as strings without a
+        # per-cell conversion), and read again as text only the columns it took for numbers,
+        # so that ids like 007 keep their zeros.
+        table = pd.read_csv(io.BytesIO(data), na_filter=False)
+        other = [i for i, c in enumerate(table.columns) if not pd.api.types.is_string_dtype(table.iloc[:, i])]
+        if other:
+            again = pd.read_csv(io.BytesIO(data), usecols=other, dtype=str, na_filter=False)
+            for i, j in zip(other, range(len(other))):
+                table.isetitem(i, again.iloc[:, j])
+        return table
     except pd.errors.ParserError as exc:
         raise InputFileError(path, f"is not a readable CSV ({str(exc).splitlines()[0]})") from None
 

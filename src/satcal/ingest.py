@@ -59,45 +59,83 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
     if table.empty:
         raise InputFileError(path, "has a header but no answers")
     answers = normalise_answers(table["answer"], path)
+    query_codes, queries = _stripped_codes(table[["query"]])
+    doc_codes, docs = _stripped_codes(table[expected_a + expected_b])
     levels = {}
-    for side, cols in (("a", expected_a), ("b", expected_b)):
-        docs = table[cols].apply(lambda s: s.str.strip()).to_numpy()
-        _check_lists(docs, cols, path)
-        lv = judgments.lookup(table["query"].str.strip(), docs)
+    for side, cols, at in (("a", expected_a, slice(0, k)), ("b", expected_b, slice(k, 2 * k))):
+        codes = doc_codes[:, at]
+        _check_lists(codes, docs == "", cols, path)
+        lv = _pair_levels(judgments, query_codes[:, 0], codes, queries, docs)
         if np.isnan(lv).any():
             r, c = map(int, np.argwhere(np.isnan(lv))[0])
-            if unjudged == "error" or docs[r, c] == "":
-                raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+            doc = docs[codes[r, c]]
+            if unjudged == "error" or doc == "":
+                raise InputFileError(path, f"document {doc!r} of query {table['query'].iloc[r]!r} "
                                            f"is not in the judgments (use --unjudged zero to count "
                                            f"unjudged documents as level 0)", r + 2, cols[c])
             lv = np.nan_to_num(lv, nan=0.0)
         if n_levels is not None and (lv > n_levels - 1).any():
             r, c = map(int, np.argwhere(lv > n_levels - 1)[0])
-            raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+            raise InputFileError(path, f"document {docs[codes[r, c]]!r} of query {table['query'].iloc[r]!r} "
                                        f"is judged {int(lv[r, c])}, above the top level {n_levels - 1} of "
                                        f"--levels {n_levels} (levels 0..{n_levels - 1})", r + 2, cols[c])
         levels[side] = lv.astype(int)
-    out = pd.DataFrame({"example_id": [str(i + 1) for i in range(len(table))],
-                        "query": table["query"].str.strip()})
-    for side, cols in (("a", expected_a), ("b", expected_b)):
+    text = table["query"].dtype
+    out = {"example_id": pd.Series(np.arange(1, len(table) + 1)).astype(str),
+           "query": _spread(queries, query_codes[:, 0], text)}
+    for side, cols, at in (("a", expected_a, 0), ("b", expected_b, k)):
         for i, c in enumerate(cols):
-            out[c] = table[c].str.strip()
+            out[c] = _spread(docs, doc_codes[:, at + i], text)
         for i in range(k):
             out[f"r{side}{i + 1}"] = levels[side][:, i]
     out["answer"] = answers.to_numpy()
     if "worker_id" in table.columns:
-        out["worker_id"] = table["worker_id"].str.strip()
+        worker_codes, workers = _stripped_codes(table[["worker_id"]])
+        out["worker_id"] = _spread(workers, worker_codes[:, 0], text)
     n_levels = n_levels or judgments.n_levels
-    return StudyData(out, k, n_levels, judgments, name=path.stem)
+    return StudyData(pd.DataFrame(out), k, n_levels, judgments, name=path.stem)
 
 
-def _check_lists(docs: np.ndarray, cols: list[str], path) -> None:
-    """A list never repeats a document and has no empty position."""
-    empty = docs == ""
-    if empty.any():
-        r, c = map(int, np.argwhere(empty)[0])
+def _stripped_codes(columns: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(n, m) integer codes of the columns' values with surrounding white space stripped, and
+    the distinct stripped values they index: one strip per distinct value, one code space for
+    all the columns (so that a document has the same code in every position)."""
+    per_column = [pd.factorize(columns.iloc[:, j], use_na_sentinel=False) for j in range(columns.shape[1])]
+    raw = pd.Series(np.concatenate([np.asarray(u, dtype=object) for _, u in per_column]), dtype=object)
+    codes, distinct = pd.factorize(raw.astype(columns.dtypes.iloc[0]).str.strip().to_numpy(dtype=object),
+                                   use_na_sentinel=False)
+    out = np.empty((len(columns), len(per_column)), dtype=np.int64)
+    offset = 0
+    for j, (c, u) in enumerate(per_column):
+        out[:, j] = codes[offset + c]
+        offset += len(u)
+    return out, np.asarray(distinct, dtype=object)
+
+
+def _spread(distinct: np.ndarray, codes: np.ndarray, dtype) -> pd.Series:
+    """The column ``distinct[codes]`` in the text dtype the file was read with."""
+    return pd.Series(pd.array(list(distinct), dtype=dtype)[codes])
+
+
+def _pair_levels(judgments: Judgments, query_codes: np.ndarray, doc_codes: np.ndarray,
+                 queries: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """The (n, k) levels of each listed document for its row's query, looked up once per
+    distinct (query, document) pair."""
+    pair = query_codes[:, None].astype(np.int64) * max(len(docs), 1) + doc_codes
+    codes, pairs = pd.factorize(pair.ravel())
+    pairs = np.asarray(pairs, dtype=np.int64)
+    lv = judgments.lookup(queries[pairs // max(len(docs), 1)], docs[pairs % max(len(docs), 1)][:, None])[:, 0]
+    return lv[codes].reshape(doc_codes.shape)
+
+
+def _check_lists(codes: np.ndarray, empty: np.ndarray, cols: list[str], path) -> None:
+    """A list never repeats a document and has no empty position (``codes``: (n, k) document
+    codes, ``empty``: which codes are the empty id)."""
+    blank = empty[codes]
+    if blank.any():
+        r, c = map(int, np.argwhere(blank)[0])
         raise InputFileError(path, "empty document id", r + 2, cols[c])
-    srt = np.sort(docs, axis=1)
+    srt = np.sort(codes, axis=1)
     dup = (srt[:, 1:] == srt[:, :-1]).any(axis=1)
     if dup.any():
         r = int(np.flatnonzero(dup)[0])
