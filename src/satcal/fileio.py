@@ -447,13 +447,27 @@ def _read_regular(text: str, delimiter: str, header: list[str]):
         return None
     if not body.size:
         return None
-    table = pd.read_csv(io.BytesIO(data[starts[body[0]]:]), sep=delimiter, header=None,
-                        names=list(range(len(header))), dtype=object, na_filter=False,
-                        quoting=3, skip_blank_lines=True, engine="c", encoding="utf-8")
+    table = _strings_by_value(data[starts[body[0]]:], sep=delimiter, header=None,
+                              names=list(range(len(header))), quoting=3, skip_blank_lines=True)
     if len(table) != body.size:
         return None
     table.columns = header
     table["__line__"] = body + 1
+    return table
+
+
+def _strings_by_value(data: bytes, **options):
+    """A delimited text's cells as Python strings (object columns), equal cells sharing one
+    string object: a worker id repeated a million times is stored once, so a result file is
+    held in a few bytes per cell. pandas' C parser reads the bytes."""
+    import io
+    import numpy as np
+    import pandas as pd
+    table = pd.read_csv(io.BytesIO(data), na_filter=False, engine="c", dtype=object, **options)
+    for j in range(table.shape[1]):
+        codes, distinct = pd.factorize(table.iloc[:, j].to_numpy(dtype=object), use_na_sentinel=False)
+        if len(distinct) < len(codes) // 2:
+            table.isetitem(j, pd.Series(np.asarray(distinct, dtype=object)[codes], dtype=object))
     return table
 
 

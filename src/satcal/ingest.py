@@ -382,9 +382,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     """
     from .quality import attention_failures, exclude_failed_attention, worker_table
 
-    rows = rows.reset_index(drop=True)
     # text stays Python strings in object arrays: selecting rows is then a copy of pointers
-    r = pd.DataFrame({c: _column(rows[c]) for c in rows.columns})
+    r = rows.reset_index(drop=True)
+    for c in r.columns:
+        if r[c].dtype != object and pd.api.types.is_string_dtype(r[c]):
+            r[c] = _column(r[c])
     n = len(r)
     keyed = _key_columns(r["item_id"], key, example_ids)
     for name in ("example_id", "is_trap", "swapped", "example_hash"):
@@ -415,9 +417,12 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
     r["answer_shown"] = _column(shown)
     accepted = r[ok]
+    # worker_table copies what it is given: only the columns it reads
+    scored = accepted[[c for c in ("worker_id", "example_id", "is_trap", "correct", "trust", "answer_shown",
+                                   "seconds", "submitted_at") if c in accepted.columns]]
     if reading is not None:
-        accepted = accepted.assign(reading_seconds=accepted["item_id"].map(reading))
-    workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
+        scored = scored.assign(reading_seconds=accepted["item_id"].map(reading))
+    workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(accepted) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
@@ -427,7 +432,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if "simulated" in r.columns:
         marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
-    before_exclusion = accepted.assign(answer=accepted["answer_canonical"])[ANSWER_TABLE_COLUMNS]
+    before_exclusion = accepted[ANSWER_TABLE_COLUMNS].assign(answer=accepted["answer_canonical"])
     before_exclusion = before_exclusion.reset_index(drop=True)
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
@@ -437,8 +442,9 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                           for w in wuniq], dtype=object)
         mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
     ok = reason == ""
-    answers = r[ok].assign(answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object))[ANSWER_TABLE_COLUMNS]
-    rejects = r[~ok].assign(reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
+    answers = r.loc[ok, ANSWER_TABLE_COLUMNS].assign(answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object))
+    rejects = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].assign(
+        reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
     return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
 
 
