@@ -416,14 +416,13 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     ok = reason == ""
     r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
     r["answer_shown"] = _column(shown)
-    accepted = r[ok]
     # worker_table copies what it is given: only the columns it reads
-    scored = accepted[[c for c in ("worker_id", "example_id", "is_trap", "correct", "trust", "answer_shown",
-                                   "seconds", "submitted_at") if c in accepted.columns]]
+    scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "trust", "answer_shown",
+                                    "seconds", "submitted_at") if c in r.columns]]
     if reading is not None:
-        scored = scored.assign(reading_seconds=accepted["item_id"].map(reading))
+        scored = scored.assign(reading_seconds=r.loc[ok, "item_id"].map(reading))
     workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
-                           threshold, min_traps, **(screen or {})) if len(accepted) else pd.DataFrame(
+                           threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side"])
@@ -432,8 +431,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if "simulated" in r.columns:
         marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
-    before_exclusion = accepted[ANSWER_TABLE_COLUMNS].assign(answer=accepted["answer_canonical"])
-    before_exclusion = before_exclusion.reset_index(drop=True)
+    before_exclusion = r.loc[ok, ANSWER_TABLE_COLUMNS].assign(
+        answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object)).reset_index(drop=True)
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
     if len(excluded):
@@ -441,11 +440,14 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                                                   (isinstance(x, float) and x != x) else str(x))
                           for w in wuniq], dtype=object)
         mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
+    kept = (reason == "")[ok]
+    # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
+    # no worker was excluded (one copy of the largest table, not two)
+    answers = before_exclusion.copy(deep=False) if kept.all() else before_exclusion[kept].reset_index(drop=True)
     ok = reason == ""
-    answers = r.loc[ok, ANSWER_TABLE_COLUMNS].assign(answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object))
     rejects = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].assign(
         reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
-    return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
+    return answers, rejects.reset_index(drop=True), workers, before_exclusion
 
 
 INDEX_COLUMNS = ["sha256", "file", "platform", "original"]
