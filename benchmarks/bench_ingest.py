@@ -59,7 +59,7 @@ _READ_CSV = _MEASURE + """
 import pandas as pd
 reset_peak(); before = rss_kb()
 t0, c0 = time.perf_counter(), time.process_time()
-table = pd.read_csv(sys.argv[1])
+table = pd.read_csv(sys.argv[1]) if sys.argv[2] == 'default' else pd.read_csv(sys.argv[1], dtype=object, na_filter=False)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({'wall': wall, 'cpu': cpu, 'rows': len(table), 'added_kb': peak_kb() - before}))
 """
@@ -116,21 +116,26 @@ def _median(runs: list[dict], key: str) -> float:
 
 
 def bench_ingest(ws: Path, results: Path, repeat: int) -> None:
-    peer, ours = [], []
-    for _ in range(repeat):  # in turn, so that a change in the machine's load hits both sides
-        peer.append(_run(_READ_CSV, results))
-        ours.append(_run(_INGEST, ws, results))
+    peers = {"default": "pandas.read_csv(file)", "text": "pandas.read_csv(file, dtype=object, na_filter=False)"}
+    runs = {"default": [], "text": [], "ingest": []}
+    for _ in range(repeat):  # in turn, so that a change in the machine's load hits every side
+        for name in peers:
+            runs[name].append(_run(_READ_CSV, results, name))
+        runs["ingest"].append(_run(_INGEST, ws, results))
+    ours = runs["ingest"]
     rows = ours[0]["rows"]
     wall, cpu = _median(ours, "wall"), _median(ours, "cpu")
-    p_wall, p_cpu = _median(peer, "wall"), _median(peer, "cpu")
-    print(f"   pandas.read_csv: {p_wall:.2f} s wall, {p_cpu:.2f} s CPU, "
-          f"{_median(peer, 'added_kb') * 1024 / rows:.0f} B/row {note()}")
-    print(f"   satcal ingest:   {wall:.2f} s wall, {cpu:.2f} s CPU ({ours[0]['answers']:,} answers + "
+    for name, label in peers.items():
+        print(f"   {label}: {_median(runs[name], 'wall'):.2f} s wall, {_median(runs[name], 'cpu'):.2f} s CPU, "
+              f"{_median(runs[name], 'added_kb') * 1024 / rows:.0f} B/row {note()}")
+    print(f"   satcal ingest: {wall:.2f} s wall, {cpu:.2f} s CPU ({ours[0]['answers']:,} answers + "
           f"{ours[0]['rejects']:,} rejects), {_median(ours, 'added_kb') * 1024 / rows:.0f} B/row peak "
           f"(goal < 1024) {note()}")
-    ratios = sorted(o["cpu"] / p["cpu"] for o, p in zip(ours, peer))
-    print(f"   ratio ingest / read_csv: {wall / p_wall:.2f}x wall, {cpu / p_cpu:.2f}x CPU "
-          f"(pairwise CPU {ratios[0]:.2f}-{ratios[-1]:.2f}; goal <= 3) over {repeat} pairs")
+    for name, label in peers.items():
+        ratios = sorted(o["cpu"] / p["cpu"] for o, p in zip(ours, runs[name]))
+        print(f"   ratio ingest / {label}: {wall / _median(runs[name], 'wall'):.2f}x wall, "
+              f"{cpu / _median(runs[name], 'cpu'):.2f}x CPU (pairwise CPU {ratios[0]:.2f}-{ratios[-1]:.2f}; "
+              f"goal <= 3) over {repeat} runs")
 
 
 def bench_external(tmp: Path, sizes: tuple[int, int], repeat: int) -> None:
