@@ -431,9 +431,7 @@ def _read_regular(text: str, delimiter: str, header: list[str]):
     ``__line__``; None for any other file (the row-by-row reader then reads it and names the
     first irregular line). The fields per line are counted with numpy, so the check costs a
     few passes over the bytes rather than a Python step per row."""
-    import io
     import numpy as np
-    import pandas as pd
     if len(header) < 2 or len(set(header)) != len(header) or '"' in text or "\r" in text:
         return None
     data = text.encode("utf-8")
