@@ -270,3 +270,36 @@ def test_external_study_by_codes_names_the_same_first_unjudged_cell(tmp_path):
     with pytest.raises(InputFileError) as want:
         read_external_study_per_cell(path, judgments)
     assert str(got.value) == str(want.value)
+
+
+# ---- a regular delimited file read by the C parser -------------------------------------------
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+def test_regular_file_read_by_the_c_parser_equals_the_csv_module(tmp_path, delimiter):
+    """Every record one unquoted line: the fast reader gives the csv module's cells and lines
+    (blank lines skipped, white space, empty cells, ids like 007 and non-ASCII kept)."""
+    import csv
+    import io
+    from satcal.fileio import read_delimited
+    rng = np.random.default_rng(7)
+    cells = ["007", " w1 ", "", "a_better", "ünï", "1.50", "True", "=x", "x y"]
+    lines = [delimiter.join(["item_id", "worker_id", "answer"])]
+    for i in range(400):
+        lines.append(delimiter.join(rng.choice(cells, 3)))
+        if i % 97 == 0:
+            lines.append("")  # a blank line, skipped
+    text = "\n".join(lines) + "\n"
+    got = read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    header = next(reader)
+    want, where = [], []
+    while True:
+        start = reader.line_num + 1
+        row = next(reader, None)
+        if row is None:
+            break
+        if row:
+            want.append(row)
+            where.append(start)
+    assert list(got.columns) == [*header, "__line__"]
+    assert got[header].values.tolist() == want
+    assert got["__line__"].tolist() == where
