@@ -230,6 +230,11 @@ def _trap_lines(traps) -> list[str]:
     return out
 
 
+def _as_text(v) -> str:
+    """A cell as text, a missing one (None, NaN) empty."""
+    return "" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
 def _distinct(values) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct values) of a column, missing values among the distinct ones, so that
     a per-value step runs once per distinct value and spreads back by ``distinct[codes]``."""
@@ -240,7 +245,7 @@ def _distinct(values) -> tuple[np.ndarray, np.ndarray]:
 def _text_of(values) -> np.ndarray:
     """``values.fillna("").astype(str)`` as an object array, computed once per distinct value."""
     codes, uniques = _distinct(values)
-    return np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in uniques],
+    return np.array([_as_text(v) for v in uniques],
                     dtype=object)[codes]
 
 
@@ -248,7 +253,7 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
     """The canonical code of each shown answer ('' for a spelling that is none), looked up
     once per distinct spelling."""
     codes, uniques = _distinct(values)
-    text = [("" if v is None or (isinstance(v, float) and v != v) else str(v)).strip().lower().replace("-", "_")
+    text = [_as_text(v).strip().lower().replace("-", "_")
             for v in uniques]
     mapped = np.array([ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")) for v in text],
                       dtype=object)
@@ -290,10 +295,8 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     source = column("source_id", "")
     example = np.where(known, source, np.where(ecir, np.array([v[len(PREFIX):] for v in text], dtype=object), ""))
     flag = lambda name: np.array([str(v) == "True" for v in column(name, None)], dtype=bool) & known  # noqa: E731
-    expected = np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v)
-                         for v in column("expected", None)], dtype=object)
-    hashes = np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v)
-                       for v in column("example_hash", None)], dtype=object)
+    expected = np.array([_as_text(v) for v in column("expected", None)], dtype=object)
+    hashes = np.array([_as_text(v) for v in column("example_hash", None)], dtype=object)
     wanted = set(example_ids)
     unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
     return {"codes": codes, "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
@@ -335,7 +338,7 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray) -> tuple
     example = pd.factorize(_text_of(r["example_id"]))[0].astype(np.int64)
     ident = pd.factorize(worker * (int(example.max()) + 1 if n else 1) + example)[0]
     when_codes, when_vals = _distinct(r["submitted_at"])
-    when_text = np.array([("" if v is None or (isinstance(v, float) and v != v) else str(v)).strip()
+    when_text = np.array([_as_text(v).strip()
                           for v in when_vals], dtype=object)
     when = _sorted_codes(when_text)[when_codes]
     blank = (when_text == "")[when_codes]
@@ -436,9 +439,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
     if len(excluded):
-        wtext = np.array(["excluded worker: " + ("" if (x := excluded.get(w)) is None or
-                                                  (isinstance(x, float) and x != x) else str(x))
-                          for w in wuniq], dtype=object)
+        wtext = np.array(["excluded worker: " + _as_text(excluded.get(w)) for w in wuniq], dtype=object)
         mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
     kept = (reason == "")[ok]
     # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
