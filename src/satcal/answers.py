@@ -99,8 +99,10 @@ def normalise_answers(values: pd.Series, path, column: str = "answer", first_lin
     InputFileError
         At the first unknown spelling, naming its line and column.
     """
-    key = values.astype(str).str.strip().str.lower().str.replace("-", "_")
-    mapped = key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "))))
+    codes, distinct = pd.factorize(values.to_numpy(), use_na_sentinel=False)  # one lookup per spelling
+    key = pd.Series(distinct, dtype=object).astype(str).str.strip().str.lower().str.replace("-", "_")
+    known = key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " ")))).to_numpy(dtype=object)
+    mapped = pd.Series(known[codes], index=values.index, dtype=object)
     bad = mapped.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

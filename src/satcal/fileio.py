@@ -339,8 +339,18 @@ def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
     text = read_utf8_text(path)
     if not text.strip():
         raise InputFileError(path, f"is empty: expected {what}")
+    data = text.encode("utf-8")  # bytes go straight to the C parser
     try:
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+        # Read once letting pandas infer (text columns then come out as strings without a
+        # per-cell conversion), and read again as text only the columns it took for numbers,
+        # so that ids like 007 keep their zeros.
+        table = pd.read_csv(io.BytesIO(data), na_filter=False)
+        other = [i for i, c in enumerate(table.columns) if not pd.api.types.is_string_dtype(table.iloc[:, i])]
+        if other:
+            again = pd.read_csv(io.BytesIO(data), usecols=other, dtype=str, na_filter=False)
+            for i, j in zip(other, range(len(other))):
+                table.isetitem(i, again.iloc[:, j])
+        return table
     except pd.errors.ParserError as exc:
         raise InputFileError(path, f"is not a readable CSV ({str(exc).splitlines()[0]})") from None
 
@@ -387,6 +397,9 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
                     f"delimiter, expected {'tabs' if delimiter == chr(9) else 'commas'})")
         raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}"
                                    + (f": expected {expected}" if expected else ""), 1)
+    fast = _read_regular(text, delimiter, header)
+    if fast is not None:
+        return fast
     records, lines = [], []
     while True:
         start = reader.line_num + 1  # a quoted field may run over several lines: name the first
@@ -412,6 +425,50 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     return table
 
 
+def _read_regular(text: str, delimiter: str, header: list[str]):
+    """The rows of a file in which every record is one line with the header's number of
+    fields and nothing is quoted, read by pandas' C parser, with each row's line in
+    ``__line__``; None for any other file (the row-by-row reader then reads it and names the
+    first irregular line). The fields per line are counted with numpy, so the check costs a
+    few passes over the bytes rather than a Python step per row."""
+    import numpy as np
+    if len(header) < 2 or len(set(header)) != len(header) or '"' in text or "\r" in text:
+        return None
+    data = text.encode("utf-8")
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(raw == 10), raw.size)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    fields = np.diff(np.concatenate(([0], np.searchsorted(np.flatnonzero(raw == ord(delimiter)), ends)))) + 1
+    body = np.arange(1, ends.size)
+    body = body[ends[body] > starts[body]]  # empty lines are skipped, as by the csv module
+    if (fields[body] != len(header)).any():
+        return None
+    if not body.size:
+        return None
+    table = _strings_by_value(data[starts[body[0]]:], sep=delimiter, header=None,
+                              names=list(range(len(header))), quoting=3, skip_blank_lines=True)
+    if len(table) != body.size:
+        return None
+    table.columns = header
+    table["__line__"] = body + 1
+    return table
+
+
+def _strings_by_value(data: bytes, **options):
+    """A delimited text's cells as Python strings (object columns), equal cells sharing one
+    string object: a worker id repeated a million times is stored once, so a result file is
+    held in a few bytes per cell. pandas' C parser reads the bytes."""
+    import io
+    import numpy as np
+    import pandas as pd
+    table = pd.read_csv(io.BytesIO(data), na_filter=False, engine="c", dtype=object, **options)
+    for j in range(table.shape[1]):
+        codes, distinct = pd.factorize(table.iloc[:, j].to_numpy(dtype=object), use_na_sentinel=False)
+        if len(distinct) < len(codes) // 2:
+            table.isetitem(j, pd.Series(np.asarray(distinct, dtype=object)[codes], dtype=object))
+    return table
+
+
 def _quote_hint(start: int, end: int) -> str:
     """When a record ran over several lines, a stray quote on its first line opened a field."""
     if end <= start:
@@ -428,22 +485,51 @@ def spreadsheet_safe(table):
     """``table`` with every text cell a spreadsheet would run as a formula behind a leading
     apostrophe (the OWASP rule for CSV injection); numbers, negative ones included, are left
     alone. A text cell that is already apostrophes before such a prefix gets one more, so
-    :func:`spreadsheet_value` gives back every value exactly."""
+    :func:`spreadsheet_value` gives back every value exactly.
+
+    Each distinct value of a column is checked once (a categorical column's categories, an
+    other column's values factorised), so a column of a million answers costs a few checks.
+    """
+    import numpy as np
     import pandas as pd
-    out = table.copy()
+    out = table.copy(deep=False)  # columns are replaced, never written into
     for col in out.columns:
         values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cats = pd.Series(values.cat.categories, dtype=object)
+            risky = _risky_values(cats)
+            if risky.any():
+                out[col] = values.cat.rename_categories(cats.where(~risky, "'" + cats.astype(str)).tolist())
+            continue
         if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
             continue
-        text = values.astype(str)
-        risky = text.str.contains(_RISKY, regex=True) & values.notna()
-        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
-        risky &= ~numeric
-        if risky.any():
-            out[col] = values.astype(object).where(~risky, "'" + text)
+        try:
+            codes, uniques = pd.factorize(values.to_numpy(dtype=object))
+        except TypeError:  # unhashable cells: each its own value
+            codes, uniques = np.arange(len(values)), values.to_numpy(dtype=object)
+            codes = np.where(values.notna().to_numpy(), codes, -1)
+        risky_u = _risky_values(pd.Series(uniques, dtype=object)).to_numpy()
+        if not risky_u.any():
+            continue
+        hit = codes >= 0
+        risky = np.zeros(len(values), dtype=bool)
+        risky[hit] = risky_u[codes[hit]]
+        marked = values.to_numpy(dtype=object).copy()
+        marked[risky] = np.array(["'" + str(v) for v in uniques], dtype=object)[codes[risky]]
+        out[col] = pd.Series(marked, index=values.index, dtype=object)
     if isinstance(out.columns, pd.Index) and out.columns.dtype == object:
         out.columns = [("'" + c) if isinstance(c, str) and _risky_text(c) else c for c in out.columns]
     return out
+
+
+def _risky_values(values):
+    """Which of ``values`` (a Series of distinct values) a spreadsheet would run as a formula:
+    text starting, after any apostrophes, with a formula prefix, and not a number."""
+    import pandas as pd
+    text = values.astype(str)
+    risky = text.str.contains(_RISKY, regex=True) & values.notna()
+    numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
+    return risky & ~numeric
 
 
 def _risky_text(value: str) -> bool:

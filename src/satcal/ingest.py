@@ -60,45 +60,83 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
     if table.empty:
         raise InputFileError(path, "has a header but no answers")
     answers = normalise_answers(table["answer"], path)
+    query_codes, queries = _stripped_codes(table[["query"]])
+    doc_codes, docs = _stripped_codes(table[expected_a + expected_b])
     levels = {}
-    for side, cols in (("a", expected_a), ("b", expected_b)):
-        docs = table[cols].apply(lambda s: s.str.strip()).to_numpy()
-        _check_lists(docs, cols, path)
-        lv = judgments.lookup(table["query"].str.strip(), docs)
+    for side, cols, at in (("a", expected_a, slice(0, k)), ("b", expected_b, slice(k, 2 * k))):
+        codes = doc_codes[:, at]
+        _check_lists(codes, docs == "", cols, path)
+        lv = _pair_levels(judgments, query_codes[:, 0], codes, queries, docs)
         if np.isnan(lv).any():
             r, c = map(int, np.argwhere(np.isnan(lv))[0])
-            if unjudged == "error" or docs[r, c] == "":
-                raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+            doc = docs[codes[r, c]]
+            if unjudged == "error" or doc == "":
+                raise InputFileError(path, f"document {doc!r} of query {table['query'].iloc[r]!r} "
                                            f"is not in the judgments (use --unjudged zero to count "
                                            f"unjudged documents as level 0)", r + 2, cols[c])
             lv = np.nan_to_num(lv, nan=0.0)
         if n_levels is not None and (lv > n_levels - 1).any():
             r, c = map(int, np.argwhere(lv > n_levels - 1)[0])
-            raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+            raise InputFileError(path, f"document {docs[codes[r, c]]!r} of query {table['query'].iloc[r]!r} "
                                        f"is judged {int(lv[r, c])}, above the top level {n_levels - 1} of "
                                        f"--levels {n_levels} (levels 0..{n_levels - 1})", r + 2, cols[c])
         levels[side] = lv.astype(int)
-    out = pd.DataFrame({"example_id": [str(i + 1) for i in range(len(table))],
-                        "query": table["query"].str.strip()})
-    for side, cols in (("a", expected_a), ("b", expected_b)):
+    text = table["query"].dtype
+    out = {"example_id": pd.Series(np.arange(1, len(table) + 1)).astype(str),
+           "query": _spread(queries, query_codes[:, 0], text)}
+    for side, cols, at in (("a", expected_a, 0), ("b", expected_b, k)):
         for i, c in enumerate(cols):
-            out[c] = table[c].str.strip()
+            out[c] = _spread(docs, doc_codes[:, at + i], text)
         for i in range(k):
             out[f"r{side}{i + 1}"] = levels[side][:, i]
     out["answer"] = answers.to_numpy()
     if "worker_id" in table.columns:
-        out["worker_id"] = table["worker_id"].str.strip()
+        worker_codes, workers = _stripped_codes(table[["worker_id"]])
+        out["worker_id"] = _spread(workers, worker_codes[:, 0], text)
     n_levels = n_levels or judgments.n_levels
-    return StudyData(out, k, n_levels, judgments, name=path.stem)
+    return StudyData(pd.DataFrame(out), k, n_levels, judgments, name=path.stem)
 
 
-def _check_lists(docs: np.ndarray, cols: list[str], path) -> None:
-    """A list never repeats a document and has no empty position."""
-    empty = docs == ""
-    if empty.any():
-        r, c = map(int, np.argwhere(empty)[0])
+def _stripped_codes(columns: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(n, m) integer codes of the columns' values with surrounding white space stripped, and
+    the distinct stripped values they index: one strip per distinct value, one code space for
+    all the columns (so that a document has the same code in every position)."""
+    per_column = [pd.factorize(columns.iloc[:, j], use_na_sentinel=False) for j in range(columns.shape[1])]
+    raw = pd.Series(np.concatenate([np.asarray(u, dtype=object) for _, u in per_column]), dtype=object)
+    codes, distinct = pd.factorize(raw.astype(columns.dtypes.iloc[0]).str.strip().to_numpy(dtype=object),
+                                   use_na_sentinel=False)
+    out = np.empty((len(columns), len(per_column)), dtype=np.int64)
+    offset = 0
+    for j, (c, u) in enumerate(per_column):
+        out[:, j] = codes[offset + c]
+        offset += len(u)
+    return out, np.asarray(distinct, dtype=object)
+
+
+def _spread(distinct: np.ndarray, codes: np.ndarray, dtype) -> pd.Series:
+    """The column ``distinct[codes]`` in the text dtype the file was read with."""
+    return pd.Series(pd.array(list(distinct), dtype=dtype)[codes])
+
+
+def _pair_levels(judgments: Judgments, query_codes: np.ndarray, doc_codes: np.ndarray,
+                 queries: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """The (n, k) levels of each listed document for its row's query, looked up once per
+    distinct (query, document) pair."""
+    pair = query_codes[:, None].astype(np.int64) * max(len(docs), 1) + doc_codes
+    codes, pairs = pd.factorize(pair.ravel())
+    pairs = np.asarray(pairs, dtype=np.int64)
+    lv = judgments.lookup(queries[pairs // max(len(docs), 1)], docs[pairs % max(len(docs), 1)][:, None])[:, 0]
+    return lv[codes].reshape(doc_codes.shape)
+
+
+def _check_lists(codes: np.ndarray, empty: np.ndarray, cols: list[str], path) -> None:
+    """A list never repeats a document and has no empty position (``codes``: (n, k) document
+    codes, ``empty``: which codes are the empty id)."""
+    blank = empty[codes]
+    if blank.any():
+        r, c = map(int, np.argwhere(blank)[0])
         raise InputFileError(path, "empty document id", r + 2, cols[c])
-    srt = np.sort(docs, axis=1)
+    srt = np.sort(codes, axis=1)
     dup = (srt[:, 1:] == srt[:, :-1]).any(axis=1)
     if dup.any():
         r = int(np.flatnonzero(dup)[0])
@@ -205,9 +243,137 @@ def _trap_lines(traps) -> list[str]:
     return out
 
 
+def _as_text(v) -> str:
+    """A cell as text, a missing one (None, NaN) empty."""
+    return "" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def _distinct(values) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of a column, missing values among the distinct ones, so that
+    a per-value step runs once per distinct value and spreads back by ``distinct[codes]``."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def _text_of(values) -> np.ndarray:
+    """``values.fillna("").astype(str)`` as an object array, computed once per distinct value."""
+    codes, uniques = _distinct(values)
+    return np.array([_as_text(v) for v in uniques],
+                    dtype=object)[codes]
+
+
 def _normalise_shown(values: pd.Series) -> pd.Series:
-    key = values.fillna("").astype(str).str.strip().str.lower().str.replace("-", "_")
-    return key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")))
+    """The canonical code of each shown answer ('' for a spelling that is none), looked up
+    once per distinct spelling."""
+    codes, uniques = _distinct(values)
+    text = [_as_text(v).strip().lower().replace("-", "_")
+            for v in uniques]
+    mapped = np.array([ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")) for v in text],
+                      dtype=object)
+    return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
+
+
+def _column(values) -> pd.Series:
+    """A column as it is, text kept in an object array (pandas 3 would re-encode it)."""
+    if isinstance(values, pd.Series) and values.dtype != object and not pd.api.types.is_string_dtype(values):
+        return values.reset_index(drop=True)
+    arr = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else np.asarray(values)
+    if arr.dtype.kind in "biufc":
+        return pd.Series(arr, copy=False)
+    return pd.Series(arr, dtype=object, copy=False)
+
+
+def _sorted_codes(values: np.ndarray) -> np.ndarray:
+    """Integer codes ordered as the strings ``values`` sort (for lexsort without strings)."""
+    return pd.factorize(values, sort=True)[0]
+
+
+def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -> dict:
+    """Per row: what the key (or an embedded-dataset item id) says of its item, computed once
+    per distinct item id. ``known`` items are in the key; ``ecir`` ones name an embedded
+    example directly."""
+    from .platforms.ecir2015 import PREFIX
+    codes, items = _distinct(item_id)
+    text = np.array([str(v) for v in items], dtype=object)
+    at = pd.Index(key["item_id"]).get_indexer(items) if len(key) else np.full(len(items), -1)
+    known = at >= 0
+    ecir = np.array([v.startswith(PREFIX) for v in text], dtype=bool)
+
+    def column(name, default):
+        if name not in key.columns:
+            return np.full(len(items), default, dtype=object)
+        vals = key[name].to_numpy(dtype=object)
+        return np.where(known, vals[np.maximum(at, 0)] if len(vals) else default, default).astype(object)
+
+    source = column("source_id", "")
+    example = np.where(known, source, np.where(ecir, np.array([v[len(PREFIX):] for v in text], dtype=object), ""))
+    flag = lambda name: np.array([str(v) == "True" for v in column(name, None)], dtype=bool) & known  # noqa: E731
+    expected = np.array([_as_text(v) for v in column("expected", None)], dtype=object)
+    hashes = np.array([_as_text(v) for v in column("example_hash", None)], dtype=object)
+    wanted = set(example_ids)
+    unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
+    return {"codes": codes, "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
+            "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
+            "expected": (codes, expected), "unknown_example": unknown_example[codes]}
+
+
+def _canonical(shown: np.ndarray, swapped: np.ndarray) -> np.ndarray:
+    """The answer in the example's own orientation: A and B exchanged where the item was shown
+    swapped."""
+    from .platforms import swap_answer
+    codes, uniques = _distinct(shown)
+    swapped_text = np.array([swap_answer(v) for v in uniques], dtype=object)
+    return np.where(swapped, swapped_text[codes], uniques[codes])
+
+
+def _correct(canonical: np.ndarray, expected: tuple, is_trap: np.ndarray) -> np.ndarray:
+    """``True``/``False`` for an answer to a trap (one of the expected answers, ';'-separated),
+    '' otherwise; checked once per distinct (item, answer) pair."""
+    item_codes, expected_text = expected
+    ans_codes, ans = _distinct(canonical)
+    pair = item_codes.astype(np.int64) * max(len(ans), 1) + ans_codes
+    pcodes, pairs = pd.factorize(pair)
+    ok = np.array([ans[p % max(len(ans), 1)] in expected_text[p // max(len(ans), 1)].split(";") for p in pairs],
+                  dtype=object)
+    out = np.full(len(canonical), "", dtype=object)
+    out[is_trap] = ok[pcodes[is_trap]]
+    return out
+
+
+def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows repeating an earlier answer of the same worker to the same example, and each one's
+    reason naming the winner. The earliest submission wins, then the file (archived under its
+    content hash) and the line: the same winner whatever order the files were ingested in.
+    Rows without a submission time come after those with one. Worker and example are
+    compared as integer codes, never as joined strings."""
+    n = len(r)
+    worker = pd.factorize(_text_of(r["worker_id"]))[0].astype(np.int64)
+    example = pd.factorize(_text_of(r["example_id"]))[0].astype(np.int64)
+    ident = pd.factorize(worker * (int(example.max()) + 1 if n else 1) + example)[0]
+    when_codes, when_vals = _distinct(r["submitted_at"])
+    when_text = np.array([_as_text(v).strip()
+                          for v in when_vals], dtype=object)
+    when = _sorted_codes(when_text)[when_codes]
+    blank = (when_text == "")[when_codes]
+    source = _text_of(r["source_file"])
+    line = pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy()
+    order = np.lexsort((line, _sorted_codes(source), when, blank))
+    ordered_ok = order[ok[order]]
+    later = pd.Index(ident[ordered_ok]).duplicated(keep="first")
+    dup = np.zeros(n, dtype=bool)
+    dup[ordered_ok[later]] = True
+    winner = np.full(ident.max() + 1 if n else 0, -1, dtype=np.int64)
+    firsts = ordered_ok[~later]
+    winner[ident[firsts]] = firsts
+    text = np.full(n, "", dtype=object)
+    if dup.any():
+        rows = np.flatnonzero(dup)
+        prev = winner[ident[rows]]
+        where = source[prev] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
+        same = canonical[prev] == canonical[rows]
+        text[rows] = np.where(same, "duplicate of " + where,
+                              "conflicting duplicate: " + where + " said " + canonical[prev])
+    return dup, text
 
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
@@ -225,85 +391,77 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     worker id, unknown item id, malformed answer, duplicate / conflicting duplicate of an
     earlier row (same worker and example), excluded worker. The fourth table returned holds
     every valid answer before workers are excluded, excluded workers' included.
+
+    Every per-value step (key lookup, answer spelling, orientation, trap check) runs once per
+    distinct value and is spread to the rows by integer codes, so the cost per row is a few
+    array operations.
     """
-    from .platforms import swap_answer
-    from .platforms.ecir2015 import PREFIX
     from .quality import attention_failures, exclude_failed_attention, worker_table
 
-    r = rows.reset_index(drop=True).copy()
-    k = key.set_index("item_id")
-    is_ecir = r["item_id"].astype(str).str.startswith(PREFIX)
-    known = r["item_id"].isin(k.index)
-    r["example_id"] = np.where(known, r["item_id"].map(k["source_id"]),
-                               np.where(is_ecir, r["item_id"].astype(str).str[len(PREFIX):], ""))
-    r["is_trap"] = np.where(known, r["item_id"].map(k["is_trap"]).astype(str) == "True", False)
-    r["swapped"] = np.where(known, r["item_id"].map(k["swapped"]).astype(str) == "True", False)
-    hashes = k["example_hash"] if "example_hash" in k.columns else pd.Series(dtype=object)
-    r["example_hash"] = r["item_id"].map(hashes).fillna("").astype(str)
-    expected = np.where(known, r["item_id"].map(k["expected"]).fillna("").astype(str), "")
-    shown = _normalise_shown(r["answer"])
-    r["answer_canonical"] = [swap_answer(a) if s else a for a, s in zip(shown, r["swapped"])]
+    # text stays Python strings in object arrays: selecting rows is then a copy of pointers
+    r = rows.reset_index(drop=True)
+    for c in r.columns:
+        if r[c].dtype != object and pd.api.types.is_string_dtype(r[c]):
+            r[c] = _column(r[c])
+    n = len(r)
+    keyed = _key_columns(r["item_id"], key, example_ids)
+    for name in ("example_id", "is_trap", "swapped", "example_hash"):
+        r[name] = _column(keyed[name])
+    shown = _normalise_shown(r["answer"]).to_numpy(dtype=object)
+    canonical = _canonical(shown, keyed["swapped"])
+    r["answer_canonical"] = _column(canonical)
 
-    reason = pd.Series("", index=r.index, dtype=object)
+    reason = np.full(n, "", dtype=object)
+
     def mark(mask, text):
-        nonlocal reason
-        fresh = (reason == "") & np.asarray(mask)
-        reason = reason.where(~fresh, text if isinstance(text, str) else pd.Series(text, index=r.index))
-    status = r["status"].fillna("").astype(str)
+        fresh = (reason == "") & np.asarray(mask, dtype=bool)
+        reason[fresh] = text if isinstance(text, str) else np.asarray(text, dtype=object)[fresh]
+
+    status = _text_of(r["status"])
     mark(status != "", "platform status: " + status)
-    mark(r["worker_id"].fillna("").astype(str).str.strip() == "", "missing worker id")
-    unknown_ecir = is_ecir & ~r["example_id"].isin(example_ids)
-    mark(~known & ~is_ecir, "unknown item id (not in key.csv: another study or export?)")
-    mark(unknown_ecir, "unknown example id")
-    mark(shown == "", "malformed answer " + r["answer"].astype(str).map(repr))
-    # Duplicates: one answer per worker and example. The earliest submission wins, then the
-    # file (archived under its content hash) and the line: the same winner whatever order the
-    # files were ingested in. Rows without a submission time come after those with one.
+    worker = _text_of(r["worker_id"])
+    wcodes, wuniq = _distinct(worker)
+    mark(np.array([w.strip() == "" for w in wuniq], dtype=bool)[wcodes], "missing worker id")
+    mark(~keyed["known"] & ~keyed["ecir"], "unknown item id (not in key.csv: another study or export?)")
+    mark(keyed["unknown_example"], "unknown example id")
+    if (shown == "").any():
+        acodes, auniq = _distinct(r["answer"])
+        mark(shown == "", "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object)[acodes])
+    dup, dup_text = _duplicates(r, reason == "", canonical)
+    mark(dup, dup_text)
     ok = reason == ""
-    ident = r["worker_id"].astype(str) + "\x1f" + r["example_id"].astype(str)
-    when = r["submitted_at"].fillna("").astype(str).str.strip().to_numpy()
-    order = np.lexsort((pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy(),
-                        r["source_file"].astype(str).to_numpy(), when, when == ""))
-    later = ident.where(ok).iloc[order].duplicated(keep="first").to_numpy()
-    first = pd.Series(True, index=r.index)
-    first.iloc[order] = ~later
-    first |= ~ok
-    firsts = r[ok & first].assign(ident=ident[ok & first]).set_index("ident")
-    dup = ok & ~first
-    if dup.any():
-        prev = firsts.loc[ident[dup]]
-        same = prev["answer_canonical"].to_numpy() == r.loc[dup, "answer_canonical"].to_numpy()
-        where = prev["source_file"].astype(str).to_numpy() + ":" + prev["line"].astype(str).to_numpy()
-        text = np.where(same, "duplicate of " + where,
-                        "conflicting duplicate: " + where + " said " + prev["answer_canonical"].to_numpy())
-        full = pd.Series("", index=r.index, dtype=object)
-        full[dup] = text
-        mark(dup, full)
-    ok = reason == ""
-    r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
-    r["answer_shown"] = shown
-    accepted = r[ok]
+    r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
+    r["answer_shown"] = _column(shown)
+    # worker_table copies what it is given: only the columns it reads
+    scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "trust", "answer_shown",
+                                    "seconds", "submitted_at") if c in r.columns]]
     if reading is not None:
-        accepted = accepted.assign(reading_seconds=accepted["item_id"].map(reading))
-    workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
-                           threshold, min_traps, **(screen or {})) if len(accepted) else pd.DataFrame(
+        scored = scored.assign(reading_seconds=r.loc[ok, "item_id"].map(reading))
+    workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
+                           threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:
-        marked = set(r.loc[r["simulated"].fillna("").astype(str) == "yes", "worker_id"])
+        marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
-    before_exclusion = accepted.assign(answer=accepted["answer_canonical"])[ANSWER_TABLE_COLUMNS]
-    before_exclusion = before_exclusion.reset_index(drop=True)
-    excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
-    mark(ok & r["worker_id"].isin(excluded.index),
-         "excluded worker: " + r["worker_id"].map(excluded).astype(object).fillna("").astype(str))
+    before_exclusion = r.loc[ok, ANSWER_TABLE_COLUMNS].assign(
+        answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object)).reset_index(drop=True)
+    by_worker = workers.set_index("worker_id")
+    excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
+    if len(excluded):
+        wtext = np.array(["excluded worker: " + _as_text(excluded.get(w)) for w in wuniq], dtype=object)
+        mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
+    kept = (reason == "")[ok]
+    # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
+    # no worker was excluded (one copy of the largest table, not two)
+    answers = before_exclusion.copy(deep=False) if kept.all() else before_exclusion[kept].reset_index(drop=True)
     ok = reason == ""
-    answers = r[ok].assign(answer=r.loc[ok, "answer_canonical"])[ANSWER_TABLE_COLUMNS]
-    rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
-    return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
+    rejects = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].assign(
+        reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
+    return answers, rejects.reset_index(drop=True), workers, before_exclusion
 
 
 INDEX_COLUMNS = ["sha256", "file", "platform", "original"]

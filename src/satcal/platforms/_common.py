@@ -28,14 +28,15 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
     records it (blank otherwise)."""
     n = len(item_id)
     blank = np.full(n, "", dtype=object)
+    text = lambda v: pd.Series(v, dtype=object, copy=False)  # noqa: E731  (kept as Python strings, not re-encoded)
     out = pd.DataFrame({
-        "item_id": _text(item_id),
-        "worker_id": _text(worker_id),
-        "answer": _text(answer),
-        "submitted_at": blank if submitted_at is None else _text(submitted_at),
-        "row_id": np.asarray([str(i + 1) for i in range(n)], dtype=object) if row_id is None else _text(row_id),
+        "item_id": text(_text(item_id)),
+        "worker_id": text(_text(worker_id)),
+        "answer": text(_text(answer)),
+        "submitted_at": text(blank if submitted_at is None else _text(submitted_at)),
+        "row_id": text(np.asarray([str(i + 1) for i in range(n)], dtype=object) if row_id is None else _text(row_id)),
         "trust": np.full(n, np.nan) if trust is None else pd.to_numeric(pd.Series(trust), errors="coerce").to_numpy(),
-        "status": blank if status is None else _text(status),
+        "status": text(blank if status is None else _text(status)),
         "line": np.arange(2, n + 2) if line is None else np.asarray(line),
         "seconds": np.full(n, np.nan) if seconds is None else pd.to_numeric(pd.Series(seconds), errors="coerce").to_numpy(),
     })
@@ -45,9 +46,17 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
 
 def _text(values) -> np.ndarray:
     """Values as text (missing ones empty): ids and answers from JSON may be numbers, null, or
-    anything else a hostile file holds, and are compared as strings downstream."""
+    anything else a hostile file holds, and are compared as strings downstream. Converted
+    once per distinct value; a column that is all text already (a delimited file's) is kept."""
+    values = np.asarray(values, dtype=object)
+    if pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty"):
+        return values
+    try:
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # unhashable values (a JSON list or object): one by one
+        codes, uniques = np.arange(values.size), values
     return np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v)
-                     for v in values], dtype=object)
+                     for v in uniques], dtype=object)[codes].reshape(values.shape)
 
 
 def write_delimited(df: pd.DataFrame, delimiter: str) -> str:

@@ -1,0 +1,305 @@
+"""The array-based ingest (issue 23) against the per-row code it replaced, kept here as the
+reference: the same answers, rejects (with their reasons), workers and answers before
+exclusion on an input with every case a row can be."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal.answers import ANSWER_ALIASES
+from satcal.ingest import ANSWER_TABLE_COLUMNS, REJECT_TABLE_COLUMNS, resolve_rows
+
+
+# ---- the per-row reference (satcal before issue 23) ------------------------------------------
+def _normalise_shown_per_row(values: pd.Series) -> pd.Series:
+    key = values.fillna("").astype(str).str.strip().str.lower().str.replace("-", "_")
+    return key.map(lambda v: ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")))
+
+
+def resolve_rows_per_row(rows, key, example_ids, threshold, min_traps, screen=None, reading=None,
+                         attention_limit=None):
+    from satcal.platforms import swap_answer
+    from satcal.platforms.ecir2015 import PREFIX
+    from satcal.quality import attention_failures, exclude_failed_attention, worker_table
+
+    r = rows.reset_index(drop=True).copy()
+    k = key.set_index("item_id")
+    is_ecir = r["item_id"].astype(str).str.startswith(PREFIX)
+    known = r["item_id"].isin(k.index)
+    r["example_id"] = np.where(known, r["item_id"].map(k["source_id"]),
+                               np.where(is_ecir, r["item_id"].astype(str).str[len(PREFIX):], ""))
+    r["is_trap"] = np.where(known, r["item_id"].map(k["is_trap"]).astype(str) == "True", False)
+    r["swapped"] = np.where(known, r["item_id"].map(k["swapped"]).astype(str) == "True", False)
+    hashes = k["example_hash"] if "example_hash" in k.columns else pd.Series(dtype=object)
+    r["example_hash"] = r["item_id"].map(hashes).fillna("").astype(str)
+    expected = np.where(known, r["item_id"].map(k["expected"]).fillna("").astype(str), "")
+    shown = _normalise_shown_per_row(r["answer"])
+    r["answer_canonical"] = [swap_answer(a) if s else a for a, s in zip(shown, r["swapped"])]
+    reason = pd.Series("", index=r.index, dtype=object)
+
+    def mark(mask, text):
+        nonlocal reason
+        fresh = (reason == "") & np.asarray(mask)
+        reason = reason.where(~fresh, text if isinstance(text, str) else pd.Series(text, index=r.index))
+    status = r["status"].fillna("").astype(str)
+    mark(status != "", "platform status: " + status)
+    mark(r["worker_id"].fillna("").astype(str).str.strip() == "", "missing worker id")
+    unknown_ecir = is_ecir & ~r["example_id"].isin(example_ids)
+    mark(~known & ~is_ecir, "unknown item id (not in key.csv: another study or export?)")
+    mark(unknown_ecir, "unknown example id")
+    mark(shown == "", "malformed answer " + r["answer"].astype(str).map(repr))
+    ok = reason == ""
+    ident = r["worker_id"].astype(str) + "\x1f" + r["example_id"].astype(str)
+    when = r["submitted_at"].fillna("").astype(str).str.strip().to_numpy()
+    order = np.lexsort((pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy(),
+                        r["source_file"].astype(str).to_numpy(), when, when == ""))
+    later = ident.where(ok).iloc[order].duplicated(keep="first").to_numpy()
+    first = pd.Series(True, index=r.index)
+    first.iloc[order] = ~later
+    first |= ~ok
+    firsts = r[ok & first].assign(ident=ident[ok & first]).set_index("ident")
+    dup = ok & ~first
+    if dup.any():
+        prev = firsts.loc[ident[dup]]
+        same = prev["answer_canonical"].to_numpy() == r.loc[dup, "answer_canonical"].to_numpy()
+        where = prev["source_file"].astype(str).to_numpy() + ":" + prev["line"].astype(str).to_numpy()
+        text = np.where(same, "duplicate of " + where,
+                        "conflicting duplicate: " + where + " said " + prev["answer_canonical"].to_numpy())
+        full = pd.Series("", index=r.index, dtype=object)
+        full[dup] = text
+        mark(dup, full)
+    ok = reason == ""
+    r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
+    r["answer_shown"] = shown
+    accepted = r[ok]
+    if reading is not None:
+        accepted = accepted.assign(reading_seconds=accepted["item_id"].map(reading))
+    workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
+                           threshold, min_traps, **(screen or {}))
+    if "attention_passed" in r.columns:
+        workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
+    if "simulated" in r.columns:
+        marked = set(r.loc[r["simulated"].fillna("").astype(str) == "yes", "worker_id"])
+        workers["simulated"] = workers["worker_id"].isin(marked)
+    before_exclusion = accepted.assign(answer=accepted["answer_canonical"])[ANSWER_TABLE_COLUMNS]
+    before_exclusion = before_exclusion.reset_index(drop=True)
+    excluded = workers.set_index("worker_id")["reason"][workers.set_index("worker_id")["excluded"]]
+    mark(ok & r["worker_id"].isin(excluded.index),
+         "excluded worker: " + r["worker_id"].map(excluded).astype(object).fillna("").astype(str))
+    ok = reason == ""
+    answers = r[ok].assign(answer=r.loc[ok, "answer_canonical"])[ANSWER_TABLE_COLUMNS]
+    rejects = r[~ok].assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
+    return answers.reset_index(drop=True), rejects.reset_index(drop=True), workers, before_exclusion
+
+
+# ---- a varied input ---------------------------------------------------------------------------
+SPELLINGS = ["a_better", "B_BETTER", " both-good ", "both bad", "a", "b", "good", "bad", "A better",
+             "both_Good", "maybe", "", "=cmd()", "a-better"]
+
+
+def _varied(seed: int, n: int = 3000):
+    """A key of 60 items (some swapped, 12 traps, one with two right answers, hashes on some)
+    and ``n`` rows from three files: aliases, unknown and embedded-dataset item ids, unknown
+    examples, platform statuses, blank and whitespace worker ids, missing submission times,
+    duplicates that agree and that conflict, attention checks and simulated workers."""
+    rng = np.random.default_rng(seed)
+    items = [f"it{i:03d}" for i in range(60)]
+    is_trap = np.arange(60) % 5 == 0
+    key = pd.DataFrame({
+        "item_id": items,
+        "source_id": [f"t{i}" if t else f"ex{i % 40}" for i, t in enumerate(is_trap)],
+        "is_trap": np.where(is_trap, "True", "False"),
+        "swapped": np.where(rng.random(60) < 0.5, "True", "False"),
+        "expected": [("a_better;both_good" if i == 10 else "b_better") if t else "" for i, t in enumerate(is_trap)],
+        "example_hash": [f"h{i}" if i % 3 else "" for i in range(60)],
+    })
+    pool = items + ["zz-unknown", "example:ex3", "example:ex999", "example:ex7"]
+    workers = [f"w{i}" for i in range(25)] + ["", "  "]
+    rows = pd.DataFrame({
+        "item_id": rng.choice(pool, n),
+        "worker_id": rng.choice(workers, n, p=[0.038] * 25 + [0.025, 0.025]),
+        "answer": rng.choice(SPELLINGS, n),
+        "submitted_at": rng.choice(["2026-01-01T10:00:00Z", "2026-01-01T09:00:00Z", "", " 2026-01-02 "], n),
+        "row_id": [f"r{i}" for i in range(n)],
+        "trust": np.where(rng.random(n) < 0.3, rng.random(n).round(2), np.nan),
+        "status": rng.choice(["", "", "", "", "", "", "", "", "rejected", "tainted"], n),
+        "line": np.arange(n) % 1000 + 2,
+        "seconds": np.where(rng.random(n) < 0.5, rng.integers(1, 60, n), np.nan),
+        "source_file": np.array(["b-file.csv", "a-file.csv", "c-file.csv"])[np.arange(n) // 1000],
+        "attention_passed": rng.choice(["", "yes", "no"], n, p=[0.845, 0.15, 0.005]),
+        "simulated": rng.choice(["", "yes"], n, p=[0.95, 0.05]),
+    })
+    example_ids = {f"ex{i}" for i in range(40)}
+    return rows, key, example_ids
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns)
+    assert len(a) == len(b)
+    for col in a.columns:
+        left, right = a[col].tolist(), b[col].tolist()
+        assert [("nan" if isinstance(x, float) and x != x else str(x)) for x in left] == \
+               [("nan" if isinstance(x, float) and x != x else str(x)) for x in right], col
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("threshold", [0.0, 0.6])
+def test_array_ingest_equals_the_per_row_code(seed, threshold):
+    rows, key, example_ids = _varied(seed)
+    screen = {"screen_seconds": 2.0, "screen_same_side": 0.9, "drop_traps": ("t15",)}
+    reading = pd.Series(np.linspace(1, 9, 60), index=key["item_id"])
+    new = resolve_rows(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2)
+    old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2)
+    for got, want in zip(new, old):
+        _same(got, want)
+    answers, rejects, before = new[0], new[1], new[3]
+    # the input reaches every reason, so the comparison covers each path
+    reasons = rejects["reason"].str.extract(r"^(platform status|missing worker|unknown item|unknown example|"
+                                            r"malformed|duplicate|conflicting|excluded worker)")[0]
+    wanted = {"platform status", "missing worker", "unknown item", "unknown example", "malformed",
+              "duplicate", "conflicting"} | ({"excluded worker"} if threshold else set())
+    assert wanted <= set(reasons.dropna())
+    assert len(answers) + len(rejects) == len(rows)
+    assert set(before["swapped"]) == {True, False} and set(before["correct"]) == {True, False, ""}
+
+
+# ---- spreadsheet safety once per distinct value -----------------------------------------------
+def spreadsheet_safe_per_cell(table):
+    """The per-cell rule as satcal applied it before issue 23 (the reference)."""
+    out = table.copy()
+    for col in out.columns:
+        values = out[col]
+        if not (pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)):
+            continue
+        text = values.astype(str)
+        risky = text.str.contains(r"^'*[=+\-@\t\r]", regex=True) & values.notna()
+        numeric = pd.to_numeric(text.where(risky), errors="coerce").notna()
+        risky &= ~numeric
+        if risky.any():
+            out[col] = values.astype(object).where(~risky, "'" + text)
+    return out
+
+
+def test_spreadsheet_safety_per_distinct_value_equals_the_per_cell_rule():
+    from satcal.fileio import spreadsheet_safe, spreadsheet_value
+    cells = ["=1+2", "+33 6 12", "-1", "-1.5e3", "@SUM(A1)", "\tx", "\rx", "'=x", "''+y", "plain", "",
+             "a=b", "-", "+", "nan", None, np.nan, "1e5", "-inf", "=HYPERLINK(\"x\")"]
+    rng = np.random.default_rng(3)
+    pick = rng.integers(0, len(cells), 500)
+    table = pd.DataFrame({"text": pd.Series([cells[i] for i in pick], dtype=object),
+                          "mixed": pd.Series([True, "", "=x", 3, None] * 100, dtype=object),
+                          "number": rng.normal(size=500),
+                          "string": pd.Series([cells[i] for i in pick], dtype="string")})
+    _same(spreadsheet_safe(table), spreadsheet_safe_per_cell(table))
+    # a categorical column is protected by its categories, the cells read back as they were
+    cat = pd.DataFrame({"c": pd.Categorical([c for c in (cells[i] for i in pick) if isinstance(c, str)])})
+    safe = spreadsheet_safe(cat)
+    _same(safe.astype(object), spreadsheet_safe_per_cell(cat.astype(object)))
+    _same(spreadsheet_value(safe.astype(object)), cat.astype(object))
+
+
+# ---- an external study read by codes --------------------------------------------------------
+def read_external_study_per_cell(path, judgments, unjudged="error"):
+    """The per-cell reader before issue 23 (the reference): levels and ids of every row."""
+    from satcal.answers import normalise_answers
+    from satcal.errors import InputFileError
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    k = len([c for c in table.columns if c.startswith("a") and c[1:].isdigit()])
+    out = pd.DataFrame({"example_id": [str(i + 1) for i in range(len(table))],
+                        "query": table["query"].str.strip()})
+    answers = normalise_answers(table["answer"], path)
+    for side in "ab":
+        cols = [f"{side}{i}" for i in range(1, k + 1)]
+        docs = table[cols].apply(lambda s: s.str.strip()).to_numpy()
+        lv = judgments.lookup(table["query"].str.strip(), docs)
+        if np.isnan(lv).any():
+            r, c = map(int, np.argwhere(np.isnan(lv))[0])
+            if unjudged == "error":
+                raise InputFileError(path, f"document {docs[r, c]!r} of query {table['query'].iloc[r]!r} "
+                                           f"is not in the judgments (use --unjudged zero to count "
+                                           f"unjudged documents as level 0)", r + 2, cols[c])
+            lv = np.nan_to_num(lv, nan=0.0)
+        for i, c in enumerate(cols):
+            out[c] = table[c].str.strip()
+        for i in range(k):
+            out[f"r{side}{i + 1}"] = lv.astype(int)[:, i]
+    out["answer"] = answers.to_numpy()
+    out["worker_id"] = table["worker_id"].str.strip()
+    return out
+
+
+def _external_file(tmp_path, seed, unknown=False):
+    import satcal
+    ex = satcal.load_ecir2015().examples
+    rng = np.random.default_rng(seed)
+    n = 1500
+    cols = ["query", *[f"a{i}" for i in range(1, 6)], *[f"b{i}" for i in range(1, 6)]]
+    t = ex.iloc[rng.integers(0, len(ex), n)][cols].reset_index(drop=True).astype(str)
+    pad = rng.random((n, len(cols))) < 0.2  # the same id with and without white space
+    for j, c in enumerate(cols):
+        t.loc[pad[:, j], c] = " " + t.loc[pad[:, j], c] + "\t"
+    if unknown:
+        t.loc[rng.integers(0, n, 30), "b3"] = "zz-not-judged"
+    t["answer"] = rng.choice(["a", "B_better", " both-good", "bad", "a better", "BOTH_BAD"], n)
+    t["worker_id"] = rng.choice([" w1", "w1", "w2 ", "007"], n)
+    path = tmp_path / f"answers-{seed}.csv"
+    t.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("unknown", [False, True])
+def test_external_study_by_codes_equals_the_per_cell_reader(tmp_path, seed, unknown):
+    from satcal import load_ecir2015, read_external_study
+    judgments = load_ecir2015().judgments
+    path = _external_file(tmp_path, seed, unknown)
+    got = read_external_study(path, judgments, unjudged="zero" if unknown else "error").examples
+    want = read_external_study_per_cell(path, judgments, unjudged="zero" if unknown else "error")
+    _same(got, want)
+    assert "007" in set(got["worker_id"])  # an id that looks like a number stays text
+
+
+def test_external_study_by_codes_names_the_same_first_unjudged_cell(tmp_path):
+    from satcal import load_ecir2015, read_external_study
+    from satcal.errors import InputFileError
+    judgments = load_ecir2015().judgments
+    path = _external_file(tmp_path, 3, unknown=True)
+    with pytest.raises(InputFileError) as got:
+        read_external_study(path, judgments)
+    with pytest.raises(InputFileError) as want:
+        read_external_study_per_cell(path, judgments)
+    assert str(got.value) == str(want.value)
+
+
+# ---- a regular delimited file read by the C parser -------------------------------------------
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+def test_regular_file_read_by_the_c_parser_equals_the_csv_module(tmp_path, delimiter):
+    """Every record one unquoted line: the fast reader gives the csv module's cells and lines
+    (blank lines skipped, white space, empty cells, ids like 007 and non-ASCII kept)."""
+    import csv
+    import io
+    from satcal.fileio import read_delimited
+    rng = np.random.default_rng(7)
+    cells = ["007", " w1 ", "", "a_better", "ünï", "1.50", "True", "=x", "x y"]
+    lines = [delimiter.join(["item_id", "worker_id", "answer"])]
+    for i in range(400):
+        lines.append(delimiter.join(rng.choice(cells, 3)))
+        if i % 97 == 0:
+            lines.append("")  # a blank line, skipped
+    text = "\n".join(lines) + "\n"
+    got = read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    header = next(reader)
+    want, where = [], []
+    while True:
+        start = reader.line_num + 1
+        row = next(reader, None)
+        if row is None:
+            break
+        if row:
+            want.append(row)
+            where.append(start)
+    assert list(got.columns) == [*header, "__line__"]
+    assert got[header].values.tolist() == want
+    assert got["__line__"].tolist() == where
