@@ -19,7 +19,7 @@ LAYERS = [
      "satcal.datasets"],
     ["satcal.analysis", "satcal.reliability"],
     ["satcal.report"],
-    ["satcal.workspace", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
+    ["satcal.workspace", "satcal.adaptive_study", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
 ]
 
 

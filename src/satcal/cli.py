@@ -519,7 +519,10 @@ def _extra_measures_line(result) -> str:
 @click.option("--new-batch", is_flag=True,
               help="Present the examples again as a new batch (new ids, orientation and pages), "
                    "keeping every earlier batch's key: answers to all of them are ingested.")
-def export(directory, platform, force, new_batch):
+@click.option("--next-batch", is_flag=True,
+              help="Adaptive studies ([design] adaptive = true): the next wave of wave_pages pages, "
+                   "chosen from the answers ingested so far, as a new batch.")
+def export(directory, platform, force, new_batch, next_batch):
     """Write the task files a crowdsourcing platform accepts, into batches/<platform>/.
 
     Examples and traps are shuffled, shown with A and B swapped at random, given opaque ids and
@@ -529,7 +532,9 @@ def export(directory, platform, force, new_batch):
     """
     from .workspace import Workspace
     ws = Workspace.open(directory)
-    paths = ws.export(platform, force=force, new_batch=new_batch)
+    if next_batch and new_batch:
+        raise SatcalError("give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both")
+    paths = ws.export(platform, force=force, new_batch=new_batch, next_batch=next_batch)
     click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
                f"(batch {ws.batch_number()})")
     settings = ws.platform_settings(platform)
@@ -713,6 +718,10 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     from .workspace import Workspace
     ws = Workspace.open(directory)
     study = HostedStudy.from_workspace(ws, db_url)
+    from .adaptive_study import attach
+    if attach(ws, study):  # adaptive: pages in the criterion's order, refitted in the background
+        click.echo(f"Adaptive: {study.order.plan.reason or 'the first refit failed (logged); page order until one succeeds'}; the page order is refitted every "
+                   f"{ws['serve.refit_seconds']:g} s")
     with ws.locked():
         ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
@@ -754,6 +763,8 @@ def served_app():
     from .workspace import Workspace
     ws = Workspace.open(os.environ["SATCAL_SERVE_DIR"])
     study = HostedStudy.from_workspace(ws, os.environ.get("SATCAL_SERVE_DB") or None)
+    from .adaptive_study import attach
+    attach(ws, study)  # adaptive: each server process refits its own page order
     return create_app(study, https_only=os.environ.get("SATCAL_SERVE_HTTPS_ONLY") == "1")
 
 

@@ -116,6 +116,22 @@ instructions = """{instructions}"""
 # Answers each example collects, each from a different worker (on every platform and in
 # satcal serve); more than one lets the report measure agreement between workers.
 answers_per_example = 1
+# Adaptive study: ask each next question where the ranking of formulations is still open,
+# and stop once it is settled. generate then writes pool.csv (the candidate examples, also
+# examples.csv); satcal export DIR --next-batch writes the next wave of wave_pages pages
+# chosen from the answers ingested so far; satcal serve chooses each page it hands out.
+adaptive = false
+wave_pages = 10
+# Settled when the least-biased formulation (the top_m set) is known at this confidence,
+# over repeated looks; every phi and |dphi| cell keeps min_depth answered examples first.
+confidence = 0.95
+top_m = 1
+min_depth = 2
+# Stop at this many answers (budget_unit = "answers") or pages ("pages"); 0: no budget.
+budget = 0
+budget_unit = "answers"
+# Candidate examples in pool.csv (0: as many as the coverage design has).
+pool_size = 0
 
 [serve]
 # The hosted study (satcal serve). Completion codes of your Prolific study: participants
@@ -131,6 +147,8 @@ attention_checks = 2
 attention_fail_limit = 2
 # Minutes before a page a participant left unanswered is given to someone else.
 assignment_timeout_minutes = 30
+# Adaptive studies: seconds between two refits of the page order (never waited for).
+refit_seconds = 5
 # Screening: every participant meets quality.min_traps traps, spread over their pages;
 # traps are shown on top of a page's own items where the pages they get hold too few (as
 # platforms show test questions to every worker). Participants who failed
@@ -225,6 +243,15 @@ DEFAULTED = [
     (Key("quality", "drop_traps", list, lambda v: all(isinstance(x, str) for x in v),
          'a list of trap ids, e.g. ["trap03"]'), []),
     (Key("design", "answers_per_example", int, lambda v: 1 <= v <= 100, "an integer from 1 to 100"), 1),
+    (Key("design", "adaptive", bool), False),
+    (Key("design", "wave_pages", int, lambda v: 1 <= v <= 100_000, "an integer from 1 to 100,000"), 10),
+    (Key("design", "confidence", (int, float), lambda v: 0.5 <= v < 1, "a probability in [0.5, 1)"), 0.95),
+    (Key("design", "top_m", int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000"), 1),
+    (Key("design", "min_depth", int, lambda v: 0 <= v <= MAX_PER_CELL, f"an integer from 0 to {MAX_PER_CELL:,}"), 2),
+    (Key("design", "budget", int, lambda v: 0 <= v <= 10 ** 9, "an integer >= 0 (0: no budget)"), 0),
+    (Key("design", "budget_unit", str, lambda v: v in ("answers", "pages"), '"answers" or "pages"'), "answers"),
+    (Key("design", "pool_size", int, lambda v: 0 <= v <= 10 ** 7, "an integer >= 0 (0: the coverage design's size)"), 0),
+    (Key("serve", "refit_seconds", (int, float), lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"), 5),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "pages_per_participant", int, lambda v: 1 <= v <= 10_000, "an integer from 1 to 10,000"), 5),
@@ -825,6 +852,9 @@ class Workspace:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=self.seed + 1,
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
+        if self["design.adaptive"]:  # adaptive: the examples are the candidate pool waves draw from
+            from .adaptive_study import adopt_pool
+            adopt_pool(self, result, judgments, design)
         # query and document ids are the user's: no cell may run as a formula in a spreadsheet
         # (read back through table(), which gives the values as they were)
         csv = lambda df: spreadsheet_safe(df).to_csv(index=False, lineterminator="\n", float_format="%.10g")
@@ -833,6 +863,8 @@ class Workspace:
             atomic_write_text(outputs.file("traps.csv"), csv(traps))
             atomic_write_text(outputs.file("scores.csv"), csv(result.scores))
             atomic_write_text(outputs.file("coverage.csv"), csv(result.coverage))
+            if self["design.adaptive"]:
+                atomic_write_text(outputs.file("pool.csv"), csv(result.examples))
             outputs.file("coverage.png"), outputs.file("coverage.pdf")
             coverage_heatmap(result.coverage, design.min_per_cell, outputs.file("coverage"))
             atomic_write_text(outputs.file(DESIGN_FILE), json.dumps(
@@ -843,7 +875,8 @@ class Workspace:
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
         return result
 
-    def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False):
+    def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False,
+               next_batch: bool = False):
         """Platform task files under batches/<platform>/ and the hidden key.csv.
 
         Each batch (a presentation of the examples: opaque ids, orientation, pages) keeps its
@@ -852,6 +885,9 @@ class Workspace:
         platform, say), and ``new_batch`` starts the next one; nothing replaces a key that
         collected answers refer to.
         """
+        if next_batch:  # adaptive: the next wave, chosen from the answers so far
+            from .adaptive_study import export_next
+            return export_next(self, platform)
         with self.locked():
             return self._export(platform, force, new_batch)
 
@@ -862,7 +898,7 @@ class Workspace:
             return 0
         return int(key["batch"].iloc[0]) if "batch" in key.columns and len(key) else 1
 
-    def _export(self, platform: str | None, force: bool, new_batch: bool = False):
+    def _export(self, platform: str | None, force: bool, new_batch: bool = False, wave=None):
         from .platforms import build_items, get_platform
         plat = get_platform(platform or self["presentation.platform"])
         out = self.path / "batches" / plat.name
@@ -873,12 +909,12 @@ class Workspace:
         if not collected:
             self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) and not new_batch else [],
                        force)
-        examples = self.table("examples.csv")
-        traps = self.table("traps.csv", required=False)
+        examples = self.table("examples.csv") if wave is None else wave.examples
+        traps = self.table("traps.csv", required=False) if wave is None else wave.traps
         traps = traps if traps is not None else pd.DataFrame()
         # batch 1 keeps the seed of earlier versions, so existing keys are reproduced
         documents, topics = self.documents(), self.topics()
-        per_page = self["presentation.items_per_page"]
+        per_page = self["presentation.items_per_page"] if wave is None else wave.items_per_page
         build = lambda n: build_items(examples, traps, self.k, seed=self.seed + 2 + 7919 * (batch - 1),
                                       items_per_page=n, documents=documents, swap=self["presentation.swap"],
                                       topics=topics)
@@ -921,7 +957,8 @@ class Workspace:
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
                                        per_page,
                                        answers_per_example=self["design.answers_per_example"], **settings)
-            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch},
+            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch,
+                                   **({"wave_examples": len(examples)} if wave is not None else {})},
                         outputs=outputs)
         return [out / Path(p).relative_to(staged_out) for p in written]
 
@@ -998,6 +1035,9 @@ class Workspace:
                                 "answers_per_example_design": self["design.answers_per_example"],
                                 "answers_per_example_mean": float(counts.mean()),
                                 **({"agreement": agreed.as_dict()} if agreed is not None else {})}
+        if self["design.adaptive"]:  # the stopping rule's verdict, in calibration.json and the report
+            from .adaptive_study import calibration_record
+            result.meta["provenance"]["adaptive"] = calibration_record(self, result)
         from .report import write_analysis
         with self.staged("analyze") as outputs:
             write_analysis(result, outputs.dir("analysis"))
