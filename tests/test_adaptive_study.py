@@ -41,8 +41,8 @@ class Verdict:
 def settle_at(n: int, calls: list | None = None):
     """A rule that settles once the fitted result holds ``n`` answers, naming the formulation
     ranked first; it records the look and the planned looks it was asked at."""
-    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10):
-        answers = int(sum(result.meta["answer_counts"].values()))
+    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None):
+        answers = int(result.meta["n_examples"])
         if calls is not None:
             calls.append((answers, look, max_looks, confidence, top_m))
         leaders = list(result.ranking["formulation"].head(top_m))
@@ -61,6 +61,15 @@ def prefer(ids):
             ["priority", "example_id"], ascending=[False, True], kind="stable")
         return order.head(n).reset_index(drop=True)
     return plan_wave
+
+
+@pytest.fixture(autouse=True)
+def quick_fit(request, monkeypatch):
+    """The rules these tests pass read no bootstrap replicates: the fit between waves skips the
+    bootstrap (the end-to-end test with the real rule keeps it)."""
+    if "end_to_end" not in request.node.name:
+        import satcal.adaptive_study as adaptive_study
+        monkeypatch.setattr(adaptive_study, "SETTLE_FIT", {**adaptive_study.SETTLE_FIT, "bootstrap": 0})
 
 
 def _set(ws, **values):
@@ -215,7 +224,7 @@ def test_next_batch_refuses_once_settled_or_at_the_budget(adaptive_ws):
     n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
     with pytest.raises(SatcalError) as err:
         export_next(ws, "csv", plan_wave=plan, settle=settle_at(n))
-    assert f"the study is settled (settled: " in str(err.value) and "\n" not in str(err.value)
+    assert f"{ws.path}: the study is settled: " in str(err.value) and "\n" not in str(err.value)
     assert sorted(_keys_of(ws)) == [1]  # nothing written
     ws = _set(ws, budget=n)
     with pytest.raises(SatcalError) as err:
@@ -295,10 +304,19 @@ def _take_part(http, code, study, ws):
     return shown
 
 
+def settle_at_look(first: int, calls: list):
+    """A rule that settles from look ``first`` on, naming the formulation ranked first."""
+    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None):
+        calls.append((int(result.meta["n_examples"]), look))
+        return Verdict(look >= first, list(result.ranking["formulation"].head(top_m)), confidence, look, 0.01,
+                       int(result.meta["n_examples"]), f"look {look}")
+    return settle
+
+
 def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(served_adaptive):
-    from satcal.adaptive_study import attach
+    from satcal.adaptive_study import attach, budget
     from satcal.serve import HostedStudy, db
-    ws = _set(served_adaptive, pages_per_participant=3, trust_threshold=0)
+    ws = _set(served_adaptive, pages_per_participant=2, trust_threshold=0)
     key = ws.table("key.csv")
     real = key[key["is_trap"] == "False"].assign(p=lambda d: d["page"].astype(int))
     # the criterion: the examples of the highest-numbered pages first
@@ -309,20 +327,32 @@ def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(se
     # the mean priority of a page's examples ranks the pages: here, highest page number first
     means = real.assign(pr=[-float(order.index(e)) for e in real["source_id"]]).groupby("p")["pr"].mean()
     assert list(means.sort_values(ascending=False).index) == pages
-    enough = int(real["p"].isin(pages[:6]).sum())  # the real items of the first six pages
+    # a wave's worth of answers: wave_pages (4) pages of the batch's examples per page
+    wave = budget(ws).wave_answers
+    assert wave == pytest.approx(4 * len(real) / len(pages))
+    calls = []
     study = HostedStudy.from_workspace(ws)
-    assert attach(ws, study, priorities=priorities, settle=settle_at(enough))
+    assert attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
     assert not study.closed()
-    seen = [_take_part(_client(study), f"p{i}", study, ws) for i in range(2)]
-    assert seen == [pages[:3], pages[3:6]]
-    # six pages answered: the rule settles; a newcomer gets the polite end and no page
+    seen = []
+    for i in range(len(pages)):
+        seen.append(_take_part(_client(study), f"p{i}", study, ws))
+        if study.closed():
+            break
+    shown = [p for pages_of in seen for p in pages_of]
+    assert shown == pages[:len(shown)]  # the criterion's order, across participants
+    # the rule was asked once, when the first wave's worth of answers was in, and it settled
+    answered = int(real["p"].isin(shown).sum())
+    before = int(real["p"].isin(shown[:-1]).sum())
+    assert len(calls) == 1 and calls[0][1] == 1 and before < wave <= answered
     assert study.closed() and study.order.plan.reason.startswith("settled")
+    # a newcomer gets the polite end and no page
     http = _client(study)
     r = _participant(http, "late")
     assert r.status_code == 303 and r.headers["location"] == "/done"
     assert "this study is complete" in http.get("/done").text
     stored = db.snapshot(study.engine)
-    assert stored["worker_id"].nunique() == 2  # the newcomer stored nothing
+    assert stored["worker_id"].nunique() == len(seen)  # the newcomer stored nothing
 
 
 def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_adaptive):

@@ -43,9 +43,13 @@ __all__ = ["AdaptiveSettings", "POOL_FILE", "Wave", "build_pool", "adopt_pool", 
 
 #: The candidate pool every wave is chosen from.
 POOL_FILE = "pool.csv"
-#: The fit the stopping rule reads between waves and in serve's refits (the joint model beside
-#: the paper's curves; no bootstrap, so a refit costs a few seconds at most).
-SETTLE_FIT = {"sat_model": "both", "bootstrap": 0}
+#: The fit the stopping rule reads between waves and in serve's refits: the joint model (its
+#: b1 leads the ranking) with a bootstrap that resamples workers and examples, as the rule
+#: needs replicates of the differences.
+SETTLE_FIT = {"sat_model": "both", "bootstrap": 100}
+#: Candidates in the pool per example of the coverage design, when design.pool_size is 0: the
+#: criterion needs room to choose.
+POOL_PER_DESIGN = 10
 #: Looks planned when the study has no budget.
 DEFAULT_LOOKS = 10
 
@@ -58,7 +62,7 @@ class AdaptiveSettings:
     wave_pages: int = 10
     confidence: float = 0.95
     top_m: int = 1
-    min_depth: int = 2
+    min_depth: int = 10
     budget: int = 0
     budget_unit: str = "answers"
     pool_size: int = 0
@@ -87,12 +91,14 @@ def _require(ws, command: str) -> AdaptiveSettings:
 
 # -- the pool ------------------------------------------------------------------------------
 def build_pool(ws, judgments, formulations, design_size: int, candidate_pool=None) -> pd.DataFrame:
-    """The candidate pool of an adaptive study: ``pool_size`` examples (the coverage design's
-    size when 0), made with the study's seed."""
-    if candidate_pool is None:
-        from .analysis.adaptive import candidate_pool
+    """The candidate pool of an adaptive study: ``pool_size`` examples (``POOL_PER_DESIGN``
+    times the coverage design's size when 0), made with the study's seed."""
     s = _settings(ws)
-    n = s.pool_size or int(design_size)
+    if candidate_pool is None:
+        from functools import partial
+        from .analysis.adaptive import candidate_pool
+        candidate_pool = partial(candidate_pool, overlap=ws["generator.overlap"], n_bins=ws["generator.n_bins"])
+    n = s.pool_size or POOL_PER_DESIGN * int(design_size)
     return candidate_pool(judgments, ws.k, list(ws["study.levels"]), formulations, n, ws.seed + 17)
 
 
@@ -174,11 +180,17 @@ class Budget:
     answers: int | None
     wave_answers: float
 
-    def looks(self, n_answers: int) -> tuple[int, int]:
-        """(look, planned looks) after ``n_answers`` answers: see the module docstring."""
-        look = max(1, math.ceil(n_answers / self.wave_answers - 1e-9))
+    def looks(self, n_answers: int, waves_answered: int = 0) -> tuple[int, int]:
+        """(look, planned looks) after ``n_answers`` answers from ``waves_answered`` waves (file
+        platforms): the waves answered, or the whole waves' worth of answers in (a hosted
+        study), at least 1; see the module docstring."""
+        look = max(1, waves_answered, math.floor(n_answers / self.wave_answers + 1e-9))
         planned = math.ceil(self.answers / self.wave_answers) if self.answers else DEFAULT_LOOKS
         return look, max(planned, look)
+
+    def information(self, n_answers: int) -> float | None:
+        """The information fraction answers / budget (None without a budget)."""
+        return None if not self.answers else min(1.0, max(n_answers, 1) / self.answers)
 
     def reached(self, n_answers: int) -> bool:
         return self.answers is not None and n_answers >= self.answers
@@ -195,7 +207,24 @@ def budget(ws, keys: pd.DataFrame | None = None) -> Budget:
 
 
 # -- the stopping rule ---------------------------------------------------------------------
-def settlement(ws, study, result=None, settle=None, n_answers: int | None = None):
+def waves_answered(ws, answers: pd.DataFrame | None) -> int:
+    """The batches (waves) of which ingested answers hold at least one answer to an example."""
+    if answers is None or not len(answers):
+        return 0
+    keys = _keys(ws)
+    if "batch" not in keys.columns:
+        return 1
+    batch = keys.set_index("item_id")["batch"].astype(str)
+    real = answers[answers["is_trap"].astype(str) != "True"]
+    return int(real["item_id"].astype(str).map(batch).dropna().nunique())
+
+
+def look_of(ws, n_answers: int, answers: pd.DataFrame | None = None) -> tuple[int, int]:
+    """(look, planned looks) of the stopping rule after these answers."""
+    return budget(ws).looks(n_answers, waves_answered(ws, answers))
+
+
+def settlement(ws, study, result=None, settle=None, n_answers: int | None = None, look=None):
     """The stopping rule's verdict on ``study`` (answers so far): ``settle`` (default
     :func:`satcal.analysis.adaptive.settle`) on ``result`` (fitted here with ``SETTLE_FIT``
     when not given), at the look the answers have reached; None when the answers are still too
@@ -210,19 +239,21 @@ def settlement(ws, study, result=None, settle=None, n_answers: int | None = None
             return None  # too few answers to fit the curves: nothing can be settled yet
     s = _settings(ws)
     n = len(study.examples) if n_answers is None else n_answers
-    look, planned = budget(ws).looks(n)
-    return settle(result, confidence=s.confidence, top_m=s.top_m, look=look, max_looks=planned)
+    look, planned = look if look is not None else budget(ws).looks(n)
+    info = budget(ws).information(n)
+    return settle(result, confidence=s.confidence, top_m=s.top_m, look=look, max_looks=planned,
+                  **({"information": info} if info is not None else {}))
 
 
 def calibration_record(ws, result, settle=None) -> dict:
     """calibration.json's ``adaptive`` block: the verdict (settled, leaders, confidence,
     looks, alpha spent, answers) and the budget."""
-    n = int(result.meta.get("crowd", {}).get("answers", 0)) or None
-    verdict = settlement(ws, None, result=result, settle=settle, n_answers=n if n is not None else 0)
+    answers = _ingested(ws)
+    n = int(result.meta.get("crowd", {}).get("answers", 0)) or int(result.meta.get("n_examples", 0))
+    verdict = settlement(ws, None, result=result, settle=settle, n_answers=n, look=look_of(ws, n, answers))
     b = budget(ws)
     record = dict(verdict.to_dict())
-    record.update(budget_answers=b.answers, budget_reached=b.reached(int(record.get("n_answers") or n or 0)),
-                  summary=verdict.summary())
+    record.update(budget_answers=b.answers, budget_reached=b.reached(n), summary=verdict.summary())
     return record
 
 
@@ -259,12 +290,15 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     """
     s = _require(ws, "export --next-batch")
     if plan_wave is None:
+        from functools import partial
         from .analysis.adaptive import plan_wave
+        plan_wave = partial(plan_wave, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
     pool = read_pool(ws)
     keys = _keys(ws)
     asked = set(keys.loc[keys["is_trap"].astype(str) != "True", "source_id"].astype(str))
     b = budget(ws, keys)
-    study = answered_study(ws, _ingested(ws))
+    ingested = _ingested(ws)
+    study = answered_study(ws, ingested)
     n_answers = 0 if study is None else len(study.examples)
     if b.reached(n_answers):
         raise SatcalError(f"{ws.path}: the study has {n_answers} answers, its budget is {b.answers} "
@@ -274,9 +308,9 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
         raise SatcalError(f"{ws.path}: the waves exported already ask for {asked_answers} answers, the budget "
                           f"is {b.answers} (design.budget): ingest their answers and analyse them")
     if study is not None:
-        verdict = settlement(ws, study, settle=settle)
+        verdict = settlement(ws, study, settle=settle, look=look_of(ws, n_answers, ingested))
         if verdict is not None and verdict.settled:
-            raise SatcalError(f"{ws.path}: the study is settled ({verdict.summary().splitlines()[0]}); no "
+            raise SatcalError(f"{ws.path}: the study is {verdict.summary().splitlines()[0]}; no "
                               f"further wave is needed. Analyse it: satcal analyze {ws.path}")
     per_page = _items_per_page(ws, pool)
     traps = ws.table("traps.csv", required=False)
@@ -351,7 +385,11 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     :func:`satcal.analysis.adaptive.example_priorities`) averaged over each page's examples,
     and whether to stop (settled, or at the budget)."""
     if priorities is None:
-        from .analysis.adaptive import example_priorities as priorities
+        from functools import partial
+        from .analysis.adaptive import example_priorities
+        # the cache keeps each refit's fits: the next starts from them (a warm start)
+        priorities = partial(example_priorities, n_bins=ws["generator.n_bins"],
+                             top_level=max(ws["study.levels"]), cache={})
     from .serve.priority import Plan
     s = _require(ws, "serve")
     key = ws.table("key.csv")
@@ -362,19 +400,23 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     forms, b = ws.formulations(), budget(ws, key)
     seed = int(np.random.default_rng([ws.seed, 24, 0]).integers(2 ** 31))
 
+    tested: dict = {}  # look -> verdict: the rule is asked once per look, never again within it
+
     def refit() -> Plan:
         study = answered_study(ws, _served_answers(ws, engine, key))
         n = 0 if study is None else len(study.examples)
         score = priorities(pool, study, forms, seed=seed, min_depth=s.min_depth)
         by_page = pd.Series(pages.index.map(score).to_numpy(dtype=float), index=pages.to_numpy())
-        ranked = by_page.groupby(level=0).mean().dropna()
+        ranked = by_page.groupby(level=0).mean().dropna().to_dict()
         if b.reached(n):
-            return Plan(ranked.to_dict(), True, f"budget reached: {n} answers of {b.answers}")
-        if study is not None:
-            verdict = settlement(ws, study, settle=settle)
-            if verdict is not None and verdict.settled:
-                return Plan(ranked.to_dict(), True, verdict.summary().splitlines()[0])
-        return Plan(ranked.to_dict(), False, f"{n} answers, not settled")
+            return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
+        look = b.looks(n)
+        if study is not None and n >= b.wave_answers * look[0] - 1e-9 and look[0] not in tested:
+            tested[look[0]] = settlement(ws, study, settle=settle, look=look)
+        verdict = tested.get(max(tested)) if tested else None
+        if verdict is not None and verdict.settled:
+            return Plan(ranked, True, verdict.summary().splitlines()[0])
+        return Plan(ranked, False, f"{n} answers, not settled" + (f" ({verdict.summary()})" if verdict else ""))
 
     return refit
 

@@ -126,11 +126,11 @@ wave_pages = 10
 # over repeated looks; every phi and |dphi| cell keeps min_depth answered examples first.
 confidence = 0.95
 top_m = 1
-min_depth = 2
+min_depth = 10
 # Stop at this many answers (budget_unit = "answers") or pages ("pages"); 0: no budget.
 budget = 0
 budget_unit = "answers"
-# Candidate examples in pool.csv (0: as many as the coverage design has).
+# Candidate examples in pool.csv (0: ten times as many as the coverage design has).
 pool_size = 0
 
 [serve]
@@ -247,10 +247,10 @@ DEFAULTED = [
     (Key("design", "wave_pages", int, lambda v: 1 <= v <= 100_000, "an integer from 1 to 100,000"), 10),
     (Key("design", "confidence", (int, float), lambda v: 0.5 <= v < 1, "a probability in [0.5, 1)"), 0.95),
     (Key("design", "top_m", int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000"), 1),
-    (Key("design", "min_depth", int, lambda v: 0 <= v <= MAX_PER_CELL, f"an integer from 0 to {MAX_PER_CELL:,}"), 2),
+    (Key("design", "min_depth", int, lambda v: 0 <= v <= MAX_PER_CELL, f"an integer from 0 to {MAX_PER_CELL:,}"), 10),
     (Key("design", "budget", int, lambda v: 0 <= v <= 10 ** 9, "an integer >= 0 (0: no budget)"), 0),
     (Key("design", "budget_unit", str, lambda v: v in ("answers", "pages"), '"answers" or "pages"'), "answers"),
-    (Key("design", "pool_size", int, lambda v: 0 <= v <= 10 ** 7, "an integer >= 0 (0: the coverage design's size)"), 0),
+    (Key("design", "pool_size", int, lambda v: 0 <= v <= 10 ** 7, "an integer >= 0 (0: ten times the coverage design's size)"), 0),
     (Key("serve", "refit_seconds", (int, float), lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"), 5),
     (Key("serve", "completion_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
     (Key("serve", "failed_attention_code", str, _code, "letters, digits, _ or -, at most 64"), ""),
