@@ -419,3 +419,42 @@ def test_calibration_record_and_report_say_what_is_settled(adaptive_ws):
     assert leader in text and "too few answers" in text
     settled = calibration_record(ws, result, settle=settle_at(n))
     assert str(adaptive_paragraph(settled)).startswith("<b>Adaptive study: settled</b> at 95% confidence")
+
+
+# --------------------------------------------------------------------------------------------
+# End to end, with the package's own pool, criterion and stopping rule
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_end_to_end_waves_from_the_cli_and_the_verdict_in_calibration_json(generated, tmp_path):
+    """generate writes the pool, the first wave is space-filling, the second chosen from the
+    answers; analyze records the stopping rule's verdict, checked against the analysis' own
+    tables (looks: the waves answered; the leader: the least b1_joint of bias.csv)."""
+    import json
+    from click.testing import CliRunner
+    from satcal.cli import main
+    from satcal.ingest import study_from_workspace
+    from satcal.workspace import Workspace
+    shutil.copytree(generated.path, tmp_path / "study")
+    ws = _set(Workspace.open(tmp_path / "study"), adaptive=True, wave_pages=3)
+    run = lambda *args: CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert run("generate", ws.path, "--force", "-q").exit_code == 0
+    pool = ws.table("pool.csv")
+    assert pool.equals(ws.table("examples.csv")) and pool["example_id"].str.startswith("px").all()
+    assert len(pool) >= 10 * 39  # ten times the coverage design's 39 examples
+    for wave in (1, 2):
+        r = run("export", ws.path, "--next-batch")
+        assert r.exit_code == 0 and f"(batch {wave})" in r.output
+        assert run("simulate", ws.path, "--platform", "csv", "--force").exit_code == 0
+        assert run("ingest", ws.path, ws.path / "simulated" / "csv-results.csv", "--platform", "csv").exit_code == 0
+    keys = _keys_of(ws)
+    first, second = (set(keys[b].query("is_trap == 'False'")["source_id"]) for b in (1, 2))
+    assert first and second and not first & second
+    assert run("analyze", ws.path, "--bootstrap", "20", "-q").exit_code == 0
+    record = json.loads((ws.path / "analysis" / "calibration.json").read_text())["adaptive"]
+    bias = pd.read_csv(ws.path / "analysis" / "bias.csv")
+    assert record["looks"] == 2 and record["confidence"] == 0.95
+    assert record["leaders"] == [bias.loc[bias["b1_joint"].idxmin(), "formulation"]]
+    assert record["n_answers"] == len(study_from_workspace(ws).examples)
+    assert isinstance(record["settled"], bool) and 0 < record["alpha_spent"] < 0.05
+    report = (ws.path / "analysis" / "report.html").read_text()
+    assert ("Adaptive study: settled" if record["settled"] else "Adaptive study: not settled") in report

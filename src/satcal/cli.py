@@ -475,6 +475,10 @@ def generate(directory, force, quiet):
     if not ws["traps.file"]:
         from .traps import TRAP_RULE
         click.echo(f"  The {TRAP_RULE}.")
+    if "adaptive_pool" in result.candidates:  # adaptive: the examples are the candidate pool
+        click.echo(f"Adaptive: examples.csv and pool.csv hold the candidate pool, {result.candidates['adaptive_pool']} "
+                   f"examples; the coverage design above had {result.candidates['coverage_design_examples']} (its "
+                   f"coverage.csv is the fixed design's). Next: satcal export {ws.path} --next-batch")
     click.echo(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {ws.path}/")
 
 
