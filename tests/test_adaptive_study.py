@@ -333,6 +333,7 @@ def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(se
     calls = []
     study = HostedStudy.from_workspace(ws)
     assert attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
+    study.order.refresh()  # the first refit, as the server's start makes it
     assert not study.closed()
     seen = []
     for i in range(len(pages)):
@@ -366,6 +367,7 @@ def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_
         return pd.Series(0.0, index=pool["example_id"])
     study = HostedStudy.from_workspace(ws)
     attach(ws, study, priorities=priorities, settle=settle_at(10 ** 6))
+    study.order.refresh()
     assert not study.closed()
     http = _client(study)
     r = _participant(http, "p0")
@@ -379,6 +381,26 @@ def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_
     study.order.refit = broken
     assert study.order.refresh() is False
     assert study.order.plan is plan and study.order.failures == 1
+
+
+def test_the_servers_refit_runs_in_a_process_of_its_own_with_the_packages_criterion(served_adaptive):
+    """satcal serve's default: the refit in a spawned process (no interpreter lock shared with
+    the server's threads), giving the plan the same refit gives in this process."""
+    from satcal.adaptive_study import ProcessRefit, attach, serve_refit
+    from satcal.serve import HostedStudy
+    ws = served_adaptive
+    study = HostedStudy.from_workspace(ws)
+    assert attach(ws, study) and isinstance(study.order.refit, ProcessRefit)
+    try:
+        assert study.order.refresh() is True
+    finally:
+        study.order.refit.pool.shutdown()
+    here = serve_refit(ws, study.engine)()
+    key = ws.table("key.csv")
+    pages = set(key.loc[key["is_trap"] == "False", "page"].astype(int))
+    assert set(study.order.plan.priorities) == pages
+    assert study.order.plan == here and not here.closed and here.reason == "0 answers, not settled"
+    assert study.progress()["adaptive"]["refits"] == 1
 
 
 def test_the_page_order_follows_the_published_plan_without_a_refit():

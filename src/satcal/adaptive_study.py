@@ -39,7 +39,7 @@ import pandas as pd
 from .errors import SatcalError
 
 __all__ = ["AdaptiveSettings", "POOL_FILE", "Wave", "build_pool", "adopt_pool", "next_wave", "export_next", "settlement",
-           "calibration_record", "serve_refit", "attach", "answered_study"]
+           "calibration_record", "serve_refit", "ProcessRefit", "attach", "answered_study"]
 
 #: The candidate pool every wave is chosen from.
 POOL_FILE = "pool.csv"
@@ -421,14 +421,61 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     return refit
 
 
-def attach(ws, study, priorities=None, settle=None) -> bool:
-    """Give a :class:`~satcal.serve.HostedStudy` of an adaptive workspace its page order (a
-    first refit now, so the first participants already get the criterion's pages; then in
-    the background while the server runs). False, and nothing done, for a fixed study."""
+#: The refit of this process when it is the server's refit process (built on its first call).
+_CHILD_REFIT = None
+
+
+def _refit_in_child(path: str, url: str):
+    """One refit, in the server's refit process: the workspace, the database and the
+    criterion's warm-start cache are kept there between calls."""
+    global _CHILD_REFIT
+    if _CHILD_REFIT is None:
+        from .serve import db
+        from .workspace import Workspace
+        ws = Workspace.open(path)
+        _CHILD_REFIT = serve_refit(ws, db.connect(url))
+    return _CHILD_REFIT()
+
+
+class ProcessRefit:
+    """``serve_refit`` run in a process of its own (spawned once, kept): the server's
+    threads never share an interpreter lock with a refit, so a refit costs participants
+    nothing but a core's share. A refit process that died is replaced at the next call."""
+
+    def __init__(self, path, url: str):
+        self.args = (str(path), url)
+        self.pool = None
+
+    def __call__(self):
+        from concurrent.futures.process import BrokenProcessPool
+        if self.pool is None:
+            import atexit
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(self.pool.shutdown, wait=False, cancel_futures=True)
+        try:
+            return self.pool.submit(_refit_in_child, *self.args).result()
+        except BrokenProcessPool:
+            self.pool = None
+            raise
+
+
+def attach(ws, study, priorities=None, settle=None, process: bool | None = None) -> bool:
+    """Give a :class:`~satcal.serve.HostedStudy` of an adaptive workspace its page order,
+    refitted in the background while the server runs (the first refit at its start: until it
+    is in, pages go in page order; the server's start never waits for it). The refit runs in a process of its own
+    (:class:`ProcessRefit`) unless ``process`` is false or a criterion or rule is passed in
+    (they run in the server's background thread). False, and nothing done, for a fixed study."""
     s = _settings(ws)
     if not s.adaptive:
         return False
     from .serve.priority import PageOrder
-    study.order = PageOrder(serve_refit(ws, study.engine, priorities, settle), s.refit_seconds)
-    study.order.refresh()
+    if process is None:
+        process = priorities is None and settle is None
+    if process:
+        refit = ProcessRefit(ws.path.resolve(), study.engine.url.render_as_string(hide_password=False))
+    else:
+        refit = serve_refit(ws, study.engine, priorities, settle)
+    study.order = PageOrder(refit, s.refit_seconds)
     return True

@@ -724,8 +724,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     study = HostedStudy.from_workspace(ws, db_url)
     from .adaptive_study import attach
     if attach(ws, study):  # adaptive: pages in the criterion's order, refitted in the background
-        click.echo(f"Adaptive: {study.order.plan.reason or 'the first refit failed (logged); page order until one succeeds'}; the page order is refitted every "
-                   f"{ws['serve.refit_seconds']:g} s")
+        click.echo(f"  adaptive: pages in the order the answers so far ask for, refitted in the background every "
+                   f"{ws['serve.refit_seconds']:g} s; no page handed out once settled or at the budget")
     with ws.locked():
         ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")

@@ -66,6 +66,12 @@ class PageOrder:
     def closed(self) -> bool:
         return self._plan.closed
 
+    def status(self) -> dict:
+        """For the researcher's status page: refits made and failed, and the latest plan's
+        verdict."""
+        return {"refits": self.refits, "failures": self.failures, "closed": self._plan.closed,
+                "reason": self._plan.reason, "interval_seconds": self.interval}
+
     def refresh(self) -> bool:
         """Run one refit and publish its plan; False (old plan kept, failure logged) if it
         raised or returned something else than a :class:`Plan`."""

@@ -524,7 +524,8 @@ class HostedStudy:
                 "simulated_participants": int(people["simulated"].sum()),
                 "simulated_share": (simulated_responses / responses) if responses else 0.0,
                 "responses": responses, "answers_per_example": self.settings.answers_per_example,
-                "min_traps": self.settings.min_traps, "warnings": list(self.warnings)}
+                "min_traps": self.settings.min_traps, "warnings": list(self.warnings),
+                **({"adaptive": self.order.status()} if self.order is not None else {})}
 
     def csrf_token(self, pid: int) -> str:
         """The form token of a participant: an HMAC of their id under the server's secret, so a
