@@ -425,15 +425,14 @@ def serve_refit(ws, engine, priorities=None, settle=None):
 _CHILD_REFIT = None
 
 
-def _refit_in_child(path: str, url: str):
-    """One refit, in the server's refit process: the workspace, the database and the
-    criterion's warm-start cache are kept there between calls."""
+def _refit_in_child(path: str, url: str, open_workspace):
+    """One refit, in the server's refit process: the workspace (opened by
+    ``open_workspace(path)``: this module does not import the workspace, which imports it), the
+    database and the criterion's warm-start cache are kept there between calls."""
     global _CHILD_REFIT
     if _CHILD_REFIT is None:
         from .serve import db
-        from .workspace import Workspace
-        ws = Workspace.open(path)
-        _CHILD_REFIT = serve_refit(ws, db.connect(url))
+        _CHILD_REFIT = serve_refit(open_workspace(path), db.connect(url))
     return _CHILD_REFIT()
 
 
@@ -442,8 +441,8 @@ class ProcessRefit:
     threads never share an interpreter lock with a refit, so a refit costs participants
     nothing but a core's share. A refit process that died is replaced at the next call."""
 
-    def __init__(self, path, url: str):
-        self.args = (str(path), url)
+    def __init__(self, path, url: str, open_workspace):
+        self.args = (str(path), url, open_workspace)
         self.pool = None
 
     def __call__(self):
@@ -474,7 +473,8 @@ def attach(ws, study, priorities=None, settle=None, process: bool | None = None)
     if process is None:
         process = priorities is None and settle is None
     if process:
-        refit = ProcessRefit(ws.path.resolve(), study.engine.url.render_as_string(hide_password=False))
+        refit = ProcessRefit(ws.path.resolve(), study.engine.url.render_as_string(hide_password=False),
+                             type(ws).open)
     else:
         refit = serve_refit(ws, study.engine, priorities, settle)
     study.order = PageOrder(refit, s.refit_seconds)
