@@ -545,6 +545,9 @@ def export(directory, platform, force, new_batch, next_batch):
     if settings:
         name = platform or ws["presentation.platform"]
         click.echo(f"Settings ([platforms.{name}] of study.toml): {settings}")
+    if ws["design.adaptive"] and not next_batch and (platform or ws["presentation.platform"]) != "serve":
+        click.echo("  warning: an adaptive study: this batch holds the whole candidate pool; ask the next "
+                   f"wave with satcal export {ws.path} --next-batch", err=True)
     if (platform or ws["presentation.platform"]) == "serve":
         from .serve.study import workspace_warnings
         for warning in workspace_warnings(ws):
