@@ -167,6 +167,20 @@ def test_next_batch_refuses_a_fixed_study(generated):
                                              "then satcal generate DIR --force)"]
 
 
+def test_next_batch_without_a_pool_says_to_generate(adaptive_ws):
+    from satcal.adaptive_study import export_next
+    ws = adaptive_ws
+    ws.file("pool.csv").unlink()
+    with pytest.raises(SatcalError) as err:
+        export_next(ws, "csv", plan_wave=prefer([]))
+    assert str(err.value) == (f"{ws.path}/pool.csv is missing: an adaptive study draws its waves from the pool "
+                              f"that satcal generate writes; run satcal generate {ws.path} --force")
+    pool = ws.table("examples.csv").head(3).assign(example_id=["zz1", "zz2", "zz3"])
+    pool.to_csv(ws.file("pool.csv"), index=False)  # a pool of another generate
+    with pytest.raises(SatcalError, match="example 'zz1' is not in examples.csv"):
+        export_next(ws, "csv", plan_wave=prefer([]))
+
+
 def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(adaptive_ws):
     from satcal.adaptive_study import export_next
     from satcal.ingest import ingest
