@@ -417,11 +417,27 @@ def test_the_servers_refit_runs_in_a_process_of_its_own_with_the_packages_criter
     assert study.progress()["adaptive"]["refits"] == 1
 
 
-def test_the_page_order_follows_the_published_plan_without_a_refit():
-    """Plan.ranks: highest priority first, ties by page; pages not named come last."""
-    from satcal.serve.priority import Plan
+def test_the_page_order_follows_the_published_plan_without_a_refit(tmp_path):
+    """Plan.ranks: highest priority first, ties by page; the database orders its slots so
+    (pages the plan does not name last), as a sort in Python does."""
+    from sqlalchemy import select
+    from satcal.serve import db
+    from satcal.serve.priority import PageOrder, Plan
     plan = Plan({3: 0.5, 1: 2.0, 7: 0.5, 2: -1.0})
     assert plan.ranks() == {1: 0, 3: 1, 7: 2, 2: 3}
+    engine = db.connect(f"sqlite:///{tmp_path}/order.db")
+    pages = list(range(1, 41))
+    db.prepare(engine, "k" * 64, pages, 2)
+    s = db.tables()["slots"]
+    order = PageOrder(lambda: Plan({p: float((p * 17) % 41) for p in pages if p not in (5, 11)}))
+    assert order.refresh()
+    with engine.connect() as conn:
+        got = [(r.replicate, r.page) for r in conn.execute(
+            select(s.c.replicate, s.c.page).order_by(s.c.replicate, order.rank_expression(s.c.page), s.c.page))]
+    ranks = order.plan.ranks()
+    assert got == sorted(((r, p) for r in (1, 2) for p in pages), key=lambda x: (x[0], ranks.get(x[1], 99), x[1]))
+    assert [p for r, p in got[-2:]] == [5, 11]
+    engine.dispose()
 
 
 # --------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ class PageOrder:
         self.refit = refit
         self.interval = float(interval)
         self._plan = Plan()
-        self._expression = None  # (plan, column, SQL rank expression) of the latest plan
+        self._expression = None  # (plan, column, SQL rank expression, dialect) of the latest plan
         self.refits = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -87,16 +87,28 @@ class PageOrder:
         self.refits += 1
         return True
 
-    def rank_expression(self, column):
-        """A SQL expression of ``column`` (a page number) giving its rank in the latest plan
-        (pages the plan does not name after the others), built once per plan."""
+    def rank_expression(self, column, dialect: str = "sqlite"):
+        """A SQL expression of ``column`` (a page number) giving its place in the latest plan
+        (pages the plan does not name after the others), built once per plan.
+
+        The plan is one bound string of the ranked pages (",12,3,7,"), and a page's place is
+        where ``,<page>,`` starts in it (``instr`` in SQLite, ``strpos`` in PostgreSQL): a
+        claim's query costs one string search a row, where a CASE of one branch a page cost
+        ten times the query without an order (measured on 230 pages).
+        """
         plan, cached = self._plan, self._expression
-        if cached is not None and cached[0] is plan and cached[1] is column:
+        if cached is not None and cached[0] is plan and cached[1] is column and cached[3] == dialect:
             return cached[2]
-        from sqlalchemy import case, literal
+        from sqlalchemy import String, cast, func, literal
         ranks = plan.ranks()
-        expression = case(ranks, value=column, else_=len(ranks)) if ranks else literal(0)
-        self._expression = (plan, column, expression)
+        if not ranks:
+            expression = literal(0)
+        else:
+            ranked = "," + ",".join(str(p) for p in sorted(ranks, key=ranks.get)) + ","
+            needle = literal(",") + cast(column, String) + literal(",")
+            find = func.strpos(literal(ranked), needle) if dialect == "postgresql" else func.instr(literal(ranked), needle)
+            expression = func.coalesce(func.nullif(find, 0), len(ranked) + 1)
+        self._expression = (plan, column, expression, dialect)
         return expression
 
     # -- the background thread -------------------------------------------------------------

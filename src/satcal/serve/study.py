@@ -321,7 +321,7 @@ class HostedStudy:
         from the latest published plan, never waiting for a refit), else page order."""
         if self.order is None:
             return s.c.replicate, s.c.page
-        return s.c.replicate, self.order.rank_expression(s.c.page), s.c.page
+        return s.c.replicate, self.order.rank_expression(s.c.page, self.engine.dialect.name), s.c.page
 
     def _traps_met(self, pid: int) -> set[str]:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
