@@ -423,6 +423,8 @@ def serve_refit(ws, engine, priorities=None, settle=None):
 
 #: The refit of this process when it is the server's refit process (built on its first call).
 _CHILD_REFIT = None
+#: How much lower the refit process's scheduling priority is than the server's (Unix nice).
+REFIT_NICENESS = 10
 
 
 def _refit_in_child(path: str, url: str, open_workspace):
@@ -431,7 +433,10 @@ def _refit_in_child(path: str, url: str, open_workspace):
     database and the criterion's warm-start cache are kept there between calls."""
     global _CHILD_REFIT
     if _CHILD_REFIT is None:
+        import os
         from .serve import db
+        if hasattr(os, "nice"):  # the server's processes come first when the cores are busy
+            os.nice(REFIT_NICENESS)
         _CHILD_REFIT = serve_refit(open_workspace(path), db.connect(url))
     return _CHILD_REFIT()
 
