@@ -635,8 +635,9 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     for i in inside:
         for j in outside:
             d = reps[:, j] - reps[:, i]
-            sd = np.nanstd(d, ddof=1)
-            zij = (est[j] - est[i]) / sd if sd > 0 else (np.inf if est[j] > est[i] else -np.inf)
+            d = d[np.isfinite(d)]   # replicates whose fit failed are left out, as in the intervals
+            sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+            zij = (est[j] - est[i]) / sd if sd > 0 else -np.inf   # no spread: nothing is shown
             key = names[j] if top_m == 1 else f"{names[i]}<{names[j]}"
             z[key] = float(zij)
             if zij < worst[0]:
