@@ -21,9 +21,9 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
 
    is the preposterior variance of d_c: for a Gaussian posterior it equals the expected reduction
    of the posterior variance of d_c (Chaloner and Verdinelli 1995). An example's priority is the
-   sum over the contenders of that reduction relative to the current variance of d_c (the
+   mean over the contenders of that reduction relative to the current variance of d_c (the
    sandwich variance over the answers so far), each weighted by how open the contrast is,
-   2 Phi(-|d_c| / sd_c); plus ``spread`` times the mean relative reduction of every
+   2 Phi(-|d_c| / sd_c); plus ``spread`` (default 1) times the mean relative reduction of every
    formulation's own b1 variance, so that every curve keeps improving. Examples that land in a
    cell (phi or |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before
    all others, so every curve stays estimable and the model can be checked. With no answers the
@@ -322,7 +322,8 @@ def _information(pool_a, pool_b, study: StudyData, forms, contenders, spread: fl
     for openness, c, var_d in chosen:
         p_mix = (pool_p[c] + pool_p[lead]) / 2
         psi_c, psi_l = pool_d[c] / pool_p[c], pool_d[lead] / pool_p[lead]
-        info += openness * (p_mix * (psi_c - psi_l) ** 2).sum(axis=1) / var_d
+        # averaged over the contenders, so the two terms weigh alike whatever their number
+        info += openness * (p_mix * (psi_c - psi_l) ** 2).sum(axis=1) / var_d / len(chosen)
     names = [f.id for f in forms]
     return info, names[lead], tuple(names[c] for _, c, _ in chosen)
 
@@ -373,7 +374,7 @@ def _score(parts: _Parts, added: np.ndarray | None = None) -> np.ndarray:
 
 
 def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations, *, seed: int,
-                       min_depth: int = MIN_DEPTH, contenders: int | None = None, spread: float = 0.25,
+                       min_depth: int = MIN_DEPTH, contenders: int | None = None, spread: float = 1.0,
                        n_bins: int = 10, top_level: int | None = None, fits=None,
                        cache: dict | None = None) -> pd.Series:
     """How soon to ask each pool example (higher = sooner), from the answers so far.
@@ -382,7 +383,8 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
     ``min_depth`` answers first (by how short their cells are, summed over formulations); the
     others by the expected reduction, from one more answer, of the variance of the differences
     b1_joint(c) - b1_joint(leader) between the leader (least b1_joint) and its open contenders,
-    relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is), plus
+    relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is) and
+    averaged over the contenders, plus
     ``spread`` times the mean relative reduction of each formulation's own b1_joint variance.
     The information term is scaled into [0, 1), below the short-cell offset of 1000.
 
@@ -426,7 +428,7 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
 
 def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int, *, seed: int,
               min_depth: int = MIN_DEPTH, exclude: Iterable[str] = (), contenders: int | None = None,
-              spread: float = 0.25, n_bins: int = 10, top_level: int | None = None, fits=None,
+              spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
               cache: dict | None = None) -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
@@ -635,8 +637,9 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     for i in inside:
         for j in outside:
             d = reps[:, j] - reps[:, i]
-            sd = np.nanstd(d, ddof=1)
-            zij = (est[j] - est[i]) / sd if sd > 0 else (np.inf if est[j] > est[i] else -np.inf)
+            d = d[np.isfinite(d)]   # replicates whose fit failed are left out, as in the intervals
+            sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+            zij = (est[j] - est[i]) / sd if sd > 0 else -np.inf   # no spread: nothing is shown
             key = names[j] if top_m == 1 else f"{names[i]}<{names[j]}"
             z[key] = float(zij)
             if zij < worst[0]:
@@ -734,7 +737,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             fixed: pd.DataFrame | None = None, pool_size: int = 20000, min_depth: int = MIN_DEPTH,
                             bootstrap: int = 100, confidence: float = 0.95, top_m: int = 1,
                             max_looks: int | None = None, stop: bool = True, contenders: int | None = None,
-                            spread: float = 0.25, first_wave: int | None = None,
+                            spread: float = 1.0, first_wave: int | None = None,
                             truth_b1: pd.Series | None = None) -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
@@ -804,4 +807,5 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
             break
     out = pd.DataFrame(rows)
     out.attrs["bias"] = bias
+    out.attrs["examples"] = study.examples if study is not None else None
     return out
