@@ -401,6 +401,9 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     seed = int(np.random.default_rng([ws.seed, 24, 0]).integers(2 ** 31))
 
     tested: dict = {}  # look -> verdict: the rule is asked once per look, never again within it
+    # waves answered through files before this batch are looks taken (export --next-batch asked
+    # the rule at the last of them): the server asks it from the next look on
+    earlier = waves_answered(ws, _ingested(ws))
 
     def refit() -> Plan:
         study = answered_study(ws, _served_answers(ws, engine, key))
@@ -410,9 +413,9 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         ranked = by_page.groupby(level=0).mean().dropna().to_dict()
         if b.reached(n):
             return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
-        look = b.looks(n)
-        if study is not None and n >= b.wave_answers * look[0] - 1e-9 and look[0] not in tested:
-            tested[look[0]] = settlement(ws, study, settle=settle, look=look)
+        now = max(earlier, math.floor(n / b.wave_answers + 1e-9))  # 0: no whole wave's worth yet
+        if study is not None and now > earlier and now not in tested:
+            tested[now] = settlement(ws, study, settle=settle, look=b.looks(n, earlier))
         verdict = tested.get(max(tested)) if tested else None
         if verdict is not None and verdict.settled:
             return Plan(ranked, True, verdict.summary().splitlines()[0])
