@@ -510,3 +510,26 @@ def test_end_to_end_waves_from_the_cli_and_the_verdict_in_calibration_json(gener
     assert isinstance(record["settled"], bool) and 0 < record["alpha_spent"] < 0.05
     report = (ws.path / "analysis" / "report.html").read_text()
     assert ("Adaptive study: settled" if record["settled"] else "Adaptive study: not settled") in report
+
+
+def test_serve_after_file_waves_asks_the_rule_from_the_next_look_on(adaptive_ws):
+    """One wave answered through files (look 1, asked by export --next-batch); the served
+    batch's refit counts those answers but does not ask the rule at look 1 again."""
+    from satcal.adaptive_study import attach, export_next
+    from satcal.ingest import ingest
+    from satcal.serve import HostedStudy
+    from satcal.simulate import simulate_workspace
+    ws = adaptive_ws
+    export_next(ws, "csv", plan_wave=prefer([]))
+    path, _ = simulate_workspace(ws, "csv", force=True)
+    ingest(ws, [path], "csv")
+    n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
+    ws = _set(ws, platform="serve", attention_checks=0)
+    ws.export("serve", new_batch=True)
+    calls = []
+    study = HostedStudy.from_workspace(ws)
+    attach(ws, study, priorities=lambda pool, study, forms, *, seed, min_depth=0: pd.Series(0.0, index=pool["example_id"]),
+           settle=settle_at_look(1, calls))
+    assert study.order.refresh()
+    assert calls == [] and not study.closed()
+    assert study.order.plan.reason == f"{n} answers, not settled"
