@@ -526,10 +526,15 @@ def test_serve_after_file_waves_asks_the_rule_from_the_next_look_on(adaptive_ws)
     n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
     ws = _set(ws, platform="serve", attention_checks=0)
     ws.export("serve", new_batch=True)
-    calls = []
+    calls, scored = [], []
+    def priorities(pool, study, forms, *, seed, min_depth=0):
+        scored.append(len(study.examples))
+        return pd.Series(0.0, index=pool["example_id"])
     study = HostedStudy.from_workspace(ws)
-    attach(ws, study, priorities=lambda pool, study, forms, *, seed, min_depth=0: pd.Series(0.0, index=pool["example_id"]),
-           settle=settle_at_look(1, calls))
+    attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
     assert study.order.refresh()
     assert calls == [] and not study.closed()
     assert study.order.plan.reason == f"{n} answers, not settled"
+    # no new answer since: the refit keeps its plan without asking the criterion again
+    plan = study.order.plan
+    assert study.order.refresh() and study.order.plan is plan and scored == [n]

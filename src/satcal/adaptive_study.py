@@ -405,8 +405,16 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     # the rule at the last of them): the server asks it from the next look on
     earlier = waves_answered(ws, _ingested(ws))
 
+    last: dict = {}  # the previous refit's answers and plan: no new answer, no new fit
+
     def refit() -> Plan:
-        study = answered_study(ws, _served_answers(ws, engine, key))
+        answers = _served_answers(ws, engine, key)
+        if "plan" in last and last["answers"].equals(answers):
+            return last["plan"]
+        last.update(answers=answers, plan=_plan(answered_study(ws, answers)))
+        return last["plan"]
+
+    def _plan(study) -> Plan:
         n = 0 if study is None else len(study.examples)
         score = priorities(pool, study, forms, seed=seed, min_depth=s.min_depth)
         by_page = pd.Series(pages.index.map(score).to_numpy(dtype=float), index=pages.to_numpy())
