@@ -245,3 +245,56 @@ def test_settle_without_bootstrap_is_never_settled():
                           bootstrap=None, meta={"n_examples": 5})
     s = settle(res)
     assert not s.settled and "bootstrap" in s.reason and isinstance(s, Settlement)
+
+
+def test_population_truth_recovers_the_generating_curve(pool):
+    """With no worker effects, lapses, undecided preferences or position bias, the joint model is
+    exact for the generating formulation: the limit's b1_joint is mean |x - expit(-3 + 6 x)| over
+    the grid, computed here directly."""
+    from satcal.analysis.adaptive import population_truth
+    from satcal.analysis.core import GRID
+    model = UserModel(formulation="lin-const", intercept=-3.0, slope=6.0, heterogeneity=0.0, spammers=0.0,
+                      position_bias=0.0)
+    truth = population_truth(pool, model, ["lin-const"], n_levels=4)
+    exact = np.mean(np.abs(GRID - 1 / (1 + np.exp(3 - 6 * GRID))))
+    assert truth["lin-const"] == pytest.approx(exact, abs=2e-4)
+
+
+def test_expected_answers_match_the_simulated_crowd():
+    """The expected answer shares behind population_truth (worker effect by quadrature, undecided
+    preferences, lapses, position bias) against simulate.py's honest answers, 40,000 draws an
+    example, random shown order."""
+    from satcal.analysis.adaptive import _expected_answers
+    from satcal.platforms import swap_answer
+    from satcal.simulate import honest_answers
+    model = UserModel(heterogeneity=0.8, undecided_preference=0.3, preference_accuracy=0.7, lapse=0.1,
+                      position_bias=0.1, spammers=0.0)
+    phi_a, phi_b = np.array([0.2, 0.7, 0.5]), np.array([0.6, 0.1, 0.5])
+    expected = _expected_answers(phi_a, phi_b, model)
+    rng = np.random.default_rng(1)
+    n = 40_000
+    for i in range(3):
+        swapped = rng.random(n) < 0.5
+        a, b = np.full(n, phi_a[i]), np.full(n, phi_b[i])
+        shown, _, _ = honest_answers(a, b, rng.normal(0, 0.8, n), swapped, model, rng, joint_rng=rng)
+        canon = np.array([swap_answer(x) if s else x for x, s in zip(shown, swapped)])
+        got = [np.mean(canon == c) for c in ("a_better", "b_better", "both_good", "both_bad")]
+        np.testing.assert_allclose(got, expected[i], atol=4 * np.sqrt(0.25 / n))
+
+
+def test_simulated_waves_answer_in_the_examples_orientation(pool):
+    """The simulation harness's answers (new crowd, random shown order, back to the example's
+    A/B) have the expected shares of each answer, example by example."""
+    from satcal.analysis.adaptive import _answer, _expected_answers
+    model = UserModel(heterogeneity=0.5, undecided_preference=0.2, preference_accuracy=0.8, lapse=0.05,
+                      position_bias=0.05, spammers=0.0, workers=200)
+    rng = np.random.default_rng(3)
+    n = 20_000
+    for i in (0, 7):
+        rows = pool.iloc[[i] * n].reset_index(drop=True)
+        got = _answer(rows, model, 4, {"n_levels": 4}, rng, 1)["answer"].to_numpy()
+        phi = lambda side: score_lists(_levels(rows.iloc[:1], side, 4), ["lin-const"], n_levels=4)[:, 0]
+        # worker offsets are drawn per wave (200 workers), so allow their sampling error too
+        expected = _expected_answers(phi("a"), phi("b"), model)[0]
+        shares = [np.mean(got == c) for c in ("a_better", "b_better", "both_good", "both_bad")]
+        np.testing.assert_allclose(shares, expected, atol=0.03)

@@ -407,6 +407,11 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         formulation whose contrast with the leader is open (2 Phi(-|d| / sd) > 0.001), at most 8.
     spread : float
         Weight of the term that keeps every curve improving.
+    n_bins : int
+        Bins of the phi and |dphi| cells (the pool's ``attrs["n_bins"]`` when it has one).
+    top_level : int, optional
+        The scale's top level for scoring the pool when there are no answers (default the pool's
+        ``attrs["top_level"]``, else the highest level in it); with answers, the study's scale.
     fits : list of JointFit, optional
         The joint fits of ``formulations`` on ``study`` (e.g. from a calibration), to avoid
         refitting.
@@ -694,9 +699,7 @@ def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: 
     from .joint import CODES, fit_joint
     forms = resolve_formulations(formulations)
     k = _k(pool)
-    kw = {"n_levels": n_levels} if n_levels is not None else {"top_level": pool.attrs.get("top_level")}
-    if kw.get("top_level", 0) is None:
-        kw = _scale(pool, None, None)
+    kw = {"n_levels": n_levels} if n_levels is not None else _scale(pool, None, None)
     la, lb = _levels(pool, "a", k), _levels(pool, "b", k)
     f_true = parse(truth.formulation)
     t_a, t_b = score_lists(la, [f_true], **kw)[:, 0], score_lists(lb, [f_true], **kw)[:, 0]
@@ -705,6 +708,8 @@ def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: 
     codes = np.repeat(np.array(CODES, dtype=object)[None], len(pool), axis=0).ravel()
     out = {}
     for j, f in enumerate(forms):
+        # expected shares as counts: the maximiser does not depend on their scale; x10 keeps the
+        # log-likelihood's size in the range the fit's tolerances were set for
         fit = fit_joint(np.repeat(pa[:, j], 4), np.repeat(pb[:, j], 4), codes, shares.ravel() * 10.0)
         out[f.id] = _b1_and_gradient(fit.theta)[0]
     return pd.Series(out, name="b1_joint")
@@ -724,8 +729,8 @@ def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.D
     u = rng.normal(0, truth.heterogeneity, n_workers)
     who = rng.permutation(np.repeat(np.arange(n_workers), per_worker)[:n])
     swapped = rng.random(n) < 0.5
-    shown, _, _ = honest_answers(np.where(swapped, phi_b, phi_a), np.where(swapped, phi_a, phi_b), u[who],
-                                 swapped, truth, rng, joint_rng=rng)
+    # honest_answers takes the canonical lists and answers in the shown orientation
+    shown, _, _ = honest_answers(phi_a, phi_b, u[who], swapped, truth, rng, joint_rng=rng)
     spam = rng.random(n_workers) < truth.spammers
     shown[spam[who]] = rng.choice(["a_better", "b_better", "both_good", "both_bad"], size=int(spam[who].sum()))
     canonical = np.array([swap_answer(a) if s else a for a, s in zip(shown, swapped)], dtype=object)
