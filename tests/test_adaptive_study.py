@@ -72,6 +72,39 @@ def quick_fit(request, monkeypatch):
         monkeypatch.setattr(adaptive_study, "SETTLE_FIT", {**adaptive_study.SETTLE_FIT, "bootstrap": 0})
 
 
+def _simulate(ws):
+    """The simulated crowd's result file for the current batch (the study's own method where it
+    has one)."""
+    if hasattr(ws, "simulate"):
+        return ws.simulate("csv", force=True)
+    from satcal.simulate import simulate_workspace
+    with ws.locked():
+        return simulate_workspace(ws, "csv", force=True)
+
+
+def _ingest(ws, path):
+    if hasattr(ws, "ingest"):
+        return ws.ingest([path], "csv")
+    from satcal.ingest import ingest
+    return ingest(ws, [path], "csv")
+
+
+def _hosted(ws):
+    """The hosted study of the workspace's current batch, in this process."""
+    if hasattr(ws, "hosted_study"):
+        return ws.hosted_study()
+    from satcal.serve import HostedStudy
+    return HostedStudy.from_workspace(ws)
+
+
+def _answered(ws):
+    """The study's analysable answers (StudyData), as analyze reads them."""
+    if hasattr(ws, "study_data"):
+        return ws.study_data()
+    from satcal.ingest import study_from_workspace
+    return study_from_workspace(ws)
+
+
 def _set(ws, **values):
     """Rewrite keys of study.toml (each once in the file) and reopen the workspace."""
     from satcal.workspace import Workspace
@@ -183,8 +216,6 @@ def test_next_batch_without_a_pool_says_to_generate(adaptive_ws):
 
 def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(adaptive_ws):
     from satcal.adaptive_study import export_next
-    from satcal.ingest import ingest
-    from satcal.simulate import simulate_workspace
     ws = adaptive_ws
     examples = ws.table("examples.csv")
     n_traps = len(ws.table("traps.csv"))
@@ -192,9 +223,9 @@ def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(ada
     calls, rows = [], 0
     for wave in (1, 2, 3):
         export_next(ws, "csv", plan_wave=prefer(wanted), settle=settle_at(10 ** 6, calls))
-        path, _ = simulate_workspace(ws, "csv", force=True)
+        path, _ = _simulate(ws)
         rows += len(pd.read_csv(path, dtype=str))
-        ingest(ws, [path], "csv")
+        _ingest(ws, path)
     keys = _keys_of(ws)
     assert sorted(keys) == [1, 2, 3]
     # 4 pages of 5 items; traps: the pool's share of them, at least quality.min_traps (3)
@@ -228,13 +259,11 @@ def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(ada
 
 def test_next_batch_refuses_once_settled_or_at_the_budget(adaptive_ws):
     from satcal.adaptive_study import export_next
-    from satcal.ingest import ingest
-    from satcal.simulate import simulate_workspace
     ws = adaptive_ws
     plan = prefer([])
     export_next(ws, "csv", plan_wave=plan)
-    path, _ = simulate_workspace(ws, "csv", force=True)
-    ingest(ws, [path], "csv")
+    path, _ = _simulate(ws)
+    _ingest(ws, path)
     n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
     with pytest.raises(SatcalError) as err:
         export_next(ws, "csv", plan_wave=plan, settle=settle_at(n))
@@ -329,7 +358,7 @@ def settle_at_look(first: int, calls: list):
 
 def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(served_adaptive):
     from satcal.adaptive_study import attach, budget
-    from satcal.serve import HostedStudy, db
+    from satcal.serve import db
     ws = _set(served_adaptive, pages_per_participant=2, trust_threshold=0)
     key = ws.table("key.csv")
     real = key[key["is_trap"] == "False"].assign(p=lambda d: d["page"].astype(int))
@@ -345,7 +374,7 @@ def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(se
     wave = budget(ws).wave_answers
     assert wave == pytest.approx(4 * len(real) / len(pages))
     calls = []
-    study = HostedStudy.from_workspace(ws)
+    study = _hosted(ws)
     assert attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
     study.order.refresh()  # the first refit, as the server's start makes it
     assert not study.closed()
@@ -372,14 +401,13 @@ def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(se
 
 def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_adaptive):
     from satcal.adaptive_study import attach
-    from satcal.serve import HostedStudy
     from satcal.serve.client import attentive, parse_form
     ws = _set(served_adaptive, budget=1)
     def priorities(pool, study, formulations, *, seed, min_depth=0):
         if study is not None and len(study.examples) > 10 ** 6:
             raise AssertionError("unreachable")
         return pd.Series(0.0, index=pool["example_id"])
-    study = HostedStudy.from_workspace(ws)
+    study = _hosted(ws)
     attach(ws, study, priorities=priorities, settle=settle_at(10 ** 6))
     study.order.refresh()
     assert not study.closed()
@@ -401,9 +429,8 @@ def test_the_servers_refit_runs_in_a_process_of_its_own_with_the_packages_criter
     """satcal serve's default: the refit in a spawned process (no interpreter lock shared with
     the server's threads), giving the plan the same refit gives in this process."""
     from satcal.adaptive_study import ProcessRefit, attach, serve_refit
-    from satcal.serve import HostedStudy
     ws = served_adaptive
-    study = HostedStudy.from_workspace(ws)
+    study = _hosted(ws)
     assert attach(ws, study) and isinstance(study.order.refit, ProcessRefit)
     try:
         assert study.order.refresh() is True
@@ -446,14 +473,12 @@ def test_the_page_order_follows_the_published_plan_without_a_refit(tmp_path):
 def test_calibration_record_and_report_say_what_is_settled(adaptive_ws):
     from satcal.adaptive_study import calibration_record, export_next
     from satcal.analysis import calibrate
-    from satcal.ingest import ingest, study_from_workspace
     from satcal.report import adaptive_paragraph
-    from satcal.simulate import simulate_workspace
     ws = _set(adaptive_ws, budget=40)
     export_next(ws, "csv", plan_wave=prefer([]))
-    path, _ = simulate_workspace(ws, "csv", force=True)
-    ingest(ws, [path], "csv")
-    study = study_from_workspace(ws)
+    path, _ = _simulate(ws)
+    _ingest(ws, path)
+    study = _answered(ws)
     result = calibrate(study, formulations=ws.formulations(), seed=1)
     n = len(study.examples)
     result.meta["crowd"] = {"answers": n}
@@ -484,7 +509,6 @@ def test_end_to_end_waves_from_the_cli_and_the_verdict_in_calibration_json(gener
     import json
     from click.testing import CliRunner
     from satcal.cli import main
-    from satcal.ingest import study_from_workspace
     from satcal.workspace import Workspace
     shutil.copytree(generated.path, tmp_path / "study")
     ws = _set(Workspace.open(tmp_path / "study"), adaptive=True, wave_pages=3)
@@ -506,7 +530,7 @@ def test_end_to_end_waves_from_the_cli_and_the_verdict_in_calibration_json(gener
     bias = pd.read_csv(ws.path / "analysis" / "bias.csv")
     assert record["looks"] == 2 and record["confidence"] == 0.95
     assert record["leaders"] == [bias.loc[bias["b1_joint"].idxmin(), "formulation"]]
-    assert record["n_answers"] == len(study_from_workspace(ws).examples)
+    assert record["n_answers"] == len(_answered(ws).examples)
     assert isinstance(record["settled"], bool) and 0 < record["alpha_spent"] < 0.05
     report = (ws.path / "analysis" / "report.html").read_text()
     assert ("Adaptive study: settled" if record["settled"] else "Adaptive study: not settled") in report
@@ -516,13 +540,10 @@ def test_serve_after_file_waves_asks_the_rule_from_the_next_look_on(adaptive_ws)
     """One wave answered through files (look 1, asked by export --next-batch); the served
     batch's refit counts those answers but does not ask the rule at look 1 again."""
     from satcal.adaptive_study import attach, export_next
-    from satcal.ingest import ingest
-    from satcal.serve import HostedStudy
-    from satcal.simulate import simulate_workspace
     ws = adaptive_ws
     export_next(ws, "csv", plan_wave=prefer([]))
-    path, _ = simulate_workspace(ws, "csv", force=True)
-    ingest(ws, [path], "csv")
+    path, _ = _simulate(ws)
+    _ingest(ws, path)
     n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
     ws = _set(ws, platform="serve", attention_checks=0)
     ws.export("serve", new_batch=True)
@@ -530,7 +551,7 @@ def test_serve_after_file_waves_asks_the_rule_from_the_next_look_on(adaptive_ws)
     def priorities(pool, study, forms, *, seed, min_depth=0):
         scored.append(len(study.examples))
         return pd.Series(0.0, index=pool["example_id"])
-    study = HostedStudy.from_workspace(ws)
+    study = _hosted(ws)
     attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
     assert study.order.refresh()
     assert calls == [] and not study.closed()
