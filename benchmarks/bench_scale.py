@@ -131,9 +131,8 @@ def bench_ingest_memory(ws: Path, results: Path) -> dict:
     code = f"""
 import time
 from satcal import Workspace
-from satcal.ingest import ingest
 t = time.perf_counter()
-rep = ingest(Workspace.open({str(ws)!r}), [{str(results)!r}], platform="csv", threshold=0.0)
+rep = Workspace.open({str(ws)!r}).ingest([{str(results)!r}], platform="csv", threshold=0.0)
 RESULT = {{'seconds': time.perf_counter() - t, 'answers': len(rep.answers), 'rejects': len(rep.rejects)}}
 """
     return _child(code)

@@ -23,8 +23,6 @@ SEEDS = range(5)
 
 
 def run(shape: str, seed: int, top_in_every: int):
-    from satcal.ingest import ingest
-    from satcal.simulate import simulate_workspace
     from satcal.workspace import Workspace
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -37,8 +35,8 @@ def run(shape: str, seed: int, top_in_every: int):
         ws = Workspace.open(ws.path)
         ws.generate()
         ws.export("toloka")
-        results, truth = simulate_workspace(ws, "toloka")
-        ingest(ws, [results])
+        results, truth = ws.simulate("toloka")
+        ws.ingest([results])
         w = ws.table("workers.csv")
         spam = w["worker_id"].isin(truth["spammers"])
         excluded = w["excluded"] == "True"

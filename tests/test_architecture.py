@@ -12,14 +12,14 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "satcal"
 LAYERS = [
     ["satcal._version", "satcal.errors", "satcal._lazy", "satcal._threads", "satcal.fileio"],
     ["satcal.trecfile", "satcal.measures", "satcal.judgments", "satcal.runs", "satcal.topics",
-     "satcal.answers"],
+     "satcal.answers", "satcal.settings"],
     ["satcal.generate", "satcal.traps"],
     ["satcal.platforms"],
     ["satcal.serve", "satcal.quality", "satcal.ingest", "satcal.simulate",
      "satcal.datasets"],
     ["satcal.analysis", "satcal.reliability"],
     ["satcal.report"],
-    ["satcal.workspace", "satcal.adaptive_study", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
+    ["satcal.study", "satcal.workspace", "satcal.adaptive_study", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
 ]
 
 

@@ -162,7 +162,6 @@ def test_workspace_tables_are_spreadsheet_safe_and_read_back_exactly(hostile_ids
     """examples, traps, scores, coverage, key and items of a study whose ids start with
     = + - @: no cell a spreadsheet would run; the csv platform's upload file keeps the ids as
     they are; the answers still join the examples (ids read back exactly)."""
-    from satcal.ingest import study_from_workspace
     from satcal.judgments import read_judgments
     from satcal.workspace import Workspace
     ws_dir = tmp_path / "s"
@@ -184,7 +183,7 @@ def test_workspace_tables_are_spreadsheet_safe_and_read_back_exactly(hostile_ids
     assert run("simulate", ws_dir).exit_code == 0
     res = run("ingest", ws_dir, ws_dir / "simulated" / "csv-results.csv", "--threshold", "0")
     assert res.exit_code == 0 and " + 0 rejects" in res.output, res.output
-    study = study_from_workspace(Workspace.open(ws_dir))
+    study = Workspace.open(ws_dir).study_data()
     levels = judged.lookup(study.examples["query"], study.examples[["a1", "a2", "a3"]].to_numpy())
     assert (levels == study.levels("a")).all()
 

@@ -8,9 +8,7 @@ from conftest import copy_workspace
 
 
 def test_three_answers_per_example_from_design_to_report(exported_workspace, tmp_path):
-    from satcal.ingest import ingest
     from satcal.quality import agreement
-    from satcal.simulate import simulate_workspace
     from satcal.workspace import Workspace
     ws = copy_workspace(exported_workspace("appen", 10), tmp_path)
     text = re.sub(r"(?m)^answers_per_example = .*$", "answers_per_example = 3", (ws.path / "study.toml").read_text())
@@ -18,8 +16,8 @@ def test_three_answers_per_example_from_design_to_report(exported_workspace, tmp
     ws = Workspace.open(ws.path)
     ws.export("appen", force=True)
     assert "judgments_per_unit = 3" in (ws.path / "batches" / "appen" / "job-settings.txt").read_text()
-    results, truth = simulate_workspace(ws, "appen", force=True)
-    report = ingest(ws, [results])
+    results, truth = ws.simulate("appen", force=True)
+    report = ws.ingest([results])
     real = report.answers[~report.answers["is_trap"].astype(bool)]
     per_example = pd.read_csv(results, dtype=str).merge(ws.table("key.csv"), on="item_id")
     per_example = per_example[per_example["is_trap"] == "False"].groupby("source_id")["_worker_id"].nunique()
@@ -48,14 +46,13 @@ def test_dawid_skene_with_crowd_kit_finds_the_spammers(exported_workspace, tmp_p
     from click.testing import CliRunner
     from satcal.cli import main
     from satcal.quality import dawid_skene
-    from satcal.simulate import simulate_workspace
     from satcal.workspace import Workspace
     ws = copy_workspace(exported_workspace("appen", 10), tmp_path)
     text = re.sub(r"(?m)^answers_per_example = .*$", "answers_per_example = 3", (ws.path / "study.toml").read_text())
     (ws.path / "study.toml").write_text(text)
     ws = Workspace.open(ws.path)
     ws.export("appen", force=True)
-    results, truth = simulate_workspace(ws, "appen", force=True)
+    results, truth = ws.simulate("appen", force=True)
     res = CliRunner().invoke(main, ["ingest", str(ws.path), str(results), "--dawid-skene"])
     assert res.exit_code == 0, res.output
     workers = pd.read_csv(ws.path / "workers.csv")

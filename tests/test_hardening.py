@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from satcal.ingest import ingest, spreadsheet_safe
-from satcal.simulate import simulate_workspace
+from satcal.ingest import spreadsheet_safe
 from satcal.workspace import Workspace
 
 from conftest import copy_workspace
@@ -24,7 +23,7 @@ def ws(exported_workspace, tmp_path):
 
 
 def _split_results(ws, tmp_path, parts):
-    out, _ = simulate_workspace(ws, "csv")
+    out, _ = ws.simulate("csv")
     table = pd.read_csv(out, dtype=str, keep_default_na=False)
     files = []
     for i, chunk in enumerate(np.array_split(np.arange(len(table)), parts)):
@@ -54,7 +53,7 @@ def test_concurrent_ingests_lose_nothing(ws, tmp_path):
 
 def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
     _, (first, second) = _split_results(ws, tmp_path, 2)
-    ingest(ws, [first], threshold=0.0)
+    ws.ingest([first], threshold=0.0)
     names = ("answers.csv", "rejects.csv", "workers.csv", "raw/index.csv", "manifest.json")
     before = {n: (ws.path / n).read_bytes() for n in names}
     import satcal.ingest as mod
@@ -64,12 +63,12 @@ def test_killed_ingest_is_undone_by_the_next_command(ws, tmp_path, monkeypatch):
         raise KeyboardInterrupt
     monkeypatch.setattr(mod, "resolve_rows", dies)
     with pytest.raises(KeyboardInterrupt):
-        ingest(ws, [second], threshold=0.0)
+        ws.ingest([second], threshold=0.0)
     monkeypatch.setattr(mod, "resolve_rows", real)
     for name, data in before.items():
         assert (ws.path / name).read_bytes() == data, name
     assert not list((ws.path / "raw").glob("*-part1.csv")) and not list(ws.path.glob(".satcal-stage-*"))
-    again = ingest(ws, [second], threshold=0.0)  # and the file can then be ingested normally
+    again = ws.ingest([second], threshold=0.0)  # and the file can then be ingested normally
     assert again.files["new"].sum() == 1
 
 
@@ -82,7 +81,7 @@ def test_an_older_versions_killed_first_ingest_is_repaired(ws, tmp_path):
     import satcal.ingest as mod
     _, (part,) = _split_results(ws, tmp_path, 1)
     fresh = copy_workspace(ws, tmp_path / "fresh")
-    ingest(fresh, [part], threshold=0.0)
+    fresh.ingest([part], threshold=0.0)
     raw = ws.path / "raw"
     raw.mkdir()
     index = pd.read_csv(fresh.path / "raw" / "index.csv", dtype=str)
@@ -199,12 +198,12 @@ def test_spreadsheet_formulas_are_neutralised():
 
 
 def test_ingested_tables_are_spreadsheet_safe(ws, tmp_path):
-    out, _ = simulate_workspace(ws, "csv")
+    out, _ = ws.simulate("csv")
     table = pd.read_csv(out, dtype=str, keep_default_na=False).head(20)
     table.loc[0, "worker_id"] = "=HYPERLINK(\"http://x\",\"y\")"
     f = tmp_path / "evil.csv"
     table.to_csv(f, index=False)
-    ingest(ws, [f], threshold=0.0)
+    ws.ingest([f], threshold=0.0)
     for name in ("answers.csv", "workers.csv", "rejects.csv"):
         text = (ws.path / name).read_text()
         assert ",=HYPERLINK" not in text and "\n=HYPERLINK" not in text
@@ -250,7 +249,7 @@ def test_init_checks_everything_before_writing(tmp_path):
 def test_collected_answers_are_never_redesigned(ws, tmp_path):
     from satcal.errors import SatcalError
     _, (part,) = _split_results(ws, tmp_path, 1)
-    ingest(ws, [part], threshold=0.0)
+    ws.ingest([part], threshold=0.0)
     for call in (lambda: ws.generate(force=True),
                  lambda: Workspace.init(ws.path, ws.path / ws["study.judgments"], force=True)):
         with pytest.raises(SatcalError, match="collected answers"):
@@ -273,9 +272,8 @@ def test_collected_answers_are_never_redesigned(ws, tmp_path):
 def test_a_new_batch_keeps_every_earlier_answer(ws, tmp_path):
     """Answers to batch 1 stay answers after batch 2 is exported, and batch 2's answers join
     them: ingest resolves item ids across every batch's key."""
-    from satcal.simulate import simulate_workspace
-    first, _ = simulate_workspace(ws, "appen")
-    report1 = ingest(ws, [first])
+    first, _ = ws.simulate("appen")
+    report1 = ws.ingest([first])
     ws.export("csv", new_batch=True)
     assert ws.batch_number() == 2
     keys = sorted(p.name for p in (ws.path / "batches" / "keys").glob("*.csv"))
@@ -284,8 +282,8 @@ def test_a_new_batch_keeps_every_earlier_answer(ws, tmp_path):
     k2 = pd.read_csv(ws.path / "key.csv", dtype=str)
     assert not set(k1["item_id"]) & set(k2["item_id"])  # new opaque ids
     assert set(k1["source_id"]) == set(k2["source_id"])  # the same examples
-    second, _ = simulate_workspace(ws, "csv")
-    report2 = ingest(ws, [second])
+    second, _ = ws.simulate("csv")
+    report2 = ws.ingest([second])
     assert len(report2.answers) + len(report2.rejects) == int(report2.files["rows"].sum())
     assert not report2.rejects["reason"].str.startswith("unknown item").any()
     # batch 1's rows: an answer or the reject they were before, or a duplicate of the same
@@ -367,15 +365,14 @@ def test_answers_to_changed_examples_are_refused(ws, tmp_path):
     """Editing examples.csv after answers were collected would join old answers to new lists:
     the analysis refuses, naming an example."""
     from satcal.errors import SatcalError
-    from satcal.ingest import study_from_workspace
     _, (part,) = _split_results(ws, tmp_path, 1)
-    ingest(ws, [part], threshold=0.0)
-    assert len(study_from_workspace(ws).examples) > 0
+    ws.ingest([part], threshold=0.0)
+    assert len(ws.study_data().examples) > 0
     examples = pd.read_csv(ws.path / "examples.csv", dtype=str, keep_default_na=False)
     examples["a1"], examples["b1"] = examples["b1"].copy(), examples["a1"].copy()
     examples.to_csv(ws.path / "examples.csv", index=False)
     with pytest.raises(SatcalError, match="collected for examples that have changed since"):
-        study_from_workspace(ws)
+        ws.study_data()
 
 
 def test_errors_name_the_right_place(ws, tmp_path):
@@ -538,8 +535,7 @@ def test_writing_commands_killed_at_random_instants(ws, tmp_path):
             cli(*args)  # the next command finishes cleanly
         assert _state(ws.path, names) == after
         if args[0] == "ingest":  # the answers read as a study (it died with KeyError: 'answer')
-            from satcal.ingest import study_from_workspace
-            assert len(study_from_workspace(Workspace.open(ws.path)).examples) > 0
+            assert len(Workspace.open(ws.path).study_data().examples) > 0
     assert any(k for _, k, _ in outcomes)  # the kills did land while commands ran
 
 

@@ -7,9 +7,7 @@ import pandas as pd
 import pytest
 
 from satcal.errors import InputFileError
-from satcal.ingest import ingest, study_from_workspace
 from satcal.platforms import get_platform
-from satcal.simulate import simulate_workspace
 from satcal.workspace import Workspace
 
 from conftest import copy_workspace
@@ -97,7 +95,7 @@ def test_row_accounting_and_orientation(ws, tmp_path):
             (trap[0], "w1", key.loc[trap[0], "expected_shown"].split(";")[0]), (real[3], "", "both_bad")]
     f = tmp_path / "report.csv"
     f.write_text(_appen_fixture(ws, rows))
-    rep = ingest(ws, [f], threshold=0.0)
+    rep = ws.ingest([f], threshold=0.0)
     assert len(rep.answers) + len(rep.rejects) == len(rows) == int(rep.files["rows"].sum())
     reasons = rep.rejects.set_index("line")["reason"]
     assert reasons[4].startswith("malformed answer 'maybe'")
@@ -113,14 +111,14 @@ def test_row_accounting_and_orientation(ws, tmp_path):
 
 
 def test_idempotent_and_overlapping(ws, tmp_path):
-    out, truth = simulate_workspace(ws, "appen")
-    ingest(ws, [out])
+    out, truth = ws.simulate("appen")
+    ws.ingest([out])
     answers = (ws.path / "answers.csv").read_bytes()
-    again = ingest(ws, [out])
+    again = ws.ingest([out])
     assert (ws.path / "answers.csv").read_bytes() == answers and not again.files["new"].any()
     subset = tmp_path / "part.csv"
     pd.read_csv(out, dtype=str, keep_default_na=False).head(40).to_csv(subset, index=False)
-    overlap = ingest(ws, [subset])
+    overlap = ws.ingest([subset])
     # the same answers: of two identical rows one is kept (which one is fixed by a rule that
     # does not depend on arrival order), the other is a duplicate
     cols = ["example_id", "worker_id", "answer"]
@@ -135,7 +133,7 @@ def test_conflicting_duplicates_do_not_depend_on_arrival_order(ws, tmp_path):
     """Two files answer the same items differently; ingested in either order (in two copies of
     the workspace) the tables are byte for byte the same, and the earlier submission wins."""
     import shutil
-    out, _ = simulate_workspace(ws, "csv")
+    out, _ = ws.simulate("csv")
     table = pd.read_csv(out, dtype=str, keep_default_na=False)
     early, late = tmp_path / "early.csv", tmp_path / "late.csv"
     table.head(30).assign(submitted_at="2026-11-01T09:00:00Z").to_csv(early, index=False)
@@ -146,9 +144,9 @@ def test_conflicting_duplicates_do_not_depend_on_arrival_order(ws, tmp_path):
     other = tmp_path / "copy"
     shutil.copytree(ws.path, other)
     from satcal.workspace import Workspace
-    ingest(ws, [late], threshold=0.0)
-    ingest(ws, [early], threshold=0.0)
-    ingest(Workspace.open(other), [early, late], threshold=0.0)
+    ws.ingest([late], threshold=0.0)
+    ws.ingest([early], threshold=0.0)
+    Workspace.open(other).ingest([early, late], threshold=0.0)
     for name in ("answers.csv", "rejects.csv", "workers.csv"):
         assert (ws.path / name).read_bytes() == (other / name).read_bytes(), name
     kept = pd.read_csv(ws.path / "answers.csv", dtype=str, keep_default_na=False)
@@ -157,8 +155,8 @@ def test_conflicting_duplicates_do_not_depend_on_arrival_order(ws, tmp_path):
 
 @pytest.mark.parametrize("platform", ["appen", "toloka", "labelstudio", "csv"])
 def test_simulated_results_round_trip(ws, platform):
-    out, truth = simulate_workspace(ws, platform)
-    rep = ingest(ws, [out], platform=None)
+    out, truth = ws.simulate(platform)
+    rep = ws.ingest([out], platform=None)
     traps = int((ws.table("key.csv")["is_trap"] == "True").sum())
     ground_truth = traps if platform == "labelstudio" else 0  # the researcher's reference answers
     rows = truth["answers"] + truth["abandoned_assignments"] + ground_truth
@@ -179,8 +177,8 @@ def test_unfinished_assignments_are_rejects_and_change_no_answer(ws, tmp_path, p
     toml = ws.path / "study.toml"
     toml.write_text(re.sub(r"(?m)^abandoned = .*$", "abandoned = 0.1", toml.read_text()))
     ws = Workspace.open(ws.path)
-    out, truth = simulate_workspace(ws, platform)
-    rep = ingest(ws, [out])
+    out, truth = ws.simulate(platform)
+    rep = ws.ingest([out])
     status_rejects = rep.rejects[rep.rejects["reason"].str.startswith("platform status")]
     assert set(status_rejects["reason"]) == reasons
     left = status_rejects["reason"].isin({"platform status: expired", "platform status: skipped",
@@ -194,9 +192,9 @@ def test_unfinished_assignments_are_rejects_and_change_no_answer(ws, tmp_path, p
     for f in ("answers.csv", "rejects.csv", "workers.csv"):
         (other.path / f).unlink(missing_ok=True)
     shutil.rmtree(other.path / "raw", ignore_errors=True)
-    out0, truth0 = simulate_workspace(other, platform, force=True)
+    out0, truth0 = other.simulate(platform, force=True)
     assert truth0["abandoned_assignments"] == 0
-    rep0 = ingest(other, [out0])
+    rep0 = other.ingest([out0])
     cols = ["example_id", "worker_id", "answer", "is_trap", "correct"]
     pd.testing.assert_frame_equal(rep.answers[cols].sort_values(cols).reset_index(drop=True),
                                   rep0.answers[cols].sort_values(cols).reset_index(drop=True))
@@ -215,12 +213,12 @@ def test_broken_files_leave_the_workspace_untouched(ws, tmp_path, name, mutate, 
     items = _items(ws)["item_id"].tolist()
     good = tmp_path / "good.csv"
     good.write_text(_appen_fixture(ws, [(items[0], "w1", "a_better"), (items[1], "w2", "b_better")]))
-    ingest(ws, [good], threshold=0.0)
+    ws.ingest([good], threshold=0.0)
     before = {p.name: p.read_bytes() for p in ws.path.rglob("*") if p.is_file() and p.name != "manifest.json"}
     bad = tmp_path / name
     bad.write_text(mutate(good.read_text()))
     with pytest.raises(InputFileError) as info:
-        ingest(ws, [bad], platform="appen")
+        ws.ingest([bad], platform="appen")
     assert str(bad) in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
     after = {p.name: p.read_bytes() for p in ws.path.rglob("*") if p.is_file() and p.name != "manifest.json"}
     assert before == after
@@ -232,17 +230,17 @@ def test_latin1_and_bom(ws, tmp_path):
     latin = tmp_path / "latin.csv"
     latin.write_bytes(text.encode("latin-1"))
     with pytest.raises(InputFileError, match=r"latin.csv:2: is not UTF-8.*Latin-1"):
-        ingest(ws, [latin], platform="appen")
+        ws.ingest([latin], platform="appen")
     bom = tmp_path / "bom.csv"
     bom.write_bytes(text.encode("utf-8-sig").replace(b"\n", b"\r\n"))
-    rep = ingest(ws, [bom], threshold=0.0)
+    rep = ws.ingest([bom], threshold=0.0)
     assert rep.answers["worker_id"].tolist() == ["wé"]
 
 
 def test_cli_ingest_summary(ws):
     from click.testing import CliRunner
     from satcal.cli import main
-    out, truth = simulate_workspace(ws, "toloka")
+    out, truth = ws.simulate("toloka")
     r = CliRunner().invoke(main, ["ingest", str(ws.path), str(out)])
     assert r.exit_code == 0, r.output
     rows = truth['answers'] + truth['abandoned_assignments']  # unfinished pages are rows too
@@ -250,43 +248,42 @@ def test_cli_ingest_summary(ws):
 
 
 def test_study_from_workspace_uses_kept_examples_only(ws):
-    out, truth = simulate_workspace(ws, "appen")
-    rep = ingest(ws, [out])
-    study = study_from_workspace(ws)
+    out, truth = ws.simulate("appen")
+    rep = ws.ingest([out])
+    study = ws.study_data()
     real = rep.answers[~rep.answers["is_trap"]]
     assert len(study.examples) == len(real)
     assert not set(study.examples["worker_id"]) & set(truth["spammers"])
 
 
 def test_remove_takes_a_file_back_out_and_keeps_it(ws, tmp_path):
-    from satcal.ingest import remove
-    out, _ = simulate_workspace(ws, "appen")
-    ingest(ws, [out])
+    out, _ = ws.simulate("appen")
+    ws.ingest([out])
     alone = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "workers.csv")}
     mistake = tmp_path / "other-study.csv"
     mistake.write_text(_appen_fixture(ws, [("feedfacefeedface", "wX", "a_better"),
                                            (_items(ws).iloc[0]["item_id"], "wX", "both_bad")]))
-    ingest(ws, [mistake])
+    ws.ingest([mistake])
     assert (ws.path / "rejects.csv").read_bytes() != alone["rejects.csv"]
-    removed, report = remove(ws, "other-study.csv")
+    removed, report = ws.remove("other-study.csv")
     # the tables are exactly those of the files that remain; the file is kept aside
     assert {n: (ws.path / n).read_bytes() for n in alone} == alone
     assert (ws.path / "raw" / "removed" / removed).read_bytes() == mistake.read_bytes()
     assert removed not in set(pd.read_csv(ws.path / "raw" / "index.csv")["file"])
     with pytest.raises(Exception, match="not an archived result file"):
-        remove(ws, "other-study.csv")
+        ws.remove("other-study.csv")
 
 
 def test_a_killed_removal_is_finished_by_the_next_command(ws, tmp_path):
-    from satcal.ingest import REBUILD, repair_interrupted_ingest
-    out, _ = simulate_workspace(ws, "appen")
-    ingest(ws, [out])
+    from satcal.ingest import REBUILD
+    out, _ = ws.simulate("appen")
+    ws.ingest([out])
     good = (ws.path / "answers.csv").read_bytes()
     # a removal killed after the index changed, before the tables were rebuilt
     (ws.path / "answers.csv").write_text("stale\n")
     (ws.path / "raw" / REBUILD).write_text("x\n")
     with ws.locked():
-        assert repair_interrupted_ingest(ws)
+        assert ws.repair_interrupted_ingest()
     assert (ws.path / "answers.csv").read_bytes() == good and not (ws.path / "raw" / REBUILD).exists()
 
 
@@ -294,7 +291,7 @@ def test_utf16_results_read_as_their_utf8_original(ws, tmp_path):
     """A results TSV re-saved as "Unicode text" (UTF-16 with a BOM, as spreadsheet programs
     do; or without one) reads as the UTF-8 file it came from; a sequence that does not decode
     is an error naming its line."""
-    out, _ = simulate_workspace(ws, "toloka")
+    out, _ = ws.simulate("toloka")
     text = out.read_text(encoding="utf-8")
     original = get_platform("toloka").read_results(out)
     for encoding in ("utf-16", "utf-16-le", "utf-16-be", "utf-32"):
@@ -319,7 +316,7 @@ def _labelstudio_export(ws):
     import re
     toml = ws.path / "study.toml"
     toml.write_text(re.sub(r"(?m)^abandoned = .*$", "abandoned = 0.1", toml.read_text()))
-    out, _ = simulate_workspace(Workspace.open(ws.path), "labelstudio")
+    out, _ = Workspace.open(ws.path).simulate("labelstudio")
     tasks = json.loads(out.read_text())
     annotations = [(t["data"]["item_id"], str(a["completed_by"]),
                     a["result"][0]["value"]["choices"][0] if a["result"] else "",
@@ -387,7 +384,7 @@ def test_removing_the_only_file_leaves_empty_tables_not_a_broken_workspace(ws):
     from click.testing import CliRunner
     from satcal.cli import main
     from satcal.ingest import ANSWER_TABLE_COLUMNS, REJECT_TABLE_COLUMNS
-    out, _ = simulate_workspace(ws, "csv")
+    out, _ = ws.simulate("csv")
     runner = CliRunner()
     assert runner.invoke(main, ["ingest", str(ws.path), str(out)]).exit_code == 0
     tables = {n: (ws.path / n).read_bytes() for n in ("answers.csv", "rejects.csv", "workers.csv")}

@@ -95,8 +95,6 @@ def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, 
     the joint fit recovers the per-list curve and the lapse."""
     import re
     from conftest import copy_workspace
-    from satcal.ingest import ingest
-    from satcal.simulate import simulate_workspace
     from satcal.workspace import Workspace
     ws = copy_workspace(exported_workspace("appen", 10), tmp_path)
     text = (ws.path / "study.toml").read_text()
@@ -107,8 +105,8 @@ def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, 
     (ws.path / "study.toml").write_text(text)
     ws = Workspace.open(ws.path)
     ws.export("appen", force=True)
-    results, truth = simulate_workspace(ws, "appen", force=True)
-    ingest(ws, [results], threshold=0.0)
+    results, truth = ws.simulate("appen", force=True)
+    ws.ingest([results], threshold=0.0)
     result = ws.analyze(bootstrap=0, model_check_folds=0, sat_model="both")
     f = truth["model"]["formulation"]
     joint = result.curves[(result.curves.formulation == f) & (result.curves.sat_model == "joint")]

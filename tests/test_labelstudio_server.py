@@ -33,7 +33,6 @@ def _all_tasks(client, project_id):
 
 
 def test_label_studio_server_takes_the_batch_and_its_export_ingests(label_studio, exported_workspace, tmp_path):
-    from satcal.ingest import ingest
     from satcal.platforms import ANSWER_LABELS, swap_answer
     client = label_studio
     ws = copy_workspace(exported_workspace("labelstudio", 10), tmp_path)
@@ -72,7 +71,7 @@ def test_label_studio_server_takes_the_batch_and_its_export_ingests(label_studio
     path = tmp_path / "project-export.json"
     path.write_bytes(export.content)
 
-    report = ingest(ws, [path])
+    report = ws.ingest([path])
     assert report.files["platform"].tolist() == ["labelstudio"]
     assert len(report.answers) + len(report.rejects) == 9
     assert report.rejects["reason"].str.contains("cancelled").sum() == 1

@@ -96,14 +96,13 @@ def test_power_cli_reads_every_simulation_key():
     study file reaches the user model (values changed from the defaults to see them arrive)."""
     import tomllib
     from dataclasses import asdict
-    from types import SimpleNamespace
-    from satcal.simulate import _workspace_model
-    from satcal.workspace import STUDY_TEMPLATE
-    section = STUDY_TEMPLATE.split("[simulation]")[1].split("\n[")[0]   # up to the next table
+    from satcal.settings import SimulationSection
+    from satcal.settings import render_template
+    section = render_template({}).split("[simulation]")[1].split("\n[")[0]   # up to the next table
     keys = tomllib.loads(section)
     changed = {"formulation": "exp2-log2", "intercept": -2.5, "slope": 5.0, "heterogeneity": 0.7,
                "workers": 40, "spammers": 0.1, "position_bias": 0.08, "undecided_preference": 0.2,
                "preference_accuracy": 0.9, "lapse": 0.05, "abandoned": 0.01}
     assert set(keys) == set(changed)
-    model = asdict(_workspace_model(SimpleNamespace(config={"simulation": changed}, seed=3)))
+    model = asdict(UserModel.from_settings(SimulationSection(**changed), seed=3))
     assert {k: model[k] for k in changed} == changed

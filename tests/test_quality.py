@@ -121,9 +121,8 @@ def test_cli_dawid_skene_says_when_the_design_cannot_support_it(monkeypatch, exp
     from conftest import copy_workspace
     from satcal import quality
     from satcal.cli import main
-    from satcal.simulate import simulate_workspace
     ws = copy_workspace(exported_workspace("appen", 10), tmp_path)
-    results, _ = simulate_workspace(ws, "appen")
+    results, _ = ws.simulate("appen")
     monkeypatch.setattr(quality, "require_crowdkit", lambda: object)
     res = CliRunner().invoke(main, ["ingest", str(ws.path), str(results), "--dawid-skene"])
     assert res.exit_code == 2 and "answers_per_example to 2 or more" in res.output

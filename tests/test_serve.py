@@ -38,7 +38,7 @@ def served_ws(exported_workspace, tmp_path):
 
 def _study(ws, url=None):
     from satcal.serve import HostedStudy
-    return HostedStudy.from_workspace(ws, url)
+    return ws.hosted_study(url)
 
 
 def _pages(ws):
@@ -396,12 +396,11 @@ def test_ingest_reads_the_database_losslessly_and_snapshots_supersede(served_ws)
 
 def test_a_database_that_lost_responses_is_refused(served_ws):
     from satcal.errors import SatcalError
-    from satcal.ingest import ingest, snapshot_served
     from satcal.serve.client import ServerProcess, drive
     with ServerProcess(served_ws.path) as server:
         drive(server.url, ["B1"], concurrency=1, choose=attentive)
-    first = snapshot_served(served_ws, None, served_ws.path / "snap1")
-    ingest(served_ws, [first], platform="serve")
+    first = served_ws.snapshot_served(None, served_ws.path / "snap1")
+    served_ws.ingest([first], platform="serve")
     from satcal.serve import db
     engine = db.connect(db.default_url(served_ws.path))
     with db.writer(engine).begin() as conn:
@@ -409,7 +408,7 @@ def test_a_database_that_lost_responses_is_refused(served_ws):
     engine.dispose()
     before = (served_ws.path / "answers.csv").read_bytes()
     with pytest.raises(SatcalError, match="not in the study database now"):
-        ingest(served_ws, [snapshot_served(served_ws, None, served_ws.path / "snap2")], platform="serve")
+        served_ws.ingest([served_ws.snapshot_served(None, served_ws.path / "snap2")], platform="serve")
     assert (served_ws.path / "answers.csv").read_bytes() == before
 
 
@@ -422,9 +421,7 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     """The documented dry run (serve, simulate --serve, ingest, analyze) is reported as
     simulated, and its attention failures and trap-failing participants are excluded."""
     import json
-    from satcal.ingest import ingest, snapshot_served
     from satcal.serve.client import ServerProcess, drive
-    from satcal.simulate import simulate_served
     ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2, traps_on_top=True)
     with ServerProcess(ws.path) as server:
         # two careful people first (right on traps and attention checks), one whose id looks
@@ -441,9 +438,9 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
             return {name: [v for v in form.radios[name] if v != asked][0] if asked else right[name]
                     for name, asked in attentive_asked(form).items()}
         drive(server.url, ["CARELESS"], concurrency=1, choose=careless)
-        visits, truth = simulate_served(ws, server.url, concurrency=8)
+        visits, truth = ws.simulate_served(server.url, concurrency=8)
     assert truth["errors"] == [] and truth["pages"] == sum(v.pages for v in visits) > 0
-    report = ingest(ws, [snapshot_served(ws, None, ws.path / "snap")], platform="serve")
+    report = ws.ingest([ws.snapshot_served(None, ws.path / "snap")], platform="serve")
     stored = _stored(ws)
     assert len(report.answers) + len(report.rejects) == len(stored)
     # marked by the database (the entry's token), not by the id
@@ -482,7 +479,7 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     assert "Simulated answers." in html and f"yes, {100 * share:.0f}% of the answers" in html
     # keep_failed_attention keeps those who failed attention checks but not traps
     ws = _configure(ws, keep_failed_attention=True)
-    kept_report = ingest(ws, [], platform="serve")
+    kept_report = ws.ingest([], platform="serve")
     kw = kept_report.workers.set_index("worker_id")
     assert set(kw.index[kw["excluded"]]) == low & set(kw.index) and not kw.loc["CARELESS", "excluded"]
     assert (kw.loc[sorted(failed & set(kw.index)), "attention_failed"] >= 1).all()

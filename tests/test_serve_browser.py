@@ -123,7 +123,7 @@ def test_phone_keeps_lists_side_by_side_and_consent_says_duration_pay_contact(dr
     finally:
         driver.set_window_size(1280, 1000)
     from satcal.serve import HostedStudy
-    study = HostedStudy.from_workspace(ws)
+    study = ws.hosted_study()
     driver.get(f"{running.url}/status/{study.status_token}")
     study.engine.dispose()
     # the researcher's page has its own title, and lists this phone participant with their page

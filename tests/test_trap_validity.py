@@ -156,13 +156,11 @@ def _study(tmp_path, shape, k=10, min_per_cell=1, top_in_every=20, platform="tol
 def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, shape):
     """The issue's 'done when': TREC-like graded judgments, k = 10; honest workers and spammers;
     the spammers are excluded and fewer than 5% of honest workers; a per-trap table."""
-    from satcal.ingest import ingest
-    from satcal.simulate import simulate_workspace
     ws = _study(tmp_path, shape)
     ws.generate()
     ws.export("toloka")
-    results, truth = simulate_workspace(ws, "toloka")
-    report = ingest(ws, [results])
+    results, truth = ws.simulate("toloka")
+    report = ws.ingest([results])
     workers = ws.table("workers.csv")
     excluded = set(workers.loc[workers["excluded"] == "True", "worker_id"])
     spammers = set(truth["spammers"])
@@ -186,7 +184,6 @@ def test_a_trap_trusted_workers_miss_is_flagged_and_can_be_dropped(tmp_path, eci
     summary and in the report; --drop-trap recomputes trust without it."""
     from click.testing import CliRunner
     from satcal.cli import main
-    from satcal.simulate import simulate_workspace
     from satcal.workspace import Workspace
     ws = _study(tmp_path, "0-3", k=5, top_in_every=1)
     ws.generate()
@@ -201,7 +198,7 @@ def test_a_trap_trusted_workers_miss_is_flagged_and_can_be_dropped(tmp_path, eci
     ws = Workspace.open(ws.path)
     ws.generate(force=True)
     ws.export("toloka")
-    results, truth = simulate_workspace(ws, "toloka")
+    results, truth = ws.simulate("toloka")
     run = CliRunner().invoke(main, ["ingest", str(ws.path), str(results)])
     assert run.exit_code == 0, run.output
     bad = f"trap{wrong + 1:02d}"

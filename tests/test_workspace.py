@@ -160,7 +160,7 @@ def test_extra_measures_in_a_study_cost_what_generate_says(tmp_path, qrels):
 def _answer_one_page(ws, url=None):
     """One lab participant answers one page of the hosted study (in process, no server)."""
     from satcal.serve import HostedStudy
-    study = HostedStudy.from_workspace(ws, url)
+    study = ws.hosted_study(url)
     try:
         pid = study.enter("lab", "p1")
         view = study.next_page(pid)
@@ -254,11 +254,9 @@ def test_levels_changed_after_answers_never_rescale_phi(exported_workspace, tmp_
     """After answers, a changed levels made analyze rescale phi silently (lin-const b1 moved,
     exit 0); now it is refused, saying the answers were collected under the old levels."""
     from conftest import copy_workspace
-    from satcal.ingest import ingest
-    from satcal.simulate import simulate_workspace
     ws = copy_workspace(exported_workspace("csv", 10), tmp_path)
-    out, _ = simulate_workspace(ws, "csv")
-    ingest(ws, [out], threshold=0.0)
+    out, _ = ws.simulate("csv")
+    ws.ingest([out], threshold=0.0)
     toml = ws.path / "study.toml"
     toml.write_text(toml.read_text().replace("levels = [0, 1, 2]", "levels = [0, 1, 2, 3]"))
     res = CliRunner().invoke(main, ["analyze", str(ws.path), "--bootstrap", "0", "-q"])

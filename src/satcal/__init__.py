@@ -10,8 +10,8 @@ The public surface, re-exported here::
     satcal.read_external_study(path, judgments)    answers collected elsewhere
     satcal.calibrate(study)                        P(Sat|phi), P(Pref|dphi), b1-b3, ANOVA
     satcal.generate.generate(judgments, Design())  examples covering every cell
-    satcal.Workspace.init(dir, judgments)          a study directory (then .generate(), .export(), ...)
-    satcal.ingest.ingest(workspace, files)         result files -> answers, rejects, workers
+    satcal.Study.init(dir, judgments)              a study directory (then .generate(), .export(), ...)
+    satcal.Study.open(dir).ingest(files)           result files -> answers, rejects, workers
     satcal.read_runs(paths), satcal.reliability_report(runs, judgments, formulations)
 
 Names are imported on first use (PEP 562), so ``import satcal`` and ``satcal --help`` do not
@@ -37,7 +37,7 @@ _EXPORTS = {
     "build_traps": "traps", "read_traps": "traps",
     "read_runs": "runs",
     "reliability_report": "reliability",
-    "Workspace": "workspace",
+    "Study": "study", "Workspace": "study", "Settings": "settings",
     "write_analysis": "report", "figure_sat": "report", "figure_sat_joint": "report",
     "figure_pref": "report", "figure_bias": "report", "figure_intervals": "report",
 }
@@ -47,7 +47,7 @@ __all__ = ["__version__", *_EXPORTS]
 # submodules reachable as attributes (``satcal.generate.generate``) without an explicit import
 _SUBMODULES = {"analysis", "datasets", "errors", "fileio", "generate", "ingest", "judgments",
                "measures", "pipeline", "platforms", "quality", "reliability", "report", "runs",
-               "simulate", "traps", "workspace"}
+               "settings", "simulate", "study", "traps", "workspace"}
 
 
 def __getattr__(name: str):

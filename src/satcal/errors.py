@@ -26,3 +26,38 @@ class InputFileError(SatcalError):
 class SatcalWarning(UserWarning):
     """Something the user should know that does not stop the command (the CLI prints it as one
     line, ``satcal: warning: ...``)."""
+
+
+#: Errors of the machine, not of satcal or the user's files: one line naming the path, exit 1.
+_ENVIRONMENT_ERRORS = {"ENOSPC": "no space left on the device; free some and run the command again "
+                                 "(nothing was changed)",
+                       "EDQUOT": "disk quota exceeded; free some space and run the command again "
+                                 "(nothing was changed)",
+                       "EACCES": "permission denied",
+                       "EPERM": "operation not permitted",
+                       "EROFS": "read-only file system"}
+
+
+def environment_error(exc: OSError) -> str | None:
+    """The one line for a full disk, a denied permission, a read-only file system or any other
+    system error about a named path (named by the path the failing call was given), or None
+    for an error that names no path."""
+    import errno
+    import re
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if name not in _ENVIRONMENT_ERRORS:
+        # any other error the system gives about a named file (a directory where a file was
+        # expected, a path too long...) is one line too; one about no file stays a traceback
+        if exc.filename is None or not exc.strerror:
+            return None
+        where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", str(exc.filename))
+        words = exc.strerror
+        if len(words) > 1 and words[1].islower():  # "Is a directory" -> "is a directory"; "I/O error" stays
+            words = words[0].lower() + words[1:]
+        return f"{where}: {words}"
+    # a copy that fails for want of space names its source first and its target second
+    target = exc.filename2 if name in ("ENOSPC", "EDQUOT") and exc.filename2 is not None else exc.filename
+    where = str(target) if target is not None else "a file"
+    # a file written aside into an output set is named where it was to go
+    where = re.sub(r"/\.satcal-stage-[^/]+/new/", "/", where)
+    return f"{where}: {_ENVIRONMENT_ERRORS[name]}"

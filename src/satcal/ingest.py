@@ -304,71 +304,47 @@ def _read_index(raw_dir: Path) -> pd.DataFrame:
             else pd.DataFrame(columns=INDEX_COLUMNS))
 
 
-def ingest(ws, files, platform: str | None = None, threshold: float | None = None) -> IngestReport:
-    """Archive result files under raw/ and rebuild answers.csv, rejects.csv and workers.csv.
+@dataclass
+class ResultFile:
+    """One result file read for ingest, before anything is written."""
 
-    Every file is parsed before anything is written, so a broken file leaves the workspace
-    untouched. A file already ingested (same content hash) changes nothing; the tables are
-    rebuilt from all archived files, so the result does not depend on the order of calls.
-    The workspace lock makes concurrent ingests take turns. The archived files, the index and
-    the tables are written as one set (:class:`~satcal.fileio.OutputSet`), so an ingest killed
-    at any moment, or failing on a full disk, leaves the workspace as it was before or as it
-    is after, never a mix.
-    """
-    with ws.locked():
-        repair_interrupted_ingest(ws)
-        return _ingest_locked(ws, files, platform, threshold)
+    sha256: str
+    name: str          # its name in raw/: hash prefix + original name
+    platform: str
+    data: bytes
+    rows: pd.DataFrame
 
 
-def _ingest_locked(ws, files, platform, threshold) -> IngestReport:
-    from .fileio import atomic_write_bytes, atomic_write_text, read_file_bytes, sha256_bytes
+def read_result_files(files, platform: str | None, known: set[str]) -> list[ResultFile]:
+    """Read and parse result files, skipping any whose content hash is in ``known`` or seen
+    before in ``files``. A broken file raises (with its line) before anything is written."""
+    from .fileio import read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
-
-    raw_dir = ws.path / "raw"
-    index = _read_index(raw_dir)
-    new_files: list[tuple[str, str, str, bytes, pd.DataFrame]] = []
+    out: list[ResultFile] = []
     for f in files:
         path = Path(f)
         if not path.is_file():
             raise SatcalError(f"{path}: no such file")
         data = read_file_bytes(path)  # an unreadable file is a one-line error
         digest = sha256_bytes(data)
-        if digest in set(index["sha256"]) or digest in {n[0] for n in new_files}:
+        if digest in known or digest in {r.sha256 for r in out}:
             continue
         plat = platform or detect_platform(path, data[:4096].decode("utf-8", "replace"))
         parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
-        name = f"{digest[:12]}-{path.name}"
-        new_files.append((digest, name, plat, data, parsed))
-    added = pd.DataFrame([{"sha256": d, "file": n, "platform": p, "original": n.split("-", 1)[1]}
-                          for d, n, p, _, _ in new_files], columns=INDEX_COLUMNS)
-    index, superseded = _supersede_snapshots(ws, index, added, {n[0]: n[4] for n in new_files})
-    parsed_new = {n[0]: n[4] for n in new_files}
-    threshold = ws["quality.trust_threshold"] if threshold is None else float(threshold)
-    with ws.staged("ingest") as outputs:
-        for digest, name, plat, data, _ in new_files:
-            atomic_write_bytes(outputs.file(f"raw/{name}"), data)
-        if new_files:
-            index = pd.concat([index, added], ignore_index=True)
-        report = _rebuild(ws, index, parsed_new, threshold, outputs)
-        # the tables' threshold, so that a repair rebuilds exactly these tables
-        atomic_write_text(outputs.file(f"raw/{SETTINGS}"), json.dumps({"trust_threshold": threshold}) + "\n")
-        if new_files:
-            if len(superseded):
-                previous = raw_dir / SUPERSEDED
-                old = pd.read_csv(previous, dtype=str, keep_default_na=False) if previous.exists() else None
-                table = pd.concat([old, superseded], ignore_index=True) if old is not None else superseded
-                atomic_write_text(outputs.file(f"raw/{SUPERSEDED}"), table.to_csv(index=False, lineterminator="\n"))
-            atomic_write_text(outputs.file("raw/index.csv"), index.to_csv(index=False, lineterminator="\n"))
-            ws.record("ingest", {"files": [n[1] for n in new_files], "answers": len(report.answers),
-                                 "rejects": len(report.rejects)},
-                      inputs=[outputs.file(f"raw/{n[1]}") for n in new_files], outputs=outputs)
-    return report
+        out.append(ResultFile(digest, f"{digest[:12]}-{path.name}", plat, data, parsed))
+    return out
+
+
+def index_rows(new: list[ResultFile]) -> pd.DataFrame:
+    """The raw/index.csv rows of newly archived files."""
+    return pd.DataFrame([{"sha256": r.sha256, "file": r.name, "platform": r.platform,
+                          "original": r.name.split("-", 1)[1]} for r in new], columns=INDEX_COLUMNS)
 
 
 SUPERSEDED = "superseded.csv"
 
 
-def _supersede_snapshots(ws, index: pd.DataFrame, added: pd.DataFrame, parsed: dict):
+def supersede_snapshots(raw_dir: Path, index: pd.DataFrame, added: pd.DataFrame, parsed: dict):
     """A new snapshot of a hosted study's database replaces the earlier snapshots of the same
     database (same original name), which stay in raw/ and are listed in raw/superseded.csv.
 
@@ -383,24 +359,37 @@ def _supersede_snapshots(ws, index: pd.DataFrame, added: pd.DataFrame, parsed: d
         return index, pd.DataFrame(columns=INDEX_COLUMNS)
     for row in index[old].itertuples():
         fresh = parsed[new.loc[new["original"] == row.original, "sha256"].iloc[0]]
-        earlier = get_platform("serve").read_results(ws.path / "raw" / row.file)
+        earlier = get_platform("serve").read_results(raw_dir / row.file)
         have = set(zip(fresh["row_id"], fresh["answer"]))
         lost = [r for r in zip(earlier["row_id"], earlier["answer"]) if r not in have]
         if lost:
-            raise SatcalError(f"{ws.path}/raw/{row.file}: response {lost[0][0]} (and {len(lost) - 1} more) "
+            raise SatcalError(f"{raw_dir}/{row.file}: response {lost[0][0]} (and {len(lost) - 1} more) "
                               "of this earlier snapshot is not in the study database now; was the "
                               "database replaced or restored from an older copy? Nothing was ingested")
     return index[~old].reset_index(drop=True), index[old].reset_index(drop=True)
 
 
-def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold, outputs) -> IngestReport:
-    """answers.csv, rejects.csv and workers.csv from every file of ``index``, written into the
-    output set ``outputs``."""
-    from .fileio import atomic_write_text
-    from .platforms import RAW_ANSWER_COLUMNS, get_platform
+#: The tables an ingest rebuilds, by the :class:`IngestReport` attribute each comes from.
+INGEST_TABLES = {"answers.csv": "answers", "rejects.csv": "rejects", "workers.csv": "workers",
+                 "traps_report.csv": "traps"}
 
-    raw_dir = ws.path / "raw"
-    key = ws.keys()  # every batch's key: answers to any batch resolve
+
+def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame | None,
+            examples: pd.DataFrame | None, items: pd.DataFrame | None, k: int, quality, serve,
+            threshold: float | None = None) -> IngestReport:
+    """answers, rejects, workers and the trap report from every result file of ``index``.
+
+    Parameters
+    ----------
+    index : raw/index.csv (sha256, file, platform, original), one row per archived file.
+    parsed : ``{sha256: rows}`` of files read already (the others are read from ``raw_dir``).
+    key : every batch's key (answers to any batch resolve); None before any export.
+    examples, items : examples.csv and items.csv (items give each page's reading time).
+    quality, serve : the ``[quality]`` and ``[serve]`` sections (:mod:`satcal.settings`).
+    threshold : the trust threshold, if not ``quality.trust_threshold``.
+    """
+    from .platforms import RAW_ANSWER_COLUMNS, get_platform
+    from .quality import reading_seconds
     if key is None:
         key = pd.DataFrame(columns=["item_id", "source_id", "is_trap", "swapped", "expected"])
     frames = []
@@ -412,23 +401,17 @@ def _rebuild(ws, index: pd.DataFrame, parsed: dict, threshold, outputs) -> Inges
     # no file (the only one removed, say): empty tables with their columns, not an error
     rows = (pd.concat(frames, ignore_index=True) if frames
             else pd.DataFrame(columns=[*RAW_ANSWER_COLUMNS, "source_file"], dtype=object))
-    examples = ws.table("examples.csv", required=False)
     example_ids = set(examples["example_id"]) if examples is not None else set()
-    threshold = ws["quality.trust_threshold"] if threshold is None else threshold
-    screen = {"screen_seconds": float(ws["quality.screen_seconds_per_answer"]),
-              "screen_same_side": float(ws["quality.screen_same_side"]),
-              "drop_traps": tuple(ws["quality.drop_traps"])}
-    from .quality import reading_seconds
-    items = ws.table("items.csv", required=False)
-    reading = reading_seconds(items, ws.k) if items is not None and len(items) else None
-    attention_limit = None if ws["serve.keep_failed_attention"] else int(ws["serve.attention_fail_limit"])
+    threshold = quality.trust_threshold if threshold is None else threshold
+    screen = {"screen_seconds": float(quality.screen_seconds_per_answer),
+              "screen_same_side": float(quality.screen_same_side),
+              "drop_traps": tuple(quality.drop_traps)}
+    reading = reading_seconds(items, k) if items is not None and len(items) else None
+    attention_limit = None if serve.keep_failed_attention else int(serve.attention_fail_limit)
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
-                                                               ws["quality.min_traps"], screen, reading,
+                                                               quality.min_traps, screen, reading,
                                                                attention_limit)
-    traps = _trap_report(key, before_exclusion, threshold, ws["quality.min_traps"], screen["drop_traps"])
-    for name, table in (("answers.csv", answers), ("rejects.csv", rejects), ("workers.csv", workers),
-                        ("traps_report.csv", traps)):
-        atomic_write_text(outputs.file(name), spreadsheet_safe(table).to_csv(index=False, lineterminator="\n"))
+    traps = _trap_report(key, before_exclusion, threshold, quality.min_traps, screen["drop_traps"])
     per_file = []
     fresh = set(parsed)
     for row in index.itertuples():
@@ -454,15 +437,15 @@ def _trap_report(key: pd.DataFrame, answers: pd.DataFrame, threshold: float, min
     return trap_table(answers, expected, threshold, min_traps, drop_traps)
 
 
-def snapshot_served(ws, url: str | None, directory) -> Path:
-    """Write the hosted study's responses (database at ``url``, default ``DIR/serve.db``) to
-    ``directory/serve-<database id>.csv``, ready to ingest with platform ``serve``."""
+def snapshot_served(url: str, directory, served_dir=None) -> Path:
+    """Write the hosted study's responses (database at ``url``) to
+    ``directory/serve-<database id>.csv``, ready to ingest with platform ``serve``
+    (``served_dir``: the study directory, named when its default database is missing)."""
     import hashlib
     from .fileio import atomic_write_text
     from .serve import db
-    url = url or db.default_url(ws.path)
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        raise SatcalError(f"{url[len('sqlite:///'):]}: no study database here; has satcal serve {ws.path} run?")
+        raise SatcalError(f"{url[len('sqlite:///'):]}: no study database here; has satcal serve {served_dir} run?")
     engine = db.connect(url)
     try:
         from sqlalchemy import inspect, select
@@ -483,76 +466,32 @@ REMOVED = "removed"
 REBUILD = ".rebuild-pending"
 
 
-def remove(ws, name: str, threshold: float | None = None) -> tuple[str, IngestReport]:
-    """Take one archived result file back out: it leaves the index (the file itself moves to
-    ``raw/removed/``, never deleted) and answers, rejects and workers are rebuilt from the
-    other files, all as one output set. ``name`` is the archived name, the file's original
-    name or its hash prefix."""
-    with ws.locked():
-        repair_interrupted_ingest(ws)
-        raw_dir = ws.path / "raw"
-        index = _read_index(raw_dir)
-        hit = index[(index["file"] == name) | (index["original"] == Path(name).name)
-                    | (index["sha256"].str.startswith(name) & (len(name) >= 8))]
-        if len(hit) != 1:
-            listing = ", ".join(index["file"]) or "none"
-            what = "matches several archived files" if len(hit) > 1 else "is not an archived result file"
-            raise SatcalError(f"{ws.path}/raw: {name!r} {what}; archived files: {listing}")
-        row = hit.iloc[0]
-        from .fileio import atomic_write_bytes, atomic_write_text
-        threshold = ws["quality.trust_threshold"] if threshold is None else float(threshold)
-        with ws.staged("ingest") as outputs:
-            source = raw_dir / row["file"]
-            if source.exists():
-                atomic_write_bytes(outputs.file(f"raw/{REMOVED}/{row['file']}"), source.read_bytes())
-                outputs.delete(f"raw/{row['file']}")
-            index = index[index["file"] != row["file"]].reset_index(drop=True)
-            atomic_write_text(outputs.file("raw/index.csv"),
-                              index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
-            report = _rebuild(ws, index, {}, threshold, outputs)
-            atomic_write_text(outputs.file(f"raw/{SETTINGS}"), json.dumps({"trust_threshold": threshold}) + "\n")
-            ws.record("ingest --remove", {"file": row["file"], "answers": len(report.answers),
-                                          "rejects": len(report.rejects)}, outputs=outputs)
-        return row["file"], report
+def find_archived(index: pd.DataFrame, name: str, raw_dir: Path) -> pd.Series:
+    """The one row of raw/index.csv that ``name`` means: the archived name, the file's original
+    name or a hash prefix of at least 8 digits."""
+    hit = index[(index["file"] == name) | (index["original"] == Path(name).name)
+                | (index["sha256"].str.startswith(name) & (len(name) >= 8))]
+    if len(hit) != 1:
+        listing = ", ".join(index["file"]) or "none"
+        what = "matches several archived files" if len(hit) > 1 else "is not an archived result file"
+        raise SatcalError(f"{raw_dir}: {name!r} {what}; archived files: {listing}")
+    return hit.iloc[0]
 
 
-def repair_interrupted_ingest(ws) -> bool:
-    """Finish what an ingest or a removal of an older satcal left when it was killed (its
-    marker file is still there): an ingest's files leave raw/ and the index, a removal's
-    tables are rebuilt from the index, as one output set. Ingests of this version are output
-    sets themselves, which taking the workspace lock finishes or discards. Returns whether
-    anything was repaired. Call with the lock held."""
-    raw_dir = ws.path / "raw"
-    marker, rebuild = raw_dir / PENDING, raw_dir / REBUILD
-    if not marker.exists() and not rebuild.exists():
-        return False
-    from .fileio import atomic_write_text
-    settings = raw_dir / SETTINGS
-    threshold = json.loads(settings.read_text())["trust_threshold"] if settings.exists() else None
-    index = _read_index(raw_dir)
-    with ws.staged("ingest") as outputs:
-        if marker.exists():
-            text = marker.read_text(encoding="utf-8").strip()
-            try:
-                pending = pd.DataFrame(json.loads(text or "[]"), columns=INDEX_COLUMNS)
-            except ValueError:  # a marker cut short: its files are those not in the index
-                pending = pd.DataFrame(columns=INDEX_COLUMNS)
-            index = index[~index["sha256"].isin(pending["sha256"])].reset_index(drop=True)
-            for name in pending["file"]:
-                outputs.delete(f"raw/{name}")
-            outputs.delete(f"raw/{PENDING}")
-            atomic_write_text(outputs.file("raw/index.csv"),
-                              index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
-        outputs.delete(f"raw/{REBUILD}")
-        _rebuild(ws, index, {}, threshold, outputs)
-    return True
+def read_pending(marker: Path) -> pd.DataFrame:
+    """The files an ingest of an older satcal was adding when it was killed (its marker)."""
+    text = marker.read_text(encoding="utf-8").strip()
+    try:
+        return pd.DataFrame(json.loads(text or "[]"), columns=INDEX_COLUMNS)
+    except ValueError:  # a marker cut short: its files are those not in the index
+        return pd.DataFrame(columns=INDEX_COLUMNS)
 
 
 # the OWASP rule, shared by every table satcal writes (kept importable from here)
 from .fileio import FORMULA_PREFIXES, spreadsheet_safe  # noqa: E402
 
 
-def _check_examples_unchanged(ws, merged: pd.DataFrame, k: int) -> None:
+def _check_examples_unchanged(where, merged: pd.DataFrame, k: int) -> None:
     """Refuse answers whose example has changed since they were collected (hash in the key)."""
     if "example_hash" not in merged.columns:
         return  # answers ingested before the hashes existed
@@ -562,30 +501,27 @@ def _check_examples_unchanged(ws, merged: pd.DataFrame, k: int) -> None:
     changed = (recorded != "") & (recorded != current)
     if changed.any():
         first = merged.loc[changed, "example_id"].iloc[0]
-        raise SatcalError(f"{ws.path}/answers.csv: {int(changed.sum())} answers were collected for "
+        raise SatcalError(f"{where}: {int(changed.sum())} answers were collected for "
                           f"examples that have changed since (example {first!r} of examples.csv no "
                           "longer shows the lists that were answered); restore the examples.csv of "
                           "the batch, or analyse the new examples in a new study")
 
 
-def study_from_workspace(ws) -> StudyData:
-    """The ingested, non-trap answers of kept workers, with both lists' levels."""
-    answers = ws.table("answers.csv")
-    examples = ws.table("examples.csv")
+def study_data(answers: pd.DataFrame, examples: pd.DataFrame, k: int, levels, judgments: Judgments,
+               name: str = "", where="answers.csv") -> StudyData:
+    """The ingested, non-trap answers of kept workers (answers.csv), with both lists' levels
+    from examples.csv; ``where`` names answers.csv in errors."""
     real = answers[answers["is_trap"] != "True"]
     if real.empty:
-        raise SatcalError(f"{ws.path}/answers.csv has no answers to examples; ingest result files "
+        raise SatcalError(f"{where} has no answers to examples; ingest result files "
                           "first (satcal ingest DIR FILE...)")
     keep = ["example_id", "worker_id", "answer"] + (["example_hash"] if "example_hash" in real.columns else [])
-    merged = real[keep].merge(examples, on="example_id", how="left",
-                                                               validate="many_to_one")
+    merged = real[keep].merge(examples, on="example_id", how="left", validate="many_to_one")
     if merged["query"].isna().any():
         missing = merged.loc[merged["query"].isna(), "example_id"].iloc[0]
-        raise SatcalError(f"{ws.path}/answers.csv: example {missing!r} is not in examples.csv")
-    k = ws.k
-    _check_examples_unchanged(ws, merged, k)
+        raise SatcalError(f"{where}: example {missing!r} is not in examples.csv")
+    _check_examples_unchanged(where, merged, k)
     for side in "ab":
         for i in range(1, k + 1):
             merged[f"r{side}{i}"] = merged[f"r{side}{i}"].astype(int)
-    levels = ws["study.levels"]
-    return StudyData(merged, k, max(levels) + 1, ws.judgments(), name=ws["study.name"])
+    return StudyData(merged, k, max(levels) + 1, judgments, name=name)

@@ -1,6 +1,9 @@
-"""End-to-end runs that chain the stages: the demo."""
+"""Runs that chain stages outside a study directory: the demo, the analysis of published or
+external answers, evaluation and reliability into an ``--out`` directory (written as one
+output set), and the text the commands print of their results."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -10,20 +13,11 @@ from ._threads import resolve_jobs
 from .analysis import calibrate
 from .datasets import ecir2015_file, load_ecir2015
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "analyze_into", "evaluate_into", "reliability_into", "prepare_out", "output_dir",
+           "parse_formulations", "ranking_text", "generation_text"]
 
 #: The Prolific completion code of the demo study (a real study sets its own in study.toml).
 DEMO_COMPLETION_CODE = "SATCAL-DEMO"
-
-
-def _with_demo_completion_code(ws):
-    from .fileio import atomic_write_text
-    from .workspace import Workspace
-    toml = ws.file("study.toml")
-    text = toml.read_text(encoding="utf-8").replace('completion_code = ""',
-                                                    f'completion_code = "{DEMO_COMPLETION_CODE}"', 1)
-    atomic_write_text(toml, text)
-    return Workspace.open(ws.path)
 
 
 def run_demo(out: Path, seed: int = 2015, progress: bool = True,
@@ -34,17 +28,14 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     Returns a summary with the ECIR analysis result, the simulated study's recovery check and
     a map of output labels to paths.
     """
-    from .ingest import ingest
-    from .simulate import simulate_workspace
-    from .workspace import Workspace
+    from .study import Study
 
     out = Path(out)
     study = load_ecir2015()
     echo(study.notice)
     echo("1/3 A simulated study on the embedded judgments")
-    ws = Workspace.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed,
-                        min_per_cell=min_per_cell, platform="appen", force=True)
-    ws = _with_demo_completion_code(ws)
+    ws = Study.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed, min_per_cell=min_per_cell,
+                    platform="appen", force=True, values={"serve.completion_code": DEMO_COMPLETION_CODE})
     gen = ws.generate(force=True, progress=progress)
     echo(f"    generate: {gen.n_examples} examples (cell floor {gen.lower_bound}), "
          f"{len(gen.infeasible)} infeasible cells")
@@ -53,10 +44,10 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     with warnings.catch_warnings():  # the embedded music data has ids only: no titles to show
         warnings.simplefilter("ignore", SatcalWarning)
         ws.export(force=True)
-    results, truth = simulate_workspace(ws, force=True)
+    results, truth = ws.simulate(force=True)
     echo(f"    simulate: {truth['answers']} answers from {truth['model']['workers']} workers, "
          f"{len(truth['spammers'])} of them spammers")
-    report = ingest(ws, [results])
+    report = ws.ingest([results])
     total = next(line for line in report.lines() if line.startswith("total:"))
     workers = next(line for line in report.lines() if line.startswith("workers:"))
     for line in (total, workers):
@@ -119,3 +110,366 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     return {"result": result, "simulated": sim, "reliability": rel, "truth": truth, "band_coverage": inside,
             "joint_band_coverage": inside_joint,
             "truth_rank": rank, "spammers_caught": caught, "outputs": outputs}
+
+
+# ------------------------------------------------------------------------------------------
+# Runs outside a study directory (an --out directory of their own), for the command line
+# ------------------------------------------------------------------------------------------
+def prepare_out(out: Path, force: bool, create: bool = True) -> Path:
+    """Check ``--out`` (refused when it holds files, unless ``force``); made only if ``create``,
+    so a command that checks it before its work leaves nothing when the work fails."""
+    from .errors import SatcalError
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SatcalError(f"{out}: exists and is not a directory")
+    if out.exists():
+        from .fileio import OutputSet
+        OutputSet.recover(out)  # what a killed earlier run left: finished or discarded
+    if out.exists() and any(out.iterdir()) and not force:
+        raise SatcalError(f"{out}: already holds files; pass --force to overwrite them, or choose "
+                          "another --out")
+    if create:
+        out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@contextmanager
+def output_dir(out: Path, force: bool):
+    """An --out directory written as one set: the command writes into a stage inside it, and
+    the files move into place together at the end (same names replaced, other files kept),
+    so a killed command leaves the old files or the new ones, never a mix. A directory this
+    made is removed again if the command fails before anything is in it."""
+    from .fileio import OutputSet
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        with OutputSet(prepare_out(out, force), "out") as outputs:
+            yield outputs
+    except BaseException:
+        for p in made:  # innermost first; a directory that holds anything stays
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def expand_runs(values) -> list[Path]:
+    """Run arguments: files, directories (every file inside) or glob patterns."""
+    import glob
+    from .errors import SatcalError
+    out: list[Path] = []
+    for v in values:
+        p = Path(v)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+        elif any(ch in str(v) for ch in "*?["):
+            found = sorted(Path(f) for f in glob.glob(str(v)))
+        else:
+            found = [p]
+        if not found:
+            raise SatcalError(f"{v}: no run files there")
+        out.extend(found)
+    return out
+
+
+def ranking_text(result, top: int = 10) -> str:
+    """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator)."""
+    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
+    lines = [f"warning: {w}" for w in result.meta.get("warnings", []) + result.meta.get("design_warnings", [])]
+    cols = estimator_columns(result.bias, result.estimator)
+    rank = result.ranking.head(top)
+    lo, hi = f"{cols[0]}_lo", f"{cols[0]}_hi"
+    intervals = lo in result.bias.columns
+    if intervals:
+        rank = rank.merge(result.bias[["formulation", lo, hi]], on="formulation")
+    ranks = "rank_lo" in rank.columns
+    lines.append(f"\nFormulations ranked by bias ({ESTIMATOR_NAMES[result.estimator]}; mean rank over "
+                 f"{', '.join(cols)}; 1 = least biased):")
+    lines.append(f"  {'#':>2}  {'formulation':<14} {cols[0]:>8}{'  95% interval    ' if intervals else ''} "
+                 f"{cols[1]:>8} {cols[2]:>8}{'  P(first)  rank 95%' if ranks else ''}")
+    for i, r in enumerate(rank.itertuples(index=False), start=1):
+        r = r._asdict()
+        iv = f"  [{r[lo]:.4f}, {r[hi]:.4f}]" if intervals else ""
+        rk = f"  {r['p_best']:8.2f}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
+        lines.append(f"  {i:>2}  {r['formulation']:<14} {r[cols[0]]:8.4f}{iv} {r[cols[1]]:8.4f} {r[cols[2]]:8.4f}{rk}")
+    lines.append("\n" + result.verdict.sentence())
+    return "\n".join(lines)
+
+
+def parse_formulations(text: str, study=None, normalization: str = "max", negatives: str = "keep") -> list:
+    """``--formulations``: comma-separated ids; 'study' and 'all' expand (see ``analyze --help``)."""
+    from .errors import SatcalError
+    from .measures import EXTRA_MEASURES, formulation, study_formulations
+    study = list(study) if study is not None else study_formulations(normalization, negatives)
+    out, seen = [], set()
+    for token in (t.strip() for t in text.split(",")):
+        if not token:
+            continue
+        expanded = {"study": study, "all": study + list(EXTRA_MEASURES)}.get(token, [token])
+        for spec in expanded:
+            try:
+                f = formulation(spec, normalization, negatives)
+            except ValueError as exc:
+                raise SatcalError(f"--formulations: {exc}") from None
+            if f.id not in seen:
+                seen.add(f.id)
+                out.append(f)
+    if not out:
+        raise SatcalError("--formulations: no formulation given; use study, all or a list of ids")
+    return out
+
+
+def calibrated_id(name: str) -> str:
+    """The id a calibration stores for a name (``nDCG@10`` is stored as ``lin-log2``)."""
+    from .measures import formulation
+    try:
+        return formulation(name).id
+    except ValueError:
+        return name  # a custom formulation's id, looked up as given
+
+
+def analyze_ecir(scores: str, kwargs: dict):
+    """The published ECIR 2015 answers, on recomputed (``exact``) or published scores."""
+    from .datasets import ECIR2015_NOTICE, load_ecir2015_crowd, published_scores
+    from .errors import SatcalError
+    from .measures import study_formulations
+    study = load_ecir2015()
+    if scores == "exact":
+        return calibrate(study, **kwargs)
+    forms = kwargs.pop("formulations", None)
+    published = {f.id for f in study_formulations()}
+    if forms is not None and any(f.id not in published for f in forms):
+        other = next(f.id for f in forms if f.id not in published)
+        raise SatcalError(f"--scores published has the 36 study formulations only, not {other}; "
+                          "use --scores exact (the default) for other measures")
+    crowd = load_ecir2015_crowd()
+    result = calibrate(phi_a=published_scores(crowd, "A", forms), phi_b=published_scores(crowd, "B", forms),
+                       answers=study.answers, formulations=forms, **kwargs)
+    result.meta.update(name="ecir2015 (published scores)", notice=ECIR2015_NOTICE)
+    return result
+
+
+def analyze_external(answers, judgments, k, levels, unjudged: str, kwargs: dict):
+    """An external study's answers (CSV) against its judgments."""
+    from .errors import SatcalError
+    from .fileio import sha256_file
+    from .ingest import read_external_study
+    from .judgments import read_judgments
+    if judgments is None:
+        raise SatcalError("--answers needs --judgments FILE (the levels of its documents)")
+    qrels = read_judgments(judgments)
+    if levels is not None and levels != list(range(len(levels))):
+        raise SatcalError(f"--levels {','.join(map(str, levels))}: an analysis scale is 0..L-1; "
+                          f"give {','.join(map(str, range(len(levels))))} or {len(levels)}")
+    study = read_external_study(answers, qrels, k=k, n_levels=None if levels is None else len(levels),
+                                unjudged=unjudged)
+    result = calibrate(study, **kwargs)
+    result.meta["provenance"].update(judgments_sha256=sha256_file(judgments), answers_sha256=sha256_file(answers))
+    return result
+
+
+def analyze_into(out, force: bool, dataset=None, answers=None, judgments=None, k=None, levels=None,
+                 unjudged: str = "error", scores: str = "exact", formulations=None, scale=None, **kwargs):
+    """``satcal analyze --dataset/--answers --out DIR``: calibrate and write the analysis."""
+    from .errors import SatcalError
+    from .report import write_analysis
+    if out is None:
+        raise SatcalError("--out DIR is required with --dataset or --answers")
+    prepare_out(out, force, create=False)  # refused before the work, not after
+    scale = scale or {"normalization": "max", "negatives": "keep"}
+    if formulations is not None or scale != {"normalization": "max", "negatives": "keep"}:
+        kwargs["formulations"] = parse_formulations(formulations or "study", **scale)
+    result = (analyze_ecir(scores, kwargs) if dataset
+              else analyze_external(answers, judgments, k, levels, unjudged, kwargs))
+    with output_dir(out, force) as outputs:
+        write_analysis(result, outputs.tree())
+    return result
+
+
+def evaluate_into(judgments, runs, calibration, formulations, k, out, force: bool):
+    """``satcal evaluate``: expected satisfaction of runs under a calibration, into ``out``.
+    Returns (result, {name: path written})."""
+    from .analysis.evaluate import evaluate_runs, load_calibrations
+    from .judgments import read_judgments
+    from .runs import read_runs
+    wanted = None if formulations is None else [calibrated_id(t.strip()) for t in formulations.split(",")
+                                                if t.strip()]
+    cals = load_calibrations(calibration, wanted)
+    prepare_out(out, force, create=False)  # refused before the work, not after
+    result = evaluate_runs(read_judgments(judgments), read_runs(expand_runs(runs)), cals, k)
+    with output_dir(out, force) as outputs:
+        written = {name: str(outputs.final(p)) for name, p in result.save(outputs.tree()).items()}
+    return result, written
+
+
+def read_calibration_bias(calibration):
+    """bias.csv and calibration.json of an analysis directory (or of a study's analysis/)."""
+    import pandas as pd
+    from .analysis.evaluate import read_provenance
+    from .errors import SatcalError
+    path = Path(calibration) / "bias.csv"
+    if not path.exists():
+        path = Path(calibration) / "analysis" / "bias.csv"
+    if not path.exists():
+        raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
+    return pd.read_csv(path), read_provenance(path.parent)
+
+
+def reliability_into(judgments, runs, simulate_runs, calibration, k, normalization, negatives, replicates,
+                     alpha, target, optimize, seed, out, force, progress=True, echo=print):
+    """``satcal reliability``: system-side reliability (beside a calibration's bias), into ``out``.
+    Returns (result, written)."""
+    from .errors import SatcalError
+    from .measures import study_formulations
+    from .reliability import reliability_report
+    from .reliability import simulate_runs as sim_runs
+    from .runs import read_runs
+    from .judgments import read_judgments
+    if bool(runs) == bool(simulate_runs):
+        raise SatcalError("give run files with --runs, or --simulate-runs N to try it on simulated systems")
+    qrels = read_judgments(judgments)
+    bias, prov = read_calibration_bias(calibration) if calibration is not None else (None, {})
+    k, normalization, negatives = calibration_scale(prov, calibration, qrels, k, normalization, negatives)
+    prepare_out(out, force, create=False)  # refused before the work, not after
+    with output_dir(out, force) as outputs:
+        root = outputs.tree()
+        if simulate_runs:
+            run_set = sim_runs(qrels, simulate_runs, seed=seed, out_dir=root / "simulated-runs")
+            echo(f"SIMULATED runs: {simulate_runs} systems of graded quality, in {out}/simulated-runs/")
+        else:
+            run_set = read_runs(expand_runs(runs))
+        forms = study_formulations(normalization=normalization, negatives=negatives)
+        result = reliability_report(run_set, qrels, forms, k=k, replicates=replicates, alpha=alpha,
+                                    target=target, seed=seed, calibration_bias=bias, progress=progress)
+        written = result.save(root)
+        if optimize != "none":
+            echo(_optimize(optimize, run_set, qrels, k, normalization, root))
+    return result, written
+
+
+def _optimize(optimize: str, run_set, qrels, k: int, normalization: str, root: Path) -> str:
+    """The gains or discounts of best Phi at one topic, as a study.toml snippet in ``root``."""
+    from .reliability import optimal_discounts, optimal_gains
+    found = (optimal_gains(run_set, qrels, k=k, normalization=normalization) if optimize == "gains"
+             else optimal_discounts(run_set, qrels, k=k, normalization=normalization))
+    item, phi_opt, phi_start = found
+    if optimize == "gains":
+        levels = [0] + [lv for lv in sorted(set(qrels.table["level"])) if lv > 0]
+        values = item(levels)
+    else:
+        values = item.factors(k)
+    snippet = f"custom_{optimize} = {{ optimal = [{', '.join(f'{v:.6g}' for v in values)}] }}"
+    (root / f"optimal_{optimize}.toml").write_text(
+        f"# Phi at one topic {phi_opt:.6f} (from {phi_start:.6f}); paste under [formulations] of a\n"
+        f"# study.toml to calibrate it like the others{' (levels ' + str(levels) + ')' if optimize == 'gains' else ''}\n"
+        f"{snippet}\n")
+    return f"optimal {optimize}: {item.formula}; Phi at one topic {phi_opt:.4f} (from {phi_start:.4f})"
+
+
+def reliability_table(result) -> str:
+    """The ten most dependable formulations (by Phi), with their bias beside them if any."""
+    shown = result.combined if result.combined is not None else result.gstudy
+    cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
+    return shown[cols].sort_values("phi", ascending=False).head(10).to_string(index=False,
+                                                                             float_format=lambda v: f"{v:.4f}")
+
+
+def calibration_scale(prov: dict, directory, judgments, k, normalization, negatives):
+    """k, normalisation and negative policy for the system side: the calibration's own (from
+    calibration.json) unless given; a contradicting option is refused, as user-side bias and
+    system-side reliability are only comparable on the same scores."""
+    from .errors import SatcalError
+
+    def single(by_formulation):
+        values = set((by_formulation or {}).values())
+        return values.pop() if len(values) == 1 else None
+
+    chosen = []
+    for name, given, own, default in (("k", k, prov.get("k"), 10),
+                                      ("normalization", normalization, single(prov.get("normalization")), "ideal"),
+                                      ("negatives", negatives, single(prov.get("negatives")), "keep")):
+        if given is not None and own is not None and given != own:
+            raise SatcalError(f"--{name} {given} contradicts the calibration in {directory}, made with "
+                              f"{name} = {own} (calibration.json); leave --{name} out to use it")
+        chosen.append(given if given is not None else own if own is not None else default)
+    levels = prov.get("levels")
+    if levels is not None and judgments.top_level > int(levels) - 1:
+        raise SatcalError(f"{judgments.source}: levels go up to {judgments.top_level}, but the calibration "
+                          f"in {directory} was made on levels 0..{int(levels) - 1} (calibration.json)")
+    return chosen
+
+
+def generation_text(result, traps_file: str, where) -> str:
+    """What ``satcal generate`` says of its examples: the count against the cell floor, the
+    infeasible cells, the busiest query, warnings, the pairing correlation, the extra
+    measures and the traps."""
+    from .generate import ECIR2015_PAIRING_CORRELATION
+    s = result.summary()
+    lines = [f"{s['examples']} examples (cell floor {s['lower_bound']} = min_per_cell x the "
+             f"{s['floor_cells']} |dphi| cells of the widest formulation"
+             + (f", LP bound {s['lp_bound']}" if "lp_bound" in s else "")
+             + f"; method {s['method']}); every feasible cell has >= "
+             f"{result.design.min_per_cell}: {'yes' if result.complete else 'NO'}"]
+    inf = result.infeasible
+    if len(inf):
+        lines.append(f"{len(inf)} infeasible cells (no buildable example lands there): "
+                     + ", ".join(f"{r.formulation} {r.kind} bin {r.bin}" for r in inf.head(8).itertuples())
+                     + (" ..." if len(inf) > 8 else ""))
+    c = result.candidates
+    line = f"Queries: {c.get('queries_used', 0)} used, the busiest holds {100 * c.get('max_query_share', 0):.1f}% of the examples"
+    if "query_cap" in c:
+        line += (f" (limit {c['query_cap']} each: {c['query_cap_extra_examples']:+d} "
+                 f"examples, {c['query_cap_short_cells']} cells left short)")
+    lines.append(line)
+    lines += [f"Warning: {w}" for w in result.warnings]
+    lines.append(f"Pairing correlation corr(phi_A, phi_B): {result.pairing_correlation().median():.2f} (median over "
+                 f"the {len(result.design.formulations)} formulations; the ECIR 2015 pairs: "
+                 f"{ECIR2015_PAIRING_CORRELATION:.2f}); the paper's P(Sat|phi) depends on it, the per-list curve does not")
+    extra = extra_measures_line(result)
+    if extra:
+        lines.append(extra)
+    lines.append(f"Traps: {getattr(result, 'traps_built', '')}")
+    if not traps_file:
+        from .traps import TRAP_RULE
+        lines.append(f"  The {TRAP_RULE}.")
+    lines.append(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {where}/")
+    return "\n".join(lines)
+
+
+def extra_measures_line(result) -> str:
+    """What the measures beyond the DCG family cost, in examples, or what they lack."""
+    s, design = result.summary(), result.design
+    placeable = {f.id for f in design.placeable_extra}
+    unplaced = [f.id for f in design.extra if f.id not in placeable]
+    line = ""
+    if "extra_cost_examples" in s:
+        ids = ", ".join(f.id for f in design.placeable_extra)
+        cost = (f"{s['extra_cost_examples']:+d} examples over the {s['examples_without_extra']} the "
+                "crossed family alone needs")
+        if s["extra_covered"]:
+            line = f"Extra measures {ids}: covered, {cost}"
+        else:
+            line = (f"Extra measures {ids}: not covered (cover_extra = false), {s['extra_cells_short_without']} "
+                    f"of their cells hold fewer than {design.min_per_cell}; covering them: {cost}")
+    if unplaced:
+        line += ("\n" if line else "") + (f"Extra measures {', '.join(unplaced)}: pool-based, not placed by the "
+                                          "generator; calibrated on the lists the examples hold")
+    return line
+
+
+def serve_banner(study, base: str) -> tuple[str, list[str]]:
+    """What ``satcal serve`` says at start: the pages and database, the links for Prolific, lab
+    participants and the researcher; and, apart, the warnings (screening, no completion code)."""
+    settings = study.settings
+    said = (f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
+            f"({study.per_participant} pages per participant) from {study.engine.url.render_as_string(hide_password=True)}\n"
+            f"  Prolific study URL: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID={{{{%STUDY_ID%}}}}"
+            "&SESSION_ID={{%SESSION_ID%}}\n"
+            f"  lab participants:   {base}/  (they type their participant code)\n"
+            f"  researcher status:  {base}/status/{study.status_token}  (keep this link private)")
+    warned = [f"  warning: {w}" for w in study.warnings]
+    if not settings.completion_code:
+        warned.append("  note: [serve] completion_code is empty in study.toml: Prolific participants will see a "
+                      "thank-you page instead of the redirect that marks them complete")
+    return said, warned

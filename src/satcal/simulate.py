@@ -17,7 +17,6 @@ under this model and design, which an analysis should recover (see ``_sat_estima
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -29,7 +28,7 @@ from .measures import formulation as parse_formulation
 from .measures import score_lists
 from .platforms._common import UNFINISHED, unfinished
 
-__all__ = ["UserModel", "simulate_answers", "honest_answers", "simulate_workspace", "simulate_served", "GRID_TRUTH"]
+__all__ = ["UserModel", "simulate_answers", "honest_answers", "simulate_results", "simulate_served", "study_lists", "GRID_TRUTH"]
 
 GRID_TRUTH = np.round(np.linspace(0, 1, 101), 2)
 
@@ -59,6 +58,14 @@ class UserModel:
     #: them (Toloka: expired or skipped; Label Studio: cancelled), so ingest's handling of
     #: every status is dry-run too.
     abandoned: float = 0.0
+
+    @classmethod
+    def from_settings(cls, simulation, seed: int) -> "UserModel":
+        """The crowd of study.toml's ``[simulation]`` section (every key), with the seed of its
+        random stream; ``satcal simulate`` and ``satcal power`` both draw from it."""
+        from dataclasses import fields
+        names = {f.name for f in fields(cls)} - {"seed"}
+        return cls(seed=seed, **{n: getattr(simulation, n) for n in names})
 
     def __post_init__(self):
         problems = []
@@ -271,30 +278,17 @@ def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:
     return expit(quadratic(GRID_TRUTH) @ np.asarray(fit.params))
 
 
-def simulate_workspace(ws, platform: str | None = None, force: bool = False, model: UserModel | None = None):
-    """Write ``simulated/<platform>-results.<ext>`` and ``simulated/<platform>-truth.json``."""
-    from .fileio import atomic_write_text
-    from .platforms import get_platform
-
-    plat = get_platform(platform or ws["presentation.platform"])
+def simulate_results(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int, top_level: int,
+                     model: UserModel, answers_per_example: int, plat) -> tuple[pd.DataFrame, dict]:
+    """The simulated crowd's answers to a batch, as the platform ``plat`` reports them (pages
+    left unfinished dropped where the platform does not report them), and the truth."""
     if plat.write_results is None:
         raise SatcalError(f"platform {plat.name} has no result format to simulate")
-    out = ws.path / "simulated" / f"{plat.name}-results.{plat.result_suffix}"
-    ws.guard([str(out.relative_to(ws.path))], force)
-    items, key = ws.table("items.csv"), ws.table("key.csv")
-    lists = _workspace_lists(ws)
-    model = model or _workspace_model(ws)
-    answers, truth = simulate_answers(items, key, lists, ws.k, max(ws["study.levels"]), model,
-                                      ws["design.answers_per_example"])
+    answers, truth = simulate_answers(items, key, lists, k, top_level, model, answers_per_example)
     if not plat.reports_unfinished:
         answers = answers[~unfinished(answers)]
         truth["abandoned_assignments"] = 0
-    with ws.locked(), ws.staged("simulate") as outputs:  # results and truth as one set
-        plat.write_results(answers, items, key, outputs.file(out.relative_to(ws.path)))
-        atomic_write_text(outputs.file(f"simulated/{plat.name}-truth.json"), json.dumps(truth, indent=1) + "\n")
-        ws.record("simulate", {"platform": plat.name, "answers": len(answers), "seed": model.seed},
-                  outputs=outputs)
-    return out, truth
+    return answers, truth
 
 
 def _shown_scores(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int, top_level: int,
@@ -312,19 +306,20 @@ def _shown_scores(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k
                         index=items["item_id"].to_numpy())
 
 
-def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: int = 8,
+def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int,
+                    top_level: int, model: UserModel, key_digest: str, concurrency: int = 8,
                     progress: bool = False) -> tuple[list, dict]:
     """Drive a running ``satcal serve`` with the simulated crowd: each simulated worker enters as
     a Prolific participant (``PROLIFIC_PID=SIM-<n>``), reads every page as a browser without
     JavaScript would, and answers from the user model (honest workers follow the attention
-    checks' instruction; spammers answer at random). Returns the visits and the truth."""
+    checks' instruction; spammers answer at random). ``key_digest`` is the SHA-256 of the
+    batch's key.csv, whose token marks the participants simulated. Returns the visits and the
+    truth."""
     from .platforms import SHOWN_CODES
     from .serve.client import asked_option, drive
 
-    model = model or _workspace_model(ws)
     f = parse_formulation(model.formulation)
-    items, key = ws.table("items.csv"), ws.table("key.csv")
-    scores = _shown_scores(items, key, _workspace_lists(ws), ws.k, max(ws["study.levels"]), f)
+    scores = _shown_scores(items, key, lists, k, top_level, f)
     root = np.random.default_rng(model.seed)
     workers = [f"SIM-{i + 1:04d}" for i in range(model.workers)]
     n_spam = int(round(model.spammers * model.workers))
@@ -358,10 +353,9 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
 
     # the entry carries the batch's simulation token: the server marks these participants
     # simulated, and ingest, calibration.json and the report say so
-    from .fileio import sha256_file
     from .serve.study import simulation_token
     visits = drive(url, workers, concurrency, choose_for=choose_for, study_id="simulated", progress=progress,
-                   simulated=simulation_token(sha256_file(ws.file("key.csv"))))
+                   simulated=simulation_token(key_digest))
     honest_u = np.array([offsets[w] for w in workers if w not in spammers])
     list_curve = (expit(model.intercept + honest_u[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
                   if honest_u.size else expit(model.intercept + model.slope * GRID_TRUTH))
@@ -373,17 +367,9 @@ def simulate_served(ws, url: str, model: UserModel | None = None, concurrency: i
     return visits, truth
 
 
-def _workspace_model(ws) -> UserModel:
-    s = ws.config["simulation"]
-    return UserModel(formulation=s["formulation"], intercept=s["intercept"], slope=s["slope"],
-                     heterogeneity=s["heterogeneity"], workers=s["workers"], spammers=s["spammers"],
-                     position_bias=s["position_bias"], seed=ws.seed + 4,
-                     undecided_preference=s["undecided_preference"],
-                     preference_accuracy=s["preference_accuracy"], lapse=s["lapse"], abandoned=s["abandoned"])
-
-
-def _workspace_lists(ws) -> pd.DataFrame:
-    examples = ws.table("examples.csv").assign(source_id=lambda d: d["example_id"])
-    traps = ws.table("traps.csv", required=False)
+def study_lists(examples: pd.DataFrame, traps: pd.DataFrame | None) -> pd.DataFrame:
+    """Examples and traps in one table of lists, each under its ``source_id`` (as the key names
+    them)."""
+    examples = examples.assign(source_id=lambda d: d["example_id"])
     return pd.concat([examples, traps.assign(source_id=traps["trap_id"])] if traps is not None and len(traps)
                      else [examples], ignore_index=True)

@@ -21,7 +21,7 @@ from ..platforms import SHOWN_CODES
 from . import db
 
 __all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN", "WAITING",
-           "simulation_token", "trap_targets", "screening_warnings"]
+           "simulation_token", "trap_targets", "screening_warnings", "batch_warnings", "trap_items"]
 
 #: Participant ids and codes accepted at entry (Prolific ids are 24 hex digits).
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -56,17 +56,18 @@ class ServeSettings:
     contact: str = ""
 
     @classmethod
-    def from_workspace(cls, ws) -> "ServeSettings":
-        s = ws.config["serve"]
-        return cls(completion_code=s["completion_code"], failed_attention_code=s["failed_attention_code"],
-                   pages_per_participant=s["pages_per_participant"], attention_checks=s["attention_checks"],
-                   attention_fail_limit=s["attention_fail_limit"],
-                   assignment_timeout_minutes=float(s["assignment_timeout_minutes"]),
-                   answers_per_example=ws["design.answers_per_example"],
-                   instructions=ws["presentation.instructions"], k=ws.k, min_traps=ws["quality.min_traps"],
-                   traps_on_top=ws["serve.traps_on_top"], consent=ws["serve.consent"],
-                   duration_minutes=float(ws["serve.duration_minutes"]), pay=ws["serve.pay"],
-                   contact=ws["serve.contact"])
+    def from_settings(cls, settings) -> "ServeSettings":
+        """From a study's :class:`satcal.settings.Settings` (``[serve]``, ``[design]``,
+        ``[presentation]``, ``[quality]`` and ``study.k``)."""
+        s = settings.serve
+        return cls(completion_code=s.completion_code, failed_attention_code=s.failed_attention_code,
+                   pages_per_participant=s.pages_per_participant, attention_checks=s.attention_checks,
+                   attention_fail_limit=s.attention_fail_limit,
+                   assignment_timeout_minutes=float(s.assignment_timeout_minutes),
+                   answers_per_example=settings.design.answers_per_example,
+                   instructions=settings.presentation.instructions, k=settings.study.k,
+                   min_traps=settings.quality.min_traps, traps_on_top=s.traps_on_top, consent=s.consent,
+                   duration_minutes=float(s.duration_minutes), pay=s.pay, contact=s.contact)
 
 
 def load_pages(items: pd.DataFrame, k: int) -> dict[int, list[dict]]:
@@ -129,15 +130,17 @@ def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: i
     return []
 
 
-def workspace_warnings(ws) -> list[str]:
-    """:func:`screening_warnings` of the workspace's exported batch (``satcal export`` with
-    platform serve says them, as ``satcal serve`` does at start)."""
-    items, key = ws.table("items.csv"), ws.table("key.csv")
+def trap_items(key: pd.DataFrame) -> pd.Series:
+    """The item ids of a batch's traps (key.csv)."""
+    return key.loc[key["is_trap"].astype(str) == "True", "item_id"].astype(str)
+
+
+def batch_warnings(items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings) -> list[str]:
+    """:func:`screening_warnings` of an exported batch (``satcal export`` with platform serve
+    says them, as ``satcal serve`` does at start)."""
     pages = {int(p): list(g["item_id"]) for p, g in items.groupby("page")}
-    settings = ServeSettings.from_workspace(ws)
-    traps = key.loc[key["is_trap"].astype(str) == "True", "item_id"]
-    return screening_warnings(pages, traps, min(settings.pages_per_participant, len(pages)), settings.min_traps,
-                              settings.traps_on_top)
+    return screening_warnings(pages, trap_items(key), min(settings.pages_per_participant, len(pages)),
+                              settings.min_traps, settings.traps_on_top)
 
 
 def attention_positions(pages: int, checks: int) -> set[int]:
@@ -176,14 +179,10 @@ class HostedStudy:
         self.order = None
 
     @classmethod
-    def from_workspace(cls, ws, url: str | None = None) -> "HostedStudy":
-        from ..fileio import sha256_file
-        items = ws.table("items.csv")
-        key = ws.table("key.csv")  # refuses with "run satcal export first" when missing
-        engine = db.connect(url or db.default_url(ws.path))
-        traps = key.loc[key["is_trap"].astype(str) == "True", "item_id"].astype(str)
-        return cls(load_pages(items, ws.k), ServeSettings.from_workspace(ws), engine,
-                   sha256_file(ws.file("key.csv")), traps)
+    def from_batch(cls, items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings, engine,
+                   key_digest: str) -> "HostedStudy":
+        """The hosted study of an exported batch (items.csv, key.csv and its SHA-256)."""
+        return cls(load_pages(items, settings.k), settings, engine, key_digest, trap_items(key))
 
     # -- participants ----------------------------------------------------------------------
     def enter(self, kind: str, external_id: str, study_id: str = "", session_id: str = "",
