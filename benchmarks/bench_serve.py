@@ -10,6 +10,13 @@ submitted ones (none lost, none doubled). The peer is the same server's static s
 fetched under the same load: the ratio says what a page costs above serving a file.
 
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--no-postgres]
+    python benchmarks/bench_serve.py --adaptive [--refit-seconds 2]
+
+With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
+(``[design] adaptive = true``: a candidate pool of as many examples as the fixed study's, pages
+handed out by the criterion's priorities, refitted in the server's background thread every
+``--refit-seconds``, the stopping rule asked at each look), and the ratio of their page
+latencies says what the refits add.
 """
 from __future__ import annotations
 
@@ -28,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 
-def make_workspace(root: Path, answers_per_example: int, pages_per_participant: int):
+def make_workspace(root: Path, answers_per_example: int, pages_per_participant: int, adaptive: dict | None = None):
     import satcal
     from satcal.workspace import Workspace
     root.mkdir(parents=True, exist_ok=True)
@@ -39,6 +46,8 @@ def make_workspace(root: Path, answers_per_example: int, pages_per_participant: 
     text = re.sub(r"(?m)^answers_per_example = .*$", f"answers_per_example = {answers_per_example}", text)
     text = re.sub(r"(?m)^pages_per_participant = .*$", f"pages_per_participant = {pages_per_participant}", text)
     text = text.replace('completion_code = ""', 'completion_code = "BENCH1"')
+    for name, value in (adaptive or {}).items():
+        text = re.sub(rf"(?m)^{name} = .*$", f"{name} = {value}", text)
     (ws.path / "study.toml").write_text(text)
     ws = Workspace.open(ws.path)
     ws.generate()
@@ -111,7 +120,29 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     print(f"errors: {len(errors)}{' (first: ' + errors[0] + ')' if errors else ''}")
     print(f"answers submitted {len(sent)}, stored {len(stored)}: lost {lost}, doubled {doubled}, "
           f"changed {changed}, invented {invented}")
-    return not (errors or lost or doubled or changed or invented)
+    if not (errors or lost or doubled or changed or invented):
+        return {kind: np.array(values) * 1000 for kind, values in kinds.items()}
+    return None
+
+
+def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float) -> bool:
+    """The same load on a fixed study and on an adaptive one of the same size: page latency
+    ratios (adaptive / fixed)."""
+    fixed = make_workspace(tmp / "fixed", answers_per_example=3, pages_per_participant=3)
+    n = len(fixed.table("examples.csv"))
+    adaptive = make_workspace(tmp / "adaptive", answers_per_example=3, pages_per_participant=3,
+                              adaptive={"adaptive": "true", "pool_size": n, "refit_seconds": refit_seconds})
+    print(f"fixed study: {n} examples; adaptive study: a pool of {len(adaptive.table('examples.csv'))}, "
+          f"refit every {refit_seconds:g} s")
+    a = run(fixed, "SQLite, fixed", participants, concurrency)
+    b = run(adaptive, "SQLite, adaptive", participants, concurrency)
+    if a is None or b is None:
+        return False
+    print("\nadaptive / fixed, p50 and p95:")
+    for kind in ("page", "page (post)", "entry"):
+        print(f"{kind:<14} {np.percentile(b[kind], 50) / np.percentile(a[kind], 50):>6.2f}x "
+              f"{np.percentile(b[kind], 95) / np.percentile(a[kind], 95):>6.2f}x")
+    return True
 
 
 def main():
@@ -119,11 +150,16 @@ def main():
     parser.add_argument("--participants", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--adaptive", action="store_true", help="fixed against adaptive study, SQLite")
+    parser.add_argument("--refit-seconds", type=float, default=2.0)
     args = parser.parse_args()
     ok = True
+    if args.adaptive:
+        with tempfile.TemporaryDirectory() as tmp:
+            sys.exit(0 if adaptive_comparison(Path(tmp), args.participants, args.concurrency, args.refit_seconds) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
-        ok &= run(ws, "SQLite", args.participants, args.concurrency)
+        ok &= run(ws, "SQLite", args.participants, args.concurrency) is not None
         if not args.no_postgres:
             from pg import ensure_postgres, temporary_postgres
             reason = ensure_postgres()
@@ -132,7 +168,7 @@ def main():
             else:
                 ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
                 with temporary_postgres() as url:
-                    ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2)
+                    ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2) is not None
     sys.exit(0 if ok else 1)
 
 

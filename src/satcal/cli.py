@@ -246,6 +246,10 @@ def generate(directory, force, quiet):
     ws = Study.open(directory)
     result = ws.generate(force=force, progress=not quiet)
     click.echo(generation_text(result, ws["traps.file"], ws.path))
+    if "adaptive_pool" in result.candidates:  # adaptive: the examples are the candidate pool
+        click.echo(f"Adaptive: examples.csv and pool.csv hold the candidate pool, {result.candidates['adaptive_pool']} "
+                   f"examples; the coverage design had {result.candidates['coverage_design_examples']} (its "
+                   f"coverage.csv is the fixed design's). Next: satcal export {ws.path} --next-batch")
 
 
 @_study_command
@@ -255,7 +259,10 @@ def generate(directory, force, quiet):
 @click.option("--new-batch", is_flag=True,
               help="Present the examples again as a new batch (new ids, orientation and pages), "
                    "keeping every earlier batch's key: answers to all of them are ingested.")
-def export(directory, platform, force, new_batch):
+@click.option("--next-batch", is_flag=True,
+              help="Adaptive studies ([design] adaptive = true): the next wave of wave_pages pages, "
+                   "chosen from the answers ingested so far, as a new batch.")
+def export(directory, platform, force, new_batch, next_batch):
     """Write the task files a crowdsourcing platform accepts, into batches/<platform>/.
 
     Examples and traps are shuffled, shown with A and B swapped at random, given opaque ids and
@@ -265,12 +272,17 @@ def export(directory, platform, force, new_batch):
     """
     from .study import Study
     ws = Study.open(directory)
-    paths = ws.export(platform, force=force, new_batch=new_batch)
+    if next_batch and new_batch:
+        raise SatcalError("give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both")
+    paths = ws.export(platform, force=force, new_batch=new_batch, next_batch=next_batch)
     click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
                f"(batch {ws.batch_number()})")
     platform = platform or ws["presentation.platform"]
     if ws.platform_settings(platform):
         click.echo(f"Settings ([platforms.{platform}] of study.toml): {ws.platform_settings(platform)}")
+    if ws["design.adaptive"] and not next_batch and platform != "serve":
+        click.echo("  warning: an adaptive study: this batch holds the whole candidate pool; ask the next "
+                   f"wave with satcal export {ws.path} --next-batch", err=True)
     for warning in ws.serve_warnings() if platform == "serve" else []:
         click.echo(f"  warning: {warning}", err=True)
 
@@ -404,6 +416,9 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     from .study import Study
     ws = Study.open(directory)
     study = ws.hosted_study(db_url)
+    if study.order is not None:  # adaptive: pages in the criterion's order, refitted in the background
+        click.echo(f"  adaptive: pages in the order the answers so far ask for, refitted in the background every "
+                   f"{ws['serve.refit_seconds']:g} s; no page handed out once settled or at the budget")
     ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     from .pipeline import serve_banner
     base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")

@@ -243,6 +243,32 @@ def _first_crossing(x: np.ndarray, p: np.ndarray, level: float):
     return float(x[above[0]]) if above.size else None
 
 
+def adaptive_paragraph(record: dict) -> Markup:
+    """What an adaptive study's stopping rule settled and what it did not (calibration.json's
+    ``adaptive`` block), as one escaped HTML sentence or two."""
+    leaders = [str(x) for x in record.get("leaders") or []]
+    names = ", ".join(leaders) or "none"
+    conf = float(record.get("confidence") or 0)
+    where = Markup("after look {} ({} answers; error rate spent so far {:.3g})").format(
+        record.get("looks"), record.get("n_answers"), float(record.get("alpha_spent") or 0))
+    if record.get("settled"):
+        text = Markup("<b>Adaptive study: settled</b> at {:.0%} confidence {}: the least-biased {} {}. "
+                      "The ranking of the other formulations is not what the study was stopped on: "
+                      "read it with its intervals.").format(
+            conf, where, "formulation is" if len(leaders) == 1 else "set is", names)
+    else:
+        text = Markup("<b>Adaptive study: not settled</b> at {:.0%} confidence {}: the answers do not yet "
+                      "set the least-biased apart from {} (still contending: {}).").format(
+            conf, where, "the others", names)
+    reason = record.get("reason")
+    if reason:
+        text += Markup(" {}").format(str(reason).rstrip(".") + ".")
+    if record.get("budget_reached"):
+        text += Markup(" The budget ({} answers) is reached: no further wave is asked.").format(
+            record.get("budget_answers"))
+    return text
+
+
 def reading_guide(result) -> list[Markup]:
     """Plain-language findings drawn from the tables.
 
@@ -264,6 +290,9 @@ def reading_guide(result) -> list[Markup]:
     cols = estimator_columns(result.bias, verdict.estimator)
     best = rank.iloc[0]
     out = [Markup("<b>{}</b>").format(verdict.sentence())]
+    adaptive = result.meta.get("provenance", {}).get("adaptive")
+    if adaptive:
+        out.append(adaptive_paragraph(adaptive))
     out.append(Markup("Ranked first on the full sample: {} ({} = {:.3f}, {} = {:.3f}, {} = {:.3f}); "
                       "last: {}.").format(best.formulation, cols[0], best[cols[0]], cols[1], best[cols[1]],
                                           cols[2], best[cols[2]], rank.formulation.iloc[-1]))

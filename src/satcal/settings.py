@@ -209,6 +209,30 @@ class DesignSection:
                                        "Answers each example collects, each from another worker.", required=False,
                                        comment="Answers each example collects, each from a different worker (on every platform and in\n"
                                                "satcal serve); more than one lets the report measure agreement between workers.")
+    adaptive: bool = setting(False, bool, help="Adaptive study: ask where the ranking is open, stop when settled.",
+                             required=False,
+                             comment="Adaptive study: ask each next question where the ranking of formulations is still open,\n"
+                                     "and stop once it is settled. generate then writes pool.csv (the candidate examples, also\n"
+                                     "examples.csv); satcal export DIR --next-batch writes the next wave of wave_pages pages\n"
+                                     "chosen from the answers ingested so far; satcal serve chooses each page it hands out.")
+    wave_pages: int = setting(10, int, lambda v: 1 <= v <= 100_000, "an integer from 1 to 100,000",
+                              "Pages of one wave (export --next-batch; a look of the stopping rule).", required=False)
+    confidence: float = setting(0.95, _NUMBER, lambda v: 0.5 <= v < 1, "a probability in [0.5, 1)",
+                                "Confidence at which the adaptive study is settled.", required=False,
+                                comment="Settled when the least-biased formulation (the top_m set) is known at this confidence,\n"
+                                        "over repeated looks; every phi and |dphi| cell keeps min_depth answered examples first.")
+    top_m: int = setting(1, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
+                         "Size of the least-biased set the adaptive study settles.", required=False)
+    min_depth: int = setting(10, int, lambda v: 0 <= v <= MAX_PER_CELL, f"an integer from 0 to {MAX_PER_CELL:,}",
+                             "Answers every cell gets before the criterion may pass it by.", required=False)
+    budget: int = setting(0, int, lambda v: 0 <= v <= 10 ** 9, "an integer >= 0 (0: no budget)",
+                          "Adaptive study's budget in budget_unit (0: none).", required=False,
+                          comment='Stop at this many answers (budget_unit = "answers") or pages ("pages"); 0: no budget.')
+    budget_unit: str = setting("answers", str, lambda v: v in ("answers", "pages"), '"answers" or "pages"',
+                               "Unit of budget.", required=False)
+    pool_size: int = setting(0, int, lambda v: 0 <= v <= 10 ** 7, "an integer >= 0 (0: ten times the coverage design's size)",
+                             "Candidate examples in pool.csv.", required=False,
+                             comment="Candidate examples in pool.csv (0: ten times as many as the coverage design has).")
 
 
 @dataclass(frozen=True)
@@ -234,6 +258,9 @@ class ServeSection:
                                                 "a number of minutes above 0, at most a week",
                                                 "Minutes before an unanswered page goes to someone else.", required=False,
                                                 comment="Minutes before a page a participant left unanswered is given to someone else.")
+    refit_seconds: float = setting(5, _NUMBER, lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600",
+                                   "Adaptive studies: seconds between two refits of the page order.", required=False,
+                                   comment="Adaptive studies: seconds between two refits of the page order (never waited for).")
     traps_on_top: bool = setting(True, bool, help="Show traps beyond a page's own items where it holds too few.",
                                  required=False,
                                  comment="Screening: every participant meets quality.min_traps traps, spread over their pages;\n"

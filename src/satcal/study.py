@@ -487,6 +487,9 @@ class Study:
             traps = build_traps(judgments, self.k, self["traps.count"], seed=stream_seed(self.seed, "traps"),
                                 levels=self["study.levels"])
         result = generate(judgments, design, progress=progress)
+        if self["design.adaptive"]:  # adaptive: the examples are the candidate pool waves draw from
+            from .adaptive_study import adopt_pool
+            adopt_pool(self, result, judgments, design)
         # query and document ids are the user's: no cell may run as a formula in a spreadsheet
         # (read back through table(), which gives the values as they were)
         csv = lambda df: spreadsheet_safe(df).to_csv(index=False, lineterminator="\n", float_format="%.10g")
@@ -495,6 +498,8 @@ class Study:
             atomic_write_text(outputs.file("traps.csv"), csv(traps))
             atomic_write_text(outputs.file("scores.csv"), csv(result.scores))
             atomic_write_text(outputs.file("coverage.csv"), csv(result.coverage))
+            if self["design.adaptive"]:
+                atomic_write_text(outputs.file("pool.csv"), csv(result.examples))
             outputs.file("coverage.png"), outputs.file("coverage.pdf")
             coverage_heatmap(result.coverage, design.min_per_cell, outputs.file("coverage"))
             atomic_write_text(outputs.file(DESIGN_FILE), json.dumps(
@@ -505,7 +510,8 @@ class Study:
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
         return result
 
-    def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False):
+    def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False,
+               next_batch: bool = False):
         """Platform task files under batches/<platform>/ and the hidden key.csv.
 
         Each batch (a presentation of the examples: opaque ids, orientation, pages) keeps its
@@ -514,6 +520,9 @@ class Study:
         platform, say), and ``new_batch`` starts the next one; nothing replaces a key that
         collected answers refer to.
         """
+        if next_batch:  # adaptive: the next wave, chosen from the answers so far
+            from .adaptive_study import export_next
+            return export_next(self, platform)
         with self.locked():
             return self._export(platform, force, new_batch)
 
@@ -524,7 +533,7 @@ class Study:
             return 0
         return int(key["batch"].iloc[0]) if "batch" in key.columns and len(key) else 1
 
-    def _export(self, platform: str | None, force: bool, new_batch: bool = False):
+    def _export(self, platform: str | None, force: bool, new_batch: bool = False, wave=None):
         from .platforms import build_items, get_platform
         plat = get_platform(platform or self["presentation.platform"])
         out = self.path / "batches" / plat.name
@@ -535,12 +544,12 @@ class Study:
         if not collected:
             self.guard([f"batches/{plat.name}"] if out.exists() and any(out.iterdir()) and not new_batch else [],
                        force)
-        examples = self.table("examples.csv")
-        traps = self.table("traps.csv", required=False)
+        examples = self.table("examples.csv") if wave is None else wave.examples
+        traps = self.table("traps.csv", required=False) if wave is None else wave.traps
         traps = traps if traps is not None else pd.DataFrame()
         # batch 1 keeps the seed of earlier versions, so existing keys are reproduced
         documents, topics = self.documents(), self.topics()
-        per_page = self["presentation.items_per_page"]
+        per_page = self["presentation.items_per_page"] if wave is None else wave.items_per_page
         build = lambda n: build_items(examples, traps, self.k, seed=stream_seed(self.seed, "export", batch - 1),
                                       items_per_page=n, documents=documents, swap=self["presentation.swap"],
                                       topics=topics)
@@ -583,7 +592,8 @@ class Study:
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
                                        per_page,
                                        answers_per_example=self["design.answers_per_example"], **settings)
-            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch},
+            self.record("export", {"platform": plat.name, "items": len(visible), "batch": batch,
+                                   **({"wave_examples": len(examples)} if wave is not None else {})},
                         outputs=outputs)
         return [out / Path(p).relative_to(staged_out) for p in written]
 
@@ -659,6 +669,9 @@ class Study:
                                 "answers_per_example_design": self["design.answers_per_example"],
                                 "answers_per_example_mean": float(counts.mean()),
                                 **({"agreement": agreed.as_dict()} if agreed is not None else {})}
+        if self["design.adaptive"]:  # the stopping rule's verdict, in calibration.json and the report
+            from .adaptive_study import calibration_record
+            result.meta["provenance"]["adaptive"] = calibration_record(self, result)
         from .report import write_analysis
         with self.staged("analyze") as outputs:
             write_analysis(result, outputs.dir("analysis"))
@@ -895,8 +908,11 @@ class Study:
         from .serve import HostedStudy, db
         items = self.table("items.csv")
         key = self.table("key.csv")  # refuses with "run satcal export first" when missing
-        return HostedStudy.from_batch(items, key, self.serve_settings(), db.connect(url or db.default_url(self.path)),
-                                      sha256_file(self.file("key.csv")))
+        study = HostedStudy.from_batch(items, key, self.serve_settings(), db.connect(url or db.default_url(self.path)),
+                                       sha256_file(self.file("key.csv")))
+        from .adaptive_study import attach
+        attach(self, study)  # adaptive: pages in the criterion's order, refitted in the background
+        return study
 
     def serve_app(self, url: str | None = None, https_only: bool = False):
         """The ASGI application of the hosted study (Starlette)."""

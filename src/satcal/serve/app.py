@@ -281,6 +281,10 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
                            f"UTC (in about {minutes} minute{'s' if minutes != 1 else ''}) with the same link, "
                            "or reload this page then.",
                            "If you came from Prolific and cannot wait, please return the study there.")
+        if outcome == "full" and study.closed():  # an adaptive study that has the answers it needs
+            return message(request, 200, "Thank you for your interest: this study is complete, it has "
+                                         "collected the answers it needs.",
+                           "If you came from Prolific, please return the study there.")
         if outcome == "full":
             return message(request, 200, "Thank you for your interest: every question of this study has "
                                          "been answered already.",
@@ -318,7 +322,9 @@ def create_app(study: HostedStudy, https_only: bool = False, participant_rate: s
                   Middleware(SessionMiddleware, secret_key=study.secret, session_cookie="satcal_session",
                              max_age=14 * 24 * 3600, same_site="lax", https_only=https_only)]
     app = Starlette(debug=False, routes=routes, middleware=middleware,
-                    exception_handlers={404: not_found, 405: not_found, Exception: server_error})
+                    exception_handlers={404: not_found, 405: not_found, Exception: server_error},
+                    # an adaptive study refits in the background while the server runs
+                    lifespan=study.order.lifespan if study.order is not None else None)
     # Starlette answers /page/ with a redirect to http://<Host header>/page: an open redirect
     # to any host a request names. Without it /page/ is a 404.
     app.router.redirect_slashes = False

@@ -174,6 +174,9 @@ class HostedStudy:
         self._trap_targets = trap_targets(self.per_participant, settings.min_traps)
         self.warnings = screening_warnings(pages, self.trap_views, self.per_participant, settings.min_traps,
                                            settings.traps_on_top)
+        #: adaptive studies: the page order and the stop, published by a background refit
+        #: (:class:`satcal.serve.priority.PageOrder`, set by the caller); None: page order
+        self.order = None
 
     @classmethod
     def from_batch(cls, items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings, engine,
@@ -261,6 +264,8 @@ class HostedStudy:
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
         s, a, p = t["slots"], t["assignments"], t["participants"]
+        if self.closed():
+            return None  # adaptive: settled or at the budget, no page handed out any more
         for _ in range(50):
             now = time.time()
             free = and_(s.c.done.is_(False), s.c.replicate <= self.settings.answers_per_example,
@@ -275,7 +280,7 @@ class HostedStudy:
                 with self.writer.begin() as conn:
                     # PostgreSQL: skip slots another claimer has locked (SQLite serialises writers)
                     slot = conn.execute(select(s.c.id, s.c.page).where(free & s.c.page.not_in(seen))
-                                        .order_by(s.c.replicate, s.c.page).limit(1)
+                                        .order_by(*self._slot_order(s)).limit(1)
                                         .with_for_update(skip_locked=True, of=s)).first()
                     if slot is None:
                         return None
@@ -305,6 +310,17 @@ class HostedStudy:
                 if row is not None:
                     return dict(row) if row["submitted_at"] is None else None
         raise SatcalError("too many concurrent claims; try again")
+
+    def closed(self) -> bool:
+        """Whether an adaptive study's latest plan says stop (settled, or at its budget)."""
+        return self.order is not None and self.order.closed
+
+    def _slot_order(self, s) -> tuple:
+        """Emptiest slots first; among them the adaptive plan's order when there is one (read
+        from the latest published plan, never waiting for a refit), else page order."""
+        if self.order is None:
+            return s.c.replicate, s.c.page
+        return s.c.replicate, self.order.rank_expression(s.c.page, self.engine.dialect.name), s.c.page
 
     def _traps_met(self, pid: int) -> set[str]:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
@@ -430,7 +446,7 @@ class HostedStudy:
         with self.engine.connect() as conn:
             answered = conn.execute(select(func.count()).select_from(a).where(
                 (a.c.participant_id == pid) & a.c.submitted_at.is_not(None))).scalar_one()
-        if answered == 0 and self.first_release(pid) is not None:
+        if answered == 0 and not self.closed() and self.first_release(pid) is not None:
             with self.writer.begin() as conn:
                 conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
                              .values(outcome=WAITING))
@@ -507,7 +523,8 @@ class HostedStudy:
                 "simulated_participants": int(people["simulated"].sum()),
                 "simulated_share": (simulated_responses / responses) if responses else 0.0,
                 "responses": responses, "answers_per_example": self.settings.answers_per_example,
-                "min_traps": self.settings.min_traps, "warnings": list(self.warnings)}
+                "min_traps": self.settings.min_traps, "warnings": list(self.warnings),
+                **({"adaptive": self.order.status()} if self.order is not None else {})}
 
     def csrf_token(self, pid: int) -> str:
         """The form token of a participant: an HMAC of their id under the server's secret, so a

@@ -1,0 +1,497 @@
+"""Adaptive studies in the workspace: the candidate pool, the waves of file platforms, the
+hosted study's page order, and the stopping rule's record.
+
+With ``[design] adaptive = true`` in study.toml:
+
+- ``satcal generate`` writes the candidate pool (``pool.csv``; ``examples.csv`` holds the same
+  rows, as every answer resolves against it), made once with the study's seed so every wave
+  is drawn from the same candidates;
+- ``satcal export DIR --next-batch`` writes the next wave (a new batch with its own key) of
+  ``wave_pages`` pages, chosen from the answers ingested so far (the first wave, with none,
+  space-filling), and refuses once the study is settled or at its budget;
+- ``satcal serve`` refits in the background and hands out the pages whose examples the
+  criterion asks for first, and stops when settled or at the budget;
+- ``satcal analyze`` writes the stopping rule's verdict into ``calibration.json``.
+
+The statistics (candidate pool, design criterion, stopping rule) live in
+``satcal.analysis.adaptive``; this module only feeds them the workspace's answers. Each
+function takes the statistics it uses as optional arguments, so the plumbing can be driven by
+any criterion (the tests pass their own).
+
+A look of the stopping rule is counted by information, not by calls: look ``j`` is reached
+once ``j`` waves' worth of answers are in (``ceil(n_answers / wave_answers)``), so analysing
+twice, refitting every few seconds in ``satcal serve`` or exporting a wave count the same
+look, and the planned number of looks is the budget in waves (Lan and DeMets 1983).
+
+References
+----------
+Lan, K. K. G. and DeMets, D. L. (1983). Discrete sequential boundaries for clinical trials.
+*Biometrika* 70(3), 659-663.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import SatcalError
+
+__all__ = ["AdaptiveSettings", "POOL_FILE", "Wave", "build_pool", "adopt_pool", "next_wave", "export_next", "settlement",
+           "calibration_record", "serve_refit", "ProcessRefit", "attach", "answered_study"]
+
+#: The candidate pool every wave is chosen from.
+POOL_FILE = "pool.csv"
+#: The fit the stopping rule reads between waves and in serve's refits: the joint model (its
+#: b1 leads the ranking) with a bootstrap that resamples workers and examples, as the rule
+#: needs replicates of the differences.
+SETTLE_FIT = {"sat_model": "both", "bootstrap": 100}
+#: Candidates in the pool per example of the coverage design, when design.pool_size is 0: the
+#: criterion needs room to choose.
+POOL_PER_DESIGN = 10
+#: Looks planned when the study has no budget.
+DEFAULT_LOOKS = 10
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    """study.toml's adaptive keys ([design] and [serve] refit_seconds)."""
+
+    adaptive: bool = False
+    wave_pages: int = 10
+    confidence: float = 0.95
+    top_m: int = 1
+    min_depth: int = 10
+    budget: int = 0
+    budget_unit: str = "answers"
+    pool_size: int = 0
+    refit_seconds: float = 5.0
+
+    @classmethod
+    def from_workspace(cls, ws) -> "AdaptiveSettings":
+        d = ws.config["design"]
+        return cls(adaptive=d["adaptive"], wave_pages=d["wave_pages"], confidence=float(d["confidence"]),
+                   top_m=d["top_m"], min_depth=d["min_depth"], budget=d["budget"],
+                   budget_unit=d["budget_unit"], pool_size=d["pool_size"],
+                   refit_seconds=float(ws["serve.refit_seconds"]))
+
+
+def _settings(ws) -> AdaptiveSettings:
+    return AdaptiveSettings.from_workspace(ws)
+
+
+def _require(ws, command: str) -> AdaptiveSettings:
+    s = _settings(ws)
+    if not s.adaptive:
+        raise SatcalError(f"{ws.path}/study.toml: design.adaptive = false; {command} needs an adaptive study "
+                          "(set [design] adaptive = true, then satcal generate DIR --force)")
+    return s
+
+
+# -- the pool ------------------------------------------------------------------------------
+def build_pool(ws, judgments, formulations, design_size: int, candidate_pool=None) -> pd.DataFrame:
+    """The candidate pool of an adaptive study: ``pool_size`` examples (``POOL_PER_DESIGN``
+    times the coverage design's size when 0), made with the study's seed."""
+    s = _settings(ws)
+    if candidate_pool is None:
+        from functools import partial
+        from .analysis.adaptive import candidate_pool
+        candidate_pool = partial(candidate_pool, overlap=ws["generator.overlap"], n_bins=ws["generator.n_bins"])
+    n = s.pool_size or POOL_PER_DESIGN * int(design_size)
+    return candidate_pool(judgments, ws.k, list(ws["study.levels"]), formulations, n, ws.seed + 17)
+
+
+def adopt_pool(ws, result, judgments, design, candidate_pool=None) -> None:
+    """Make the generator's ``result`` an adaptive study's: its examples (examples.csv, and
+    pool.csv) become the candidate pool, with their scores; its coverage table stays the fixed
+    coverage design's, the yardstick an adaptive study is compared with."""
+    from .generate import _score_table
+    forms = list(design.formulations) + list(design.extra)
+    pool = build_pool(ws, judgments, list(design.formulations), len(result.examples), candidate_pool)
+    result.candidates = {**result.candidates, "coverage_design_examples": int(len(result.examples)),
+                         "adaptive_pool": int(len(pool))}
+    result.examples = pool.reset_index(drop=True)
+    result.scores = _score_table(result.examples, forms, design)
+
+
+def read_pool(ws) -> pd.DataFrame:
+    """pool.csv, as generate wrote it (one line if it is missing)."""
+    if not ws.file(POOL_FILE).exists():
+        raise SatcalError(f"{ws.path}/{POOL_FILE} is missing: an adaptive study draws its waves from the pool "
+                          f"that satcal generate writes; run satcal generate {ws.path}"
+                          + (" --force" if ws.file("examples.csv").exists() else ""))
+    pool = ws.table(POOL_FILE)
+    examples = ws.table("examples.csv")
+    stray = ~pool["example_id"].isin(set(examples["example_id"]))
+    if stray.any():  # a pool left by an earlier generate: its examples would resolve to nothing
+        raise SatcalError(f"{ws.path}/{POOL_FILE}: example {pool['example_id'][stray].iloc[0]!r} is not in "
+                          f"examples.csv (the pool of an earlier generate); run satcal generate {ws.path} --force")
+    return pool
+
+
+# -- answers so far ------------------------------------------------------------------------
+def answered_study(ws, answers: pd.DataFrame | None):
+    """The answered examples (:class:`~satcal.answers.StudyData`) of ``answers`` (rows of the
+    answers table: ``example_id, worker_id, answer, is_trap``), or None when none answers an
+    example."""
+    from .answers import StudyData
+    if answers is None:
+        return None
+    real = answers[answers["is_trap"].astype(str) != "True"]
+    if real.empty:
+        return None
+    examples = ws.table("examples.csv")
+    merged = real[["example_id", "worker_id", "answer"]].merge(examples, on="example_id", how="inner",
+                                                               validate="many_to_one")
+    if merged.empty:
+        return None
+    for side in "ab":
+        for i in range(1, ws.k + 1):
+            merged[f"r{side}{i}"] = merged[f"r{side}{i}"].astype(int)
+    return StudyData(merged.reset_index(drop=True), ws.k, max(ws["study.levels"]) + 1, ws.judgments(),
+                     name=ws["study.name"])
+
+
+def _ingested(ws) -> pd.DataFrame | None:
+    return ws.table("answers.csv", required=False)
+
+
+def _keys(ws) -> pd.DataFrame:
+    keys = ws.keys()
+    return keys if keys is not None else pd.DataFrame(columns=["item_id", "source_id", "is_trap", "page", "batch"])
+
+
+def _examples_per_page(ws, keys: pd.DataFrame) -> float:
+    """Examples (not traps) on a page of the batches exported so far; before any, the setting."""
+    real = keys[keys["is_trap"].astype(str) != "True"]
+    if len(real):
+        pages = real.groupby([real.get("batch", pd.Series("1", index=real.index)).astype(str),
+                              real["page"].astype(str)]).ngroups
+        return len(real) / max(pages, 1)
+    per_page = ws["presentation.items_per_page"]
+    return float(per_page) if isinstance(per_page, int) else 10.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Answers an adaptive study may collect (None: no budget), and one wave's worth."""
+
+    answers: int | None
+    wave_answers: float
+
+    def looks(self, n_answers: int, waves_answered: int = 0) -> tuple[int, int]:
+        """(look, planned looks) after ``n_answers`` answers from ``waves_answered`` waves (file
+        platforms): the waves answered, or the whole waves' worth of answers in (a hosted
+        study), at least 1; see the module docstring."""
+        look = max(1, waves_answered, math.floor(n_answers / self.wave_answers + 1e-9))
+        planned = math.ceil(self.answers / self.wave_answers) if self.answers else DEFAULT_LOOKS
+        return look, max(planned, look)
+
+    def information(self, n_answers: int) -> float | None:
+        """The information fraction answers / budget (None without a budget)."""
+        return None if not self.answers else min(1.0, max(n_answers, 1) / self.answers)
+
+    def reached(self, n_answers: int) -> bool:
+        return self.answers is not None and n_answers >= self.answers
+
+
+def budget(ws, keys: pd.DataFrame | None = None) -> Budget:
+    s = _settings(ws)
+    per_page = _examples_per_page(ws, _keys(ws) if keys is None else keys)
+    wave = max(1.0, s.wave_pages * per_page * ws["design.answers_per_example"])
+    if not s.budget:
+        return Budget(None, wave)
+    answers = s.budget if s.budget_unit == "answers" else math.ceil(s.budget * per_page)
+    return Budget(int(answers), wave)
+
+
+# -- the stopping rule ---------------------------------------------------------------------
+def waves_answered(ws, answers: pd.DataFrame | None) -> int:
+    """The batches (waves) of which ingested answers hold at least one answer to an example."""
+    if answers is None or not len(answers):
+        return 0
+    keys = _keys(ws)
+    if "batch" not in keys.columns:
+        return 1
+    batch = keys.set_index("item_id")["batch"].astype(str)
+    real = answers[answers["is_trap"].astype(str) != "True"]
+    return int(real["item_id"].astype(str).map(batch).dropna().nunique())
+
+
+def look_of(ws, n_answers: int, answers: pd.DataFrame | None = None) -> tuple[int, int]:
+    """(look, planned looks) of the stopping rule after these answers."""
+    return budget(ws).looks(n_answers, waves_answered(ws, answers))
+
+
+def settlement(ws, study, result=None, settle=None, n_answers: int | None = None, look=None):
+    """The stopping rule's verdict on ``study`` (answers so far): ``settle`` (default
+    :func:`satcal.analysis.adaptive.settle`) on ``result`` (fitted here with ``SETTLE_FIT``
+    when not given), at the look the answers have reached; None when the answers are still too
+    few to fit the curves (not settled)."""
+    if settle is None:
+        from .analysis.adaptive import settle
+    if result is None:
+        from .analysis import calibrate
+        try:
+            result = calibrate(study, formulations=ws.formulations(), seed=ws.seed, **SETTLE_FIT)
+        except SatcalError:
+            return None  # too few answers to fit the curves: nothing can be settled yet
+    s = _settings(ws)
+    n = len(study.examples) if n_answers is None else n_answers
+    look, planned = look if look is not None else budget(ws).looks(n)
+    info = budget(ws).information(n)
+    return settle(result, confidence=s.confidence, top_m=s.top_m, look=look, max_looks=planned,
+                  **({"information": info} if info is not None else {}))
+
+
+def calibration_record(ws, result, settle=None) -> dict:
+    """calibration.json's ``adaptive`` block: the verdict (settled, leaders, confidence,
+    looks, alpha spent, answers) and the budget."""
+    answers = _ingested(ws)
+    n = int(result.meta.get("crowd", {}).get("answers", 0)) or int(result.meta.get("n_examples", 0))
+    verdict = settlement(ws, None, result=result, settle=settle, n_answers=n, look=look_of(ws, n, answers))
+    b = budget(ws)
+    record = dict(verdict.to_dict())
+    record.update(budget_answers=b.answers, budget_reached=b.reached(n), summary=verdict.summary())
+    return record
+
+
+# -- waves (file platforms) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Wave:
+    """The next wave: its examples (rows of examples.csv, with the criterion's priority) and
+    traps, and its number among the batches."""
+
+    examples: pd.DataFrame
+    traps: pd.DataFrame
+    batch: int
+    items_per_page: int
+
+
+def _items_per_page(ws, pool: pd.DataFrame) -> int:
+    per_page = ws["presentation.items_per_page"]
+    if per_page != "auto":
+        return int(per_page)
+    from .platforms import build_items
+    from .platforms.serve import auto_items_per_page
+    sample = pool.head(50)
+    visible, _ = build_items(sample, pd.DataFrame(), ws.k, seed=ws.seed, items_per_page=10,
+                             documents=ws.documents(), topics=ws.topics())
+    return auto_items_per_page(visible, ws.k)
+
+
+def next_wave(ws, plan_wave=None, settle=None) -> Wave:
+    """The next wave of an adaptive study, or a one-line refusal: not adaptive, settled, at the
+    budget, or every candidate asked.
+
+    ``plan_wave`` (default :func:`satcal.analysis.adaptive.plan_wave`) chooses ``n`` of the
+    pool's examples not yet asked from the answers ingested so far (None before any).
+    """
+    s = _require(ws, "export --next-batch")
+    if plan_wave is None:
+        from functools import partial
+        from .analysis.adaptive import plan_wave
+        plan_wave = partial(plan_wave, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
+    pool = read_pool(ws)
+    keys = _keys(ws)
+    asked = set(keys.loc[keys["is_trap"].astype(str) != "True", "source_id"].astype(str))
+    b = budget(ws, keys)
+    ingested = _ingested(ws)
+    study = answered_study(ws, ingested)
+    n_answers = 0 if study is None else len(study.examples)
+    if b.reached(n_answers):
+        raise SatcalError(f"{ws.path}: the study has {n_answers} answers, its budget is {b.answers} "
+                          f"(design.budget): no further wave. Analyse it: satcal analyze {ws.path}")
+    asked_answers = len(asked) * ws["design.answers_per_example"]
+    if b.answers is not None and asked_answers >= b.answers:
+        raise SatcalError(f"{ws.path}: the waves exported already ask for {asked_answers} answers, the budget "
+                          f"is {b.answers} (design.budget): ingest their answers and analyse them")
+    if study is not None:
+        verdict = settlement(ws, study, settle=settle, look=look_of(ws, n_answers, ingested))
+        if verdict is not None and verdict.settled:
+            raise SatcalError(f"{ws.path}: the study is {verdict.summary().splitlines()[0]}; no "
+                              f"further wave is needed. Analyse it: satcal analyze {ws.path}")
+    per_page = _items_per_page(ws, pool)
+    traps = ws.table("traps.csv", required=False)
+    traps = traps if traps is not None else pd.DataFrame()
+    batch = ws.batch_number() + 1
+    rng = np.random.default_rng([ws.seed, 24, batch])
+    items = s.wave_pages * per_page
+    n_traps = _wave_traps(len(traps), items, len(pool), ws["quality.min_traps"])
+    n = items - n_traps
+    if b.answers is not None:  # the last wave asks for what the budget leaves
+        n = min(n, max(1, math.ceil((b.answers - asked_answers) / ws["design.answers_per_example"])))
+    left = len(set(pool["example_id"].astype(str)) - asked)
+    if left == 0:
+        raise SatcalError(f"{ws.path}: every example of {POOL_FILE} ({len(pool)}) has been asked; a larger pool "
+                          "needs a new study (design.pool_size)")
+    chosen = plan_wave(pool, study, ws.formulations(), min(n, left), seed=int(rng.integers(2 ** 31)),
+                       min_depth=s.min_depth, exclude=sorted(asked))
+    ids = chosen["example_id"].astype(str)
+    if ids.isin(asked).any() or ids.duplicated().any():
+        raise SatcalError(f"{ws.path}: the wave planner chose example {ids[ids.isin(asked) | ids.duplicated()].iloc[0]!r} "
+                          "twice or again; this is a bug, please report it")
+    examples = ws.table("examples.csv").set_index("example_id").loc[ids].reset_index()
+    if "priority" in chosen.columns:
+        examples["priority"] = chosen["priority"].to_numpy()
+    wave_traps = traps.iloc[np.sort(rng.choice(len(traps), size=n_traps, replace=False))] if n_traps else traps.iloc[:0]
+    return Wave(examples.drop(columns=["priority"], errors="ignore"), wave_traps.reset_index(drop=True), batch,
+                per_page)
+
+
+def export_next(ws, platform: str | None = None, plan_wave=None, settle=None) -> list:
+    """``satcal export DIR --next-batch``: the next wave (:func:`next_wave`) written as a new
+    batch for ``platform``, under the workspace lock; the paths written."""
+    with ws.locked():
+        return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle))
+
+
+def _wave_traps(available: int, items: int, pool: int, min_traps: int) -> int:
+    """Traps in a wave: the share the whole pool would have, at least ``min_traps`` (so a
+    worker of the wave can be scored), never the whole wave."""
+    if not available or items < 2:
+        return 0
+    share = math.ceil(items * available / (pool + available))
+    return int(min(available, items - 1, max(min_traps, share)))
+
+
+# -- the hosted study ----------------------------------------------------------------------
+def _served_answers(ws, engine, key: pd.DataFrame) -> pd.DataFrame | None:
+    """The hosted study's answers now (its database), resolved against its key as ingest does
+    (traps scored, excluded workers left out), with the answers ingested from other batches."""
+    from .ingest import resolve_rows
+    from .platforms._common import raw_answers
+    from .serve import db
+    snap = db.snapshot(engine)
+    rows = raw_answers("serve-database", snap["item_id"], snap["worker_id"], snap["answer"],
+                       snap["submitted_at"], snap["row_id"], None, snap["status"], None, snap["seconds"])
+    if "attention_passed" in snap.columns:
+        rows["attention_passed"] = snap["attention_passed"].to_numpy()
+    examples = set(ws.table("examples.csv")["example_id"].astype(str))
+    limit = None if ws["serve.keep_failed_attention"] else ws["serve.attention_fail_limit"]
+    answers, *_ = resolve_rows(rows, key, examples, ws["quality.trust_threshold"], ws["quality.min_traps"],
+                               attention_limit=limit)
+    earlier = _ingested(ws)
+    if earlier is not None and len(earlier):
+        earlier = earlier[~earlier["item_id"].astype(str).isin(set(key["item_id"].astype(str)))]
+        answers = pd.concat([earlier[answers.columns.intersection(earlier.columns)], answers], ignore_index=True)
+    return answers
+
+
+def serve_refit(ws, engine, priorities=None, settle=None):
+    """The refit ``satcal serve`` runs in the background on an adaptive study: the answers in
+    its database, the criterion's priority of each example (default
+    :func:`satcal.analysis.adaptive.example_priorities`) averaged over each page's examples,
+    and whether to stop (settled, or at the budget)."""
+    if priorities is None:
+        from functools import partial
+        from .analysis.adaptive import example_priorities
+        # the cache keeps each refit's fits: the next starts from them (a warm start)
+        priorities = partial(example_priorities, n_bins=ws["generator.n_bins"],
+                             top_level=max(ws["study.levels"]), cache={})
+    from .serve.priority import Plan
+    s = _require(ws, "serve")
+    key = ws.table("key.csv")
+    real = key[key["is_trap"].astype(str) != "True"]
+    pages = pd.Series(real["page"].astype(int).to_numpy(), index=real["source_id"].astype(str))
+    pool = ws.table("examples.csv")
+    pool = pool[pool["example_id"].astype(str).isin(set(pages.index))].reset_index(drop=True)
+    forms, b = ws.formulations(), budget(ws, key)
+    seed = int(np.random.default_rng([ws.seed, 24, 0]).integers(2 ** 31))
+
+    tested: dict = {}  # look -> verdict: the rule is asked once per look, never again within it
+    # waves answered through files before this batch are looks taken (export --next-batch asked
+    # the rule at the last of them): the server asks it from the next look on
+    earlier = waves_answered(ws, _ingested(ws))
+
+    last: dict = {}  # the previous refit's answers and plan: no new answer, no new fit
+
+    def refit() -> Plan:
+        answers = _served_answers(ws, engine, key)
+        if "plan" in last and last["answers"].equals(answers):
+            return last["plan"]
+        last.update(answers=answers, plan=_plan(answered_study(ws, answers)))
+        return last["plan"]
+
+    def _plan(study) -> Plan:
+        n = 0 if study is None else len(study.examples)
+        score = priorities(pool, study, forms, seed=seed, min_depth=s.min_depth)
+        by_page = pd.Series(pages.index.map(score).to_numpy(dtype=float), index=pages.to_numpy())
+        ranked = by_page.groupby(level=0).mean().dropna().to_dict()
+        if b.reached(n):
+            return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
+        now = max(earlier, math.floor(n / b.wave_answers + 1e-9))  # 0: no whole wave's worth yet
+        if study is not None and now > earlier and now not in tested:
+            tested[now] = settlement(ws, study, settle=settle, look=b.looks(n, earlier))
+        verdict = tested.get(max(tested)) if tested else None
+        if verdict is not None and verdict.settled:
+            return Plan(ranked, True, verdict.summary().splitlines()[0])
+        return Plan(ranked, False, f"{n} answers, not settled" + (f" ({verdict.summary()})" if verdict else ""))
+
+    return refit
+
+
+#: The refit of this process when it is the server's refit process (built on its first call).
+_CHILD_REFIT = None
+#: How much lower the refit process's scheduling priority is than the server's (Unix nice).
+REFIT_NICENESS = 10
+
+
+def _refit_in_child(path: str, url: str, open_workspace):
+    """One refit, in the server's refit process: the workspace (opened by
+    ``open_workspace(path)``: this module does not import the workspace, which imports it), the
+    database and the criterion's warm-start cache are kept there between calls."""
+    global _CHILD_REFIT
+    if _CHILD_REFIT is None:
+        import os
+        from .serve import db
+        if hasattr(os, "nice"):  # the server's processes come first when the cores are busy
+            os.nice(REFIT_NICENESS)
+        _CHILD_REFIT = serve_refit(open_workspace(path), db.connect(url))
+    return _CHILD_REFIT()
+
+
+class ProcessRefit:
+    """``serve_refit`` run in a process of its own (spawned once, kept): the server's
+    threads never share an interpreter lock with a refit, so a refit costs participants
+    nothing but a core's share. A refit process that died is replaced at the next call."""
+
+    def __init__(self, path, url: str, open_workspace):
+        self.args = (str(path), url, open_workspace)
+        self.pool = None
+
+    def __call__(self):
+        from concurrent.futures.process import BrokenProcessPool
+        if self.pool is None:
+            import atexit
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(self.pool.shutdown, wait=False, cancel_futures=True)
+        try:
+            return self.pool.submit(_refit_in_child, *self.args).result()
+        except BrokenProcessPool:
+            self.pool = None
+            raise
+
+
+def attach(ws, study, priorities=None, settle=None, process: bool | None = None) -> bool:
+    """Give a :class:`~satcal.serve.HostedStudy` of an adaptive workspace its page order,
+    refitted in the background while the server runs (the first refit at its start: until it
+    is in, pages go in page order; the server's start never waits for it). The refit runs in a process of its own
+    (:class:`ProcessRefit`) unless ``process`` is false or a criterion or rule is passed in
+    (they run in the server's background thread). False, and nothing done, for a fixed study."""
+    s = _settings(ws)
+    if not s.adaptive:
+        return False
+    from .serve.priority import PageOrder
+    if process is None:
+        process = priorities is None and settle is None
+    if process:
+        refit = ProcessRefit(ws.path.resolve(), study.engine.url.render_as_string(hide_password=False),
+                             type(ws).open)
+    else:
+        refit = serve_refit(ws, study.engine, priorities, settle)
+    study.order = PageOrder(refit, s.refit_seconds)
+    return True

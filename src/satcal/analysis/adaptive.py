@@ -1,0 +1,816 @@
+"""Adaptive studies: ask the next question where the answer is still open, and stop when the
+ranking of formulations is settled.
+
+Three pieces, used between waves of answers (``export --next-batch``) or page by page
+(``satcal serve``):
+
+1. **A pool** of candidate examples (:func:`candidate_pool`): pattern pairs the judgments can
+   build (the generator's machinery), every feasible phi and |dphi| cell of every formulation
+   represented, the rest drawn at random, made concrete with documents.
+2. **A design criterion** (:func:`example_priorities`, :func:`plan_wave`). Under the per-list
+   model (:mod:`.joint`) fitted to the answers so far, the influence of one more answer y to an
+   example x on formulation f's b1_joint is, to first order,
+
+       psi_f(y; x) = g_f' Sigma_f grad_theta log p_f(y | x),
+
+   with g_f the gradient of b1 = mean_grid |phi - s_f(phi)| in the parameters theta_f and
+   Sigma_f their covariance (inverse observed information). The expected squared change of the
+   difference d_c = b1_c - b1_L between a contender c and the leader L after one more answer,
+
+       E_y[(psi_c(y; x) - psi_L(y; x))^2],   y ~ (p_L + p_c) / 2,
+
+   is the preposterior variance of d_c: for a Gaussian posterior it equals the expected reduction
+   of the posterior variance of d_c (Chaloner and Verdinelli 1995). An example's priority is the
+   mean over the contenders of that reduction relative to the current variance of d_c (the
+   sandwich variance over the answers so far), each weighted by how open the contrast is,
+   2 Phi(-|d_c| / sd_c); plus ``spread`` (default 1) times the mean relative reduction of every
+   formulation's own b1 variance, so that every curve keeps improving. Examples that land in a
+   cell (phi or |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before
+   all others, so every curve stays estimable and the model can be checked. With no answers the
+   priorities are space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
+   A wave is chosen greedily (:func:`plan_wave`): after each pick the cells it lands in count
+   it, and the information term of every example sharing them shrinks as (n / (n + added))^2,
+   the rate at which a cell's variance contribution falls, so a wave does not pile onto one spot.
+3. **A stopping rule** (:func:`settle`): see its docstring for exactly what it controls.
+
+:func:`simulate_adaptive_study` runs a whole study in simulation (waves, a simulated crowd with
+worker effects, new workers every wave, the calibration and the rule after every wave), for the
+benchmark and the tests.
+
+References
+----------
+Chaloner, K. and Verdinelli, I. (1995). Bayesian experimental design: a review. Statistical
+Science 10(3).
+Carterette, B., Allan, J. and Sitaraman, R. (2006). Minimal test collections for retrieval
+evaluation. SIGIR.
+Lan, K. K. G. and DeMets, D. L. (1983). Discrete sequential boundaries for clinical trials.
+Biometrika 70(3).
+Gupta, S. S. (1965). On some multiple decision (selection and ranking) rules. Technometrics 7(2).
+Jennison, C. and Turnbull, B. W. (2000). Group Sequential Methods with Applications to Clinical
+Trials. Chapman and Hall/CRC.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+from scipy.stats import norm
+
+from ..answers import StudyData
+from ..errors import SatcalError
+from ..measures import bin_index, resolve_formulations, score_lists
+from .core import GRID
+
+__all__ = ["candidate_pool", "example_priorities", "plan_wave", "Settlement", "settle", "alpha_spending",
+           "population_truth", "simulate_adaptive_study", "SPENDING"]
+
+#: Priority offset of an example landing in a cell below ``min_depth``: it ranks first.
+SHORT_FIRST = 1000.0
+#: Default answers a cell must hold before the criterion may pass it by.
+MIN_DEPTH = 10
+#: At most this many contenders when ``contenders`` is None (those whose contrast with the
+#: leader is still open, 2 Phi(-|d| / sd) > OPEN).
+MAX_CONTENDERS, OPEN = 8, 1e-3
+#: Alpha-spending families (Lan and DeMets 1983).
+SPENDING = ("obrien-fleming", "pocock")
+
+
+# --------------------------------------------------------------------------------------------
+# The pool
+# --------------------------------------------------------------------------------------------
+def candidate_pool(judgments, k: int, levels, formulations, n: int, seed: int, *,
+                   overlap: str = "allow", n_bins: int = 10) -> pd.DataFrame:
+    """A large pool of candidate examples an adaptive study chooses from.
+
+    Built with the coverage generator's machinery (:mod:`satcal.generate`): candidate relevance
+    patterns and the pattern pairs some query can build; then, for every feasible phi and |dphi|
+    cell of every formulation, pairs landing in it (about ``n / 2`` examples spread evenly over
+    the cells, at least one per cell), the rest drawn uniformly among the buildable pairs; last,
+    documents of the right levels from a query able to host the pair (queries used evenly).
+
+    Parameters
+    ----------
+    judgments : Judgments
+    k : int
+        Documents per list.
+    levels : sequence of int
+        Relevance levels lists are built from; the top one is the ``max`` normalisation's.
+    formulations : list or None
+        Formulations whose cells the pool covers (default the 36 study formulations).
+    n : int
+        Examples in the pool (at least one per feasible cell is kept even when that is more).
+    seed : int
+
+    Returns
+    -------
+    DataFrame with the columns of the generator's examples table (``example_id, query, a1..ak,
+    b1..bk, ra1..rak, rb1..rbk``); ``example_id`` is ``px<number>``, unique, and the same for the
+    same inputs and seed. ``attrs`` records ``top_level`` and ``n_bins``.
+    """
+    from ..generate import (Design, _availability, _candidate_pairs, _candidate_patterns, _examples_table,
+                            _realise, _requirements)
+    if n < 1:
+        raise SatcalError(f"candidate_pool: n must be at least 1, got {n}")
+    design = Design(k=k, levels=levels, formulations=formulations, n_bins=n_bins, min_per_cell=1,
+                    overlap=overlap, seed=seed)
+    rng = np.random.default_rng([seed, 24])
+    queries, avail = _availability(judgments, design.levels)
+    if len(queries) == 0 or avail.sum(axis=1).max() < k:
+        raise SatcalError(f"candidate_pool: no query has {k} judged documents at levels {list(design.levels)}")
+    patterns, exhaustive = _candidate_patterns(design, avail, rng)
+    need = _requirements(patterns, design.levels)
+    scores = score_lists(patterns, design.formulations, top_level=design.top_level)   # (P, F)
+    pa, pb, can, _ = _candidate_pairs(need, avail, overlap, rng, exhaustive)
+    if len(pa) == 0:
+        raise SatcalError("candidate_pool: the judgments cannot build any pair of lists")
+    chosen = np.zeros(len(pa), dtype=np.int64)
+    cells = _cell_ids(scores[pa], scores[pb], n_bins).ravel()                          # (pairs * 3F,)
+    order = np.argsort(cells, kind="stable")
+    members = order // (3 * scores.shape[1])                                           # the pair of each entry
+    starts = np.searchsorted(cells[order], np.arange(2 * scores.shape[1] * n_bins + 1))
+    sizes = np.diff(starts)
+    feasible = np.flatnonzero(sizes > 0)
+    quota = max(1, (n // 2) // max(len(feasible), 1))
+    for cell in feasible:
+        lo, hi = starts[cell], starts[cell + 1]
+        pick = rng.integers(lo, hi, size=min(quota, hi - lo))
+        np.add.at(chosen, members[pick], 1)
+    rest = n - int(chosen.sum())
+    if rest > 0:
+        np.add.at(chosen, rng.integers(0, len(pa), rest), 1)
+    records, _, _ = _realise(pa, pb, chosen, patterns, can, queries, judgments.docs_by_level(), design, rng)
+    pool = _examples_table(records, k)
+    width = len(str(len(pool)))
+    pool["example_id"] = [f"px{i + 1:0{width}d}" for i in range(len(pool))]
+    pool.attrs.update(top_level=design.top_level, n_bins=n_bins)
+    return pool
+
+
+def _cell_ids(phi_a, phi_b, n_bins):
+    """Global cell ids (n, 3F): phi cells of formulation j are j*n_bins + bin (A and B alike),
+    |dphi| cells F*n_bins + j*n_bins + bin."""
+    f = phi_a.shape[1]
+    shift = np.arange(f) * n_bins
+    return np.hstack([bin_index(phi_a, n_bins) + shift, bin_index(phi_b, n_bins) + shift,
+                      bin_index(np.abs(phi_a - phi_b), n_bins) + shift + f * n_bins])
+
+
+# --------------------------------------------------------------------------------------------
+# The criterion
+# --------------------------------------------------------------------------------------------
+def _scale(pool: pd.DataFrame, study: StudyData | None, top_level: int | None) -> dict:
+    """score_lists' scale keywords: the study's (as calibrate scores it), else the pool's."""
+    if study is not None:
+        return {"n_levels": study.n_levels}
+    if top_level is None:
+        top_level = pool.attrs.get("top_level")
+    if top_level is None:
+        k = _k(pool)
+        top_level = int(pool[[f"r{s}{i}" for s in "ab" for i in range(1, k + 1)]].to_numpy().max())
+    return {"top_level": top_level}
+
+
+def _k(table: pd.DataFrame) -> int:
+    return sum(1 for c in table.columns if c.startswith("ra") and c[2:].isdigit())
+
+
+def _levels(table: pd.DataFrame, side: str, k: int) -> np.ndarray:
+    return table[[f"r{side}{i}" for i in range(1, k + 1)]].to_numpy(float)
+
+
+def _b1_and_gradient(theta: np.ndarray, grid: np.ndarray = GRID):
+    """b1 = mean over the grid of |x - s(x)|, s = expit(b0 + b1 x + b2 x^2), and its gradient in
+    the 7 joint-model parameters (zero beyond the curve's three)."""
+    X = np.stack([np.ones_like(grid), grid, grid ** 2], axis=1)
+    s = expit(X @ theta[:3])
+    b1 = float(np.abs(grid - s).mean())
+    g = np.zeros(theta.size)
+    g[:3] = (-np.sign(grid - s) * s * (1 - s)) @ X / grid.size
+    return b1, g
+
+
+def _influence(theta, h, phi_a, phi_b, eps: float = 1e-5):
+    """(n, 4) outcome probabilities p and their derivatives D along direction h (central
+    differences): psi(y) = D_y / p_y is an answer's first-order influence on g' theta when
+    h = Sigma g."""
+    from .joint import joint_probabilities
+    scale = eps / max(float(np.abs(h).max()), 1e-12)
+    p = joint_probabilities(theta, phi_a, phi_b)
+    up = joint_probabilities(theta + scale * h, phi_a, phi_b)
+    down = joint_probabilities(theta - scale * h, phi_a, phi_b)
+    return np.maximum(p, 1e-12), (up - down) / (2 * scale)
+
+
+@dataclass
+class _Parts:
+    """What a priority is made of, per pool example."""
+
+    ids: np.ndarray           # (P,) example ids
+    cells: np.ndarray         # (P, 3F) global cell ids
+    counts: np.ndarray        # (cells,) answers in each cell so far
+    info: np.ndarray          # (P,) the information term (>= 0)
+    min_depth: int
+    jitter: np.ndarray        # (P,) seeded tie-breaker in [0, 1e-9)
+    leader: str | None = None
+    contenders: tuple = ()
+
+
+def _study_cells(study: StudyData, forms, n_bins: int, n_cells: int) -> np.ndarray:
+    """Answers so far in every cell (phi cells count lists, A and B; |dphi| cells answers)."""
+    from .core import collapse_study
+    types = collapse_study(study, forms)
+    ids = _cell_ids(types.phi_a, types.phi_b, n_bins)
+    return np.bincount(ids.ravel(), weights=np.repeat(types.counts, ids.shape[1]), minlength=n_cells)
+
+
+def _fit_all(study: StudyData, forms, cache: dict | None = None):
+    """The joint fit of every formulation: in full (several starts, :func:`~.joint.fit_joint`),
+    or, for a formulation whose fit ``cache`` holds from an earlier call, one run from it
+    (:func:`_warm_fit`); ``cache`` then gets the new fits."""
+    from .joint import fit_joint
+    types, code = _types_code(study, forms)
+    fits = []
+    for j, f in enumerate(forms):
+        args = (types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
+        old = cache.get(f.id) if cache is not None else None
+        fit = _warm_fit(old, *args) if old is not None else fit_joint(*args)
+        fits.append(fit)
+        if cache is not None:
+            cache[f.id] = fit
+    return types, code, fits
+
+
+def _warm_fit(previous, phi_a, phi_b, answers, counts):
+    """One L-BFGS-B run of the joint model from an earlier fit's parameters, the covariance from
+    central differences of the analytic gradient: a refit between waves costs a few dozen
+    likelihood evaluations instead of six runs and a numerical Hessian. It can stay on a local
+    maximum the multi-start fit would leave; the calibration itself always multi-starts."""
+    from scipy.optimize import minimize
+    from .joint import BOUNDS, CODES, JointFit, _collapse_rows, _covariance, _negloglik_and_gradient
+    answers = np.asarray(answers, dtype=object)
+    code = np.select([answers == c for c in CODES], range(len(CODES)), -1)
+    args = _collapse_rows(np.asarray(phi_a, float), np.asarray(phi_b, float), code, np.asarray(counts, float))
+    run = minimize(_negloglik_and_gradient, previous.theta, args=args, jac=True, method="L-BFGS-B",
+                   bounds=BOUNDS, options={"maxiter": 500})
+    theta, step = run.x, 1e-5
+    hess = np.empty((theta.size, theta.size))
+    for i in range(theta.size):
+        e = np.zeros(theta.size)
+        e[i] = step
+        hess[i] = (_negloglik_and_gradient(theta + e, *args)[1] - _negloglik_and_gradient(theta - e, *args)[1]) / (2 * step)
+    hess = (hess + hess.T) / 2
+    return JointFit(theta, _covariance(hess), int(np.sum(counts)), bool(run.success), -float(run.fun))
+
+
+def _information(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, fits=None, cache=None):
+    """The information term of every pool example (module docstring), the leader and the
+    contenders."""
+    types, code, fits_ = _fit_all(study, forms, cache) if fits is None else (*_types_code(study, forms), fits)
+    n_f = len(forms)
+    b1 = np.empty(n_f)
+    grads, hs, usable = [], [], np.ones(n_f, bool)
+    for j, fit in enumerate(fits_):
+        b1[j], g = _b1_and_gradient(fit.theta)
+        h = fit.cov @ g if np.isfinite(fit.cov).all() else np.zeros_like(g)
+        usable[j] = np.isfinite(h).all() and np.abs(h).max() > 0
+        grads.append(g)
+        hs.append(h if usable[j] else np.zeros_like(g))
+    rows = np.arange(code.size)
+    # influence of every observed answer row, per formulation, for the sandwich variances
+    psi_obs = np.zeros((n_f, code.size))
+    pool_p, pool_d = [], []
+    for j, fit in enumerate(fits_):
+        if not usable[j]:
+            pool_p.append(None)
+            pool_d.append(None)
+            continue
+        p, d = _influence(fit.theta, hs[j], types.phi_a[:, j], types.phi_b[:, j])
+        psi_obs[j] = d[rows, code] / p[rows, code]
+        pp, dd = _influence(fit.theta, hs[j], pool_a[:, j], pool_b[:, j])
+        pool_p.append(pp)
+        pool_d.append(dd)
+    w_rows = types.counts
+    var = (w_rows * psi_obs ** 2).sum(axis=1)
+    ok = usable & (var > 0)
+    order = np.argsort(np.where(ok, b1, np.inf), kind="stable")
+    info = np.zeros(pool_a.shape[0])
+    if not ok.any():
+        return info, None, ()
+    lead = int(order[0])
+    # each formulation's own b1 variance: the spread term
+    if spread > 0:
+        own = np.zeros_like(info)
+        for j in np.flatnonzero(ok):
+            own += (pool_d[j] ** 2 / pool_p[j]).sum(axis=1) / var[j]
+        info += spread * own / ok.sum()
+    # the open contrasts with the leader
+    diffs = []
+    for c in np.flatnonzero(ok):
+        if c == lead:
+            continue
+        var_d = float((w_rows * (psi_obs[c] - psi_obs[lead]) ** 2).sum())
+        if var_d <= 0:
+            continue
+        openness = 2 * norm.sf(abs(b1[c] - b1[lead]) / np.sqrt(var_d))
+        diffs.append((openness, c, var_d))
+    diffs.sort(key=lambda t: -t[0])
+    limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
+    chosen = [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
+    for openness, c, var_d in chosen:
+        p_mix = (pool_p[c] + pool_p[lead]) / 2
+        psi_c, psi_l = pool_d[c] / pool_p[c], pool_d[lead] / pool_p[lead]
+        # averaged over the contenders, so the two terms weigh alike whatever their number
+        info += openness * (p_mix * (psi_c - psi_l) ** 2).sum(axis=1) / var_d / len(chosen)
+    names = [f.id for f in forms]
+    return info, names[lead], tuple(names[c] for _, c, _ in chosen)
+
+
+def _types_code(study, forms):
+    from .core import collapse_study
+    from .joint import CODES
+    types = collapse_study(study, forms)
+    return types, np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
+
+
+def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
+           cache=None) -> _Parts:
+    forms = resolve_formulations(formulations)
+    if min_depth < 0:
+        raise SatcalError(f"min_depth must be >= 0, got {min_depth}")
+    if contenders is not None and contenders < 2:
+        raise SatcalError(f"contenders must be at least 2 (the leader and one other), got {contenders}")
+    n_bins = pool.attrs.get("n_bins", n_bins)
+    k = _k(pool)
+    kw = _scale(pool, study, top_level)
+    pa = score_lists(_levels(pool, "a", k), forms, **kw)
+    pb = score_lists(_levels(pool, "b", k), forms, **kw)
+    cells = _cell_ids(pa, pb, n_bins)
+    n_cells = 2 * len(forms) * n_bins
+    empty = study is None or len(study.examples) == 0
+    counts = np.zeros(n_cells) if empty else _study_cells(study, forms, n_bins, n_cells)
+    jitter = np.random.default_rng([seed, 24, 1]).random(len(pool)) * 1e-9
+    if empty:
+        info, leader, cont = np.zeros(len(pool)), None, ()
+    else:
+        info, leader, cont = _information(pa, pb, study, forms, contenders, spread, fits, cache)
+    return _Parts(pool["example_id"].astype(str).to_numpy(), cells, counts, info, min_depth, jitter, leader, cont)
+
+
+def _score(parts: _Parts, added: np.ndarray | None = None) -> np.ndarray:
+    """Priorities from the parts, with ``added`` answers (a wave's picks so far) per cell."""
+    counts = parts.counts if added is None else parts.counts + added
+    short = np.maximum(parts.min_depth - counts, 0) / max(parts.min_depth, 1)    # per cell, in [0, 1]
+    deficit = short[parts.cells].sum(axis=1)
+    info = parts.info
+    if added is not None and info.any():
+        base = np.maximum(parts.counts, 1.0)[parts.cells]
+        decay = (base / (base + added[parts.cells])) ** 2
+        info = info * decay.mean(axis=1)
+    top = info.max() if info.size and info.max() > 0 else 1.0
+    return np.where(deficit > 0, SHORT_FIRST + deficit, 0.0) + 0.999 * info / top + parts.jitter
+
+
+def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations, *, seed: int,
+                       min_depth: int = MIN_DEPTH, contenders: int | None = None, spread: float = 1.0,
+                       n_bins: int = 10, top_level: int | None = None, fits=None,
+                       cache: dict | None = None) -> pd.Series:
+    """How soon to ask each pool example (higher = sooner), from the answers so far.
+
+    The criterion of the module docstring: examples landing in a cell with fewer than
+    ``min_depth`` answers first (by how short their cells are, summed over formulations); the
+    others by the expected reduction, from one more answer, of the variance of the differences
+    b1_joint(c) - b1_joint(leader) between the leader (least b1_joint) and its open contenders,
+    relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is) and
+    averaged over the contenders, plus
+    ``spread`` times the mean relative reduction of each formulation's own b1_joint variance.
+    The information term is scaled into [0, 1), below the short-cell offset of 1000.
+
+    Parameters
+    ----------
+    pool : DataFrame
+        Candidate examples (:func:`candidate_pool`, or any table with ``example_id`` and levels
+        ``ra1..``, ``rb1..``).
+    study : StudyData or None
+        The answers so far; None (or no answers): space-filling priorities (every cell short).
+    formulations : list or None
+        The formulations being calibrated (default the 36).
+    seed : int
+        Seeds the tie-breaker between equal priorities.
+    min_depth : int
+        Answers every phi and |dphi| cell (of every formulation) must hold before the
+        criterion may pass it by.
+    contenders : int, optional
+        The leader and this many minus one others, the most open first; default: every
+        formulation whose contrast with the leader is open (2 Phi(-|d| / sd) > 0.001), at most 8.
+    spread : float
+        Weight of the term that keeps every curve improving.
+    n_bins : int
+        Bins of the phi and |dphi| cells (the pool's ``attrs["n_bins"]`` when it has one).
+    top_level : int, optional
+        The scale's top level for scoring the pool when there are no answers (default the pool's
+        ``attrs["top_level"]``, else the highest level in it); with answers, the study's scale.
+    fits : list of JointFit, optional
+        The joint fits of ``formulations`` on ``study`` (e.g. from a calibration), to avoid
+        refitting.
+    cache : dict, optional
+        Kept by the caller between calls (e.g. a server refitting every few seconds): the fits
+        of this call go in, and the next call refits each formulation with one run from them
+        instead of the multi-start fit (on the ECIR 2015 answers, 36 formulations, about ten
+        times faster; docs/benchmarks.md).
+
+    Returns
+    -------
+    Series of floats indexed by ``example_id``; ``attrs`` holds ``leader`` and ``contenders``.
+    """
+    parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache)
+    out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
+    out.attrs.update(leader=parts.leader, contenders=list(parts.contenders))
+    return out
+
+
+def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int, *, seed: int,
+              min_depth: int = MIN_DEPTH, exclude: Iterable[str] = (), contenders: int | None = None,
+              spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
+              cache: dict | None = None) -> pd.DataFrame:
+    """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
+
+    After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
+    which with no answers makes it space-filling) and the information term of the examples that
+    share its cells shrinks as (n_cell / (n_cell + added))^2. Examples in ``exclude`` and those
+    the study already holds are never chosen. Same inputs and seed, same rows.
+
+    Returns
+    -------
+    The chosen pool rows in the order picked, with a ``priority`` column (at the time of the
+    pick).
+    """
+    if n < 0:
+        raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
+    parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache)
+    asked = set(map(str, exclude))
+    if study is not None and "example_id" in study.examples.columns:
+        asked |= set(study.examples["example_id"].astype(str))
+    free = ~np.isin(parts.ids, list(asked))
+    added = np.zeros(parts.counts.size)
+    picks, prios = [], []
+    for _ in range(min(n, int(free.sum()))):
+        score = np.where(free, _score(parts, added), -np.inf)
+        i = int(np.argmax(score))
+        picks.append(i)
+        prios.append(float(score[i]))
+        free[i] = False
+        np.add.at(added, parts.cells[i], 1.0)
+    out = pool.iloc[picks].copy()
+    out["priority"] = prios
+    out.attrs.update(pool.attrs, leader=parts.leader, contenders=list(parts.contenders))
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The stopping rule
+# --------------------------------------------------------------------------------------------
+def alpha_spending(t, alpha: float, kind: str = "obrien-fleming") -> np.ndarray:
+    """The share of ``alpha`` spent by information fraction ``t`` (Lan and DeMets 1983).
+
+    O'Brien-Fleming type: alpha(t) = 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)); Pocock type:
+    alpha(t) = alpha ln(1 + (e - 1) t). Both are 0 at t = 0 and alpha at t = 1.
+    """
+    t = np.clip(np.asarray(t, float), 0.0, 1.0)
+    if kind == "obrien-fleming":
+        with np.errstate(divide="ignore"):
+            return np.where(t > 0, 2 * norm.sf(norm.isf(alpha / 2) / np.sqrt(np.maximum(t, 1e-300))), 0.0)
+    if kind == "pocock":
+        return alpha * np.log1p((np.e - 1) * t)
+    raise SatcalError(f"spending must be one of {', '.join(SPENDING)}, got {kind!r}")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """Whether a study's ranking is settled (:func:`settle`).
+
+    Attributes
+    ----------
+    settled : bool
+    leaders : tuple of str
+        The least-biased formulation (or the top-m set), by the estimate, best first.
+    confidence : float
+        The stated confidence (1 - the error rate controlled over all looks).
+    looks : int
+        This look's number (1 for the first analysis).
+    alpha_spent : float
+        The error rate spent up to and including this look.
+    n_answers : int
+    reason : str
+        A sentence: what is settled, or what is not and why.
+    indicator : str
+    z : dict
+        Each comparison's statistic (contender -> z) at this look; ``critical`` the bound it
+        must pass.
+    critical : float
+    """
+
+    settled: bool
+    leaders: tuple
+    confidence: float
+    looks: int
+    alpha_spent: float
+    n_answers: int
+    reason: str
+    indicator: str = "b1_joint"
+    z: dict = field(default_factory=dict)
+    critical: float = float("nan")
+
+    def summary(self) -> str:
+        head = "settled" if self.settled else "not settled"
+        return (f"{head} at look {self.looks} ({self.n_answers} answers, confidence {self.confidence:g}, "
+                f"alpha spent {self.alpha_spent:.4g}): {self.reason}")
+
+    def to_dict(self) -> dict:
+        """JSON-safe (``calibration.json``'s ``"adaptive"`` block)."""
+        num = lambda v: None if v is None or not np.isfinite(v) else round(float(v), 6)
+        return {"settled": bool(self.settled), "leaders": list(self.leaders), "confidence": float(self.confidence),
+                "looks": int(self.looks), "alpha_spent": num(self.alpha_spent), "n_answers": int(self.n_answers),
+                "reason": self.reason, "indicator": self.indicator,
+                "z": {k: num(v) for k, v in self.z.items()}, "critical": num(self.critical)}
+
+
+def _replicates(result, indicator: str):
+    """Point estimates (F,) and bootstrap replicates (B, F) of ``indicator``."""
+    boot = result.bootstrap
+    est = result.bias[indicator].to_numpy(float)
+    if boot is None:
+        return est, None
+    paper = {"b1": 0, "b2": 1, "b3": 2}
+    joint = {"b1_joint": 0, "b2_joint": 1, "b3_joint": 2}
+    if indicator in paper:
+        return est, boot.indicators[:, :, paper[indicator]]
+    if indicator in joint and boot.joint is not None:
+        return est, boot.joint["indicators"][:, :, joint[indicator]]
+    return est, None
+
+
+def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, max_looks: int = 10,
+           indicator: str | None = None, spending: str = "obrien-fleming",
+           information: float | None = None) -> Settlement:
+    """Is the least-biased formulation (or the top-m set) determined at ``confidence``?
+
+    The leader set S is the ``top_m`` formulations with the least ``indicator`` (default
+    ``b1_joint``, the per-list b1; ``b1`` when the joint model did not run). Every member i of S
+    is compared with every formulation j outside it by z_ij = (est_j - est_i) / sd*(j - i), sd*
+    the bootstrap standard deviation of the difference (the calibration's replicates, which
+    resample workers and examples). The study is settled at this look when every z_ij exceeds
+    z_{1 - a}, with
+
+        a = (alpha(t_look) - alpha(t_{look-1})) / (m (F - m) + 1),   alpha = 1 - confidence,
+
+    alpha(t) the O'Brien-Fleming-type (or Pocock-type) spending function of Lan and DeMets
+    (1983), t = look / max_looks (or ``information``, e.g. answers / budget).
+
+    What is controlled: the probability that a study that looks up to ``max_looks`` times ever
+    declares a wrong settlement (a top-m set that is not the true one, or any set when the true
+    m-th and (m+1)-th tie) is at most 1 - ``confidence``, to the accuracy of the normal
+    approximation of the bootstrapped differences. The argument: fix a true top-m set S*. A wrong
+    settlement at a look needs either some T in S* left out and some N outside S* taken in, so
+    that N was declared better than T (at most m (F - m) such pairs), or, when S* is tied at its
+    boundary, one fixed tied pair declared apart (one more event); each such event has
+    probability at most a (Bonferroni; the selection of S from the data is covered, as in
+    Gupta's 1965 subset selection), so a look errs with probability at most its increment of
+    alpha(t), and the looks together at most alpha(1) = alpha (a union bound over looks, which
+    needs no assumption on how the looks' statistics are correlated, and so holds whatever the
+    adaptive design did between them). Holm's step-down is not used within a look: the leader is
+    chosen because it looks best, so its last Holm step would be a one-sided test of a selected
+    direction, which errs at up to twice its level when two formulations tie. The rule is
+    conservative: the union bounds ignore the positive correlation between looks and between
+    comparisons that exact group-sequential boundaries (Jennison and Turnbull 2000) would use,
+    but those need the canonical joint distribution of the looks, which an adaptive design does
+    not keep.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+        With a bootstrap (``calibrate(..., bootstrap=B)``); without one nothing is settled.
+    confidence : float
+    top_m : int
+    look, max_looks : int
+        This look's number and the most looks the study plans (the budget / the wave size).
+    indicator : str, optional
+        A column of ``result.bias`` with bootstrap replicates (b1_joint..b3_joint, b1..b3).
+    spending : {"obrien-fleming", "pocock"}
+    information : float, optional
+        The information fraction of this look in (0, 1] instead of look / max_looks (the previous
+        look's is then taken as (look - 1) / look of it).
+
+    References
+    ----------
+    Lan, K. K. G. and DeMets, D. L. (1983). Discrete sequential boundaries for clinical trials.
+    Biometrika 70(3). Gupta, S. S. (1965). On some multiple decision (selection and ranking)
+    rules. Technometrics 7(2).
+    """
+    if not 0 < confidence < 1:
+        raise SatcalError(f"confidence must be in (0, 1), got {confidence}")
+    if look < 1 or max_looks < 1:
+        raise SatcalError(f"look and max_looks must be >= 1, got {look} and {max_looks}")
+    bias = result.bias
+    indicator = indicator or ("b1_joint" if "b1_joint" in bias.columns else "b1")
+    if indicator not in bias.columns:
+        raise SatcalError(f"settle: no {indicator!r} in this calibration's bias table")
+    names = bias["formulation"].astype(str).to_numpy()
+    n_f = len(names)
+    if not 1 <= top_m < n_f:
+        raise SatcalError(f"top_m must be between 1 and {n_f - 1} (formulations: {n_f}), got {top_m}")
+    alpha = 1 - confidence
+    t_now = min(1.0, information if information is not None else look / max_looks)
+    t_before = t_now * (look - 1) / look if information is not None else min(1.0, (look - 1) / max_looks)
+    spent, before = float(alpha_spending(t_now, alpha, spending)), float(alpha_spending(t_before, alpha, spending))
+    n_answers = int(result.meta.get("n_examples", 0))
+    est, reps = _replicates(result, indicator)
+    order = np.argsort(np.where(np.isfinite(est), est, np.inf), kind="stable")
+    inside, outside = order[:top_m], order[top_m:]
+    leaders = tuple(names[inside])
+    common = dict(leaders=leaders, confidence=confidence, looks=look, alpha_spent=spent, n_answers=n_answers,
+                  indicator=indicator)
+    if reps is None:
+        return Settlement(False, reason=f"no bootstrap replicates of {indicator}: run the calibration with a "
+                                        "bootstrap to decide whether the ranking is settled", **common)
+    level = (spent - before) / (top_m * (n_f - top_m) + 1)
+    critical = float(norm.isf(level)) if level > 0 else float("inf")
+    z = {}
+    worst = (np.inf, "", "")
+    for i in inside:
+        for j in outside:
+            d = reps[:, j] - reps[:, i]
+            d = d[np.isfinite(d)]   # replicates whose fit failed are left out, as in the intervals
+            sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+            zij = (est[j] - est[i]) / sd if sd > 0 else -np.inf   # no spread: nothing is shown
+            key = names[j] if top_m == 1 else f"{names[i]}<{names[j]}"
+            z[key] = float(zij)
+            if zij < worst[0]:
+                worst = (zij, names[i], names[j])
+    settled = bool(np.isfinite(critical) and worst[0] > critical)
+    what = f"the least-biased formulation by {indicator}" if top_m == 1 else f"the top {top_m} by {indicator}"
+    who = leaders[0] if top_m == 1 else "{" + ", ".join(leaders) + "}"
+    if settled:
+        reason = (f"{what} is {who}: every comparison passes z > {critical:.2f} (closest: {worst[2]}, "
+                  f"z = {worst[0]:.2f}); wrong settlements over up to {max_looks} looks at most {alpha:g}")
+    elif spent - before <= 0:
+        reason = f"no error rate left to spend at look {look} of {max_looks}: {what} stays open"
+    else:
+        reason = (f"{what} is open: {who} leads, but against {worst[2]} z = {worst[0]:.2f} does not pass "
+                  f"{critical:.2f} at look {look} of {max_looks}")
+    return Settlement(settled, reason=reason, z=z, critical=critical, **common)
+
+
+# --------------------------------------------------------------------------------------------
+# Simulation
+# --------------------------------------------------------------------------------------------
+def _expected_answers(phi_a, phi_b, model, nodes: int = 24) -> np.ndarray:
+    """(n, 4) expected shares of a_better, b_better, both_good, both_bad in the canonical
+    orientation under the simulated crowd's honest workers (simulate.py's answer process,
+    averaged over the worker effect by Gauss-Hermite quadrature; the shown order is random, so
+    position bias sends half of the undecided answers it moves to each side)."""
+    z, wq = np.polynomial.hermite_e.hermegauss(nodes)
+    u, wq = model.heterogeneity * z, wq / wq.sum()
+    pa = expit(model.intercept + u[None] + model.slope * phi_a[:, None])
+    pb = expit(model.intercept + u[None] + model.slope * phi_b[:, None])
+    good, bad = pa * pb, (1 - pa) * (1 - pb)
+    only_a, only_b = pa * (1 - pb), pb * (1 - pa)
+    d = (phi_a - phi_b)[:, None]
+    to_a = np.where(d > 0, model.preference_accuracy, np.where(d < 0, 1 - model.preference_accuracy, 0.5))
+    q, lapse, pos = model.undecided_preference, model.lapse, model.position_bias
+    a = only_a * (1 - lapse) + only_b * lapse + (good + bad) * q * to_a
+    b = only_b * (1 - lapse) + only_a * lapse + (good + bad) * q * (1 - to_a)
+    good, bad = good * (1 - q), bad * (1 - q)
+    a, b = a + (good + bad) * pos / 2, b + (good + bad) * pos / 2
+    good, bad = good * (1 - pos), bad * (1 - pos)
+    return np.stack([a, b, good, bad], axis=1) @ wq
+
+
+def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: int | None = None) -> pd.Series:
+    """b1_joint of every formulation in the limit of infinitely many answers to ``pool``'s
+    examples from the simulated crowd ``truth`` (a :class:`~satcal.simulate.UserModel` without
+    spammers): the joint model fitted to the expected answer shares (their probability limit),
+    b1 over [0, 1]. For the generating formulation the per-list curve does not depend on the
+    design; for the others it averages over the lists sharing a score, so it is this pool's.
+    """
+    from ..measures import formulation as parse
+    from .joint import CODES, fit_joint
+    forms = resolve_formulations(formulations)
+    k = _k(pool)
+    kw = {"n_levels": n_levels} if n_levels is not None else _scale(pool, None, None)
+    la, lb = _levels(pool, "a", k), _levels(pool, "b", k)
+    f_true = parse(truth.formulation)
+    t_a, t_b = score_lists(la, [f_true], **kw)[:, 0], score_lists(lb, [f_true], **kw)[:, 0]
+    shares = _expected_answers(t_a, t_b, truth)                                   # (n, 4)
+    pa, pb = score_lists(la, forms, **kw), score_lists(lb, forms, **kw)
+    codes = np.repeat(np.array(CODES, dtype=object)[None], len(pool), axis=0).ravel()
+    out = {}
+    for j, f in enumerate(forms):
+        # expected shares as counts: the maximiser does not depend on their scale; x10 keeps the
+        # log-likelihood's size in the range the fit's tolerances were set for
+        fit = fit_joint(np.repeat(pa[:, j], 4), np.repeat(pb[:, j], 4), codes, shares.ravel() * 10.0)
+        out[f.id] = _b1_and_gradient(fit.theta)[0]
+    return pd.Series(out, name="b1_joint")
+
+
+def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.DataFrame:
+    """Simulated answers (one per example) from a new crowd for this wave."""
+    from ..measures import formulation as parse
+    from ..platforms import swap_answer
+    from ..simulate import honest_answers
+    f = parse(truth.formulation)
+    phi_a = score_lists(_levels(rows, "a", k), [f], **kw)[:, 0]
+    phi_b = score_lists(_levels(rows, "b", k), [f], **kw)[:, 0]
+    n = len(rows)
+    per_worker = max(1, int(np.ceil(n / truth.workers)))
+    n_workers = max(1, int(np.ceil(n / per_worker)))
+    u = rng.normal(0, truth.heterogeneity, n_workers)
+    who = rng.permutation(np.repeat(np.arange(n_workers), per_worker)[:n])
+    swapped = rng.random(n) < 0.5
+    # honest_answers takes the canonical lists and answers in the shown orientation
+    shown, _, _ = honest_answers(phi_a, phi_b, u[who], swapped, truth, rng, joint_rng=rng)
+    spam = rng.random(n_workers) < truth.spammers
+    shown[spam[who]] = rng.choice(["a_better", "b_better", "both_good", "both_bad"], size=int(spam[who].sum()))
+    canonical = np.array([swap_answer(a) if s else a for a, s in zip(shown, swapped)], dtype=object)
+    return rows.assign(answer=canonical, worker_id=[f"v{wave}-w{w}" for w in who])
+
+
+def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bool = True, budget: int,
+                            wave_size: int, seed: int, k: int = 5, levels=(0, 1, 2), pool: pd.DataFrame | None = None,
+                            fixed: pd.DataFrame | None = None, pool_size: int = 20000, min_depth: int = MIN_DEPTH,
+                            bootstrap: int = 100, confidence: float = 0.95, top_m: int = 1,
+                            max_looks: int | None = None, stop: bool = True, contenders: int | None = None,
+                            spread: float = 1.0, first_wave: int | None = None,
+                            truth_b1: pd.Series | None = None) -> pd.DataFrame:
+    """A whole study in simulation, one wave at a time.
+
+    Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
+    answers so far; fixed: the next ``wave_size`` of ``fixed``, e.g. a coverage design, in a
+    seeded random order), answer each once from a new crowd (``truth``, a
+    :class:`~satcal.simulate.UserModel`: its answer process, worker offsets u_w ~
+    N(0, heterogeneity^2), about ``budget/looks``-sized waves answered by ``truth.workers``
+    workers each, a share ``spammers`` answering at random), calibrate with the joint model and
+    a bootstrap that resamples workers, and :func:`settle`. Stops when settled (if ``stop``) or
+    when ``budget`` answers are in.
+
+    Returns
+    -------
+    DataFrame, one row per look: ``look, n_answers, settled, leader`` (least b1_joint),
+    ``leaders, alpha_spent, width_median`` (median over formulations of the 95% b1_joint
+    interval's width), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
+    least-biased) and ``covered`` (share of formulations whose b1_joint interval holds the
+    truth). ``attrs["bias"]`` holds the last look's bias table.
+    """
+    from .calibration import calibrate
+    forms = resolve_formulations(formulations)
+    rng = np.random.default_rng([seed, 24, 2])
+    max_looks = max_looks or int(np.ceil(budget / wave_size))
+    n_levels = int(max(levels)) + 1   # the scale's top level is n_levels - 1, as calibrate scores it
+    kw = {"n_levels": n_levels}
+    if adaptive:
+        pool = pool if pool is not None else candidate_pool(judgments, k, levels, forms, pool_size, seed)
+    elif fixed is None:
+        raise SatcalError("simulate_adaptive_study: a fixed design needs its examples (fixed=...)")
+    else:
+        fixed = fixed.iloc[rng.permutation(len(fixed))].reset_index(drop=True)
+        budget = min(budget, len(fixed))
+    asked = []
+    rows = []
+    study = None
+    cache: dict = {}   # warm starts for the criterion's refits between waves
+    bias = None
+    for look in range(1, max_looks + 1):
+        n_now = sum(len(a) for a in asked)
+        size = min(wave_size if look > 1 or first_wave is None else first_wave, budget - n_now)
+        if size <= 0:
+            break
+        if adaptive:
+            wave = plan_wave(pool, study, forms, size, seed=seed + look, min_depth=min_depth,
+                             contenders=contenders, spread=spread, cache=cache).drop(columns="priority")
+        else:
+            wave = fixed.iloc[n_now:n_now + size]
+        asked.append(_answer(wave, truth, k, kw, rng, look))
+        examples = pd.concat(asked, ignore_index=True)
+        study = StudyData(examples, k=k, n_levels=n_levels, judgments=judgments, name="simulated")
+        result = calibrate(study, forms, sat_model="both", bootstrap=bootstrap, seed=seed + look,
+                           model_check_folds=0)
+        s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks)
+        bias = result.bias
+        width = (bias["b1_joint_hi"] - bias["b1_joint_lo"]).to_numpy(float)
+        leader = str(bias.loc[bias["b1_joint"].idxmin(), "formulation"])
+        row = {"look": look, "n_answers": len(examples), "settled": s.settled, "leader": leader,
+               "leaders": ",".join(s.leaders), "alpha_spent": s.alpha_spent,
+               "width_median": float(np.nanmedian(width)), "reason": s.reason}
+        if truth_b1 is not None:
+            tb = truth_b1.reindex(bias["formulation"]).to_numpy(float)
+            row["right"] = leader == str(truth_b1.idxmin())
+            row["covered"] = float(np.mean((bias["b1_joint_lo"].to_numpy() <= tb) & (tb <= bias["b1_joint_hi"].to_numpy())))
+        rows.append(row)
+        if stop and s.settled:
+            break
+    out = pd.DataFrame(rows)
+    out.attrs["bias"] = bias
+    out.attrs["examples"] = study.examples if study is not None else None
+    return out

@@ -1,0 +1,561 @@
+"""Adaptive studies in the workspace: study.toml's keys, the waves of export --next-batch, the
+hosted study's page order and stop, and the stopping rule's record in calibration.json.
+
+The plumbing takes the criterion and the stopping rule as arguments; these tests pass small
+real ones of their own (a priority that prefers named examples, a rule that settles at a
+number of answers), and check what the plumbing does with them against the workspace's own
+files (keys, answers, the database)."""
+import re
+import shutil
+import tomllib
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal.errors import SatcalError
+
+
+# --------------------------------------------------------------------------------------------
+# A small, real stopping rule and criteria the tests drive the plumbing with
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """The shape of the stopping rule's result: what the plumbing reads of it."""
+    settled: bool
+    leaders: list = field(default_factory=list)
+    confidence: float = 0.95
+    looks: int = 1
+    alpha_spent: float = 0.0
+    n_answers: int = 0
+    reason: str = ""
+
+    def summary(self) -> str:
+        return f"{'settled' if self.settled else 'not settled'}: {', '.join(self.leaders)} ({self.n_answers} answers)"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def settle_at(n: int, calls: list | None = None):
+    """A rule that settles once the fitted result holds ``n`` answers, naming the formulation
+    ranked first; it records the look and the planned looks it was asked at."""
+    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None):
+        answers = int(result.meta["n_examples"])
+        if calls is not None:
+            calls.append((answers, look, max_looks, confidence, top_m))
+        leaders = list(result.ranking["formulation"].head(top_m))
+        return Verdict(answers >= n, leaders, confidence, look, 0.05 * look / max_looks, answers,
+                       "enough answers" if answers >= n else "too few answers")
+    return settle
+
+
+def prefer(ids):
+    """A wave planner that asks the examples of ``ids`` first (in that order), then the rest by
+    example id; it never asks one of ``exclude``."""
+    def plan_wave(pool, study, formulations, n, *, seed, min_depth=0, exclude=()):
+        rest = pool[~pool["example_id"].isin(set(exclude))]
+        rank = {e: i for i, e in enumerate(ids)}
+        order = rest.assign(priority=[-rank.get(e, len(ids)) for e in rest["example_id"]]).sort_values(
+            ["priority", "example_id"], ascending=[False, True], kind="stable")
+        return order.head(n).reset_index(drop=True)
+    return plan_wave
+
+
+@pytest.fixture(autouse=True)
+def quick_fit(request, monkeypatch):
+    """The rules these tests pass read no bootstrap replicates: the fit between waves skips the
+    bootstrap (the end-to-end test with the real rule keeps it)."""
+    if "end_to_end" not in request.node.name:
+        import satcal.adaptive_study as adaptive_study
+        monkeypatch.setattr(adaptive_study, "SETTLE_FIT", {**adaptive_study.SETTLE_FIT, "bootstrap": 0})
+
+
+def _simulate(ws):
+    """The simulated crowd's result file for the current batch (the study's own method where it
+    has one)."""
+    if hasattr(ws, "simulate"):
+        return ws.simulate("csv", force=True)
+    from satcal.simulate import simulate_workspace
+    with ws.locked():
+        return simulate_workspace(ws, "csv", force=True)
+
+
+def _ingest(ws, path):
+    if hasattr(ws, "ingest"):
+        return ws.ingest([path], "csv")
+    from satcal.ingest import ingest
+    return ingest(ws, [path], "csv")
+
+
+def _hosted(ws):
+    """The hosted study of the workspace's current batch, in this process."""
+    if hasattr(ws, "hosted_study"):
+        return ws.hosted_study()
+    from satcal.serve import HostedStudy
+    return HostedStudy.from_workspace(ws)
+
+
+def _answered(ws):
+    """The study's analysable answers (StudyData), as analyze reads them."""
+    if hasattr(ws, "study_data"):
+        return ws.study_data()
+    from satcal.ingest import study_from_workspace
+    return study_from_workspace(ws)
+
+
+def _set(ws, **values):
+    """Rewrite keys of study.toml (each once in the file) and reopen the workspace."""
+    from satcal.workspace import Workspace
+    text = (ws.path / "study.toml").read_text()
+    for name, value in values.items():
+        rendered = (f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool)
+                    else str(value))
+        text, n = re.subn(rf"(?m)^{name} = .*$", f"{name} = {rendered}", text)
+        assert n == 1, name
+    (ws.path / "study.toml").write_text(text)
+    return Workspace.open(ws.path)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory, ecir_study):
+    """A small generated study (not exported) on the embedded judgments."""
+    from satcal.workspace import Workspace
+    d = tmp_path_factory.mktemp("adaptive")
+    ecir_study.judgments.table.to_csv(d / "qrels.tsv", sep="\t", index=False)
+    ws = Workspace.init(d / "study", d / "qrels.tsv", min_per_cell=3, platform="csv")
+    ws.generate()
+    return ws
+
+
+@pytest.fixture
+def adaptive_ws(generated, tmp_path):
+    """A copy made adaptive, whose pool is the generated examples (pool.csv as generate writes
+    it for an adaptive study: the rows of examples.csv)."""
+    from satcal.workspace import Workspace
+    shutil.copytree(generated.path, tmp_path / "study")
+    ws = Workspace.open(tmp_path / "study")
+    shutil.copyfile(ws.file("examples.csv"), ws.file("pool.csv"))
+    return _set(ws, adaptive=True, wave_pages=4, items_per_page=5)
+
+
+def _keys_of(ws):
+    return {int(p.stem.split("-")[1]): pd.read_csv(p, dtype=str, keep_default_na=False)
+            for p in sorted((ws.path / "batches" / "keys").glob("batch-*.csv"))}
+
+
+# --------------------------------------------------------------------------------------------
+# study.toml
+# --------------------------------------------------------------------------------------------
+def test_template_carries_the_adaptive_keys_off_by_default(generated):
+    config = tomllib.loads((generated.path / "study.toml").read_text())
+    assert config["design"]["adaptive"] is False
+    assert config["design"]["wave_pages"] == 10
+    assert {"confidence", "top_m", "min_depth", "budget", "budget_unit", "pool_size"} <= set(config["design"])
+    assert config["serve"]["refit_seconds"] == 5
+
+
+def test_a_study_toml_from_before_the_keys_gets_their_defaults(generated, tmp_path):
+    from satcal.workspace import validate_config
+    config = tomllib.loads((generated.path / "study.toml").read_text())
+    for name in ("adaptive", "wave_pages", "confidence", "top_m", "min_depth", "budget", "budget_unit", "pool_size"):
+        del config["design"][name]
+    del config["serve"]["refit_seconds"]
+    out = validate_config(config, tmp_path / "study.toml")
+    assert (out["design"]["adaptive"], out["design"]["wave_pages"], out["design"]["budget_unit"]) == (False, 10, "answers")
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("adaptive", '"yes"', "design.adaptive = 'yes': expected true or false"),
+    ("wave_pages", "0", "design.wave_pages = 0: expected an integer from 1 to 100,000"),
+    ("confidence", "1.0", "design.confidence = 1.0: expected a probability in [0.5, 1)"),
+    ("top_m", "0", "design.top_m = 0: expected an integer from 1 to 1,000"),
+    ("budget", "-5", "design.budget = -5: expected an integer >= 0 (0: no budget)"),
+    ("budget_unit", '"euros"', "design.budget_unit = 'euros': expected \"answers\" or \"pages\""),
+    ("refit_seconds", "0", "serve.refit_seconds = 0: expected seconds from 0.1 to 3600"),
+])
+def test_bad_adaptive_values_get_one_line(generated, tmp_path, name, value, expected):
+    from satcal.workspace import Workspace
+    shutil.copytree(generated.path, tmp_path / "study")
+    path = tmp_path / "study" / "study.toml"
+    text, n = re.subn(rf"(?m)^{name} = .*$", f"{name} = {value}", path.read_text())
+    assert n == 1
+    path.write_text(text)
+    with pytest.raises(SatcalError) as err:
+        Workspace.open(tmp_path / "study")
+    assert str(err.value) == f"{path}: {expected}"
+
+
+# --------------------------------------------------------------------------------------------
+# export --next-batch
+# --------------------------------------------------------------------------------------------
+def test_next_batch_refuses_a_fixed_study(generated):
+    from click.testing import CliRunner
+    from satcal.cli import main
+    r = CliRunner().invoke(main, ["export", str(generated.path), "--next-batch"])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [f"satcal: error: {generated.path}/study.toml: design.adaptive = false; export "
+                                             "--next-batch needs an adaptive study (set [design] adaptive = true, "
+                                             "then satcal generate DIR --force)"]
+
+
+def test_next_batch_without_a_pool_says_to_generate(adaptive_ws):
+    from satcal.adaptive_study import export_next
+    ws = adaptive_ws
+    ws.file("pool.csv").unlink()
+    with pytest.raises(SatcalError) as err:
+        export_next(ws, "csv", plan_wave=prefer([]))
+    assert str(err.value) == (f"{ws.path}/pool.csv is missing: an adaptive study draws its waves from the pool "
+                              f"that satcal generate writes; run satcal generate {ws.path} --force")
+    pool = ws.table("examples.csv").head(3).assign(example_id=["zz1", "zz2", "zz3"])
+    pool.to_csv(ws.file("pool.csv"), index=False)  # a pool of another generate
+    with pytest.raises(SatcalError, match="example 'zz1' is not in examples.csv"):
+        export_next(ws, "csv", plan_wave=prefer([]))
+
+
+def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(adaptive_ws):
+    from satcal.adaptive_study import export_next
+    ws = adaptive_ws
+    examples = ws.table("examples.csv")
+    n_traps = len(ws.table("traps.csv"))
+    wanted = list(examples["example_id"].iloc[::-1])  # the planner's order: last examples first
+    calls, rows = [], 0
+    for wave in (1, 2, 3):
+        export_next(ws, "csv", plan_wave=prefer(wanted), settle=settle_at(10 ** 6, calls))
+        path, _ = _simulate(ws)
+        rows += len(pd.read_csv(path, dtype=str))
+        _ingest(ws, path)
+    keys = _keys_of(ws)
+    assert sorted(keys) == [1, 2, 3]
+    # 4 pages of 5 items; traps: the pool's share of them, at least quality.min_traps (3)
+    traps = min(n_traps, 19, max(3, int(np.ceil(20 * n_traps / (len(examples) + n_traps)))))
+    asked = []
+    for batch, key in keys.items():
+        assert len(key) == 20 and key["page"].astype(int).max() == 4
+        real = key.loc[key["is_trap"] == "False", "source_id"].tolist()
+        assert len(real) == 20 - traps
+        asked += real
+    # the planner's order, wave after wave, and no example asked twice
+    for batch, key in keys.items():
+        real = set(key.loc[key["is_trap"] == "False", "source_id"])
+        assert real == set(wanted[(batch - 1) * (20 - traps): batch * (20 - traps)])
+    assert len(set(asked)) == len(asked)
+    # every simulated row of every wave is kept or rejected for what the worker did, never for
+    # an item id no key knows, and each kept answer resolves to its wave key's example
+    answers, rejects = ws.table("answers.csv"), ws.table("rejects.csv")
+    assert len(answers) + len(rejects) == rows
+    assert not rejects["reason"].str.startswith("unknown").any()
+    assert set(rejects["reason"].str.split(":").str[0].str.split(" of ").str[0]) <= {
+        "duplicate", "excluded worker", "conflicting duplicate"}
+    every = pd.concat(keys.values()).set_index("item_id")
+    assert (answers["example_id"] == answers["item_id"].map(every["source_id"])).all()
+    assert set(answers.loc[answers["is_trap"] == "False", "example_id"]) <= set(asked)
+    # the stopping rule was asked after each answered wave, at looks counted by answers
+    wave_answers = 20 - traps
+    assert [(a, look) for a, look, *_ in calls] == [(a, int(np.ceil(a / wave_answers))) for a, *_ in calls]
+    assert len(calls) == 2 and calls[1][0] > calls[0][0]
+
+
+def test_next_batch_refuses_once_settled_or_at_the_budget(adaptive_ws):
+    from satcal.adaptive_study import export_next
+    ws = adaptive_ws
+    plan = prefer([])
+    export_next(ws, "csv", plan_wave=plan)
+    path, _ = _simulate(ws)
+    _ingest(ws, path)
+    n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
+    with pytest.raises(SatcalError) as err:
+        export_next(ws, "csv", plan_wave=plan, settle=settle_at(n))
+    assert f"{ws.path}: the study is settled: " in str(err.value) and "\n" not in str(err.value)
+    assert sorted(_keys_of(ws)) == [1]  # nothing written
+    ws = _set(ws, budget=n)
+    with pytest.raises(SatcalError) as err:
+        export_next(ws, "csv", plan_wave=plan, settle=settle_at(10 ** 6))
+    assert str(err.value) == (f"{ws.path}: the study has {n} answers, its budget is {n} (design.budget): no "
+                              f"further wave. Analyse it: satcal analyze {ws.path}")
+
+
+def test_the_last_wave_asks_only_what_the_budget_leaves(adaptive_ws):
+    from satcal.adaptive_study import export_next
+    ws = _set(adaptive_ws, budget=20)
+    export_next(ws, "csv", plan_wave=prefer([]))
+    first = _keys_of(ws)[1]
+    asked = int((first["is_trap"] == "False").sum())
+    assert asked < 20
+    export_next(ws, "csv", plan_wave=prefer([]))
+    second = _keys_of(ws)[2]
+    assert int((second["is_trap"] == "False").sum()) == 20 - asked
+    with pytest.raises(SatcalError, match="the waves exported already ask for 20 answers, the budget is 20"):
+        export_next(ws, "csv", plan_wave=prefer([]))
+
+
+# --------------------------------------------------------------------------------------------
+# serve
+# --------------------------------------------------------------------------------------------
+@pytest.fixture
+def served_adaptive(adaptive_ws):
+    ws = _set(adaptive_ws, platform="serve", pages_per_participant=1, attention_checks=0,
+              traps_on_top=False)
+    ws.export("serve")
+    return ws
+
+
+def _participant(http, code):
+    from satcal.serve.client import parse_form
+    r = http.get(f"/?participant={code}")
+    assert r.status_code == 303
+    if r.headers["location"] == "/consent":
+        form = parse_form(http.get("/consent").text)
+        http.post("/consent", data={**form.hidden, "consent": "yes"})
+    return http.get("/page")
+
+
+def _client(study):
+    from starlette.testclient import TestClient
+    from satcal.serve import create_app
+    return TestClient(create_app(study), raise_server_exceptions=False, follow_redirects=False)
+
+
+def _page_of(ws, response):
+    """The batch page a participant's page shows (by its items' ids in the key)."""
+    key = ws.table("key.csv").set_index("item_id")
+    shown = set(re.findall(r'name="answer-([0-9A-Za-z_-]+)"', response.text))
+    pages = set(key.loc[sorted(shown & set(key.index)), "page"].astype(int))
+    assert len(pages) == 1, pages
+    return pages.pop()
+
+
+def varied(form) -> dict:
+    """A participant who answers the i-th item of a page with the (i mod 4)-th option, so the
+    answers hold every code (a fit needs both-good and both-bad answers)."""
+    return {name: values[i % len(values)] for i, (name, values) in enumerate(sorted(form.radios.items()))}
+
+
+def _take_part(http, code, study, ws):
+    """A participant's way through every page they get (a refit after each, as the background
+    thread would make); the batch pages they were shown, in order."""
+    from satcal.serve.client import parse_form
+    r = _participant(http, code)
+    shown = []
+    while r.status_code == 200 and "name=\"assignment\"" in r.text:
+        shown.append(_page_of(ws, r))
+        form = parse_form(r.text)
+        assert http.post("/page", data={**form.hidden, **varied(form)}).status_code == 303
+        study.order.refresh()
+        r = http.get("/page")
+    return shown
+
+
+def settle_at_look(first: int, calls: list):
+    """A rule that settles from look ``first`` on, naming the formulation ranked first."""
+    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None):
+        calls.append((int(result.meta["n_examples"]), look))
+        return Verdict(look >= first, list(result.ranking["formulation"].head(top_m)), confidence, look, 0.01,
+                       int(result.meta["n_examples"]), f"look {look}")
+    return settle
+
+
+def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(served_adaptive):
+    from satcal.adaptive_study import attach, budget
+    from satcal.serve import db
+    ws = _set(served_adaptive, pages_per_participant=2, trust_threshold=0)
+    key = ws.table("key.csv")
+    real = key[key["is_trap"] == "False"].assign(p=lambda d: d["page"].astype(int))
+    # the criterion: the examples of the highest-numbered pages first
+    order = real.sort_values("p", ascending=False, kind="stable")["source_id"].tolist()
+    def priorities(pool, study, formulations, *, seed, min_depth=0):
+        return pd.Series({e: -float(order.index(e)) for e in pool["example_id"]})
+    pages = sorted(real["p"].unique(), reverse=True)
+    # the mean priority of a page's examples ranks the pages: here, highest page number first
+    means = real.assign(pr=[-float(order.index(e)) for e in real["source_id"]]).groupby("p")["pr"].mean()
+    assert list(means.sort_values(ascending=False).index) == pages
+    # a wave's worth of answers: wave_pages (4) pages of the batch's examples per page
+    wave = budget(ws).wave_answers
+    assert wave == pytest.approx(4 * len(real) / len(pages))
+    calls = []
+    study = _hosted(ws)
+    assert attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
+    study.order.refresh()  # the first refit, as the server's start makes it
+    assert not study.closed()
+    seen = []
+    for i in range(len(pages)):
+        seen.append(_take_part(_client(study), f"p{i}", study, ws))
+        if study.closed():
+            break
+    shown = [p for pages_of in seen for p in pages_of]
+    assert shown == pages[:len(shown)]  # the criterion's order, across participants
+    # the rule was asked once, when the first wave's worth of answers was in, and it settled
+    answered = int(real["p"].isin(shown).sum())
+    before = int(real["p"].isin(shown[:-1]).sum())
+    assert len(calls) == 1 and calls[0][1] == 1 and before < wave <= answered
+    assert study.closed() and study.order.plan.reason.startswith("settled")
+    # a newcomer gets the polite end and no page
+    http = _client(study)
+    r = _participant(http, "late")
+    assert r.status_code == 303 and r.headers["location"] == "/done"
+    assert "this study is complete" in http.get("/done").text
+    stored = db.snapshot(study.engine)
+    assert stored["worker_id"].nunique() == len(seen)  # the newcomer stored nothing
+
+
+def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_adaptive):
+    from satcal.adaptive_study import attach
+    from satcal.serve.client import attentive, parse_form
+    ws = _set(served_adaptive, budget=1)
+    def priorities(pool, study, formulations, *, seed, min_depth=0):
+        if study is not None and len(study.examples) > 10 ** 6:
+            raise AssertionError("unreachable")
+        return pd.Series(0.0, index=pool["example_id"])
+    study = _hosted(ws)
+    attach(ws, study, priorities=priorities, settle=settle_at(10 ** 6))
+    study.order.refresh()
+    assert not study.closed()
+    http = _client(study)
+    r = _participant(http, "p0")
+    form = parse_form(r.text)
+    http.post("/page", data={**form.hidden, **attentive(form)})
+    study.order.refresh()
+    assert study.closed() and study.order.plan.reason.startswith("budget reached: ")
+    plan = study.order.plan
+    def broken():
+        raise RuntimeError("database gone")
+    study.order.refit = broken
+    assert study.order.refresh() is False
+    assert study.order.plan is plan and study.order.failures == 1
+
+
+def test_the_servers_refit_runs_in_a_process_of_its_own_with_the_packages_criterion(served_adaptive):
+    """satcal serve's default: the refit in a spawned process (no interpreter lock shared with
+    the server's threads), giving the plan the same refit gives in this process."""
+    from satcal.adaptive_study import ProcessRefit, attach, serve_refit
+    ws = served_adaptive
+    study = _hosted(ws)
+    assert attach(ws, study) and isinstance(study.order.refit, ProcessRefit)
+    try:
+        assert study.order.refresh() is True
+    finally:
+        study.order.refit.pool.shutdown()
+    here = serve_refit(ws, study.engine)()
+    key = ws.table("key.csv")
+    pages = set(key.loc[key["is_trap"] == "False", "page"].astype(int))
+    assert set(study.order.plan.priorities) == pages
+    assert study.order.plan == here and not here.closed and here.reason == "0 answers, not settled"
+    assert study.progress()["adaptive"]["refits"] == 1
+
+
+def test_the_page_order_follows_the_published_plan_without_a_refit(tmp_path):
+    """Plan.ranks: highest priority first, ties by page; the database orders its slots so
+    (pages the plan does not name last), as a sort in Python does."""
+    from sqlalchemy import select
+    from satcal.serve import db
+    from satcal.serve.priority import PageOrder, Plan
+    plan = Plan({3: 0.5, 1: 2.0, 7: 0.5, 2: -1.0})
+    assert plan.ranks() == {1: 0, 3: 1, 7: 2, 2: 3}
+    engine = db.connect(f"sqlite:///{tmp_path}/order.db")
+    pages = list(range(1, 41))
+    db.prepare(engine, "k" * 64, pages, 2)
+    s = db.tables()["slots"]
+    order = PageOrder(lambda: Plan({p: float((p * 17) % 41) for p in pages if p not in (5, 11)}))
+    assert order.refresh()
+    with engine.connect() as conn:
+        got = [(r.replicate, r.page) for r in conn.execute(
+            select(s.c.replicate, s.c.page).order_by(s.c.replicate, order.rank_expression(s.c.page), s.c.page))]
+    ranks = order.plan.ranks()
+    assert got == sorted(((r, p) for r in (1, 2) for p in pages), key=lambda x: (x[0], ranks.get(x[1], 99), x[1]))
+    assert [p for r, p in got[-2:]] == [5, 11]
+    engine.dispose()
+
+
+# --------------------------------------------------------------------------------------------
+# calibration.json and the report
+# --------------------------------------------------------------------------------------------
+def test_calibration_record_and_report_say_what_is_settled(adaptive_ws):
+    from satcal.adaptive_study import calibration_record, export_next
+    from satcal.analysis import calibrate
+    from satcal.report import adaptive_paragraph
+    ws = _set(adaptive_ws, budget=40)
+    export_next(ws, "csv", plan_wave=prefer([]))
+    path, _ = _simulate(ws)
+    _ingest(ws, path)
+    study = _answered(ws)
+    result = calibrate(study, formulations=ws.formulations(), seed=1)
+    n = len(study.examples)
+    result.meta["crowd"] = {"answers": n}
+    calls = []
+    record = calibration_record(ws, result, settle=settle_at(n + 1, calls))
+    leader = result.ranking["formulation"].iloc[0]
+    assert (record["settled"], record["leaders"], record["n_answers"]) == (False, [leader], n)
+    assert record["budget_answers"] == 40 and record["budget_reached"] is False
+    # looks by information: one wave's answers is look 1 of the budget's waves
+    (answers, look, planned, conf, top_m), = calls
+    wave = 2 * (len(ws.table("key.csv").query("is_trap == 'False'")) / 2)
+    assert (look, planned, conf, top_m) == (1, int(np.ceil(40 / wave)), 0.95, 1)
+    text = str(adaptive_paragraph(record))
+    assert text.startswith("<b>Adaptive study: not settled</b> at 95% confidence after look 1")
+    assert leader in text and "too few answers" in text
+    settled = calibration_record(ws, result, settle=settle_at(n))
+    assert str(adaptive_paragraph(settled)).startswith("<b>Adaptive study: settled</b> at 95% confidence")
+
+
+# --------------------------------------------------------------------------------------------
+# End to end, with the package's own pool, criterion and stopping rule
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_end_to_end_waves_from_the_cli_and_the_verdict_in_calibration_json(generated, tmp_path):
+    """generate writes the pool, the first wave is space-filling, the second chosen from the
+    answers; analyze records the stopping rule's verdict, checked against the analysis' own
+    tables (looks: the waves answered; the leader: the least b1_joint of bias.csv)."""
+    import json
+    from click.testing import CliRunner
+    from satcal.cli import main
+    from satcal.workspace import Workspace
+    shutil.copytree(generated.path, tmp_path / "study")
+    ws = _set(Workspace.open(tmp_path / "study"), adaptive=True, wave_pages=3)
+    run = lambda *args: CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert run("generate", ws.path, "--force", "-q").exit_code == 0
+    pool = ws.table("pool.csv")
+    assert pool.equals(ws.table("examples.csv")) and pool["example_id"].str.startswith("px").all()
+    assert len(pool) >= 10 * 39  # ten times the coverage design's 39 examples
+    for wave in (1, 2):
+        r = run("export", ws.path, "--next-batch")
+        assert r.exit_code == 0 and f"(batch {wave})" in r.output
+        assert run("simulate", ws.path, "--platform", "csv", "--force").exit_code == 0
+        assert run("ingest", ws.path, ws.path / "simulated" / "csv-results.csv", "--platform", "csv").exit_code == 0
+    keys = _keys_of(ws)
+    first, second = (set(keys[b].query("is_trap == 'False'")["source_id"]) for b in (1, 2))
+    assert first and second and not first & second
+    assert run("analyze", ws.path, "--bootstrap", "20", "-q").exit_code == 0
+    record = json.loads((ws.path / "analysis" / "calibration.json").read_text())["adaptive"]
+    bias = pd.read_csv(ws.path / "analysis" / "bias.csv")
+    assert record["looks"] == 2 and record["confidence"] == 0.95
+    assert record["leaders"] == [bias.loc[bias["b1_joint"].idxmin(), "formulation"]]
+    assert record["n_answers"] == len(_answered(ws).examples)
+    assert isinstance(record["settled"], bool) and 0 < record["alpha_spent"] < 0.05
+    report = (ws.path / "analysis" / "report.html").read_text()
+    assert ("Adaptive study: settled" if record["settled"] else "Adaptive study: not settled") in report
+
+
+def test_serve_after_file_waves_asks_the_rule_from_the_next_look_on(adaptive_ws):
+    """One wave answered through files (look 1, asked by export --next-batch); the served
+    batch's refit counts those answers but does not ask the rule at look 1 again."""
+    from satcal.adaptive_study import attach, export_next
+    ws = adaptive_ws
+    export_next(ws, "csv", plan_wave=prefer([]))
+    path, _ = _simulate(ws)
+    _ingest(ws, path)
+    n = int((ws.table("answers.csv")["is_trap"] == "False").sum())
+    ws = _set(ws, platform="serve", attention_checks=0)
+    ws.export("serve", new_batch=True)
+    calls, scored = [], []
+    def priorities(pool, study, forms, *, seed, min_depth=0):
+        scored.append(len(study.examples))
+        return pd.Series(0.0, index=pool["example_id"])
+    study = _hosted(ws)
+    attach(ws, study, priorities=priorities, settle=settle_at_look(1, calls))
+    assert study.order.refresh()
+    assert calls == [] and not study.closed()
+    assert study.order.plan.reason == f"{n} answers, not settled"
+    # no new answer since: the refit keeps its plan without asking the criterion again
+    plan = study.order.plan
+    assert study.order.refresh() and study.order.plan is plan and scored == [n]
