@@ -268,6 +268,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         mark(dup, full)
     ok = reason == ""
     r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
+    r["expected"] = expected  # a trap's accepted codes: its chance rate weighs it in the trust rule
     r["answer_shown"] = shown
     accepted = r[ok]
     if reading is not None:
