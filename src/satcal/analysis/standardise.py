@@ -50,6 +50,8 @@ REFERENCE_RULE = ("for each judged query, lists of k documents whose level at ea
                   "level without replacement (empty ranks when the pool runs out)")
 #: Reference lists drawn in all (spread evenly over the queries, at least 10 per query).
 REFERENCE_SIZE = 10000
+#: Logit rows fitted at once in the bootstrap (replicates x formulations x distinct lists).
+BLOCK_ROWS = 4_000_000
 
 
 def reference_lists(judgments, k: int, size: int = REFERENCE_SIZE, seed: int = 0):
@@ -116,43 +118,59 @@ def akaike_weights(loglik) -> np.ndarray:
     return w
 
 
-def _distinct(rows: np.ndarray):
-    """Distinct rows and their counts (the fits below are weighted likelihoods, so they cost
-    what the distinct reference lists or pairs cost: a few hundred at k = 5 and 3 levels)."""
-    rows = np.nan_to_num(np.asarray(rows, float), nan=-1.0)
-    uniq, counts = np.unique(rows, axis=0, return_counts=True)
-    return uniq, counts.astype(float)
-
-
 def _s(theta_b, phi):
     """s(phi) = expit(b0 + b1 phi + b2 phi^2); ``theta_b`` (..., 3+), ``phi`` (N,) -> (..., N)."""
     b = np.asarray(theta_b)[..., :3, None]
     return expit(b[..., 0, :] + b[..., 1, :] * phi + b[..., 2, :] * phi ** 2)
 
 
-def _fit_batch(x, Y, counts, lead, F):
-    """Quadratic logits of Y (..., F, N) on x (F, N) with case weights ``counts``: (..., F, 3)."""
-    X = design(x)                                                  # (F, N, 3)
-    m = int(np.prod(lead, dtype=int))
-    Xb = np.broadcast_to(X, (m,) + X.shape).reshape(-1, *X.shape[1:])
-    W = np.broadcast_to(counts, (Xb.shape[0], counts.size))
-    beta, _ = fit_logit_batch(Xb, Y.reshape(-1, Y.shape[-1]), W)
+#: Scores are grouped to this many decimals before the standardised fits: the fractional
+#: logit's likelihood is linear in the outcome, so lists sharing a score enter as one row with
+#: their mean S and count (exact for equal scores; a 5e-4 shift of phi at most otherwise), and a
+#: fit costs at most 1,001 rows whatever the reference population's size.
+DECIMALS = 3
+
+
+def _groups(x: np.ndarray):
+    """Per formulation (rows of ``x``, (F, N)), its distinct rounded scores: padded values
+    (F, M), counts (F, M) (0 = padding) and the (M, N) averaging matrix of each formulation."""
+    from scipy.sparse import csr_matrix
+    x = np.round(np.nan_to_num(np.asarray(x, float), nan=0.0), DECIMALS)
+    parts = [np.unique(row, return_inverse=True, return_counts=True) for row in x]
+    m = max(len(u) for u, _, _ in parts)
+    values, counts, mats = np.zeros((x.shape[0], m)), np.zeros((x.shape[0], m)), []
+    for f, (u, inv, c) in enumerate(parts):
+        values[f, :u.size], counts[f, :u.size] = u, c
+        inv = inv.ravel()
+        mats.append(csr_matrix((1.0 / c[inv], (inv, np.arange(inv.size))), shape=(m, inv.size)))
+    return values, counts, mats
+
+
+def _fit_grouped(groups, Y) -> np.ndarray:
+    """Quadratic logits of Y (..., F, N) on the grouped scores: (..., F, 3)."""
+    values, counts, mats = groups
+    F, m = values.shape
+    lead = Y.shape[:-2]
+    flat = Y.reshape(-1, F, Y.shape[-1])
+    Yg = np.stack([(mats[f] @ flat[:, f, :].T).T for f in range(F)], axis=1)   # (L, F, M)
+    X = np.broadcast_to(design(values), (flat.shape[0], F, m, 3)).reshape(-1, m, 3)
+    W = np.broadcast_to(counts, (flat.shape[0], F, m)).reshape(-1, m)
+    beta, _ = fit_logit_batch(X, Yg.reshape(-1, m), W)
     return beta.reshape(tuple(lead) + (F, 3))
 
 
-def standardised_curves(thetas, ref_phi, weights, grid=GRID):
+def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
     """s*_f on ``grid`` for every formulation, (F, G) or (B, F, G) for (B, F, 7) replicates,
     and the coefficients (..., F, 3). S of a reference list is the weighted mixture of the
     joint models' s_g (models of zero weight are skipped)."""
     thetas = np.asarray(thetas, float)
-    uniq, counts = _distinct(ref_phi)
-    F, lead = uniq.shape[1], thetas.shape[:-2]
+    F, lead = ref_phi.shape[1], thetas.shape[:-2]
     S = 0.0
     for g in np.flatnonzero(np.asarray(weights) > 0):
-        S = S + weights[g] * _s(thetas[..., g, :], uniq[:, g])     # (..., N)
+        S = S + weights[g] * _s(thetas[..., g, :], ref_phi[:, g])   # (..., N)
     S = S / np.sum(np.asarray(weights)[np.asarray(weights) > 0])
-    Y = np.broadcast_to(np.asarray(S)[..., None, :], tuple(lead) + (F, uniq.shape[0]))
-    beta = _fit_batch(uniq.T, Y, counts, lead, F)
+    Y = np.broadcast_to(np.asarray(S)[..., None, :], tuple(lead) + (F, ref_phi.shape[0]))
+    beta = _fit_grouped(groups or _groups(ref_phi.T), Y)
     return expit(beta @ design(grid).T), beta
 
 
@@ -186,31 +204,36 @@ def _agreement(thetas, x, y, weights) -> np.ndarray:
     return out / total
 
 
-def standardised_preference(thetas, ref_phi, weights, grid=GRID) -> np.ndarray:
+def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) -> np.ndarray:
     """P*_f on ``grid`` for every formulation, (F, G) or (B, F, G): the quadratic logit of the
     model's agreement (:func:`_agreement`) over the reference pairs' |dphi_f| (lists 2i and
     2i + 1 of the reference population)."""
     thetas = np.asarray(thetas, float)
-    pairs, counts = _distinct(np.concatenate([ref_phi[0::2], ref_phi[1::2]], axis=1))
-    F = ref_phi.shape[1]
-    x, y = pairs[:, :F], pairs[:, F:]
+    x, y = ref_phi[0::2], ref_phi[1::2]
     agree = _agreement(thetas, x, y, weights)
-    beta = _fit_batch(np.abs(x - y).T, agree, counts, thetas.shape[:-2], F)
+    beta = _fit_grouped(groups or _groups(np.abs(x - y).T), agree)
     return expit(beta @ design(grid).T)
 
 
 def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range=None,
-                            block: int = 50) -> dict:
+                            block: int | None = None) -> dict:
     """b1_std, b2_std, b3_std of every formulation: arrays (F,) from the joint models'
     parameters (F, 7) on the fitting scale, or (B, F) from (B, F, 7) bootstrap replicates
-    (``block`` replicates at a time, to bound memory). The weights stay those of the full
-    sample."""
+    (``block`` replicates at a time, to bound memory; default: :data:`BLOCK_ROWS` logit rows).
+    The weights stay those of the full sample."""
     thetas = np.asarray(thetas, float)
+    groups = (_groups(ref_phi.T), _groups(np.abs(ref_phi[0::2] - ref_phi[1::2]).T))
+    if block is None:
+        block = max(1, BLOCK_ROWS // max(ref_phi.shape[0] * ref_phi.shape[1], 1))
     if thetas.ndim == 3 and thetas.shape[0] > block:
-        parts = [standardised_indicators(thetas[i:i + block], ref_phi, weights, sat_range, pref_range)
+        parts = [_indicators(thetas[i:i + block], ref_phi, weights, sat_range, pref_range, groups)
                  for i in range(0, thetas.shape[0], block)]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    curves, _ = standardised_curves(thetas, ref_phi, weights)
-    pref = standardised_preference(thetas, ref_phi, weights)
+    return _indicators(thetas, ref_phi, weights, sat_range, pref_range, groups)
+
+
+def _indicators(thetas, ref_phi, weights, sat_range, pref_range, groups) -> dict:
+    curves, _ = standardised_curves(thetas, ref_phi, weights, groups=groups[0])
+    pref = standardised_preference(thetas, ref_phi, weights, groups=groups[1])
     ind = bias_indicators(curves, pref, sat_range=sat_range, pref_range=pref_range)
     return {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
