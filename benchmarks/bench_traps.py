@@ -63,7 +63,8 @@ def main():
 
 def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int = 10):
     """Every simulated worker (60, 15% spammers, satcal.simulate's UserModel) answers each of 20
-    built-in traps: rows ``worker_id, is_trap, correct, expected`` and the spammers."""
+    built-in traps: rows ``worker_id, example_id`` (the trap), ``is_trap, correct, expected``
+    and the spammers."""
     from satcal.judgments import read_judgments
     from satcal.platforms import build_items, swap_answer
     from satcal.simulate import UserModel, simulate_answers
@@ -81,7 +82,8 @@ def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int 
     answers = answers[answers["is_trap"].astype(str) == "True"]
     canonical = [swap_answer(a) if str(s) == "True" else a for a, s in zip(answers["answer"], answers["swapped"])]
     ok = [a in e.split(";") for a, e in zip(canonical, answers["expected"])]
-    out = pd.DataFrame({"worker_id": answers["worker_id"].to_numpy(), "is_trap": True, "correct": ok,
+    out = pd.DataFrame({"worker_id": answers["worker_id"].to_numpy(), "example_id": answers["source_id"].to_numpy(),
+                        "is_trap": True, "correct": ok,
                         "expected": answers["expected"].to_numpy()})
     return out, set(truth["spammers"])
 
@@ -103,7 +105,8 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
     sub = pd.concat(rows, ignore_index=True)
     spam = sub.groupby("worker_id")["spam"].first()
     old = sub.groupby("worker_id")["correct"].mean() < 0.7
-    new = worker_table(sub[["worker_id", "is_trap", "correct", "expected"]], 0.7, min(3, per_participant))
+    new = worker_table(sub[["worker_id", "example_id", "is_trap", "correct", "expected"]], 0.7,
+                       min(3, per_participant))
     new = new.set_index("worker_id")["excluded"].reindex(spam.index)
     count = lambda ex: (int((ex & ~spam).sum()), int((~spam).sum()), int((ex & spam).sum()), int(spam.sum()))
     return count(old) + count(new.astype(bool))
