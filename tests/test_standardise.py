@@ -170,3 +170,17 @@ def test_two_designs_estimate_the_same_standardised_indicators(ecir_study):
                       seed=0, model_check_folds=0, indicator_range="full", reference=ref)
         for k in ("b1_std", "b2_std", "b3_std"):
             assert np.abs(r.bias[k].to_numpy() - oracle[k][:F]).max() < 0.02, (name, k)
+
+
+def test_ranking_by_the_standardised_estimator_with_its_bootstrap(ecir_study):
+    """result.ranking_by("standardised") ranks by b1_std-b3_std's mean rank (recomputed here)
+    and carries p_best from the standardised replicates, which sum to 1 over formulations."""
+    from satcal.analysis import calibrate
+    r = calibrate(ecir_study, ["lin-const", "lin-log5", "exp2-log2"], bootstrap=20, seed=4, model_check_folds=0)
+    table = r.ranking_by("standardised")
+    ranks = r.bias.set_index("formulation")[["b1_std", "b2_std", "b3_std"]].rank(method="min").mean(axis=1)
+    assert table.set_index("formulation")["mean_rank"].to_dict() == pytest.approx(ranks.to_dict())
+    assert table["p_best"].sum() == pytest.approx(1.0)
+    reps = r.bootstrap.joint["std_indicators"]
+    assert reps.shape == (20, 3, 3) and np.isfinite(reps).all()
+    assert ((r.bias["b1_std_lo"] <= r.bias["b1_std"]) & (r.bias["b1_std"] <= r.bias["b1_std_hi"])).all()

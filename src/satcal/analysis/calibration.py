@@ -62,8 +62,14 @@ class CalibrationResult:
     def ranking(self) -> pd.DataFrame:
         """Formulations by mean rank over the lead estimator's b1-b3, with each one's
         probability of ranking first and its 95% rank interval when bootstrapped."""
-        table = rank_formulations(self.bias, self.estimator)
-        unc = self.rank_uncertainty
+        return self.ranking_by(self.estimator)
+
+    def ranking_by(self, estimator: str) -> pd.DataFrame:
+        """:attr:`ranking` by another estimator: ``"per_list"``, ``"paper"`` or
+        ``"standardised"`` (``b1_std``-``b3_std``, present when the joint model ran on a study
+        with judgments)."""
+        table = rank_formulations(self.bias, estimator)
+        unc = self._rank_uncertainty(estimator)
         if unc is not None:
             table = table.merge(unc, on="formulation", how="left")
         return table
@@ -72,10 +78,13 @@ class CalibrationResult:
     def rank_uncertainty(self) -> pd.DataFrame | None:
         """:func:`~satcal.analysis.ranking.rank_uncertainty` of the lead estimator (None without
         a bootstrap)."""
+        return self._rank_uncertainty(self.estimator)
+
+    def _rank_uncertainty(self, estimator: str) -> pd.DataFrame | None:
         boot = self.bootstrap
         if boot is None:
             return None
-        cols = estimator_columns(self.bias, self.estimator)
+        cols = estimator_columns(self.bias, estimator)
         paper = {"b1": 0, "b2": 1, "b3": 2}
         joint = {"b1_joint": 0, "b2_joint": 1, "b3_joint": 2}
         std = {"b1_std": 0, "b2_std": 1, "b3_std": 2}
