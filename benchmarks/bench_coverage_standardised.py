@@ -9,7 +9,8 @@ pairs of lists drawn from the judgments by the reference rule (another seed), on
 example by one of 60 new workers (nested: the bootstrap resamples workers), N answers;
 calibrate(sat_model="both", indicator_range="full", B replicates). Reported per indicator: the
 mean bootstrap SE over the SD of the estimates across studies, the mean bias against the truth
-and the coverage of the 95% BC intervals (mean over formulations).
+and the coverage of the 95% BC intervals (bias.csv's) and of percentile intervals of the same
+replicates (mean over formulations).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_coverage_standardised.py [studies] [B] [answers]
 """
@@ -53,7 +54,7 @@ def main(n_studies=60, B=100, n_answers=1500):
     true = oracle_std(ref, 0).to_numpy()                            # (F, 3)
     pool = reference_scores(st.judgments, FORMS, st.k, st.n_levels, size=40000, seed=1)
     rng = np.random.default_rng(20)
-    est, se, cover = [], [], []
+    est, se, cover, cover_p = [], [], [], []
     t0 = time.perf_counter()
     for s in range(n_studies):
         pick = rng.integers(0, len(pool) // 2, n_answers)
@@ -71,16 +72,20 @@ def main(n_studies=60, B=100, n_answers=1500):
         lo = b[[f"{c}_lo" for c in COLS]].to_numpy()
         hi = b[[f"{c}_hi" for c in COLS]].to_numpy()
         cover.append((lo <= true) & (true <= hi))
+        plo, phi = np.nanpercentile(reps, [2.5, 97.5], axis=0)
+        cover_p.append((plo <= true) & (true <= phi))
         if (s + 1) % 10 == 0:
             print(f"  {s + 1} studies, {time.perf_counter() - t0:.0f} s", flush=True)
-    est, se, cover = np.array(est), np.array(se), np.array(cover)
+    est, se, cover, cover_p = np.array(est), np.array(se), np.array(cover), np.array(cover_p)
     print(f"\n{n_studies} studies of {n_answers} answers, 60 workers (resampled: "
           f"{r.meta['provenance']['resampling']}), B = {B}; {time.perf_counter() - t0:.0f} s")
-    print(f"{'indicator':<10}{'SE ratio (min-max over formulations)':>38}{'bias (mean)':>14}{'BC coverage':>14}")
+    print(f"{'indicator':<10}{'SE ratio (min-max over formulations)':>38}{'bias (mean)':>14}{'BC coverage':>14}"
+          f"{'percentile':>12}")
     for k, c in enumerate(COLS):
         ratio = se[:, :, k].mean(axis=0) / est[:, :, k].std(axis=0, ddof=1)
         bias = (est[:, :, k] - true[:, k]).mean()
-        print(f"{c:<10}{ratio.min():>30.2f} - {ratio.max():.2f}{bias:>14.4f}{cover[:, :, k].mean():>14.3f}")
+        print(f"{c:<10}{ratio.min():>30.2f} - {ratio.max():.2f}{bias:>14.4f}{cover[:, :, k].mean():>14.3f}"
+              f"{cover_p[:, :, k].mean():>12.3f}")
 
 
 if __name__ == "__main__":
