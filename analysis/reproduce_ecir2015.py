@@ -20,7 +20,7 @@ args = parser.parse_args()
 
 study = load_ecir2015()
 print(study.notice)
-result = calibrate(study, bootstrap=args.bootstrap, seed=2015, n_jobs=2, progress=True)
+result = calibrate(study, bootstrap=args.bootstrap, seed=2015, n_jobs=2, progress=True, sat_model="published")
 written = write_analysis(result, args.out)
 print(result.ranking.head(10).to_string(index=False))
 print(result.anova.to_string(index=False))

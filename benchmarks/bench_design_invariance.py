@@ -30,6 +30,7 @@ from scipy.special import expit
 from scipy.stats import spearmanr
 
 from satcal.analysis import calibrate
+from satcal.analysis.standardise import reference_scores
 from satcal.datasets import load_ecir2015
 from satcal.generate import generate, pairing_correlation
 from satcal.measures import score_lists, study_formulations
@@ -72,6 +73,25 @@ def oracle_b1(phi_a, phi_b, truth, sd=0.5):
     return np.abs(GRID - p).mean(axis=1)
 
 
+def oracle_std(reference, truth, sd=0.5, intercept=-3.0, slope=6.0, undecided=0.3, accuracy=0.8,
+               lapse=0.1):
+    """The standardised indicators (b1_std-b3_std) of the simulated users themselves: the
+    answer process of simulate_users is the joint model with pi = undecided, delta = accuracy,
+    lambda = lapse and a worker intercept u shared by both lists of an answer, so a mixture
+    over Gauss-Hermite nodes of u (one "model" per node, on the truth's scores) is exact."""
+    from scipy.special import logit
+    from satcal.analysis.standardise import standardised_indicators
+    z, w = np.polynomial.hermite_e.hermegauss(40)
+    F = reference.shape[1]
+    ref = np.concatenate([reference, np.repeat(reference[:, [truth]], z.size, axis=1)], axis=1)
+    thetas = np.zeros((F + z.size, 7))
+    thetas[F:] = [[intercept + sd * zk, slope, 0.0, logit(undecided), 0.0, logit(accuracy),
+                   logit(2 * lapse)] for zk in z]
+    weights = np.concatenate([np.zeros(F), w / w.sum()])
+    ind = standardised_indicators(thetas, ref, weights)
+    return pd.DataFrame({k: v[:F] for k, v in ind.items()})
+
+
 def rankings(bias: pd.DataFrame, names) -> pd.DataFrame:
     """Rank of each formulation by each indicator (1 = least biased) and by their mean rank."""
     ranks = bias.set_index("formulation")[list(names)].rank()
@@ -103,6 +123,14 @@ def main():
     truth = [f.id for f in forms].index("lin-const")
     ecir_a = score_lists(study.levels("a"), forms, n_levels=study.n_levels)
     ecir_b = score_lists(study.levels("b"), forms, n_levels=study.n_levels)
+    # one reference population from the judgments, shared by every design (what calibrate draws
+    # itself from a study's judgments)
+    reference = reference_scores(study.judgments, forms, study.k, study.n_levels, seed=0)
+    truth_std = oracle_std(reference, truth, args.worker_sd).assign(formulation=[f.id for f in forms])
+    r_true = rankings(truth_std, ["b1_std", "b2_std", "b3_std"])
+    order = r_true["mean_rank"].sort_values()
+    print("standardised indicators of the simulated users (no sampling noise), top 5 by mean rank:")
+    print(truth_std.set_index("formulation").loc[order.index[:5]].assign(mean_rank=order[:5]).round(4).to_string())
     rows = []
     for seed in range(args.seeds):
         t = time.perf_counter()
@@ -122,7 +150,8 @@ def main():
         for name, (pa, pb) in designs.items():
             answers = simulate_users(pa, pb, truth, rng, sd=args.worker_sd)
             r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both",
-                          model_check_folds=0, indicator_range=args.indicator_range)
+                          model_check_folds=0, indicator_range=args.indicator_range,
+                          reference=reference, bootstrap=0, seed=0)
             bias[name] = r.bias
             fits = r.fits[r.fits.sat_model == "joint"]
             bias[name].attrs["flags"] = int((fits["flags"].fillna("") != "").sum())
@@ -135,6 +164,8 @@ def main():
         o_best = f"{ids[np.argmin(oracle['ecir'])]} / {ids[np.argmin(oracle['generated'])]}"
         paper = compare(bias["ecir"], bias["generated"], ["b1", "b2", "b3"])
         joint = compare(bias["ecir"], bias["generated"], ["b1_joint", "b2_joint", "b3_joint"])
+        std = compare(bias["ecir"], bias["generated"], ["b1_std", "b2_std", "b3_std"])
+        noise_std = compare(bias["ecir"], bias["ecir_again"], ["b1_std", "b2_std", "b3_std"])
         noise_paper = compare(bias["ecir"], bias["ecir_again"], ["b1", "b2", "b3"])
         noise_joint = compare(bias["ecir"], bias["ecir_again"], ["b1_joint", "b2_joint", "b3_joint"])
         lc = lambda name, col: float(bias[name].set_index("formulation").loc["lin-const", col])
@@ -149,6 +180,15 @@ def main():
             "joint_mean_rho": joint["mean_rank"][0],
             "joint_mean_same_best": joint["mean_rank"][1] == joint["mean_rank"][2],
             "joint_best": f"{joint['b1_joint'][1]} / {joint['b1_joint'][2]}",
+            "std_b1_rho": std["b1_std"][0], "std_b1_same_best": std["b1_std"][1] == std["b1_std"][2],
+            "std_mean_rho": std["mean_rank"][0],
+            "std_mean_same_best": std["mean_rank"][1] == std["mean_rank"][2],
+            "std_best": f"{std['mean_rank'][1]} / {std['mean_rank'][2]}",
+            "noise_std_mean_rho": noise_std["mean_rank"][0],
+            "noise_std_same_best": noise_std["mean_rank"][1] == noise_std["mean_rank"][2],
+            "std_vs_truth_rho": float(np.mean([spearmanr(rankings(bias[n], ["b1_std", "b2_std", "b3_std"])["mean_rank"],
+                                                         r_true["mean_rank"].loc[rankings(bias[n], ["b1_std"]).index]).statistic
+                                               for n in ("ecir", "generated")])),
             "oracle_b1_rho": o_rho, "oracle_best": o_best,
             "noise_paper_b1_rho": noise_paper["b1"][0], "noise_paper_mean_rho": noise_paper["mean_rank"][0],
             "noise_joint_b1_rho": noise_joint["b1_joint"][0], "noise_joint_mean_rho": noise_joint["mean_rank"][0],

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_trap_validity import SHAPES, trec_like  # noqa: E402
@@ -56,5 +57,74 @@ def main():
               f" {rows[:, 4].min():>14.3f}")
 
 
+
+
+def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int = 10):
+    """Every simulated worker (60, 15% spammers, satcal.simulate's UserModel) answers each of 20
+    built-in traps: rows ``worker_id, example_id`` (the trap), ``is_trap, correct, expected``
+    and the spammers."""
+    from satcal.judgments import read_judgments
+    from satcal.platforms import build_items, swap_answer
+    from satcal.simulate import UserModel, simulate_answers
+    from satcal.traps import build_traps
+    counts = SHAPES[shape]
+    with tempfile.TemporaryDirectory() as tmp:
+        judgments = read_judgments(trec_like(Path(tmp) / "qrels.txt", counts, top_in_every=top_in_every, seed=seed))
+    levels = [lv for lv in counts if lv >= 0]
+    traps = build_traps(judgments, k=k, n=20, seed=seed, levels=levels)
+    example = traps.iloc[[0]].drop(columns=["trap_id", "expected"]).assign(example_id="ex1")
+    items, key = build_items(example, traps, k, seed=seed, items_per_page=10)
+    lists = pd.concat([example.assign(source_id="ex1"), traps.assign(source_id=traps["trap_id"])], ignore_index=True)
+    answers, truth = simulate_answers(items, key, lists, k, max(levels), UserModel(workers=60, spammers=0.15, seed=seed))
+    answers = answers[answers["status"] == ""].merge(key, on="item_id")
+    answers = answers[answers["is_trap"].astype(str) == "True"]
+    canonical = [swap_answer(a) if str(s) == "True" else a for a, s in zip(answers["answer"], answers["swapped"])]
+    ok = [a in e.split(";") for a, e in zip(canonical, answers["expected"])]
+    out = pd.DataFrame({"worker_id": answers["worker_id"].to_numpy(), "example_id": answers["source_id"].to_numpy(),
+                        "is_trap": True, "correct": ok,
+                        "expected": answers["expected"].to_numpy()})
+    return out, set(truth["spammers"])
+
+
+def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws: int = 10):
+    """The hosted study's shape: each participant meets only ``per_participant`` traps. Every
+    simulated worker answers all 20 built-in traps (satcal.simulate's user model, as
+    tests/test_trap_validity.py), then ``draws`` random subsets of ``per_participant`` of their
+    answers stand for as many participants. Returns (honest excluded, honest, spammers caught,
+    spammers) under the raw-share rule (trust < 0.7) and under quality.worker_table's rule."""
+    from satcal.quality import worker_table
+    answers, spammers = _simulate_answers_per_trap(shape, top_in_every, seed)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w, g in answers.groupby("worker_id"):
+        for d in range(draws):
+            pick = g.iloc[rng.choice(len(g), size=per_participant, replace=False)]
+            rows.append(pick.assign(worker_id=f"{w}-{d}", spam=w in spammers))
+    sub = pd.concat(rows, ignore_index=True)
+    spam = sub.groupby("worker_id")["spam"].first()
+    old = sub.groupby("worker_id")["correct"].mean() < 0.7
+    new = worker_table(sub[["worker_id", "example_id", "is_trap", "correct", "expected"]], 0.7,
+                       min(3, per_participant))
+    new = new.set_index("worker_id")["excluded"].reindex(spam.index)
+    count = lambda ex: (int((ex & ~spam).sum()), int((~spam).sum()), int((ex & spam).sum()), int(spam.sum()))
+    return count(old) + count(new.astype(bool))
+
+
+def main_hosted():
+    warnings.simplefilter("ignore")
+    print(f"\nhosted-study shape: participants meeting few traps (k = 10; 5 seeds x 60 workers x 10 draws)")
+    print(f"{'judgments':<28} {'traps':>5} {'raw share: honest excl.':>24} {'caught':>14} "
+          f"{'evidence: honest excl.':>24} {'caught':>14}")
+    for shape, top_in_every, label in (("-2..4", 99, "-2..4, level 4 rare (Web)"), ("0-3", 1, "0-3 (DL 2019)"),
+                                       ("0-3", 99, "0-3, level 3 rare"), ("0-2", 1, "0-2")):
+        for per in (3, 5):
+            n = np.array([hosted(shape, top_in_every, s, per) for s in SEEDS]).sum(axis=0)
+            print(f"{label:<28} {per:>5} {n[0]:>10} of {n[1]:<6} ({100 * n[0] / n[1]:4.1f}%) "
+                  f"{n[2]:>5} of {n[3]:<5} {n[4]:>10} of {n[5]:<6} ({100 * n[4] / n[5]:4.1f}%) "
+                  f"{n[6]:>5} of {n[7]:<5}", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    if "--hosted-only" not in sys.argv:
+        main()
+    main_hosted()

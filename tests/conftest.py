@@ -11,7 +11,7 @@ def ecir_study():
 @pytest.fixture(scope="session")
 def ecir_result(ecir_study):
     from satcal.analysis import calibrate
-    return calibrate(ecir_study, model_check_folds=5, seed=1)
+    return calibrate(ecir_study, model_check_folds=5, seed=1, bootstrap=0, sat_model="published")
 
 
 @pytest.fixture

@@ -140,13 +140,13 @@ def test_published_scores_give_the_same_bias(ecir_study, ecir_result):
     from satcal.datasets import load_ecir2015_crowd, published_scores
     crowd = load_ecir2015_crowd()
     r = calibrate(phi_a=published_scores(crowd, "A"), phi_b=published_scores(crowd, "B"),
-                  answers=ecir_study.answers, model_check_folds=0)
+                  answers=ecir_study.answers, model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     diff = (r.bias[["b1", "b2", "b3"]] - ecir_result.bias[["b1", "b2", "b3"]]).abs().to_numpy()
     assert diff.max() < 2e-3
 
 
 def test_preferences_only_population_counts(ecir_result, ecir_study):
-    r = calibrate(ecir_study, ["lin-const"], population="preferences_only", model_check_folds=0)
+    r = calibrate(ecir_study, ["lin-const"], population="preferences_only", model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     n = r.fits.set_index("curve").loc["pref", "n"]
     phi = ecir_study.levels("a").sum(1) - ecir_study.levels("b").sum(1)
     expected = (np.isin(ecir_study.answers, ["a_better", "b_better"]) & (phi != 0)).sum()
@@ -184,7 +184,7 @@ def test_evaluate_never_maps_through_a_decreasing_curve(ecir_study, tmp_path):
     """AP@5 with large pools bunches the lists near 0 and its quadratic fit turns down: fits.csv
     flags it and the loaded calibration maps scores through the isotonic fit instead."""
     from satcal.analysis.evaluate import load_calibrations
-    result = calibrate(ecir_study, ["lin-const", "ap"], model_check_folds=0)
+    result = calibrate(ecir_study, ["lin-const", "ap"], model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     fits = result.fits.set_index(["formulation", "curve"])
     p = result.curves.query("formulation == 'ap' and curve == 'sat'")["p"].to_numpy()
     assert fits.loc[("ap", "sat"), "monotone"] == bool(np.all(np.diff(p) >= -1e-12)) == False  # noqa: E712
@@ -205,7 +205,7 @@ def test_holm_adjusted_pairwise_p_values(ecir_study):
     error); p_holm by hand: sorted p_normal, (m - i + 1) p_(i), running maximum, cap at 1."""
     from scipy.stats import norm
     result = calibrate(ecir_study, ["lin-const", "exp2-log2", "bin2-zipf", "lin-zipf"],
-                       model_check_folds=0, bootstrap=40, seed=3)
+                       model_check_folds=0, bootstrap=40, seed=3, sat_model="published")
     boot = result.bootstrap
     pairs = boot.pairwise
     ids = boot.formulations
@@ -231,7 +231,7 @@ def test_figures_leave_the_users_backend_alone(ecir_result, tmp_path):
     code = ("import matplotlib; matplotlib.use('svg'); import matplotlib.pyplot as plt; "
             "import satcal; from satcal.report import figure_sat, figure_bias; "
             "r = satcal.calibrate(satcal.load_ecir2015(), ['lin-const', 'exp2-log2', 'lin-zipf', 'exp2-zipf'], "
-            "model_check_folds=0); f = figure_sat(r); figure_bias(r); "
+            "model_check_folds=0, bootstrap=0, seed=0, sat_model='published'); f = figure_sat(r); figure_bias(r); "
             "print(matplotlib.get_backend(), len(plt.get_fignums()), type(f).__name__)")
     import subprocess
     import sys
@@ -269,3 +269,16 @@ def test_figures_draw_into_a_callers_axes(ecir_result):
                                                      for i in ("b1", "b2", "b3")]
     with pytest.raises(ValueError, match="6 panels"):
         figure_pref(ecir_result, ax=Figure().subplots(1, 2))
+
+
+def test_api_defaults_are_the_clis():
+    """calibrate()'s bootstrap, seed and sat_model defaults are satcal analyze's (README: the API
+    does what the CLI does), and DEFAULTS names them."""
+    import inspect
+    from satcal.analysis.calibration import DEFAULTS
+    from satcal.cli import main
+    api = inspect.signature(calibrate).parameters
+    cli = {p.name: p.default for p in main.commands["analyze"].params}
+    assert DEFAULTS == {"bootstrap": 1000, "seed": 2015, "sat_model": "both"}
+    for name, value in DEFAULTS.items():
+        assert api[name].default == value == cli[name], name

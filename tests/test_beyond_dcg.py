@@ -118,7 +118,7 @@ def test_anova_keeps_the_crossed_gain_discount_family(ecir_study):
     phi_a = score_lists(ecir_study.levels("a"), [f for f in forms if not f.uses_pool], n_levels=3)
     phi_b = score_lists(ecir_study.levels("b"), [f for f in forms if not f.uses_pool], n_levels=3)
     result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=ecir_study.answers,
-                       formulations=[f for f in forms if not f.uses_pool], model_check_folds=0)
+                       formulations=[f for f in forms if not f.uses_pool], model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     only36 = result.bias[result.bias["formulation"].isin([f.id for f in study_formulations()])]
     assert len(crossed_design(result.bias)) == 36
     pd.testing.assert_frame_equal(result.anova, anova_table(only36))
@@ -128,7 +128,7 @@ def test_anova_keeps_the_crossed_gain_discount_family(ecir_study):
 
 def test_ecir_calibrates_extra_measures_with_pools(ecir_study):
     """AP needs the query pools: calibrate takes them from the study's judgments."""
-    result = calibrate(ecir_study, ["exp2-log2", "ap", "err"], model_check_folds=0)
+    result = calibrate(ecir_study, ["exp2-log2", "ap", "err"], model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     assert result.bias.set_index("formulation").loc["ap", "family"] == "ap"
     # AP@5 of each list, scored directly from the pools, is what the curve was fitted on
     pools = ecir_study.judgments.pools()

@@ -93,7 +93,7 @@ def test_intervals_cover_the_truth_at_about_the_nominal_rate():
 
 
 def test_bootstrap_in_tables_and_report(ecir_study, tmp_path):
-    r = calibrate(ecir_study, ["lin-const", "exp2-log2", "bin2-zipf"], bootstrap=40, seed=1, model_check_folds=0)
+    r = calibrate(ecir_study, ["lin-const", "exp2-log2", "bin2-zipf"], bootstrap=40, seed=1, model_check_folds=0, sat_model="published")
     for c in ("b1_lo", "b1_hi", "b2_lo", "b2_hi", "b3_lo", "b3_hi"):
         assert c in r.bias.columns
     assert (r.bias.b1_lo <= r.bias.b1).all() and (r.bias.b1 <= r.bias.b1_hi).all()

@@ -145,7 +145,7 @@ def test_evaluate_leads_with_the_per_list_curve(files, tmp_path):
     sa, sb = rng.random(n) < expit(-3 + 6 * phi_a[:, 0]), rng.random(n) < expit(-3 + 6 * phi_b[:, 0])
     answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
     result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"],
-                       sat_model="both", model_check_folds=0)
+                       sat_model="both", model_check_folds=0, bootstrap=0, seed=0)
     result.meta["provenance"]["k"] = 2
     write_analysis(result, tmp_path / "cal", figures=False, report=False)
     cal, = load_calibrations(tmp_path / "cal")

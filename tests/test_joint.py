@@ -63,8 +63,8 @@ def test_joint_band_covers_the_per_list_truth_where_the_published_one_does_not()
 def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_study, ecir_result):
     from satcal.analysis import calibrate
     forms = ["lin-const", "exp2-log2"]
-    published = calibrate(ecir_study, forms, model_check_folds=0)
-    both = calibrate(ecir_study, forms, model_check_folds=0, sat_model="both")
+    published = calibrate(ecir_study, forms, model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
+    both = calibrate(ecir_study, forms, model_check_folds=0, sat_model="both", bootstrap=0, seed=0)
     pub_rows = both.curves[both.curves["sat_model"] == "published"].reset_index(drop=True)
     pd.testing.assert_frame_equal(pub_rows, published.curves.reset_index(drop=True))
     pd.testing.assert_frame_equal(both.bias[["b1", "b2", "b3"]], published.bias[["b1", "b2", "b3"]])
@@ -87,7 +87,7 @@ def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_stud
         assert isinstance(r["flags"], str)
     assert both.meta["provenance"]["sat_model"] == ["published", "joint"]
     with pytest.raises(Exception, match="sat_model must be one of"):
-        calibrate(ecir_study, forms, sat_model="mixed")
+        calibrate(ecir_study, forms, sat_model="mixed", bootstrap=0, seed=0)
 
 
 def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, tmp_path, copy_workspace):
@@ -303,7 +303,7 @@ def test_pairing_correlation_of_the_ecir_pairs_and_of_a_generated_design(ecir_st
     # weights count rows: weight 2 is the row twice
     w = np.arange(len(a)) % 3
     np.testing.assert_allclose(pairing_correlation(a, b, w), pairing_correlation(np.repeat(a, w, 0), np.repeat(b, w, 0)))
-    prov = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0).meta["provenance"]
+    prov = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0, bootstrap=0, seed=0, sat_model="published").meta["provenance"]
     lin = np.corrcoef(a[:, 35], b[:, 35])[0, 1]   # lin-const is the 36th study formulation
     assert prov["pairing_correlation"]["by_formulation"]["lin-const"] == pytest.approx(lin, abs=1e-3)
     json.dumps(prov["pairing_correlation"])
@@ -362,7 +362,7 @@ def test_per_list_b2_does_not_depend_on_the_design_where_the_papers_does(ecir_st
     for name, (pa, pb) in designs.items():
         answers = _crowd_answers(pa[:, truth], pb[:, truth], rng)
         r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both", model_check_folds=0,
-                      indicator_range="full")   # b2 at phi = 0 and 1, as the truth below
+                      indicator_range="full", bootstrap=0, seed=0)   # b2 at phi = 0 and 1, as the truth below
         row = r.bias.set_index("formulation").loc["lin-const"]
         b2[name], b2_joint[name] = row["b2"], row["b2_joint"]
         if name == "generated":

@@ -17,9 +17,36 @@ def test_trust_from_traps_and_platform():
     })
     w = worker_table(a, threshold=0.7, min_traps=1).set_index("worker_id")
     assert w.loc["a", "trust"] == 0.75 and not w.loc["a", "excluded"] and w.loc["a", "trust_source"] == "traps"
-    assert w.loc["b", "trust"] == 0.0 and w.loc["b", "excluded"] and "0.00 < 0.70" in w.loc["b", "reason"]
+    assert w.loc["b", "trust"] == 0.0 and w.loc["b", "excluded"] and "likelier at chance than at 0.70" in w.loc["b", "reason"]
     assert w.loc["c", "trust"] == 0.95 and w.loc["c", "trust_source"] == "platform"
     assert w.loc["a", "examples_answered"] == 1 and w.loc["a", "traps_seen"] == 4
+
+
+def _trap_answers(worker, n, correct, expected="a_better"):
+    return pd.DataFrame({"worker_id": worker, "is_trap": True, "correct": [True] * correct + [False] * (n - correct),
+                         "expected": expected})
+
+
+def test_exclusion_weighs_the_evidence_of_few_traps_by_hand():
+    """Threshold 0.7. One slip in 3 single-answer traps: log LR = 2 log(0.25/0.7) + log(0.75/0.3)
+    = -1.14 and binomial P(X <= 2 | 3, 0.7) = 0.657: kept (the raw share 0.67 excluded it). Two
+    slips: LR = exp(log(0.25/0.7) + 2 log(0.75/0.3)) = 2.23: excluded. Traps accepting two codes
+    (chance 1/2) count less. 15 of 30: log LR = 15 (log(0.25/0.7) + log(0.75/0.3)) = -1.70, not at
+    chance, but P(X <= 15 | 30, 0.7) = 0.0169 < 0.05: excluded as below the threshold."""
+    from scipy.stats import binom
+    a = pd.concat([_trap_answers("slip", 3, 2), _trap_answers("two", 3, 1),
+                   _trap_answers("wide", 3, 1, "a_better;both_bad"), _trap_answers("half", 30, 15)])
+    w = worker_table(a, threshold=0.7, min_traps=3).set_index("worker_id")
+    lo, hi = np.log(0.25 / 0.7), np.log(0.75 / 0.3)
+    assert w.loc["slip", "chance_evidence"] == pytest.approx(2 * lo + hi) and not w.loc["slip", "excluded"]
+    assert w.loc["slip", "binomial_p"] == pytest.approx(1 - 0.7 ** 3)
+    assert w.loc["two", "excluded"] and np.exp(w.loc["two", "chance_evidence"]) == pytest.approx(np.exp(lo + 2 * hi))
+    assert "likelihood ratio 2.2" in w.loc["two", "reason"]
+    wide = np.log(0.5 / 0.7) + 2 * np.log(0.5 / 0.3)
+    assert w.loc["wide", "chance_evidence"] == pytest.approx(wide) and w.loc["wide", "excluded"] == (wide > 0)
+    assert w.loc["half", "chance_evidence"] == pytest.approx(15 * (lo + hi)) and 15 * (lo + hi) < 0
+    assert w.loc["half", "binomial_p"] == pytest.approx(binom.cdf(15, 30, 0.7)) and w.loc["half", "excluded"]
+    assert "binomial p = 0.017" in w.loc["half", "reason"]
 
 
 def test_min_traps_before_trap_trust_counts():

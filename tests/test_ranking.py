@@ -115,7 +115,7 @@ def test_a_thin_partly_unreachable_study_says_so_and_crowns_nobody():
     phi_a, phi_b, answers = _thin_partial_study()
     r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers,
                   formulations=["lin-const", "lin-log2", "exp2-log2"], bootstrap=40, seed=2,
-                  model_check_folds=0)
+                  model_check_folds=0, sat_model="published")
     warnings = " ".join(r.meta["warnings"])
     assert "Only 300 answers" in warnings
     assert "do not reach all of [0, 1]" in warnings
@@ -129,7 +129,7 @@ def test_a_thin_partly_unreachable_study_says_so_and_crowns_nobody():
     assert r.bias.set_index("formulation").loc["lin-const", "b1"] == pytest.approx(
         np.mean(np.abs(inside.x - inside.p)), abs=1e-12)
     full = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const", "lin-log2", "exp2-log2"],
-                     model_check_folds=0, indicator_range="full")
+                     model_check_folds=0, indicator_range="full", bootstrap=0, seed=0, sat_model="published")
     assert full.bias.b1.iloc[0] == pytest.approx(np.mean(np.abs(c.x - c.p)), abs=1e-12)
     assert full.meta["provenance"]["indicator_range"] == "full"
 
@@ -143,7 +143,7 @@ def test_the_papers_estimator_on_an_unlike_design_is_flagged(ecir_result):
     phi_b = np.clip(1 - phi_a + rng.normal(0, 0.05, phi_a.shape), 0, 1)
     sa, sb = rng.random(800) < expit(-3 + 6 * phi_a[:, 0]), rng.random(800) < expit(-3 + 6 * phi_b[:, 0])
     answers = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better")
-    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"], model_check_folds=0)
+    r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"], model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     r_hand = np.corrcoef(phi_a[:, 0], phi_b[:, 0])[0, 1]
     assert r.meta["provenance"]["pairing_correlation"]["median"] == pytest.approx(r_hand, abs=1e-4)
     assert len(r.meta["design_warnings"]) == 1 and f"{r_hand:+.2f}" in r.meta["design_warnings"][0]
@@ -185,7 +185,7 @@ def test_the_report_of_a_thin_partial_study_warns_and_crowns_nobody(tmp_path):
 
 
 def test_p_sat_reads_the_lead_curve_of_fits(ecir_study):
-    r = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0, sat_model="both")
+    r = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0, sat_model="both", bootstrap=0, seed=0)
     fits = r.fits.set_index(["formulation", "curve", "sat_model"])
     for model in ("joint", "published"):
         b = fits.loc[("exp2-log2", "sat", model), ["beta0", "beta1", "beta2"]].to_numpy(float)

@@ -36,7 +36,7 @@ def _per_row_glm(x, y, groups=None):
 def test_point_fits_equal_per_row_glm(rng):
     phi_a, phi_b, answers = _many_answers(rng)
     result = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=FORMS,
-                       model_check_folds=0)
+                       model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
     assert result.meta["n_distinct_rows"] < len(answers) / 5
     sat = np.isin(answers, ("both_good", "both_bad"))
     y_sat = np.tile((answers[sat] == "both_good").astype(float), 2)
@@ -121,7 +121,7 @@ def test_bootstrap_equals_the_bootstrap_of_the_rows(rng):
     replicate indicators of a collapsed study equal those recomputed from per-answer weights."""
     phi_a, phi_b, answers = _many_answers(rng, 40, 10)
     res = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=FORMS,
-                    model_check_folds=0, bootstrap=30, seed=2)
+                    model_check_folds=0, bootstrap=30, seed=2, sat_model="published")
     W = replicate_weights(len(answers), 30, seed=2)
     sat = np.isin(answers, ("both_good", "both_bad"))
     y_sat = np.tile((answers[sat] == "both_good").astype(float), 2)
@@ -216,8 +216,8 @@ def test_calibrate_from_levels_equals_from_scores(rng):
     study = load_ecir2015()
     study.examples = study.examples.iloc[rng.integers(0, len(study.examples), 3000)].reset_index(drop=True)
     forms = study_formulations()[:6]
-    a = calibrate(study, forms, model_check_folds=3)
+    a = calibrate(study, forms, model_check_folds=3, bootstrap=0, seed=0, sat_model="published")
     b = calibrate(phi_a=score_lists(study.levels("a"), forms), phi_b=score_lists(study.levels("b"), forms),
-                  answers=study.answers, formulations=forms, model_check_folds=3)
+                  answers=study.answers, formulations=forms, model_check_folds=3, bootstrap=0, seed=0, sat_model="published")
     for name in ("fits", "bias", "points", "model_check"):
         pd.testing.assert_frame_equal(a.tables()[name], b.tables()[name], rtol=1e-12)

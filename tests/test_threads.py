@@ -42,7 +42,7 @@ def test_calibrate_fits_on_one_blas_thread_and_restores_the_callers_limit(monkey
     with threadpool_limits(limits=caller, user_api="blas"):
         before = _blas_threads()
         calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=[formulation("lin-const")],
-                  model_check_folds=0)
+                  model_check_folds=0, bootstrap=0, seed=0, sat_model="published")
         after = _blas_threads()
     assert seen and all(threads == [1] * len(before) for threads in seen)
     assert after == before == [caller] * len(before)  # the caller's setting, as threadpoolctl reports it

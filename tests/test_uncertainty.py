@@ -175,21 +175,21 @@ def test_calibrate_resamples_workers_and_examples_as_per_answer_refits_say(rng):
 def test_calibrate_records_what_it_resampled(rng, ecir_study):
     _, _, pa, pb, answers, who, ex = _crowd(rng, examples=60)
     plain = calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=["lin-const"], bootstrap=3,
-                      model_check_folds=0)
+                      model_check_folds=0, seed=0, sat_model="published")
     assert plain.meta["provenance"]["resampling"] == "answers"
     by_example = calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=["lin-const"], bootstrap=3,
-                           model_check_folds=0, example_ids=ex)
+                           model_check_folds=0, example_ids=ex, seed=0, sat_model="published")
     assert by_example.meta["provenance"]["resampling"] == "examples"
     both = calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=["lin-const"], bootstrap=3,
-                     model_check_folds=0, example_ids=ex, worker_ids=who)
+                     model_check_folds=0, example_ids=ex, worker_ids=who, seed=0, sat_model="published")
     assert both.meta["provenance"]["resampling"] == "workers x examples (pigeonhole)"
     nested = calibrate(phi_a=pa, phi_b=pb, answers=answers, formulations=["lin-const"], bootstrap=3,
-                       model_check_folds=0, worker_ids=who)   # each answer its own example
+                       model_check_folds=0, worker_ids=who, seed=0, sat_model="published")   # each answer its own example
     assert nested.meta["provenance"]["resampling"] == "workers (examples nested)"
     direct = bootstrap_calibration(pa, pb, answers, [formulation("lin-const")], replicates=3,
                                    clusters=(who, ex), support=both.meta["support"])
     np.testing.assert_allclose(both.bootstrap.indicators, direct.indicators, rtol=1e-12)
-    ecir = calibrate(ecir_study, ["lin-const"], bootstrap=2, model_check_folds=0)
+    ecir = calibrate(ecir_study, ["lin-const"], bootstrap=2, model_check_folds=0, seed=0, sat_model="published")
     assert ecir.meta["provenance"]["resampling"] == "examples"   # the ECIR 2015 data has no worker ids
 
 

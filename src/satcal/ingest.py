@@ -432,8 +432,10 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     ok = reason == ""
     r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
     r["answer_shown"] = _column(shown)
+    codes, expected_text = keyed["expected"]
+    r["expected"] = _column(expected_text[codes])  # a trap's accepted codes: its chance rate weighs it in the trust rule
     # worker_table copies what it is given: only the columns it reads
-    scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "trust", "answer_shown",
+    scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "expected", "trust", "answer_shown",
                                     "seconds", "submitted_at") if c in r.columns]]
     if reading is not None:
         scored = scored.assign(reading_seconds=r.loc[ok, "item_id"].map(reading))

@@ -58,7 +58,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     honest = int(truth["model"]["workers"]) - len(truth["spammers"])
     echo(f"    traps caught {caught} of {len(truth['spammers'])} spammers and excluded {honest_out} of "
          f"{honest} honest workers")
-    sim = ws.analyze(force=True, seed=seed, progress=progress, sat_model="both")
+    sim = ws.analyze(force=True, seed=seed, progress=progress, sat_model="both", bootstrap=0)
     f_true = truth["model"]["formulation"]
     curves = sim.curves[(sim.curves.formulation == f_true) & (sim.curves.curve == "sat")]
     curve = curves[curves.sat_model == "published"]

@@ -3,7 +3,16 @@ optional Dawid-Skene worker models.
 
 Trust is the share of traps a worker answered correctly, once they have answered at least
 ``min_traps`` traps; otherwise the platform's own trust where it gives one (Appen's
-``_trust``); otherwise unknown (kept, and flagged). Workers under the threshold are excluded.
+``_trust``); otherwise unknown (kept, and flagged).
+
+A worker scored by traps is excluded on evidence, not on the raw share, because a few traps
+say little (with 3 traps and a threshold of 0.7, one honest slip would exclude): when their
+trap answers are likelier from a worker answering at chance than from one at the threshold
+accuracy (:func:`trap_evidence`, a likelihood ratio in which each trap counts by how easily
+chance passes it: 1/4 for one accepted answer, 1/2 for two), or when an exact one-sided
+binomial test rejects "accuracy >= threshold" at level ``TRUST_ALPHA`` (which matters with
+many traps, where a worker well above chance can still be shown below the threshold). A worker
+scored by the platform's trust is excluded below the threshold.
 
 Workers who failed instructional attention checks (the hosted study's) are excluded at the
 study's limit (:func:`exclude_failed_attention`).
@@ -36,6 +45,39 @@ SCREEN_MIN_ANSWERS = 10
 #: normal reading, already costs comprehension). A page answered faster than its words at this
 #: speed, plus the decision time of each item, was not read.
 SKIM_WORDS_PER_MINUTE = 700
+#: Level of the one-sided binomial test of "trap accuracy >= threshold".
+TRUST_ALPHA = 0.05
+#: The answer codes a trap can accept (a trap's chance rate is its accepted share of them).
+N_ANSWER_CODES = 4
+
+
+def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
+    """Log likelihood ratio, per answer, of a worker answering at chance against one at the
+    threshold accuracy (summed per worker: > 0 means the trap answers are likelier at chance).
+
+    For a trap passed by chance with probability c (its accepted answers over the four codes)
+    and threshold t: log(c / t) when answered correctly, log((1 - c) / (1 - t)) when missed; a
+    trap chance passes at least as often as the threshold (c >= t) says nothing and counts 0.
+    This is the Neyman-Pearson statistic of the two simple hypotheses (Neyman and Pearson
+    1933, Phil. Trans. R. Soc. A 231), so excluding at > 0 is the Bayes rule at even prior odds.
+    """
+    ok = np.asarray(correct, bool)
+    c = np.asarray(chance, float) * np.ones(ok.shape)
+    t = float(np.clip(threshold, 1e-9, 1 - 1e-9))
+    with np.errstate(divide="ignore"):
+        out = np.where(ok, np.log(c / t), np.log((1 - c) / (1 - t)))
+    return np.where(c >= t, 0.0, out)
+
+
+def _chance(answers: pd.DataFrame) -> np.ndarray:
+    """Each answer's chance of passing its trap: accepted codes / 4 from ``expected`` (codes
+    separated by ``;``), 1/4 where the expected answers are not given."""
+    if "expected" not in answers.columns:
+        return np.full(len(answers), 1 / N_ANSWER_CODES)
+    codes, distinct = pd.factorize(answers["expected"].fillna("").astype(str), use_na_sentinel=False)
+    counts = np.array([sum(1 for x in str(v).replace("|", ";").split(";") if x.strip()) for v in distinct], dtype=int)
+    n = counts[codes] if len(distinct) else np.zeros(len(answers), dtype=int)  # once per distinct value
+    return np.where(n > 0, np.minimum(n, N_ANSWER_CODES) / N_ANSWER_CODES, 1 / N_ANSWER_CODES)
 
 
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
@@ -44,10 +86,14 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
     the screening columns (see :func:`screening`).
 
-    ``answers`` needs ``worker_id, is_trap, correct`` and optionally ``trust`` (platform trust),
-    ``answer_shown`` and ``seconds``/``submitted_at`` (for screening). Answers to the traps
-    in ``drop_traps`` (trap ids, matched on ``example_id``) do not count towards trust.
+    ``answers`` needs ``worker_id, is_trap, correct`` and optionally ``expected`` (a trap's
+    accepted codes, for its chance rate), ``trust`` (platform trust), ``answer_shown`` and
+    ``seconds``/``submitted_at`` (for screening). Answers to the traps in ``drop_traps`` (trap
+    ids, matched on ``example_id``) do not count towards trust. ``chance_evidence`` is the
+    summed :func:`trap_evidence` and ``binomial_p`` the one-sided p of "accuracy >= threshold";
+    the module docstring gives the exclusion rule.
     """
+    from scipy.stats import binom
     if not 0 <= threshold <= 1:
         raise SatcalError(f"the trust threshold must be in [0, 1], got {threshold}")
     a = answers.copy()
@@ -60,6 +106,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     a["trap_correct"] = a["trap_counted"] & a["correct"].astype(bool)
     if "trust" not in a.columns:
         a["trust"] = np.nan
+    a["evidence"] = np.where(a["trap_counted"], trap_evidence(a["trap_correct"], _chance(a), threshold), 0.0)
     g = a.groupby("worker_id", sort=True)
     table = pd.DataFrame({
         "answers": g.size(),
@@ -68,6 +115,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         "traps_correct": g["trap_correct"].sum().astype(int),
         "platform_trust": g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
                                            if pd.to_numeric(s, errors="coerce").notna().any() else np.nan),
+        "chance_evidence": g["evidence"].sum(),
     })
     enough = table["traps_seen"] >= max(min_traps, 1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -75,11 +123,28 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     table["trust"] = np.where(enough, trap_trust, table["platform_trust"])
     table["trust_source"] = np.where(enough, "traps",
                                      np.where(table["platform_trust"].notna(), "platform", "none"))
-    table["excluded"] = table["trust"].notna() & (table["trust"] < threshold)
-    table["reason"] = np.where(
-        table["excluded"],
-        [f"trust {t:.2f} < {threshold:.2f} ({s})" for t, s in zip(table["trust"], table["trust_source"])],
-        np.where(table["trust_source"] == "none", "no traps seen: trust unknown, kept", ""))
+    table["binomial_p"] = np.where(enough, binom.cdf(table["traps_correct"], table["traps_seen"], threshold),
+                                   np.nan)
+    at_chance = enough & (table["chance_evidence"] > 0)
+    below = enough & (table["binomial_p"] < TRUST_ALPHA)
+    by_platform = (table["trust_source"] == "platform") & (table["trust"] < threshold)
+    table["excluded"] = at_chance | below | by_platform
+    reasons = []
+    for (_, row), chance, low in zip(table.iterrows(), at_chance, below):
+        traps = f"{row.traps_correct} of {row.traps_seen} traps"
+        if chance:
+            reasons.append(f"trust {row.trust:.2f} ({traps}): likelier at chance than at {threshold:.2f} "
+                           f"(likelihood ratio {np.exp(row.chance_evidence):.2g})")
+        elif low:
+            reasons.append(f"trust {row.trust:.2f} ({traps}): below {threshold:.2f} "
+                           f"(one-sided binomial p = {row.binomial_p:.2g})")
+        elif row.excluded:
+            reasons.append(f"trust {row.trust:.2f} < {threshold:.2f} (platform)")
+        elif row.trust_source == "none":
+            reasons.append("no traps seen: trust unknown, kept")
+        else:
+            reasons.append("")
+    table["reason"] = reasons
     return table.join(screening(a, screen_seconds, screen_same_side)).reset_index()
 
 

@@ -333,6 +333,9 @@ class BootstrapResult(ResultTables):
     estimates: np.ndarray = None            # (F, 3): the full-sample b1, b2, b3
     joint: dict | None = field(default=None, repr=False)  # the joint model's, see bootstrap_joint
     resampling: str = RESAMPLING["answers"]  # what a replicate resamples, see RESAMPLING
+    #: how many independent units a replicate resamples (workers; the fewer of workers and
+    #: examples when crossed; examples; answers): the effect tests' small-sample correction
+    clusters: int | None = None
 
     @property
     def bias_intervals(self) -> pd.DataFrame:
@@ -349,6 +352,10 @@ class BootstrapResult(ResultTables):
             lo, hi = _bc_interval(self.joint["indicators"], self.joint["estimates"])
             for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")):
                 out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
+            if self.joint.get("std_indicators") is not None:
+                lo, hi = _bc_interval(self.joint["std_indicators"], self.joint["std_estimates"])
+                for k, name in enumerate(("b1_std", "b2_std", "b3_std")):
+                    out[f"{name}_lo"], out[f"{name}_hi"] = lo[:, k], hi[:, k]
         return out
 
     @property
@@ -375,6 +382,9 @@ class BootstrapResult(ResultTables):
         if self.joint is not None:  # the per-list estimator's indicators, paired the same way
             sets += [(name, self.joint["indicators"][:, :, k], self.joint["estimates"][:, k])
                      for k, name in enumerate(("b1_joint", "b2_joint", "b3_joint")[:self.joint["indicators"].shape[2]])]
+            if self.joint.get("std_indicators") is not None:   # the standardised estimator's
+                sets += [(name, self.joint["std_indicators"][:, :, k], self.joint["std_estimates"][:, k])
+                         for k, name in enumerate(("b1_std", "b2_std", "b3_std"))]
         for name, vals, est in sets:
             for i, j in combinations(range(len(ids)), 2):
                 d = vals[:, i] - vals[:, j]
@@ -465,7 +475,8 @@ def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=Non
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
     ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
-    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1)}
+    return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1),
+            "thetas": thetas}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
@@ -490,6 +501,7 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     estimates = np.array([estimate(j, f) for j, f in enumerate(fits)])
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
             "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
+            "thetas": np.stack([r["thetas"] for r in results], axis=1),          # (B, F, 7)
             "estimates": estimates}
 
 
@@ -547,8 +559,10 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
         if any(c is None for c in clusters):
             raise SatcalError("clusters: a clustering whose labels are all missing; leave it out")
         resampling = resampling or (RESAMPLING["pigeonhole"] if len(clusters) == 2 else RESAMPLING["examples"])
+        n_clusters = min(int(c.max()) + 1 for c in clusters)
     else:
         resampling = RESAMPLING["answers"]
+        n_clusters = n
     # Row 0: the full sample (every answer once), for the point estimates of the BC intervals.
     W = np.vstack([types.counts[None, :],
                    replicate_weights(n, replicates, seed, types.inverse, types.counts.size, clusters)])
@@ -575,4 +589,4 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
         point_bands={(f, c): r[f"{c}_points"] for f, r in zip(ids, results) for c in ("sat", "pref")},
         failed=pd.DataFrame({"formulation": ids, "sat": [r["sat_failed"] for r in results],
                              "pref": [r["pref_failed"] for r in results]}),
-        seed=seed, joint=joint, resampling=resampling)
+        seed=seed, joint=joint, resampling=resampling, clusters=n_clusters)

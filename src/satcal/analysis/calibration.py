@@ -29,7 +29,7 @@ from .core import (GRID, POPULATIONS, SUPPORT_MIN_COUNT, INDICATOR_RANGES, Answe
 from .effects import anova_table
 from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
 
-__all__ = ["CalibrationResult", "calibrate", "SAT_MODELS", "thin_data_warnings", "design_warnings"]
+__all__ = ["CalibrationResult", "calibrate", "DEFAULTS", "SAT_MODELS", "thin_data_warnings", "design_warnings"]
 
 
 @dataclass(repr=False)
@@ -63,8 +63,14 @@ class CalibrationResult(ResultTables):
     def ranking(self) -> pd.DataFrame:
         """Formulations by mean rank over the lead estimator's b1-b3, with each one's
         probability of ranking first and its 95% rank interval when bootstrapped."""
-        table = rank_formulations(self.bias, self.estimator)
-        unc = self.rank_uncertainty
+        return self.ranking_by(self.estimator)
+
+    def ranking_by(self, estimator: str) -> pd.DataFrame:
+        """:attr:`ranking` by another estimator: ``"per_list"``, ``"paper"`` or
+        ``"standardised"`` (``b1_std``-``b3_std``, present when the joint model ran on a study
+        with judgments)."""
+        table = rank_formulations(self.bias, estimator)
+        unc = self._rank_uncertainty(estimator)
         if unc is not None:
             table = table.merge(unc, on="formulation", how="left")
         return table
@@ -73,18 +79,24 @@ class CalibrationResult(ResultTables):
     def rank_uncertainty(self) -> pd.DataFrame | None:
         """:func:`~satcal.analysis.ranking.rank_uncertainty` of the lead estimator (None without
         a bootstrap)."""
+        return self._rank_uncertainty(self.estimator)
+
+    def _rank_uncertainty(self, estimator: str) -> pd.DataFrame | None:
         boot = self.bootstrap
         if boot is None:
             return None
-        cols = estimator_columns(self.bias, self.estimator)
+        cols = estimator_columns(self.bias, estimator)
         paper = {"b1": 0, "b2": 1, "b3": 2}
         joint = {"b1_joint": 0, "b2_joint": 1, "b3_joint": 2}
+        std = {"b1_std": 0, "b2_std": 1, "b3_std": 2}
         parts = []
         for c in cols:
             if c in paper:
                 parts.append(boot.indicators[:, :, paper[c]])
-            elif boot.joint is not None and joint[c] < boot.joint["indicators"].shape[2]:
+            elif c in joint and boot.joint is not None and joint[c] < boot.joint["indicators"].shape[2]:
                 parts.append(boot.joint["indicators"][:, :, joint[c]])
+            elif c in std and boot.joint is not None and boot.joint.get("std_indicators") is not None:
+                parts.append(boot.joint["std_indicators"][:, :, std[c]])
             else:
                 return None
         return rank_uncertainty(np.stack(parts, axis=2), list(boot.formulations))
@@ -195,13 +207,19 @@ def _formulation_columns(forms: list[Formulation]) -> pd.DataFrame:
                          "family": [x["family"] for x in labels]})
 
 
+STD_COLUMNS = ("b1_std", "b2_std", "b3_std")
+#: Defaults of :func:`calibrate`, the same as ``satcal analyze``'s options (one place for both).
+DEFAULTS = {"bootstrap": 1000, "seed": 2015, "sat_model": "both"}
+
+
 @one_blas_thread
 def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
               phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
-              bootstrap: int = 0, seed: int = 0, n_jobs: int = 1, backend: str = "loky",
-              progress: bool = False, sat_model: str = "published",
-              indicator_range: str = "data", worker_ids=None, example_ids=None) -> CalibrationResult:
+              bootstrap: int = 1000, seed: int = 2015, n_jobs: int = 1, backend: str = "loky",
+              progress: bool = False, sat_model: str = "both",
+              indicator_range: str = "data", worker_ids=None, example_ids=None,
+              reference=None) -> CalibrationResult:
     """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
 
     Parameters
@@ -213,15 +231,16 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         Defaults to the 36 study formulations.
     population : {"all", "preferences_only"}
         Preference population (see module docstring); ``all`` reproduces the paper.
-    bootstrap : int
-        Bootstrap replicates (0 for none; 1000 is the usual choice). With worker ids they
+    bootstrap : int, default 1000
+        Bootstrap replicates (0 for none; the defaults of ``bootstrap``, ``seed`` and
+        ``sat_model`` are ``satcal analyze``'s, :data:`DEFAULTS`). With worker ids they
         resample workers and examples crossed (Owen's pigeonhole bootstrap; workers alone when
         each example has one worker), with example ids only examples, and with neither answers
         (:func:`~satcal.analysis.bootstrap.resampling_clusters`); which one is recorded in
         ``meta["provenance"]["resampling"]``.
-    seed : int
-        Seed of the model check folds and of the bootstrap.
-    sat_model : {"published", "both", "joint"}
+    seed : int, default 2015
+        Seed of the model check folds, of the bootstrap and of the reference population.
+    sat_model : {"both", "published", "joint"}, default "both"
         ``published``: the paper's P(Sat|phi), fitted on both_good/both_bad answers (the
         satisfaction of a list given that its partner got the same verdict). ``both`` (or
         ``joint``, the same) adds the per-list curve s(phi) of the joint model over all four
@@ -238,6 +257,12 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         With ``phi_a``/``phi_b``/``answers`` and no study: the worker and the example of each
         answer, for the bootstrap's resampling (a study gives its own ``worker_id`` and
         ``example_id`` columns).
+    reference : array (N, F), optional
+        With the joint model: phi of a reference population of lists under each formulation,
+        for the standardised per-list indicators ``b1_std``, ``b2_std``, ``b3_std``
+        (:mod:`satcal.analysis.standardise`). Default: drawn from the study's judgments
+        (:func:`~satcal.analysis.standardise.reference_lists`, seeded by ``seed``); without
+        judgments and without ``reference`` the standardised indicators are not computed.
 
     Returns
     -------
@@ -335,6 +360,18 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         fit_rows += joint_fits
         curve_frames += joint_curves
         bias = bias.assign(**b_joint)
+        ref_phi, ref_rule = _reference(study, forms, reference, seed)
+        if ref_phi is not None:
+            from .standardise import akaike_weights, standardised_indicators
+            weights = akaike_weights([m.loglik for m in joint_models])
+            thetas = np.stack([m.theta for m in joint_models])
+            b_std = standardised_indicators(thetas, ref_phi, weights, ranges["sat_joint"], ranges["pref"])
+            bias = bias.assign(**{c: v for c, v in b_std.items()})
+            meta["standardisation"] = {"reference_phi": ref_phi, "weights": weights}
+            meta["provenance"]["reference_population"] = {
+                "rule": ref_rule, "lists": int(len(ref_phi)),
+                "satisfaction_model": "per-list curves of the joint models mixed with Akaike weights",
+                "weights": {f.id: round(float(w), 6) for f, w in zip(forms, weights) if w >= 1e-6}}
     for frame in curve_frames:
         frame.insert(frame.columns.get_loc("curve") + 1, "sat_model", frame.pop("sat_model")
                      if "sat_model" in frame.columns else "published")
@@ -359,6 +396,13 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                                  backend=backend, progress=progress, types=types,
                                                  joint_fits=joint_models, clusters=clusters,
                                                  resampling=resampling, support=ranges)
+        std = meta.get("standardisation")
+        if std is not None and result.bootstrap.joint is not None:
+            from .standardise import standardised_indicators
+            reps = standardised_indicators(result.bootstrap.joint["thetas"], std["reference_phi"],
+                                           std["weights"], ranges["sat_joint"], ranges["pref"])
+            result.bootstrap.joint["std_indicators"] = np.stack([reps[c] for c in STD_COLUMNS], axis=2)
+            result.bootstrap.joint["std_estimates"] = result.bias[list(STD_COLUMNS)].to_numpy(float)
         result.bootstrap.attach(result)
         result.anova = anova_table(result.bias, bootstrap=result.bootstrap)  # the valid test
     result.meta["warnings"] = thin_data_warnings(result)
@@ -499,6 +543,20 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
         b2.append(float(ind["b2"]))
         b3.append(float(ind["b3"]))
     return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
+
+
+def _reference(study, forms, reference, seed: int):
+    """phi of the reference population (N, F) and its definition; (None, None) when there is
+    neither a given population nor judgments to draw one from."""
+    from .standardise import REFERENCE_RULE, reference_scores
+    if reference is not None:
+        ref = np.atleast_2d(np.asarray(reference, float))
+        if ref.ndim != 2 or ref.shape[1] != len(forms):
+            raise SatcalError(f"reference needs shape (lists, {len(forms)}), got {ref.shape}")
+        return ref, "given by the caller"
+    if study is None or study.judgments is None:
+        return None, None
+    return reference_scores(study.judgments, forms, study.k, study.n_levels, seed=seed), REFERENCE_RULE
 
 
 def _support_record(formulations, support: dict, n_bins: int) -> dict:

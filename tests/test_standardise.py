@@ -1,0 +1,186 @@
+"""The standardised per-list estimand (satcal.analysis.standardise): the reference population,
+the curves and indicators against hand computations and statsmodels, and its design
+invariance on simulated users."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit, logit
+
+from satcal.analysis.core import GRID
+from satcal.analysis.standardise import (_agreement, akaike_weights, reference_lists,
+                                         standardised_curves, standardised_indicators,
+                                         standardised_preference)
+from satcal.judgments import Judgments
+
+
+def _judgments():
+    # query q1: levels 0 x 6, 1 x 2, 2 x 1; query q2: 0 x 1, 3 x 1 (a pool smaller than k)
+    rows = [("q1", f"d{i}", lv) for i, lv in enumerate([0] * 6 + [1] * 2 + [2])]
+    rows += [("q2", "e0", 0), ("q2", "e1", 3)]
+    return Judgments(pd.DataFrame(rows, columns=["query", "doc", "level"]))
+
+
+def test_reference_lists_follow_the_rule():
+    """Each query gets the same number of lists; a list never uses more documents of a level
+    than the pool holds (empty ranks once it runs out); the first rank's level is uniform over
+    the levels present (chi-square against 1/3, 1/3, 1/3 for q1)."""
+    from scipy.stats import chisquare
+    levels, qi, pools = reference_lists(_judgments(), k=4, size=6000, seed=1)
+    assert np.bincount(qi).tolist() == [3000, 3000]
+    q1, q2 = levels[qi == 0], levels[qi == 1]
+    for lv, cap in ((1, 2), (2, 1)):
+        assert (np.sum(q1 == lv, axis=1) <= cap).all()
+    assert np.isnan(q2[:, 2:]).all() and sorted(q2[0, :2]) == [0, 3]
+    counts = [np.sum(q1[:, 0] == lv) for lv in (0, 1, 2)]
+    assert chisquare(counts).pvalue > 0.001
+    again, _, _ = reference_lists(_judgments(), k=4, size=6000, seed=1)
+    assert np.array_equal(np.nan_to_num(levels, nan=-9), np.nan_to_num(again, nan=-9))
+
+
+def test_akaike_weights_by_hand():
+    w = akaike_weights([-10.0, -11.0, np.nan])
+    assert w == pytest.approx([1 / (1 + np.exp(-1)), np.exp(-1) / (1 + np.exp(-1)), 0.0])
+
+
+def _theta(b0, b1, b2=0.0, pi=0.3, delta=0.8, lam=0.1):
+    return np.array([b0, b1, b2, logit(pi), 0.0, logit(delta), logit(2 * lam)])
+
+
+def test_the_satisfaction_models_own_formulation_gets_its_own_curve_back(rng):
+    """When the mixture puts all weight on formulation g, S = s_g(phi_g) is a quadratic logit
+    of phi_g, so the standardised curve of g is s_g itself and b1_std of g is
+    mean |x - s_g(x)| over the grid, by hand."""
+    ref = np.round(rng.random((2000, 3)), 3)   # on the 0.001 grid the fits group by
+    thetas = np.stack([_theta(-2, 4, 1), _theta(-3, 6), _theta(0, 1)])
+    curves, beta = standardised_curves(thetas, ref, np.array([0.0, 1.0, 0.0]))
+    assert beta[1] == pytest.approx([-3, 6, 0], abs=1e-6)
+    s = expit(-3 + 6 * GRID)
+    ind = standardised_indicators(thetas, ref, np.array([0.0, 1.0, 0.0]))
+    assert ind["b1_std"][1] == pytest.approx(np.mean(np.abs(GRID - s)), abs=1e-9)
+    assert ind["b2_std"][1] == pytest.approx((s[0] + 1 - s[-1]) / 2, abs=1e-9)
+
+
+def test_other_formulations_curve_equals_statsmodels_fractional_logit(rng):
+    """The standardised curve of a formulation f != g is the fractional-response quadratic
+    logit of S on phi_f (statsmodels GLM Binomial with fractional outcomes)."""
+    import statsmodels.api as sm
+    ref = np.round(rng.random((600, 2)), 2)     # repeated rows, as the reference lists have
+    thetas = np.stack([_theta(-3, 6), _theta(0, 1)])
+    _, beta = standardised_curves(thetas, ref, np.array([1.0, 0.0]))
+    S = expit(-3 + 6 * ref[:, 0])
+    X = np.stack([np.ones(600), ref[:, 1], ref[:, 1] ** 2], axis=1)
+    ref_beta = sm.GLM(S, X, family=sm.families.Binomial()).fit(tol=1e-12).params
+    assert beta[1] == pytest.approx(ref_beta, abs=1e-6)
+    # scores off the 0.001 grid are grouped to it: the curve moves by far less than its noise
+    ref = rng.random((600, 2))
+    curves, _ = standardised_curves(thetas, ref, np.array([1.0, 0.0]))
+    S = expit(-3 + 6 * ref[:, 0])
+    X = np.stack([np.ones(600), ref[:, 1], ref[:, 1] ** 2], axis=1)
+    exact = sm.GLM(S, X, family=sm.families.Binomial()).fit(tol=1e-12).predict(
+        np.stack([np.ones(GRID.size), GRID, GRID ** 2], axis=1))
+    assert np.abs(curves[1] - exact).max() < 1e-3
+
+
+def test_agreement_by_hand():
+    """One pair, two formulations, the model on formulation 0: the answer process written out."""
+    th = _theta(-1, 3, 0, pi=0.4, delta=0.7, lam=0.05)
+    x, y = np.array([[0.8, 0.2]]), np.array([[0.3, 0.2]])   # f0: x higher; f1: a tie
+    agree = _agreement(np.stack([th, th]), x, y, np.array([1.0, 0.0]))
+    sx, sy = expit(-1 + 3 * 0.8), expit(-1 + 3 * 0.3)
+    pref_x = sx * (1 - sy) * 0.95 + sy * (1 - sx) * 0.05 + (sx * sy + (1 - sx) * (1 - sy)) * 0.4 * 0.7
+    assert agree[0, 0] == pytest.approx(pref_x, rel=1e-12)
+    assert agree[1, 0] == 0.0                                 # ties never side with a list
+
+
+def test_bootstrap_replicates_equal_one_at_a_time(rng):
+    """(B, F, 7) replicates in blocks give what each replicate gives alone."""
+    ref = np.round(rng.random((400, 2)), 3)
+    base = np.stack([_theta(-3, 6), _theta(-1, 2)])
+    reps = base + rng.normal(0, 0.05, (5, 2, 7))
+    w = np.array([0.7, 0.3])
+    both = standardised_indicators(reps, ref, w, block=2)
+    for b in range(5):
+        one = standardised_indicators(reps[b], ref, w)
+        for k in one:
+            assert both[k][b] == pytest.approx(one[k], rel=1e-9)
+    pref = standardised_preference(reps, ref, w)
+    assert pref.shape == (5, 2, GRID.size)
+
+
+def test_calibrate_records_the_reference_population(ecir_study):
+    from satcal.analysis import calibrate
+    r = calibrate(ecir_study, ["lin-const", "lin-log5"], bootstrap=0, seed=0, model_check_folds=0)
+    ref = r.meta["provenance"]["reference_population"]
+    assert ref["lists"] == r.meta["standardisation"]["reference_phi"].shape[0] >= 432 * 10
+    assert "uniformly among the levels" in ref["rule"]
+    assert r.bias[["b1_std", "b2_std", "b3_std"]].notna().all().all()
+    published = calibrate(ecir_study, ["lin-const"], bootstrap=0, seed=0, model_check_folds=0,
+                          sat_model="published")
+    assert "b1_std" not in published.bias.columns
+
+
+def _crowd_answers(phi_a, phi_b, rng, workers=100):
+    """SPEC 7.1's answer process with worker intercepts u_w ~ N(0, 0.5^2): s_w(phi) =
+    expit(-3 + u_w + 6 phi); undecided users state a preference with probability 0.3 (for the
+    higher-phi list with 0.8); a lapse of 0.1 when exactly one list satisfies."""
+    n = len(phi_a)
+    u = rng.normal(0, 0.5, workers)[rng.integers(0, workers, n)]
+    sat_a = rng.random(n) < expit(-3 + u + 6 * phi_a)
+    sat_b = rng.random(n) < expit(-3 + u + 6 * phi_b)
+    out = np.where(sat_a & sat_b, "both_good", "both_bad").astype(object)
+    one = sat_a != sat_b
+    out[one] = np.where(sat_a[one] != (rng.random(n)[one] < 0.1), "a_better", "b_better")
+    states = ~one & (rng.random(n) < 0.3)
+    higher_a = np.where(phi_a > phi_b, True, np.where(phi_a < phi_b, False, rng.random(n) < 0.5))
+    pick_a = np.where(phi_a == phi_b, higher_a, (rng.random(n) < 0.8) == higher_a)
+    out[states] = np.where(pick_a[states], "a_better", "b_better")
+    return out
+
+
+def test_two_designs_estimate_the_same_standardised_indicators(ecir_study):
+    """The same simulated users (truth lin-const, worker intercepts sd 0.5, the answer process
+    of SPEC 7.1 with pi 0.3, delta 0.8, lambda 0.1) answer on the ECIR 2015 pairs and on a
+    generated design: each formulation's b1_std-b3_std are within 0.02 of the users' own (the
+    same process integrated over the worker intercept by Gauss-Hermite quadrature, on the same
+    reference lists) on both designs."""
+    from satcal.analysis import calibrate
+    from satcal.analysis.standardise import reference_scores
+    from satcal.generate import generate
+    from satcal.measures import score_lists, study_formulations
+    forms = [f for f in study_formulations() if f.id in ("lin-const", "lin-log5", "exp2-zipf", "bin2-lin")]
+    truth = [f.id for f in forms].index("lin-const")
+    ref = reference_scores(ecir_study.judgments, forms, 5, 3, size=4000, seed=0)
+    z, w = np.polynomial.hermite_e.hermegauss(30)
+    F = len(forms)
+    ref_aug = np.concatenate([ref, np.repeat(ref[:, [truth]], z.size, axis=1)], axis=1)
+    th = np.zeros((F + z.size, 7))
+    th[F:] = [[-3 + 0.5 * zk, 6, 0, logit(0.3), 0, logit(0.8), logit(0.2)] for zk in z]
+    oracle = standardised_indicators(th, ref_aug, np.concatenate([np.zeros(F), w / w.sum()]))
+    rng = np.random.default_rng(5)
+    ex = generate(ecir_study.judgments, seed=3, min_per_cell=60).examples
+    levels = lambda side: ex[[f"r{side}{i}" for i in range(1, 6)]].to_numpy(float)
+    pick = np.resize(rng.permutation(len(ex)), len(ecir_study.answers))
+    designs = {"ecir": (score_lists(ecir_study.levels("a"), forms, n_levels=3),
+                        score_lists(ecir_study.levels("b"), forms, n_levels=3)),
+               "generated": (score_lists(levels("a")[pick], forms, n_levels=3),
+                             score_lists(levels("b")[pick], forms, n_levels=3))}
+    for name, (pa, pb) in designs.items():
+        answers = _crowd_answers(pa[:, truth], pb[:, truth], rng)
+        r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both", bootstrap=0,
+                      seed=0, model_check_folds=0, indicator_range="full", reference=ref)
+        for k in ("b1_std", "b2_std", "b3_std"):
+            assert np.abs(r.bias[k].to_numpy() - oracle[k][:F]).max() < 0.02, (name, k)
+
+
+def test_ranking_by_the_standardised_estimator_with_its_bootstrap(ecir_study):
+    """result.ranking_by("standardised") ranks by b1_std-b3_std's mean rank (recomputed here)
+    and carries p_best from the standardised replicates, which sum to 1 over formulations."""
+    from satcal.analysis import calibrate
+    r = calibrate(ecir_study, ["lin-const", "lin-log5", "exp2-log2"], bootstrap=20, seed=4, model_check_folds=0)
+    table = r.ranking_by("standardised")
+    ranks = r.bias.set_index("formulation")[["b1_std", "b2_std", "b3_std"]].rank(method="min").mean(axis=1)
+    assert table.set_index("formulation")["mean_rank"].to_dict() == pytest.approx(ranks.to_dict())
+    assert table["p_best"].sum() == pytest.approx(1.0)
+    reps = r.bootstrap.joint["std_indicators"]
+    assert reps.shape == (20, 3, 3) and np.isfinite(reps).all()
+    assert ((r.bias["b1_std_lo"] <= r.bias["b1_std"]) & (r.bias["b1_std"] <= r.bias["b1_std_hi"])).all()
