@@ -71,6 +71,7 @@ def resolve_rows_per_row(rows, key, example_ids, threshold, min_traps, screen=No
         mark(dup, full)
     ok = reason == ""
     r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
+    r["expected"] = expected  # the trust rule weighs a trap by its accepted codes (stats-qc's per-row code)
     r["answer_shown"] = shown
     accepted = r[ok]
     if reading is not None:
