@@ -105,10 +105,10 @@ def first(table, mask):
     return table.iloc[idx[0]] if idx.size else None
 
 
-def stays(table, width):
+def stays(table, width, column="width_median"):
     """The first look from which the median width stays at or below ``width`` (bootstrap
     intervals are noisy from look to look: a look that dips below once does not count)."""
-    above = (table["width_median"] > width).to_numpy()
+    above = (table[column] > width).to_numpy()
     last = np.flatnonzero(above)
     start = last[-1] + 1 if last.size else 0
     return table.iloc[start] if start < len(table) else None
@@ -132,6 +132,14 @@ def report(runs, n_fixed, best, truth_form):
           f"{np.median([t['width_median'].iloc[-1] for t in runs['adaptive']]):.4f}, right "
           f"{np.mean([t['right'].iloc[-1] for t in runs['adaptive']]):.2f}, within {ZONE} "
           f"{np.mean([t['right_zone'].iloc[-1] for t in runs['adaptive']]):.2f}")
+    fixed_se = float(np.median([t["se_median"].iloc[-1] for t in runs["fixed"]]))
+    reach = [stays(t, fixed_se, "se_median") for t in runs["adaptive"]]
+    n_se = np.array([row["n_answers"] if row is not None else np.nan for row in reach], float)
+    med = np.nanmedian(n_se) if np.isfinite(n_se).any() else np.nan
+    print(f"by bootstrap SE: fixed median SE of b1_joint {fixed_se:.4f} at {n_fixed}; adaptive reaches it (and "
+          f"stays) in {int(np.isfinite(n_se).sum())} of {len(reach)} studies, median {med:.0f} answers "
+          f"({med / n_fixed:.0%}); adaptive SE at {n_fixed}: "
+          f"{np.median([t['se_median'].iloc[-1] for t in runs['adaptive']]):.4f}")
     for arm, tables in runs.items():
         settled = [first(t, t["settled"]) for t in tables]
         done = [row for row in settled if row is not None]
