@@ -27,7 +27,7 @@ looks): how many studies settle, when, and how often rightly; the coverage of th
 intervals at the last look, in both arms. Last, the cost of ``example_priorities`` at ECIR size
 (36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
 """
 import argparse
 import time
@@ -45,6 +45,7 @@ from satcal.simulate import UserModel
 
 FORMS = ["lin-const", "lin-log5", "lin-log3", "lin-log2", "exp2-log2", "exp2-zipf", "bin1-const", "lin-zipf"]
 WAVES = 10
+SPREAD = 1.0
 #: Indifference zone of a "right" pick (Bechhofer 1954): a formulation whose true b1_joint is within
 #: this of the least is as good a pick for any practical purpose.
 ZONE = 0.005
@@ -84,7 +85,7 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             table = simulate_adaptive_study(judgments, crowd(truth_form, 1000 + r), FORMS, adaptive=arm == "adaptive",
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
-                                            max_looks=WAVES, stop=False, truth_b1=truth)
+                                            max_looks=WAVES, stop=False, truth_b1=truth, spread=SPREAD)
             bias = table.attrs["bias"].set_index("formulation")
             table.attrs["covered_truth_form"] = bool(bias.at[truth_form, "b1_joint_lo"] <= truth[truth_form]
                                                      <= bias.at[truth_form, "b1_joint_hi"])
@@ -105,10 +106,10 @@ def first(table, mask):
     return table.iloc[idx[0]] if idx.size else None
 
 
-def stays(table, width):
+def stays(table, width, column="width_median"):
     """The first look from which the median width stays at or below ``width`` (bootstrap
     intervals are noisy from look to look: a look that dips below once does not count)."""
-    above = (table["width_median"] > width).to_numpy()
+    above = (table[column] > width).to_numpy()
     last = np.flatnonzero(above)
     start = last[-1] + 1 if last.size else 0
     return table.iloc[start] if start < len(table) else None
@@ -132,6 +133,14 @@ def report(runs, n_fixed, best, truth_form):
           f"{np.median([t['width_median'].iloc[-1] for t in runs['adaptive']]):.4f}, right "
           f"{np.mean([t['right'].iloc[-1] for t in runs['adaptive']]):.2f}, within {ZONE} "
           f"{np.mean([t['right_zone'].iloc[-1] for t in runs['adaptive']]):.2f}")
+    fixed_se = float(np.median([t["se_median"].iloc[-1] for t in runs["fixed"]]))
+    reach = [stays(t, fixed_se, "se_median") for t in runs["adaptive"]]
+    n_se = np.array([row["n_answers"] if row is not None else np.nan for row in reach], float)
+    med = np.nanmedian(n_se) if np.isfinite(n_se).any() else np.nan
+    print(f"by bootstrap SE: fixed median SE of b1_joint {fixed_se:.4f} at {n_fixed}; adaptive reaches it (and "
+          f"stays) in {int(np.isfinite(n_se).sum())} of {len(reach)} studies, median {med:.0f} answers "
+          f"({med / n_fixed:.0%}); adaptive SE at {n_fixed}: "
+          f"{np.median([t['se_median'].iloc[-1] for t in runs['adaptive']]):.4f}")
     for arm, tables in runs.items():
         settled = [first(t, t["settled"]) for t in tables]
         done = [row for row in settled if row is not None]
@@ -159,7 +168,8 @@ def settle_shape(judgments, studies, boot):
         for r in range(studies):
             t = simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
                                         budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
-                                        fixed=fixed, bootstrap=boot, max_looks=15, stop=True, truth_b1=truth)
+                                        fixed=fixed, bootstrap=boot, max_looks=15, stop=True, truth_b1=truth,
+                                        spread=SPREAD)
             last = t.iloc[-1]
             rows.append((bool(last["settled"]), bool(last["right"]), int(last["n_answers"])))
         done = [r for r in rows if r[0]]
@@ -189,6 +199,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 studies per shape, B = 50, smaller designs")
     ap.add_argument("--studies", type=int, default=None)
     ap.add_argument("--boot", type=int, default=None)
+    ap.add_argument("--spread", type=float, default=1.0, help="weight of the per-formulation precision term")
+    ap.add_argument("--skip-cost", action="store_true", help="leave out the example_priorities timing")
     args = ap.parse_args()
     studies = args.studies or (2 if args.quick else 3)
     boot = args.boot or (50 if args.quick else 100)
@@ -199,7 +211,10 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    priority_cost()
+    global SPREAD
+    SPREAD = args.spread
+    if not args.skip_cost:
+        priority_cost()
     run_shape("ECIR 2015 judgments", recover_judgments(), 5, (0, 1, 2), "lin-const", m, studies, boot)
     run_shape("synthetic judgments", synthetic_judgments(), 10, (0, 1, 2, 3), "lin-log2", m, studies, boot)
     settle_shape(recover_judgments(), studies + (1 if args.quick else 2), boot)

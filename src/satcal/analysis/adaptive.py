@@ -737,6 +737,17 @@ def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.D
     return rows.assign(answer=canonical, worker_id=[f"v{wave}-w{w}" for w in who])
 
 
+def _se_median(result) -> float:
+    """Median over formulations of b1_joint's bootstrap standard error (steadier from look to look
+    than the BC intervals' widths, which jump when the estimate sits in a tail of its replicates)."""
+    boot = result.bootstrap
+    if boot is None or boot.joint is None:
+        return float("nan")
+    reps = boot.joint["indicators"][:, :, 0]
+    return float(np.nanmedian([np.std(r[np.isfinite(r)], ddof=1) if np.isfinite(r).sum() > 1 else np.nan
+                               for r in reps.T]))
+
+
 def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bool = True, budget: int,
                             wave_size: int, seed: int, k: int = 5, levels=(0, 1, 2), pool: pd.DataFrame | None = None,
                             fixed: pd.DataFrame | None = None, pool_size: int = 20000, min_depth: int = MIN_DEPTH,
@@ -759,7 +770,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     -------
     DataFrame, one row per look: ``look, n_answers, settled, leader`` (least b1_joint),
     ``leaders, alpha_spent, width_median`` (median over formulations of the 95% b1_joint
-    interval's width), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
+    interval's width), ``se_median`` (the same of b1_joint's bootstrap standard error), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
     least-biased) and ``covered`` (share of formulations whose b1_joint interval holds the
     truth). ``attrs["bias"]`` holds the last look's bias table.
     """
@@ -802,7 +813,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         leader = str(bias.loc[bias["b1_joint"].idxmin(), "formulation"])
         row = {"look": look, "n_answers": len(examples), "settled": s.settled, "leader": leader,
                "leaders": ",".join(s.leaders), "alpha_spent": s.alpha_spent,
-               "width_median": float(np.nanmedian(width)), "reason": s.reason}
+               "width_median": float(np.nanmedian(width)), "se_median": _se_median(result), "reason": s.reason}
         if truth_b1 is not None:
             tb = truth_b1.reindex(bias["formulation"]).to_numpy(float)
             row["right"] = leader == str(truth_b1.idxmin())
