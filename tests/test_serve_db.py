@@ -95,3 +95,28 @@ def test_a_failed_commit_reaches_every_block_of_its_group(tmp_path, monkeypatch)
     with engine.connect() as conn:
         assert dict(conn.execute(text("SELECT k, v FROM t")).all()) == {1: 1}
     engine.dispose()
+
+
+def test_moving_window_limits_hits_as_counted_by_hand(monkeypatch):
+    """The rate limiter allows a hit when fewer than `amount` allowed hits of its key fall in
+    the window before it (counted by brute force over a random schedule), keys apart."""
+    import numpy as np
+    from limits import parse
+    from satcal.serve import routes
+    rng = np.random.default_rng(5)
+    item = parse("4/second")
+    times = np.cumsum(rng.exponential(0.12, 400))
+    keys = rng.integers(0, 3, 400)
+    limiter = routes.MovingWindow(sweep=50)
+    clock = iter(times)
+    monkeypatch.setattr(routes.time, "monotonic", lambda: next(clock))
+    got = [limiter.hit(item, "p", str(k)) for k in keys]
+    allowed: dict = {}
+    expected = []
+    for t, k in zip(times, keys):
+        recent = [s for s in allowed.get(k, []) if s > t - 1.0]
+        ok = len(recent) < 4
+        expected.append(ok)
+        if ok:
+            allowed.setdefault(k, []).append(t)
+    assert got == expected and 0 < sum(got) < len(got)

@@ -3,13 +3,18 @@
 :class:`StudyRoutes` holds what the handlers share (the study, the templates, the rate
 limiter) and has one method per endpoint, Starlette's ``async def endpoint(request)``;
 :func:`satcal.serve.app.create_app` mounts them. Each handler does its database work in one
-call to the thread pool (the event loop never waits on the database), and a page's items are
+call to a small pool of database threads (:func:`on_db_thread`; the event loop never waits on
+the database), and a page's items are
 rendered once, when the server starts (:meth:`StudyRoutes.item_html`).
 """
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
+import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from ..platforms import ANSWER_LABELS, instruction_paragraphs
@@ -29,6 +34,67 @@ KINDS = {"prolific": "PROLIFIC_PID", "lab": "participant"}
 _NO_SESSION = "Please open the study from the link you were given."
 _EXPIRED = "This form has expired; please go back and reload the page."
 _TOO_MANY = "Too many requests; please wait a minute and reload."
+
+
+#: Threads that run the database work of requests. SQLite takes one writer at a time (and the
+#: writes of a process share commits), so more threads would only contend for the interpreter
+#: lock with the event loop; a fixed pool also spares starting threads under load.
+DB_THREADS = 8
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+async def on_db_thread(func, *args):
+    """``func(*args)`` on one of the database threads, awaited without blocking the event loop."""
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                from concurrent.futures import ThreadPoolExecutor
+                _POOL = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="satcal-db")
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(func, *args))
+
+
+class MovingWindow:
+    """A moving-window rate limiter in memory: :meth:`hit` allows at most ``item.amount`` hits
+    per key in any ``item.get_expiry()`` seconds (``item`` a rate of the ``limits`` library,
+    e.g. ``parse("120/minute")``), as its ``MovingWindowRateLimiter`` does. The ``limits``
+    library's memory storage starts a timer thread to expire its entries, again and again
+    under load; starting threads took a fifth of the event loop's time at 50 participants at
+    once. Here a key's old hits go when the key is next hit, and idle keys every ``sweep``
+    hits."""
+
+    def __init__(self, sweep: int = 10_000):
+        self._hits: dict = {}
+        self._lock = threading.Lock()
+        self._sweep, self._count = sweep, 0
+
+    def hit(self, item, *identifiers) -> bool:
+        """Count a hit on the key of ``identifiers``; False (not counted) when the key already
+        has ``item.amount`` hits in the window."""
+        now, window = time.monotonic(), item.get_expiry()
+        with self._lock:
+            self._count += 1
+            if self._count % self._sweep == 0:
+                self._hits = {k: q for k, q in self._hits.items() if q and q[-1] > now - q.window}
+            key = item.key_for(*identifiers)
+            hits = self._hits.get(key)
+            if hits is None:
+                hits = self._hits[key] = _Hits(window)
+            while hits and hits[0] <= now - window:
+                hits.popleft()
+            if len(hits) >= item.amount:
+                return False
+            hits.append(now)
+            return True
+
+
+class _Hits(deque):
+    """A key's hit times, with the length of its window (for the sweep of idle keys)."""
+
+    def __init__(self, window: float):
+        super().__init__()
+        self.window = window
 
 
 def same_token(given, expected: str) -> bool:
@@ -65,15 +131,13 @@ class StudyRoutes:
     def __init__(self, study: HostedStudy, participant_rate: str = PARTICIPANT_RATE,
                  entry_rate: str = ENTRY_RATE):
         from limits import parse
-        from limits.storage import MemoryStorage
-        from limits.strategies import MovingWindowRateLimiter
         from starlette.templating import Jinja2Templates
 
         from ..platforms import template_environment
         self.study = study
         self.settings = study.settings
         self.templates = Jinja2Templates(env=template_environment(HERE / "templates"))
-        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        self.limiter = MovingWindow()
         self.per_participant, self.per_entry = parse(participant_rate), parse(entry_rate)
         self._items = self._render_items()
 
@@ -137,7 +201,7 @@ class StudyRoutes:
     # -- entry --------------------------------------------------------------------------------
     def _enter(self, kind, ident, study_id, session_id, simulated):
         """(refusal text or None, participant id, participant row): the database side of an
-        entry, in one trip to the thread pool."""
+        entry, in one trip to a database thread."""
         study = self.study
         before = study.known(kind, ident)
         if (before is not None and kind == "prolific" and before["study_id"] != study_id
@@ -150,9 +214,8 @@ class StudyRoutes:
         """Enter as this participant (created on first entry) and go to their next step;
         ``simulated``: the simulated crowd's dry run (its entry carries the batch's simulation
         token, see :func:`satcal.serve.study.simulation_token`)."""
-        from starlette.concurrency import run_in_threadpool
         from starlette.responses import RedirectResponse
-        refusal, pid, participant = await run_in_threadpool(self._enter, kind, ident, study_id, session_id,
+        refusal, pid, participant = await on_db_thread(self._enter, kind, ident, study_id, session_id,
                                                             simulated)
         if refusal is not None:
             # one Prolific id is one participant across the study's STUDY_IDs: done is done
@@ -164,7 +227,6 @@ class StudyRoutes:
         return RedirectResponse("/page" if participant["consented_at"] else "/consent", 303)
 
     async def entry(self, request):
-        from starlette.concurrency import run_in_threadpool
         client = request.client.host if request.client else "-"
         if not self.limiter.hit(self.per_entry, "entry", client):
             return self.message(request, 429, _TOO_MANY)
@@ -175,7 +237,7 @@ class StudyRoutes:
             return self.render(request, "entry.html", 400, error=error) if kind == "lab" else \
                 self.message(request, 400, error)
         current = self.participant_of(request)
-        running = await run_in_threadpool(self.study.participant, current) if current is not None else None
+        running = await on_db_thread(self.study.participant, current) if current is not None else None
         if (running is not None and running["finished_at"] is None
                 and (running["kind"], running["external_id"]) != (kind, ident)):
             # a link (perhaps on another site) must not silently swap the participant in the
@@ -204,7 +266,6 @@ class StudyRoutes:
 
     # -- consent and pages --------------------------------------------------------------------
     async def consent(self, request):
-        from starlette.concurrency import run_in_threadpool
         from starlette.responses import RedirectResponse
         pid, refusal = self.refused(request)
         if refusal is not None:
@@ -221,12 +282,12 @@ class StudyRoutes:
             return self.message(request, 403, _EXPIRED)
         if form.get("consent") != "yes":
             return self.render(request, "consent.html", 422, error="Please tick the box to take part.", **context)
-        await run_in_threadpool(self.study.consent, pid)
+        await on_db_thread(self.study.consent, pid)
         return RedirectResponse("/page", 303)
 
     def _page(self, pid, form):
         """(participant, submission outcome or None, the next page or None): the database side
-        of a page request, in one trip to the thread pool. The next page is only looked up
+        of a page request, in one trip to a database thread. The next page is only looked up
         when the response shows it (a GET, or a submission with answers missing)."""
         study = self.study
         participant = study.participant(pid)
@@ -240,7 +301,6 @@ class StudyRoutes:
         return participant, outcome, study.next_page(pid)
 
     async def page(self, request):
-        from starlette.concurrency import run_in_threadpool
         from starlette.responses import RedirectResponse
         pid, refusal = self.refused(request)
         if refusal is not None:
@@ -250,10 +310,10 @@ class StudyRoutes:
             form = await self.checked_form(request, pid)
             if form is None:
                 # the CSRF check comes after the session's participant is known to exist
-                participant = await run_in_threadpool(self.study.participant, pid)
+                participant = await on_db_thread(self.study.participant, pid)
                 if participant is not None and participant["consented_at"] is not None:
                     return self.message(request, 403, _EXPIRED)
-        participant, outcome, view = await run_in_threadpool(self._page, pid, form)
+        participant, outcome, view = await on_db_thread(self._page, pid, form)
         if participant is None:
             request.session.clear()
             return self.message(request, 403, _NO_SESSION)
@@ -273,7 +333,7 @@ class StudyRoutes:
     # -- the end ------------------------------------------------------------------------------
     def _done(self, pid):
         """(page left or None, outcome, participant, first release): the database side of the
-        end, in one trip to the thread pool."""
+        end, in one trip to a database thread."""
         study = self.study
         view = study.next_page(pid)
         if view is not None:
@@ -284,12 +344,11 @@ class StudyRoutes:
         return None, outcome, participant, at
 
     async def done(self, request):
-        from starlette.concurrency import run_in_threadpool
         from starlette.responses import RedirectResponse
         pid = self.participant_of(request)
         if pid is None:
             return self.message(request, 403, _NO_SESSION)
-        view, outcome, participant, at = await run_in_threadpool(self._done, pid)
+        view, outcome, participant, at = await on_db_thread(self._done, pid)
         if view is not None:
             return RedirectResponse("/page", 303)
         settings = self.settings
@@ -318,11 +377,10 @@ class StudyRoutes:
 
     # -- the researcher's page and errors ----------------------------------------------------
     async def status(self, request):
-        from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
         if not same_token(request.path_params["token"], self.study.status_token):
             return self.message(request, 404, "Not found.")
-        progress = await run_in_threadpool(self.study.progress)
+        progress = await on_db_thread(self.study.progress)
         if request.query_params.get("format") == "json":
             return JSONResponse(progress)
         return self.render(request, "status.html", p=progress, title="Study status (researcher's page)")
