@@ -120,3 +120,20 @@ def test_moving_window_limits_hits_as_counted_by_hand(monkeypatch):
         if ok:
             allowed.setdefault(k, []).append(t)
     assert got == expected and 0 < sum(got) < len(got)
+
+
+def test_a_write_inside_another_on_the_same_thread_is_refused_not_a_deadlock(tmp_path):
+    """Nesting would wait for itself; it fails at once and the outer block is undone."""
+    from sqlalchemy import text
+    from satcal.serve import db
+    engine = _engine(tmp_path)
+    with pytest.raises(RuntimeError, match="inside another"):
+        with db.writer(engine).begin() as conn:
+            conn.execute(text("INSERT INTO t VALUES (1, 1)"))
+            with db.writer(engine).begin():
+                pass
+    with db.writer(engine).begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (2, 2)"))
+    with engine.connect() as conn:
+        assert dict(conn.execute(text("SELECT k, v FROM t")).all()) == {2: 2}
+    engine.dispose()

@@ -179,12 +179,17 @@ class GroupCommit:
         self._waiting = 0
         self._conn = self._txn = self._batch = None
         self._blocks = 0
+        self._owner = None
 
     @contextmanager
     def transaction(self):
+        if self._owner == threading.get_ident():
+            # a write block inside another of the same thread would wait for itself forever
+            raise RuntimeError("a write transaction inside another one on the same thread")
         with self._count:
             self._waiting += 1
         self._turn.acquire()
+        self._owner = threading.get_ident()
         with self._count:
             self._waiting -= 1
         failed = True
@@ -201,6 +206,7 @@ class GroupCommit:
             # connection) includes the blocks before it
             if self._txn is not None and (failed or self._waiting == 0 or self._blocks >= self.max_blocks):
                 self._commit()
+            self._owner = None
             self._turn.release()
         batch.committed.wait()
         if batch.error is not None:
