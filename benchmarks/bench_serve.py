@@ -21,6 +21,7 @@ latencies says what the refits add.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     from satcal.serve import db
     from satcal.serve.client import ServerProcess, drive
     ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
+    load = os.getloadavg()
     with ServerProcess(ws.path, db_url, workers=workers) as server:
         stop = threading.Event()
         peer: list[float] = []
@@ -103,7 +105,8 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     errors = [e for v in visits for e in v.errors]
     completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
     print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
-          f"process(es); wall {wall:.1f} s; {completed} reached the completion redirect")
+          f"process(es); wall {wall:.1f} s; {completed} reached the completion redirect; load average "
+          f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     kinds: dict[str, list[float]] = {}
     for v in visits:
         for kind, values in v.latencies.items():
@@ -114,9 +117,11 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         if values.size:
             print(f"{kind:<14} {values.size:>8} {np.percentile(values, 50):>8.1f} {np.percentile(values, 95):>8.1f}")
     peer_ms = np.array(peer) * 1000
-    page_p50 = np.percentile(np.array(kinds["page (post)"]) * 1000, 50)
     print(f"{'static (peer)':<14} {peer_ms.size:>8} {np.percentile(peer_ms, 50):>8.1f} {np.percentile(peer_ms, 95):>8.1f}")
-    print(f"page submission p50 / static file p50 = {page_p50 / np.percentile(peer_ms, 50):.1f}x")
+    for kind in ("entry", "page (post)"):
+        ms = np.array(kinds[kind]) * 1000
+        print(f"{kind} / static file: p50 {np.percentile(ms, 50) / np.percentile(peer_ms, 50):.2f}x, "
+              f"p95 {np.percentile(ms, 95) / np.percentile(peer_ms, 95):.2f}x (goal p95 <= 1.5x)")
     print(f"errors: {len(errors)}{' (first: ' + errors[0] + ')' if errors else ''}")
     print(f"answers submitted {len(sent)}, stored {len(stored)}: lost {lost}, doubled {doubled}, "
           f"changed {changed}, invented {invented}")

@@ -83,8 +83,12 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
          f"{bootstrap} bootstrap replicates")
     result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, sat_model="both",
                        n_jobs=resolve_jobs(None))
+    from concurrent.futures import ThreadPoolExecutor
     from .report import write_analysis
-    written = write_analysis(result, out / "ecir2015")
+    # the report is written (figures drawn) while the reliability part computes; matplotlib
+    # draws in one thread at a time: the reliability figures wait for the report's
+    background = ThreadPoolExecutor(1)
+    written = background.submit(write_analysis, result, out / "ecir2015")
     echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "
          "has no system runs)")
     from .measures import study_formulations
@@ -92,6 +96,8 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     runs = simulate_runs(study.judgments, n_systems=12, seed=seed, out_dir=out / "reliability" / "simulated-runs")
     rel = reliability_report(runs, study.judgments, study_formulations(normalization="ideal"), k=study.k,
                              seed=seed, calibration_bias=result.bias, progress=progress)
+    written = written.result()
+    background.shutdown()
     rel_written = rel.save(out / "reliability")
     best = rel.combined.sort_values("phi", ascending=False).iloc[0]
     echo(f"    most dependable on the simulated runs: {best.formulation} (Phi = {best.phi:.3f}); see "

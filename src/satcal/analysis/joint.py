@@ -96,24 +96,17 @@ def _negloglik(theta, phi_a, phi_b, code, counts):
     return -float(np.sum(counts * np.log(np.maximum(p, _EPS))))
 
 
-def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
-    """The negative log-likelihood and its gradient (by the chain rule through s_A, s_B, pi,
-    the share to the higher list and the lapse; checked against finite differences in the
-    tests), so that each fit needs a few dozen likelihood evaluations instead of hundreds.
-
-    Batched as well: ``theta`` (B, 7) with ``counts`` (B, n) gives values (B,) and gradients
-    (B, 7), one per bootstrap replicate.
-    """
-    single = np.ndim(theta) == 1
-    theta = np.atleast_2d(np.asarray(theta, float))
-    counts = np.atleast_2d(counts)
-    col = lambda i: theta[:, i:i + 1]  # (B, 1): broadcasts over the answer rows
+def _answer_terms(theta, phi_a, phi_b, code):
+    """Per parameter row and answer row: the observed answer's probability ``p`` and its
+    partial derivatives with respect to s_A, s_B, pi, the share to the higher list and the
+    lapse, with the quantities the chain rule needs. ``theta`` (R, 7) gives (R, n) arrays;
+    one row (R = 1) serves any number of count vectors (they broadcast)."""
+    col = lambda i: theta[:, i:i + 1]  # (R, 1): broadcasts over the answer rows
     delta, lapse = expit(col(5)), 0.5 * expit(col(6))
     s_a = expit(col(0) + col(1) * phi_a + col(2) * phi_a ** 2)
     s_b = expit(col(0) + col(1) * phi_b + col(2) * phi_b ** 2)
     d = phi_a - phi_b
     pi = expit(col(3) + col(4) * np.abs(d))
-    sign = np.sign(d)
     to_a = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
     same = s_a * s_b + (1 - s_a) * (1 - s_b)
     only_a, only_b = s_a * (1 - s_b), s_b * (1 - s_a)
@@ -122,8 +115,6 @@ def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
                   [same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
                    same * pi * (1 - to_a) + only_b * (1 - lapse) + only_a * lapse,
                    s_a * s_b * (1 - pi)], (1 - s_a) * (1 - s_b) * (1 - pi))
-    weight = np.where(p > _EPS, counts / np.maximum(p, _EPS), 0.0)  # clipped: no gradient
-    # partial derivatives of the observed answer's probability
     dp_dsa = np.select([is_a, is_b, is_good],
                        [(2 * s_b - 1) * pi * to_a + (1 - s_b) * (1 - lapse) - s_b * lapse,
                         (2 * s_b - 1) * pi * (1 - to_a) - s_b * (1 - lapse) + (1 - s_b) * lapse,
@@ -136,16 +127,43 @@ def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
                        -(1 - s_a) * (1 - s_b))
     dp_dto = np.where(is_a, same * pi, np.where(is_b, -same * pi, 0.0))
     dp_dlapse = np.where(is_a, only_b - only_a, np.where(is_b, only_a - only_b, 0.0))
-    ga = weight * dp_dsa * s_a * (1 - s_a)
-    gb = weight * dp_dsb * s_b * (1 - s_b)
-    gpi = weight * dp_dpi * pi * (1 - pi)
-    grad = -np.stack([
+    return dict(p=p, s_a=s_a, s_b=s_b, pi=pi, d=d, delta=delta, lapse=lapse, dp_dsa=dp_dsa,
+                dp_dsb=dp_dsb, dp_dpi=dp_dpi, dp_dto=dp_dto, dp_dlapse=dp_dlapse)
+
+
+def _gradient(t, phi_a, phi_b, counts):
+    """The negative log-likelihood's gradient, (B, 7), from :func:`_answer_terms` ``t`` and
+    ``counts`` (B, n). Only the products with the counts are (B, n) work when ``t`` has one
+    row, which is what makes the k-step bootstrap cheap."""
+    p, s_a, s_b, pi, d = t["p"], t["s_a"], t["s_b"], t["pi"], t["d"]
+    delta, lapse = t["delta"], t["lapse"]
+    weight = np.where(p > _EPS, counts / np.maximum(p, _EPS), 0.0)  # clipped: no gradient
+    ga = weight * t["dp_dsa"] * s_a * (1 - s_a)
+    gb = weight * t["dp_dsb"] * s_b * (1 - s_b)
+    gpi = weight * t["dp_dpi"] * pi * (1 - pi)
+    return -np.stack([
         np.sum(ga + gb, axis=1), np.sum(ga * phi_a + gb * phi_b, axis=1),
         np.sum(ga * phi_a ** 2 + gb * phi_b ** 2, axis=1),
         np.sum(gpi, axis=1), np.sum(gpi * np.abs(d), axis=1),
-        np.sum(weight * dp_dto * sign, axis=1) * (delta * (1 - delta))[:, 0],
-        np.sum(weight * dp_dlapse, axis=1) * (lapse * (1 - 2 * lapse))[:, 0]], axis=1)
-    value = -np.sum(counts * np.log(np.maximum(p, _EPS)), axis=1)
+        np.sum(weight * t["dp_dto"] * np.sign(d), axis=1) * (delta * (1 - delta))[:, 0],
+        np.sum(weight * t["dp_dlapse"], axis=1) * (lapse * (1 - 2 * lapse))[:, 0]], axis=1)
+
+
+def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
+    """The negative log-likelihood and its gradient (by the chain rule through s_A, s_B, pi,
+    the share to the higher list and the lapse; checked against finite differences in the
+    tests), so that each fit needs a few dozen likelihood evaluations instead of hundreds.
+
+    Batched as well: ``theta`` (B, 7) with ``counts`` (B, n) gives values (B,) and gradients
+    (B, 7), one per bootstrap replicate; ``theta`` (7,) with ``counts`` (B, n) evaluates one
+    point under B count vectors.
+    """
+    single = np.ndim(theta) == 1 and np.ndim(counts) == 1
+    theta = np.atleast_2d(np.asarray(theta, float))
+    counts = np.atleast_2d(counts)
+    t = _answer_terms(theta, phi_a, phi_b, code)
+    grad = _gradient(t, phi_a, phi_b, counts)
+    value = -np.sum(counts * np.log(np.maximum(t["p"], _EPS)), axis=1)
     return (float(value[0]), grad[0]) if single else (value, grad)
 
 
@@ -161,6 +179,9 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
     once, ``block`` at a time). One step: on the ECIR 2015 answers its curves are within 0.003
     of full re-fits, and further fixed-Hessian steps do not get closer where parameters sit at
     their bounds (tests/test_joint.py). Rows of NaN when the information is unusable.
+
+    Every replicate's first step starts from the same point, so the per-answer terms of that
+    step are computed once and only their products with the weights are per replicate.
 
     Parameters
     ----------
@@ -188,12 +209,14 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
         return np.full((len(weights), fit.theta.size), np.nan)
     low, high = np.array(BOUNDS).T
     out = np.empty((len(weights), fit.theta.size))
+    start_terms = _answer_terms(fit.theta[None, :], phi_a, phi_b, code)
     for start in range(0, len(weights), block):
         w = weights[start:start + block]
-        theta = np.repeat(fit.theta[None, :], len(w), axis=0)
+        theta, terms = fit.theta[None, :], start_terms
         for _ in range(steps):
-            _, grad = _negloglik_and_gradient(theta, phi_a, phi_b, code, w)
+            grad = _gradient(terms, phi_a, phi_b, w)
             theta = np.clip(theta - grad @ fit.cov.T, low, high)
+            terms = _answer_terms(theta, phi_a, phi_b, code) if _ + 1 < steps else None
         out[start:start + block] = theta
     return out
 
@@ -451,18 +474,54 @@ def implied_preference(fit, grid, nodes: int = 16) -> np.ndarray:
     single = theta.ndim == 1
     theta = np.atleast_2d(theta)
     d = np.clip(np.asarray(grid, float), 0.0, 1.0)[None, :]
+    u, w = np.polynomial.legendre.leggauss(nodes)
+    points = list(zip((u + 1) / 2, w / 2))
+    out = np.empty((theta.shape[0], d.size))
+    # a few replicates at a time: the working arrays stay in the processor's cache
+    rows = max(1, 2 ** 15 // max(d.size, 1))
+    for start in range(0, theta.shape[0], rows):
+        out[start:start + rows] = _implied_rows(theta[start:start + rows], d, points)
+    return out[0] if single else out
+
+
+def _implied_rows(theta, d, points) -> np.ndarray:
+    """:func:`implied_preference` for the parameter rows ``theta`` (R, 7) on ``d`` (1, G), by
+    the quadrature ``points`` ((node, weight) pairs), with the working arrays reused."""
     col = lambda i: theta[:, i:i + 1]
     delta, lapse = expit(col(5)), 0.5 * expit(col(6))
-    undecided = expit(col(3) + col(4) * d) * delta      # pi(d) delta, (B, G)
-    s = lambda x: expit(col(0) + col(1) * x + col(2) * x ** 2)
-    u, w = np.polynomial.legendre.leggauss(nodes)
-    out = np.zeros((theta.shape[0], d.size))
-    for uk, wk in zip((u + 1) / 2, w / 2):
+    kept = 1 - lapse
+    undecided = expit(col(3) + col(4) * d) * delta      # pi(d) delta, (R, G)
+
+    def s(x, buffer):  # s(x) = expit(b0 + b1 x + b2 x^2), written into buffer
+        np.multiply(col(1), x, out=buffer)
+        buffer += col(0)
+        buffer += col(2) * x ** 2
+        return expit(buffer, out=buffer)
+
+    shape = (theta.shape[0], d.shape[1])
+    out = np.zeros(shape)
+    s_lo, s_hi, n_lo, n_hi, term, other = (np.empty(shape) for _ in range(6))
+    for uk, wk in points:
         lo = (1 - d) * uk
-        s_lo, s_hi = s(lo), s(lo + d)
-        out += wk * (s_hi * (1 - s_lo) * (1 - lapse) + s_lo * (1 - s_hi) * lapse
-                     + (s_hi * s_lo + (1 - s_hi) * (1 - s_lo)) * undecided)
-    return out[0] if single else out
+        s(lo, s_lo)
+        s(lo + d, s_hi)
+        np.subtract(1, s_lo, out=n_lo)
+        np.subtract(1, s_hi, out=n_hi)
+        # wk (s_hi (1 - s_lo)(1 - lambda) + s_lo (1 - s_hi) lambda
+        #     + [s_hi s_lo + (1 - s_hi)(1 - s_lo)] pi delta), term by term
+        np.multiply(s_hi, n_lo, out=term)
+        term *= kept
+        np.multiply(s_lo, n_hi, out=other)
+        other *= lapse
+        term += other
+        np.multiply(s_hi, s_lo, out=other)
+        n_hi *= n_lo
+        other += n_hi
+        other *= undecided
+        term += other
+        term *= wk
+        out += term
+    return out
 
 
 def _covariance(hess: np.ndarray) -> np.ndarray:

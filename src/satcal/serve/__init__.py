@@ -3,7 +3,8 @@ and lab participants, answers kept in a database (SQLite by default, PostgreSQL 
 back by ``satcal ingest DIR --platform serve``.
 
 Modules: ``db`` (schema, migrations, slot claims, the snapshot ingest reads), ``study`` (what
-happens for a participant, apart from HTTP), ``app`` (the Starlette application), ``client``
+happens for a participant, apart from HTTP), ``routes`` (the endpoints), ``app`` (the Starlette
+application factory), ``client``
 (a participant without JavaScript: the simulated crowd's and the load benchmark's driver).
 """
 from .study import HostedStudy, ServeSettings

@@ -9,12 +9,16 @@ Every example needs ``answers_per_example`` answers. The database holds one *slo
 the batch and answer wanted (page x replicate); a participant's next page is a free slot (or one
 whose holder timed out) claimed by a compare-and-set ``UPDATE ... WHERE`` that only one of
 several concurrent claimers can win, on either database. Responses are only ever inserted, with
-``UNIQUE (assignment_id, item_id)``, so a page submitted twice stores nothing twice.
+``UNIQUE (assignment_id, item_id)``, so a page submitted twice stores nothing twice. On SQLite
+the threads of one server process take turns writing and share commits (:class:`GroupCommit`).
 """
 from __future__ import annotations
 
 import secrets
+import threading
 import time
+import weakref
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import SatcalError
@@ -133,10 +137,125 @@ def connect(url: str):
     return engine
 
 
-def writer(engine):
-    """The engine for transactions that write: on SQLite they take the write lock at BEGIN
-    (``BEGIN IMMEDIATE``), so a read inside them is never of a stale snapshot."""
-    return engine.execution_options(sqlite_immediate=True)
+class _Writer:
+    """Write transactions of one engine (:func:`writer`)."""
+
+    def __init__(self, engine, group=None):
+        self.engine = engine.execution_options(sqlite_immediate=True)
+        self.group = group
+
+    def begin(self):
+        """A write transaction (``with writer.begin() as conn``): what the block wrote is
+        committed when it ends, or rolled back if it raises."""
+        return self.engine.begin() if self.group is None else self.group.transaction()
+
+
+class _Batch:
+    def __init__(self):
+        self.committed = threading.Event()
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """SQLite write transactions of one process, committed in groups.
+
+    SQLite has one writer at a time, and with ``synchronous=FULL`` each commit waits for the
+    disk (an fsync, about 5 ms here). The threads of one process take turns on one connection,
+    each block in a savepoint of a shared transaction; the transaction commits when no other
+    thread is waiting for its turn (or after ``max_blocks`` blocks, or when a block fails), and
+    a block's ``with`` returns only once its commit is on disk, so nothing a caller was told
+    is stored can be lost, and one fsync serves every block that queued meanwhile. Waiting on
+    a lock of our own also spares the threads SQLite's way of waiting for its lock (polling
+    with sleeps of up to 100 ms), which made the slowest responses under load.
+    This is the group commit of database servers (Gawlick & Kinkade 1985, "Varieties of
+    concurrency control in IMS/VS Fast Path", IEEE Database Engineering Bulletin 8(2)).
+    """
+
+    def __init__(self, engine, max_blocks: int = 64):
+        self.engine = engine.execution_options(sqlite_immediate=True)
+        self.max_blocks = max_blocks
+        self._turn = threading.Lock()
+        self._count = threading.Lock()
+        self._waiting = 0
+        self._conn = self._txn = self._batch = None
+        self._blocks = 0
+        self._owner = None
+
+    @contextmanager
+    def transaction(self):
+        if self._owner == threading.get_ident():
+            # a write block inside another of the same thread would wait for itself forever
+            raise RuntimeError("a write transaction inside another one on the same thread")
+        with self._count:
+            self._waiting += 1
+        self._turn.acquire()
+        self._owner = threading.get_ident()
+        with self._count:
+            self._waiting -= 1
+        failed = True
+        try:
+            if self._txn is None:
+                self._open()
+            batch = self._batch
+            with self._conn.begin_nested():  # a savepoint: a failing block undoes only itself
+                yield self._conn
+            self._blocks += 1
+            failed = False
+        finally:
+            # a failed block commits at once, so that what its caller reads next (with another
+            # connection) includes the blocks before it
+            if self._txn is not None and (failed or self._waiting == 0 or self._blocks >= self.max_blocks):
+                self._commit()
+            self._owner = None
+            self._turn.release()
+        batch.committed.wait()
+        if batch.error is not None:
+            raise batch.error
+
+    def _open(self):
+        conn = self.engine.connect()
+        try:
+            self._txn = conn.begin()  # BEGIN IMMEDIATE: the database's write lock
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._batch, self._blocks = conn, _Batch(), 0
+
+    def _commit(self):
+        batch, txn, conn = self._batch, self._txn, self._conn
+        self._txn = self._conn = self._batch = None
+        try:
+            txn.commit()
+        except BaseException as exc:
+            batch.error = exc
+            try:
+                txn.rollback()
+            except Exception:
+                pass
+        finally:
+            conn.close()
+            batch.committed.set()
+
+
+_GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_GROUPS_LOCK = threading.Lock()
+
+
+def writer(engine) -> _Writer:
+    """Write transactions on ``engine``: ``with writer(engine).begin() as conn``.
+
+    On SQLite they take the database's write lock at BEGIN (``BEGIN IMMEDIATE``), so a read
+    inside them is never of a stale snapshot; the threads of one process take turns and share
+    commits (:class:`GroupCommit`). PostgreSQL's writers run side by side (row locks and
+    ``SKIP LOCKED`` keep them apart).
+    """
+    if engine.dialect.name != "sqlite":
+        return _Writer(engine)
+    with _GROUPS_LOCK:
+        group = _GROUPS.get(engine)
+        if group is None:
+            group = _GROUPS[engine] = GroupCommit(engine)
+    return _Writer(engine, group)
 
 
 def _to_2(conn):

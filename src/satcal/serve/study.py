@@ -278,10 +278,7 @@ class HostedStudy:
                 free = free & s.c.page.not_in(met_on)
             try:
                 with self.writer.begin() as conn:
-                    # PostgreSQL: skip slots another claimer has locked (SQLite serialises writers)
-                    slot = conn.execute(select(s.c.id, s.c.page).where(free & s.c.page.not_in(seen))
-                                        .order_by(*self._slot_order(s)).limit(1)
-                                        .with_for_update(skip_locked=True, of=s)).first()
+                    slot = self._choose_slot(conn, free & s.c.page.not_in(seen))
                     if slot is None:
                         return None
                     token = secrets.token_hex(16)
@@ -321,6 +318,19 @@ class HostedStudy:
         if self.order is None:
             return s.c.replicate, s.c.page
         return s.c.replicate, self.order.rank_expression(s.c.page, self.engine.dialect.name), s.c.page
+
+    def _choose_slot(self, conn, candidates):
+        """The page assignment: which of the free slots matching ``candidates`` (a condition on
+        the slots table: free, on a page this participant may get) the participant claims, as
+        a row (id, page), or None when there is none. The emptiest page first (the lowest
+        replicate, so every page gets its first answer before any gets a second), then, on an
+        adaptive study, the latest published plan's order (never waiting for a refit), then the
+        lowest page number. Runs inside the claim's write transaction."""
+        from sqlalchemy import select
+        s = db.tables()["slots"]
+        # PostgreSQL: skip slots another claimer has locked (SQLite serialises writers)
+        return conn.execute(select(s.c.id, s.c.page).where(candidates).order_by(*self._slot_order(s))
+                            .limit(1).with_for_update(skip_locked=True, of=s)).first()
 
     def _traps_met(self, pid: int) -> set[str]:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
