@@ -3,6 +3,8 @@ linear logit and isotonic regression, on stratified folds equal to scikit-learn'
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 from scipy.special import expit
@@ -81,23 +83,64 @@ def stratified_folds(y, folds: int, seed: int) -> np.ndarray | None:
     -------
     numpy.ndarray of int or None
     """
-    encoded, classes = pd.factorize(np.asarray(y), sort=False)  # hashing, no sort of n values
-    counts = np.bincount(encoded, minlength=classes.size)
-    if classes.size < 2 or counts.min() < folds:
+    encoded, n_classes = _class_codes(np.asarray(y))
+    counts = np.bincount(encoded, minlength=n_classes)
+    if n_classes < 2 or counts.min() < folds:
         return None
-    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
-    ends = np.cumsum(counts)
-    starts = ends - counts
+    fold_of = np.empty(encoded.size, dtype=np.intp)
+    # the observations of class 0, then class 1, ... each in data order, get the class's labels
+    fold_of[_class_order(encoded, n_classes)] = _shuffled_fold_labels(tuple(counts.tolist()), folds, seed)
+    return fold_of
+
+
+def _class_codes(y: np.ndarray) -> tuple[np.ndarray, int]:
+    """Class codes by first appearance, and the number of classes.
+
+    Two-valued numeric labels (the 0/1 outcomes of every curve) take two comparisons; any
+    other labels are hashed (no sort of n values either way).
+    """
+    if y.ndim == 1 and y.size and y.dtype.kind in "biuf":
+        differs = y != y[0]
+        if not differs.any():
+            return np.zeros(y.size, dtype=np.int8), 1
+        # differs[0] only for a NaN label, and a NaN second class fails the comparison: hash those
+        if not differs[0] and np.array_equal(differs, y == y[differs.argmax()]):
+            return differs.view(np.int8), 2
+    encoded, classes = pd.factorize(y, sort=False)
+    return encoded, classes.size
+
+
+def _class_order(encoded: np.ndarray, n_classes: int) -> np.ndarray:
+    """Observations grouped by class, data order kept within a class (a radix sort of small codes)."""
+    small = np.uint8 if n_classes <= 256 else np.uint16 if n_classes <= 65536 else np.intp
+    return np.argsort(encoded.astype(small, copy=False), kind="stable")
+
+
+@functools.lru_cache(maxsize=4)
+def _shuffled_fold_labels(counts: tuple[int, ...], folds: int, seed: int) -> np.ndarray:
+    """Each class's fold labels, shuffled by one ``RandomState(seed)``, classes one after another.
+
+    Cached: every formulation's satisfaction curve has the same outcomes, so the same counts.
+    Read-only, since the cache hands the same array out again.
+    """
+    counts_ = np.asarray(counts)
+    ends = np.cumsum(counts_)
+    starts = ends - counts_
     i = np.arange(folds)[:, None]
+    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
     allocation = (np.maximum(ends[None] - i, 0) + folds - 1) // folds \
         - (np.maximum(starts[None] - i, 0) + folds - 1) // folds   # (folds, classes)
     rng = np.random.RandomState(seed)
-    fold_of = np.empty(encoded.size, dtype=np.intp)
-    for c in range(classes.size):
-        labels = np.arange(folds).repeat(allocation[:, c])
-        rng.shuffle(labels)
-        fold_of[encoded == c] = labels
-    return fold_of
+    # the draws depend only on the length, not the dtype: small labels shuffle faster
+    labels = np.arange(folds, dtype=np.int8 if folds <= 127 else np.intp)
+    parts = []
+    for c in range(counts_.size):
+        part = labels.repeat(allocation[:, c])
+        rng.shuffle(part)
+        parts.append(part)
+    out = np.concatenate(parts)
+    out.flags.writeable = False
+    return out
 
 
 def _isotonic_fit(x, y, w):
