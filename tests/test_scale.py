@@ -197,17 +197,84 @@ def test_scoring_memory_is_bounded():
     assert extra_mb < 900, f"{extra_mb:.0f} MB of temporaries beyond the result"
 
 
+def _sklearn_folds(y, folds, seed):
+    theirs = np.empty(len(y), dtype=int)
+    for f, (_, test) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y)):
+        theirs[test] = f
+    return theirs
+
+
 @pytest.mark.parametrize("seed", [0, 3, 11])
 @pytest.mark.parametrize("folds", [2, 5])
 def test_stratified_folds_equal_sklearn(seed, folds):
     from satcal.analysis.core import stratified_folds
     rng = np.random.default_rng(seed)
     y = (rng.uniform(size=503) < rng.uniform(0.1, 0.9)).astype(float)
-    ours = stratified_folds(y, folds, seed)
-    theirs = np.empty(y.size, dtype=int)
-    for f, (_, test) in enumerate(StratifiedKFold(folds, shuffle=True, random_state=seed).split(y[:, None], y)):
-        theirs[test] = f
-    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(stratified_folds(y, folds, seed), _sklearn_folds(y, folds, seed))
+
+
+@pytest.mark.parametrize("labels", ["int3", "negative", "strings", "bool", "many", "first_is_one"])
+def test_stratified_folds_equal_sklearn_any_labels(labels):
+    """Beyond 0/1 floats: several classes, negative and string labels, booleans, hundreds of
+    classes; each asked twice (the shuffled labels are cached), each a fresh writable array."""
+    from satcal.analysis.core import stratified_folds
+    rng = np.random.default_rng(7)
+    y = {"int3": rng.integers(0, 3, 2000), "negative": rng.integers(-4, 2, 1500),
+         "strings": np.asarray(list("abcab"))[rng.integers(0, 5, 999)],
+         "bool": rng.uniform(size=800) < 0.3, "many": rng.integers(0, 300, 30000).astype(float),
+         "first_is_one": np.r_[1.0, (rng.uniform(size=700) < 0.5).astype(float)]}[labels]
+    for folds, seed in ((5, 0), (3, 11), (10, 4), (5, 0)):
+        ours = stratified_folds(y, folds, seed)
+        np.testing.assert_array_equal(ours, _sklearn_folds(y, folds, seed))
+        ours[:] = -1  # a caller writing into the result must not touch the next call's
+
+
+def test_stratified_folds_none_when_a_class_is_too_small():
+    from satcal.analysis.core import stratified_folds
+    assert stratified_folds(np.r_[np.zeros(20), np.ones(4)], 5, 0) is None
+    assert stratified_folds(np.zeros(20), 5, 0) is None
+
+
+def test_unique_rows_equal_a_sort_of_the_row_bytes(rng):
+    """Hashing column by column groups and orders rows as ``np.unique`` of their bytes does,
+    with -0.0 and 0.0 one value, NaN, negative levels, huge values and many columns."""
+    from satcal.analysis.data import _unique_rows
+    n = 5000
+    cases = [[rng.integers(-2, 3, (n, 4)).astype(float), rng.integers(0, 4, (n, 1)).astype(float)],
+             [rng.choice([-0.0, 0.0, 0.5, np.nan, 1e300, -np.inf], (n, 3))],
+             [np.round(rng.uniform(size=(n, 40)), 1), rng.integers(0, 9, (n, 1)).astype(float)]]
+    for blocks in cases:
+        key = np.concatenate(blocks, axis=1)
+        key[key == 0] = 0.0
+        rows = np.ascontiguousarray(key).view(np.dtype((np.void, 8 * key.shape[1])))[:, 0]
+        _, first, inverse, counts = np.unique(rows, return_index=True, return_inverse=True, return_counts=True)
+        ours = _unique_rows(blocks)
+        for got, want in zip(ours, (first, inverse.ravel(), counts)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_collapse_study_equals_grouping_scored_rows(rng):
+    """collapse_study against scoring every answer and grouping the rows in a Python dict."""
+    from satcal import load_ecir2015
+    from satcal.analysis.core import collapse_study
+    study = load_ecir2015()
+    ex = study.examples.iloc[rng.integers(0, len(study.examples), 4000)].reset_index(drop=True)
+    cols = [f"r{s}{i}" for s in "ab" for i in range(1, study.k + 1)]
+    patterns = rng.integers(0, study.n_levels, (40, len(cols)))  # new patterns, each answered often
+    ex[cols] = patterns[rng.integers(0, len(patterns), len(ex))]
+    study.examples = ex
+    forms = study_formulations()
+    types = collapse_study(study, forms)
+    pa, pb = score_lists(study.levels("a"), forms), score_lists(study.levels("b"), forms)
+    keys = [(tuple(a), tuple(b), c) for a, b, c in zip(pa.tolist(), pb.tolist(), study.answers)]
+    counts: dict = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    got = [(tuple(a), tuple(b), c) for a, b, c in zip(types.phi_a.tolist(), types.phi_b.tolist(), types.answers)]
+    assert sorted(got) == sorted(counts) and len(got) == len(counts)
+    assert [counts[k] for k in got] == types.counts.tolist()
+    assert [got[j] for j in types.inverse] == keys
+    assert types.counts.max() > 10
 
 
 def test_calibrate_from_levels_equals_from_scores(rng):

@@ -3,6 +3,8 @@ linear logit and isotonic regression, on stratified folds equal to scikit-learn'
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 from scipy.special import expit
@@ -81,23 +83,79 @@ def stratified_folds(y, folds: int, seed: int) -> np.ndarray | None:
     -------
     numpy.ndarray of int or None
     """
-    encoded, classes = pd.factorize(np.asarray(y), sort=False)  # hashing, no sort of n values
-    counts = np.bincount(encoded, minlength=classes.size)
-    if classes.size < 2 or counts.min() < folds:
+    y = np.asarray(y)
+    # calibrate alternates a formulation's satisfaction curve, whose outcomes every formulation
+    # shares, with its preference curve: comparing the labels with the last two calls' costs a
+    # fraction of assigning the folds again
+    with _RECENT_LOCK:
+        for i, (labels, key, small) in enumerate(_RECENT_FOLDS):
+            if key == (folds, seed) and labels.dtype == y.dtype and np.array_equal(labels, y):
+                _RECENT_FOLDS.insert(0, _RECENT_FOLDS.pop(i))
+                return None if small is None else small.astype(np.intp)
+    fold_of = _stratified_folds(y, folds, seed)
+    small = None if fold_of is None else fold_of.astype(np.int8 if folds <= 127 else np.intp)
+    with _RECENT_LOCK:
+        _RECENT_FOLDS.insert(0, (y.copy(), (folds, seed), small))
+        del _RECENT_FOLDS[2:]
+    return fold_of
+
+
+_RECENT_FOLDS: list = []  # the last two calls of stratified_folds: labels, (folds, seed), folds
+_RECENT_LOCK = threading.Lock()
+
+
+def _stratified_folds(y: np.ndarray, folds: int, seed: int) -> np.ndarray | None:
+    """:func:`stratified_folds` computed afresh."""
+    encoded, n_classes = _class_codes(y)
+    counts = np.bincount(encoded, minlength=n_classes)
+    if n_classes < 2 or counts.min() < folds:
         return None
-    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
+    fold_of = np.empty(encoded.size, dtype=np.intp)
+    # the observations of class 0, then class 1, ... each in data order, get the class's labels
+    fold_of[_class_order(encoded, n_classes)] = _shuffled_fold_labels(counts, folds, seed)
+    return fold_of
+
+
+def _class_codes(y: np.ndarray) -> tuple[np.ndarray, int]:
+    """Class codes by first appearance, and the number of classes.
+
+    Two-valued numeric labels (the 0/1 outcomes of every curve) take two comparisons; any
+    other labels are hashed (no sort of n values either way).
+    """
+    if y.ndim == 1 and y.size and y.dtype.kind in "biuf":
+        differs = y != y[0]
+        if not differs.any():
+            return np.zeros(y.size, dtype=np.int8), 1
+        # differs[0] only for a NaN label, and a NaN second class fails the comparison: hash those
+        if not differs[0] and np.array_equal(differs, y == y[differs.argmax()]):
+            return differs.view(np.int8), 2
+    encoded, classes = pd.factorize(y, sort=False)
+    return encoded, classes.size
+
+
+def _class_order(encoded: np.ndarray, n_classes: int) -> np.ndarray:
+    """Observations grouped by class, data order kept within a class (a radix sort of small codes)."""
+    small = np.uint8 if n_classes <= 256 else np.uint16 if n_classes <= 65536 else np.intp
+    return np.argsort(encoded.astype(small, copy=False), kind="stable")
+
+
+def _shuffled_fold_labels(counts: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Each class's fold labels, shuffled by one ``RandomState(seed)``, classes one after another."""
     ends = np.cumsum(counts)
     starts = ends - counts
     i = np.arange(folds)[:, None]
+    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
     allocation = (np.maximum(ends[None] - i, 0) + folds - 1) // folds \
         - (np.maximum(starts[None] - i, 0) + folds - 1) // folds   # (folds, classes)
     rng = np.random.RandomState(seed)
-    fold_of = np.empty(encoded.size, dtype=np.intp)
-    for c in range(classes.size):
-        labels = np.arange(folds).repeat(allocation[:, c])
-        rng.shuffle(labels)
-        fold_of[encoded == c] = labels
-    return fold_of
+    # the draws depend only on the length, not the dtype: small labels shuffle faster
+    labels = np.arange(folds, dtype=np.int8 if folds <= 127 else np.intp)
+    parts = []
+    for c in range(counts.size):
+        part = labels.repeat(allocation[:, c])
+        rng.shuffle(part)
+        parts.append(part)
+    return np.concatenate(parts)
 
 
 def _isotonic_fit(x, y, w):

@@ -145,14 +145,62 @@ def _answer_codes(answers: np.ndarray) -> np.ndarray:
     return code
 
 
-def _unique_rows(key: np.ndarray):
-    """Distinct rows of a float matrix: (first index, inverse, counts), one sort of n keys."""
-    key = np.ascontiguousarray(key, dtype=float)
-    key[key == 0] = 0.0  # -0.0 and 0.0 are one value
-    rows = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1])))[:, 0]
-    _, first, inverse, counts = np.unique(rows, return_index=True, return_inverse=True,
-                                          return_counts=True)
-    return first, inverse.ravel().astype(np.intp), counts.astype(float)
+def _unique_rows(blocks: Sequence[np.ndarray]):
+    """Distinct rows of float columns side by side: (first index, inverse, counts).
+
+    The rows are hashed to integer ids column by column in O(n); only the distinct rows are
+    then sorted, by their bytes, so the order is the one ``np.unique`` of the rows' bytes
+    gives (-0.0 and 0.0 are one value).
+
+    Parameters
+    ----------
+    blocks : sequence of numpy.ndarray, each shape (n, c)
+
+    Returns
+    -------
+    first : numpy.ndarray of int
+        The first row of each distinct row, in sorted order.
+    inverse : numpy.ndarray of int
+        Each row's distinct row.
+    counts : numpy.ndarray of float
+    """
+    blocks = [np.asarray(b, dtype=float) for b in blocks]
+    if not len(blocks[0]):
+        return np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0)
+    ids, size = np.zeros(len(blocks[0]), dtype=np.int64), 1
+    for col in (b[:, j] for b in blocks for j in range(b.shape[1])):
+        codes, card = _column_codes(col)
+        if size * card >= 2 ** 62:  # mixed radix would overflow: renumber the ids so far first
+            ids, size = _first_appearance(ids)
+        ids, size = ids * card + codes, size * card
+    ids, size = _first_appearance(ids)
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(ids), prepend=-1) > 0)  # ids rise by 1
+    rows = np.concatenate([b[first] for b in blocks], axis=1) + 0.0   # + 0.0 turns -0.0 into 0.0
+    _, order = np.unique(rows.view(np.dtype((np.void, 8 * rows.shape[1])))[:, 0], return_index=True)
+    rank = np.empty(size, dtype=np.intp)
+    rank[order] = np.arange(size)
+    return first[order], rank[ids], np.bincount(ids, minlength=size)[order].astype(float)
+
+
+def _column_codes(col: np.ndarray) -> tuple[np.ndarray, int]:
+    """Integer codes of one float column and how many there can be.
+
+    Integer levels in a short range (the usual relevance levels and answer codes) are their
+    offset from the minimum, by arithmetic; any other column is hashed.
+    """
+    lo, hi = col.min(), col.max()  # NaN in either: hashed
+    if np.isfinite(lo) and np.isfinite(hi) and hi - lo < 2 ** 20:
+        codes = (col - lo).astype(np.int64)
+        if np.array_equal(codes + lo, col):
+            return codes, int(hi - lo) + 1
+    codes, uniques = pd.factorize(col + 0.0, use_na_sentinel=False)
+    return codes.astype(np.int64), max(uniques.size, 1)
+
+
+def _first_appearance(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Renumber integer ids 0, 1, ... in order of first appearance (hashing, no sort)."""
+    codes, uniques = pd.factorize(ids)
+    return codes.astype(np.int64), uniques.size
 
 
 def collapse_answers(phi_a, phi_b, answers) -> AnswerTypes:
@@ -170,7 +218,7 @@ def collapse_answers(phi_a, phi_b, answers) -> AnswerTypes:
     phi_a, phi_b = np.atleast_2d(np.asarray(phi_a, float)), np.atleast_2d(np.asarray(phi_b, float))
     answers = np.asarray(answers, dtype=object)
     code = _answer_codes(answers)
-    first, inverse, counts = _unique_rows(np.concatenate([phi_a, phi_b, code[:, None]], axis=1))
+    first, inverse, counts = _unique_rows([phi_a, phi_b, code[:, None]])
     return AnswerTypes(phi_a[first], phi_b[first], answers[first], counts, inverse)
 
 
@@ -203,7 +251,7 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
                               "study has no judgments attached")
         qcode, qnames = pd.factorize(study.examples["query"].astype(str))
         columns.append(qcode[:, None].astype(float))
-    first, inverse, counts = _unique_rows(np.concatenate(columns, axis=1))
+    first, inverse, counts = _unique_rows(columns)
     kwargs: dict = {"n_levels": study.n_levels}
     if pooled:
         pools = study.judgments.pools()
