@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ._version import __version__
-from .errors import SatcalError, environment_error  # noqa: F401  (environment_error: kept importable here)
+from .errors import SatcalError, environment_error
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -90,28 +90,12 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
-    from . import pipeline
-    from ._threads import resolve_jobs
-    if sum(x is not None for x in (workspace, dataset, answers)) != 1:
-        raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
-                          "--answers FILE with --judgments FILE")
-    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=resolve_jobs(jobs),
-                  backend=f"dask:{scheduler}" if backend == "dask" and scheduler else backend,
-                  progress=not quiet, sat_model=sat_model, indicator_range=indicator_range)
-    scale = dict(normalization=normalization, negatives=negatives)
-    if workspace is not None:
-        from .study import Study
-        ws = Study.open(workspace)
-        base = ws.formulations(**scale)
-        chosen = pipeline.parse_formulations(formulations, base, **scale) if formulations else base
-        result, out = ws.analyze(force=force, formulations=chosen, **kwargs), ws.path / "analysis"
-    else:
-        result = pipeline.analyze_into(out, force, dataset, answers, judgments, k, levels, unjudged, scores,
-                                       formulations, scale, **kwargs)
-    if result.meta.get("notice"):
-        click.echo(result.meta["notice"])
-    click.echo(pipeline.ranking_text(result))
-    click.echo(f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)")
+    from .pipeline import analysis_text, analyze_any
+    result, out = analyze_any(workspace, dataset, answers, out, force, judgments, k, levels, unjudged, scores,
+                              formulations, normalization, negatives, jobs, backend, scheduler, quiet,
+                              population=population, bootstrap=bootstrap, seed=seed, sat_model=sat_model,
+                              indicator_range=indicator_range)
+    click.echo(analysis_text(result, out))
 
 
 @_study_command
@@ -160,10 +144,6 @@ def generate(directory, force, quiet):
     ws = Study.open(directory)
     result = ws.generate(force=force, progress=not quiet)
     click.echo(generation_text(result, ws["traps.file"], ws.path))
-    if "adaptive_pool" in result.candidates:  # adaptive: the examples are the candidate pool
-        click.echo(f"Adaptive: examples.csv and pool.csv hold the candidate pool, {result.candidates['adaptive_pool']} "
-                   f"examples; the coverage design had {result.candidates['coverage_design_examples']} (its "
-                   f"coverage.csv is the fixed design's). Next: satcal export {ws.path} --next-batch")
 
 
 @_study_command
@@ -184,21 +164,14 @@ def export(directory, platform, force, new_batch, next_batch):
     in a worker-visible field. Once answers are collected the current batch can still be
     exported to another platform; a changed presentation needs --new-batch.
     """
+    from .pipeline import export_text
     from .study import Study
     ws = Study.open(directory)
-    if next_batch and new_batch:
-        raise SatcalError("give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both")
     paths = ws.export(platform, force=force, new_batch=new_batch, next_batch=next_batch)
-    click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
-               f"(batch {ws.batch_number()})")
-    platform = platform or ws["presentation.platform"]
-    if ws.platform_settings(platform):
-        click.echo(f"Settings ([platforms.{platform}] of study.toml): {ws.platform_settings(platform)}")
-    if ws["design.adaptive"] and not next_batch and platform != "serve":
-        click.echo("  warning: an adaptive study: this batch holds the whole candidate pool; ask the next "
-                   f"wave with satcal export {ws.path} --next-batch", err=True)
-    for warning in ws.serve_warnings() if platform == "serve" else []:
-        click.echo(f"  warning: {warning}", err=True)
+    said, warned = export_text(ws, paths, platform, next_batch)
+    click.echo(said)
+    for line in warned:
+        click.echo(line, err=True)
 
 
 @_study_command
@@ -228,16 +201,15 @@ def simulate(directory, platform, force, serve_url, concurrency):
     With --serve URL the simulated participants take the hosted study itself (a dry run of the
     real thing); their answers land in its database, read with satcal ingest DIR --platform serve.
     """
+    from .pipeline import simulation_text
     from .study import Study
     ws = Study.open(directory)
     if serve_url:
         visits, truth = ws.simulate_served(serve_url, concurrency=concurrency, progress=True)
-        click.echo(f"{len(visits)} simulated participants answered {truth['pages']} pages at {serve_url} "
-                   f"({len(truth['spammers'])} spammers); truth in {ws.path}/simulated/serve-truth.json")
+        click.echo(simulation_text(truth, served_at=serve_url, participants=len(visits), where=ws.path))
         return
     path, truth = ws.simulate(platform, force=force)
-    click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
-               f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
+    click.echo(simulation_text(truth, path))
 
 
 @_study_command
@@ -262,22 +234,11 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     if drop_trap:
         ws.drop_traps(drop_trap)
     if remove_name:
-        if files or platform:
-            raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
-        removed, report = ws.remove(remove_name, threshold)
+        removed, report = ws.remove_alone(remove_name, threshold, files, platform)
         click.echo(f"Removed {removed} (kept in {ws.path}/raw/removed/); tables rebuilt:")
         click.echo("\n".join(report.lines()))
         return
-    if db_url and platform != "serve":
-        raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
-    if not files and platform != "serve" and not drop_trap:
-        raise SatcalError("give the result files to ingest (or --platform serve to read the hosted "
-                          "study's database)")
-    if dawid_skene:
-        from .quality import require_crowdkit
-        require_crowdkit()  # before anything is written
-    report = (ws.ingest_served(db_url, threshold) if not files and platform == "serve"
-              else ws.ingest(files, platform=platform, threshold=threshold))
+    report = ws.ingest_any(files, platform, threshold, db_url, rebuild=bool(drop_trap), dawid_skene=dawid_skene)
     click.echo("\n".join(report.lines()))
     if dawid_skene:
         accuracy = ws.dawid_skene(report)
@@ -309,16 +270,15 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     A researcher's status page is printed at start. Read the answers with
     satcal ingest DIR --platform serve.
     """
+    from .pipeline import adaptive_serve_line, serve_banner, serve_url
     from .study import Study
     ws = Study.open(directory)
     study = ws.hosted_study(db_url)
-    if study.order is not None:  # adaptive: pages in the criterion's order, refitted in the background
-        click.echo(f"  adaptive: pages in the order the answers so far ask for, refitted in the background every "
-                   f"{ws['serve.refit_seconds']:g} s; no page handed out once settled or at the budget")
+    adaptive = adaptive_serve_line(study, ws["serve.refit_seconds"])
+    if adaptive:
+        click.echo(adaptive)
     ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
-    from .pipeline import serve_banner
-    base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
-    said, warned = serve_banner(study, base)
+    said, warned = serve_banner(study, serve_url(public_url, host, port))
     click.echo(said)
     for line in warned:
         click.echo(line, err=True)
@@ -346,21 +306,13 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     Uses the workspace's examples.csv and the user model of [simulation] in study.toml;
     writes power/power.csv and power/power.png.
     """
+    from .pipeline import parse_budgets, parse_pair, power_text
     from .study import Study
     ws = Study.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
-    try:
-        budget_list = [int(b) for b in budgets.split(",")]
-    except ValueError:
-        raise SatcalError(f"--budgets {budgets!r}: expected integers separated by commas") from None
-    pair_t = tuple(p.strip() for p in pair.split(","))
-    if len(pair_t) != 2:
-        raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    result, written = ws.power(budget_list, pair_t, sims, boot, answers_per_example, force=force,
-                               progress=not quiet)
-    cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
-    click.echo(result.table[cols].to_string(index=False))
-    click.echo(f"Wrote {written['table']} and {written['figure']}")
+    result, written = ws.power(parse_budgets(budgets), parse_pair(pair), sims, boot, answers_per_example,
+                               force=force, progress=not quiet)
+    click.echo(power_text(result, written))
 
 
 @main.command(context_settings=CONTEXT)
@@ -387,11 +339,8 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     satisfied. Writes evaluation_*.csv (evaluation_side_by_side.csv: systems x measures) and
     evaluation.png.
     """
-    from .pipeline import evaluate_into
-    result, written = evaluate_into(judgments, runs, calibration, formulations, k, out, force)
-    click.echo("Expected P(Sat) per query, mean over queries, under each measure:")
-    click.echo(result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    click.echo(f"Wrote {', '.join(written.values())}")
+    from .pipeline import evaluate_into, evaluation_text
+    click.echo(evaluation_text(*evaluate_into(judgments, runs, calibration, formulations, k, out, force)))
 
 
 @main.command(context_settings=CONTEXT)
@@ -430,13 +379,8 @@ def demo(out, seed, force, quiet):
        beside its user-side bias, on SIMULATED runs (the embedded data has none).
     Ends with the ranking of formulations by bias and where each output is.
     """
-    from .pipeline import prepare_out, ranking_text, run_demo
-    summary = run_demo(prepare_out(out, force), seed=seed, progress=not quiet, echo=click.echo)
-    click.echo(ranking_text(summary["result"]))
-    click.echo("\nOutputs:")
-    width = max(len(label) for label in summary["outputs"])
-    for label, path in summary["outputs"].items():
-        click.echo(f"  {label:<{width}}  {path}")
+    from .pipeline import demo_text, prepare_out, run_demo
+    click.echo(demo_text(run_demo(prepare_out(out, force), seed=seed, progress=not quiet, echo=click.echo)))
 
 
 if __name__ == "__main__":  # pragma: no cover
