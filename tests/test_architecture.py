@@ -20,7 +20,7 @@ LAYERS = [
      "satcal.datasets"],
     ["satcal.analysis", "satcal.reliability"],
     ["satcal.report"],
-    ["satcal.study", "satcal.workspace", "satcal.adaptive_study", "satcal.pipeline", "satcal.cli", "satcal.__main__", "satcal"],
+    ["satcal.study", "satcal.workspace", "satcal.adaptive_study", "satcal.pipeline", "satcal.cli", "satcal.cli_options", "satcal.__main__", "satcal"],
 ]
 
 

@@ -291,3 +291,28 @@ def test_a_system_error_about_a_path_is_one_line(tmp_path):
         line = environment_error(exc)
     assert line == f"{tmp_path}: {os.strerror(errno.EISDIR)[0].lower() + os.strerror(errno.EISDIR)[1:]}"
     assert environment_error(OSError(errno.EIO, "I/O error")) is None   # no path: not for a user
+
+
+@pytest.mark.parametrize("args, message", [
+    (["power", "{ws}", "--budgets", "250,x"], "--budgets '250,x': expected integers separated by commas"),
+    (["power", "{ws}", "--pair", "lin-const"], "--pair 'lin-const': expected two formulation ids separated by a comma"),
+    (["ingest", "{ws}", "--remove", "f.csv", "--platform", "appen"],
+     "--remove takes one archived file back out: give no files or --platform with it"),
+    (["ingest", "{ws}", "--db", "sqlite:///x.db"], "--db reads a hosted study's database: give it with --platform serve"),
+    (["ingest", "{ws}"], "give the result files to ingest (or --platform serve to read the hosted study's database)"),
+    (["export", "{ws}", "--new-batch", "--next-batch"],
+     "give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both"),
+])
+def test_option_checks_outside_the_cli_keep_their_one_line(tmp_path, args, message):
+    # the checks live in Study and pipeline; the command still answers with the same line
+    from satcal.datasets import ecir2015_file
+    ws = tmp_path / "ws"
+    assert CliRunner().invoke(main, ["init", str(ws), "--judgments", str(ecir2015_file("judgments.tsv"))]).exit_code == 0
+    r = CliRunner().invoke(main, [a.format(ws=ws) for a in args])
+    assert (r.exit_code, r.output) == (2, f"satcal: error: {message}\n")
+
+
+def test_budgets_and_pair_parse_to_the_values_written():
+    from satcal.pipeline import parse_budgets, parse_pair
+    assert parse_budgets("250,500,1000") == [250, 500, 1000]
+    assert parse_pair("lin-const, exp2-log2") == ("lin-const", "exp2-log2")

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ._version import __version__
-from .errors import SatcalError, environment_error  # noqa: F401  (environment_error: kept importable here)
+from .errors import SatcalError, environment_error
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -64,103 +64,17 @@ def main():
     """
 
 
-from .settings import choices as _choices, default as _default  # noqa: E402  (no scientific stack)
-
-PLATFORM_NAMES = _choices("presentation.platform")
+from .cli_options import (LEVELS, PLATFORM_NAMES, analysis_options, analyze_sources,  # noqa: E402
+                          ingest_options, platform_option, reliability_options)
+from .settings import default as _default  # noqa: E402  (no scientific stack)
 
 
 def _study_command(f):
     """A command on a study directory (its first argument)."""
     return main.command(context_settings=CONTEXT)(click.argument("directory", type=click.Path(path_type=Path))(f))
-_workspace_platform_option = click.option(
-    "--platform", type=click.Choice(PLATFORM_NAMES), help="Default: presentation.platform of study.toml.")
-
-
-class LevelsType(click.ParamType):
-    """``--levels``, the same everywhere: a list of levels (``0,1,2,3``) or their number L
-    (``4``, meaning 0..L-1). Converts to the sorted list of levels."""
-
-    name = "LEVELS"
-
-    def convert(self, value, param, ctx):
-        from .settings import parse_levels
-        try:
-            return value if isinstance(value, list) else parse_levels(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-LEVELS = LevelsType()
-
-
-def _analysis_options(f):
-    options = [
-        click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
-                     show_default=True,
-                     help="Preference population: 'all' answers (ties and both_* answers count as "
-                          "not siding with the higher score; this reproduces the published numbers) "
-                          "or only a_better/b_better answers."),
-        click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000,
-                     show_default=True, help="Bootstrap replicates (over workers and examples "
-                                             "when answers carry worker ids, else examples), for "
-                                             "intervals and pairwise tests (0 for none)."),
-        click.option("--seed", type=int, default=2015, show_default=True,
-                     help="Seed of the bootstrap and of the model-check folds."),
-        click.option("--jobs", type=int, default=0, show_default=True,
-                     help="Worker processes for the bootstrap: 0 one per core this process may "
-                          "use (its CPU affinity), -1 the same, -2 one fewer, N exactly N."),
-        click.option("--backend", type=click.Choice(["loky", "dask"]), default="loky",
-                     show_default=True, help="Parallel backend for the bootstrap."),
-        click.option("--scheduler", default=None, help="Dask scheduler address (with --backend dask)."),
-        click.option("--normalization", type=click.Choice(["max", "ideal", "minmax", "ul1", "ul2"]),
-                     default="max", show_default=True,
-                     help="How DCG becomes phi: 'max' (the study's: divided by k top-level "
-                          "documents) or a per-query one computed from the judgments' pool "
-                          "('ideal' calibrates classic nDCG@k)."),
-        click.option("--negatives", type=click.Choice(["keep", "zero"]), default="keep",
-                     show_default=True, help="Negative levels: gain applied as given, or mapped to 0."),
-        click.option("--formulations", "formulations", default=None, metavar="IDS",
-                     help="What to calibrate: 'study' (the 36 gain x discount formulations, or a "
-                          "workspace's own), 'all' (those plus RBP, ERR, RR, AP and P), or a "
-                          "comma-separated list of ids such as exp2-log2,lin-geo0.8,err,ap "
-                          "('study' and 'all' may appear in the list)."),
-        click.option("--sat-model", "sat_model", type=click.Choice(["both", "published", "joint"]),
-                     default="both", show_default=True,
-                     help="Satisfaction curves: 'published' (the paper's, from both_good/both_bad "
-                          "answers: satisfaction of a list whose partner got the same verdict; "
-                          "reproduces the paper exactly), or 'both' (also the per-list curve of a "
-                          "joint model over all four answers; 'joint' is the same)."),
-        click.option("--indicator-range", "indicator_range", type=click.Choice(["data", "full"]),
-                     default="data", show_default=True,
-                     help="Where b1-b3 are computed: over the scores the answers reach ('data'; "
-                          "curves beyond them are extrapolations) or over all of [0, 1] ('full', as "
-                          "the paper, whose design reached it). The same when answers reach [0, 1]."),
-        click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
-        click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
-    ]
-    for opt in reversed(options):
-        f = opt(f)
-    return f
-
-
 @main.command(context_settings=CONTEXT)
-@click.argument("workspace", required=False, type=click.Path(path_type=Path))
-@click.option("--dataset", type=click.Choice(["ecir2015"]), help="Analyse an embedded dataset.")
-@click.option("--answers", type=click.Path(path_type=Path),
-              help="External study: CSV with query, a1..a<k>, b1..b<k>, answer[, worker_id].")
-@click.option("--judgments", type=click.Path(path_type=Path), help="Judgments of the external study.")
-@click.option("--k", type=click.IntRange(min=1), default=None, help="Documents per list (default: "
-              "the number of a<i> columns).")
-@click.option("--levels", type=LEVELS, default=None,
-              help="The relevance levels, 0..L-1: as a list (0,1,2,3) or their number L (4) "
-                   "(default: from the judgments).")
-@click.option("--unjudged", type=click.Choice(["error", "zero"]), default="error", show_default=True,
-              help="A listed document with no judgment: an error, or level 0.")
-@click.option("--scores", type=click.Choice(["exact", "published"]), default="exact",
-              show_default=True, help="ecir2015 only: phi recomputed from the recovered "
-              "judgments, or the published 3-decimal scores.")
-@click.option("--out", type=click.Path(path_type=Path), help="Output directory.")
-@_analysis_options
+@analyze_sources
+@analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
             bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, sat_model,
             indicator_range, force, quiet):
@@ -176,28 +90,12 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
     ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
-    from . import pipeline
-    from ._threads import resolve_jobs
-    if sum(x is not None for x in (workspace, dataset, answers)) != 1:
-        raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
-                          "--answers FILE with --judgments FILE")
-    kwargs = dict(population=population, bootstrap=bootstrap, seed=seed, n_jobs=resolve_jobs(jobs),
-                  backend=f"dask:{scheduler}" if backend == "dask" and scheduler else backend,
-                  progress=not quiet, sat_model=sat_model, indicator_range=indicator_range)
-    scale = dict(normalization=normalization, negatives=negatives)
-    if workspace is not None:
-        from .study import Study
-        ws = Study.open(workspace)
-        base = ws.formulations(**scale)
-        chosen = pipeline.parse_formulations(formulations, base, **scale) if formulations else base
-        result, out = ws.analyze(force=force, formulations=chosen, **kwargs), ws.path / "analysis"
-    else:
-        result = pipeline.analyze_into(out, force, dataset, answers, judgments, k, levels, unjudged, scores,
-                                       formulations, scale, **kwargs)
-    if result.meta.get("notice"):
-        click.echo(result.meta["notice"])
-    click.echo(pipeline.ranking_text(result))
-    click.echo(f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)")
+    from .pipeline import analysis_text, analyze_any
+    result, out = analyze_any(workspace, dataset, answers, out, force, judgments, k, levels, unjudged, scores,
+                              formulations, normalization, negatives, jobs, backend, scheduler, quiet,
+                              population=population, bootstrap=bootstrap, seed=seed, sat_model=sat_model,
+                              indicator_range=indicator_range)
+    click.echo(analysis_text(result, out))
 
 
 @_study_command
@@ -246,14 +144,10 @@ def generate(directory, force, quiet):
     ws = Study.open(directory)
     result = ws.generate(force=force, progress=not quiet)
     click.echo(generation_text(result, ws["traps.file"], ws.path))
-    if "adaptive_pool" in result.candidates:  # adaptive: the examples are the candidate pool
-        click.echo(f"Adaptive: examples.csv and pool.csv hold the candidate pool, {result.candidates['adaptive_pool']} "
-                   f"examples; the coverage design had {result.candidates['coverage_design_examples']} (its "
-                   f"coverage.csv is the fixed design's). Next: satcal export {ws.path} --next-batch")
 
 
 @_study_command
-@_workspace_platform_option
+@platform_option
 @click.option("--force", is_flag=True, help="Replace an earlier export and its key (before any answers "
               "are collected).")
 @click.option("--new-batch", is_flag=True,
@@ -270,21 +164,14 @@ def export(directory, platform, force, new_batch, next_batch):
     in a worker-visible field. Once answers are collected the current batch can still be
     exported to another platform; a changed presentation needs --new-batch.
     """
+    from .pipeline import export_text
     from .study import Study
     ws = Study.open(directory)
-    if next_batch and new_batch:
-        raise SatcalError("give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both")
     paths = ws.export(platform, force=force, new_batch=new_batch, next_batch=next_batch)
-    click.echo("Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {ws.path}/key.csv "
-               f"(batch {ws.batch_number()})")
-    platform = platform or ws["presentation.platform"]
-    if ws.platform_settings(platform):
-        click.echo(f"Settings ([platforms.{platform}] of study.toml): {ws.platform_settings(platform)}")
-    if ws["design.adaptive"] and not next_batch and platform != "serve":
-        click.echo("  warning: an adaptive study: this batch holds the whole candidate pool; ask the next "
-                   f"wave with satcal export {ws.path} --next-batch", err=True)
-    for warning in ws.serve_warnings() if platform == "serve" else []:
-        click.echo(f"  warning: {warning}", err=True)
+    said, warned = export_text(ws, paths, platform, next_batch)
+    click.echo(said)
+    for line in warned:
+        click.echo(line, err=True)
 
 
 @_study_command
@@ -298,7 +185,7 @@ def preview(directory, n, force):
 
 
 @_study_command
-@_workspace_platform_option
+@platform_option
 @click.option("--force", is_flag=True, help="Overwrite an earlier simulation.")
 @click.option("--serve", "serve_url", default=None, metavar="URL",
               help="Instead of writing a file, send the simulated participants through a running "
@@ -314,38 +201,19 @@ def simulate(directory, platform, force, serve_url, concurrency):
     With --serve URL the simulated participants take the hosted study itself (a dry run of the
     real thing); their answers land in its database, read with satcal ingest DIR --platform serve.
     """
+    from .pipeline import simulation_text
     from .study import Study
     ws = Study.open(directory)
     if serve_url:
         visits, truth = ws.simulate_served(serve_url, concurrency=concurrency, progress=True)
-        click.echo(f"{len(visits)} simulated participants answered {truth['pages']} pages at {serve_url} "
-                   f"({len(truth['spammers'])} spammers); truth in {ws.path}/simulated/serve-truth.json")
+        click.echo(simulation_text(truth, served_at=serve_url, participants=len(visits), where=ws.path))
         return
     path, truth = ws.simulate(platform, force=force)
-    click.echo(f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} "
-               f"spammers among {truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
+    click.echo(simulation_text(truth, path))
 
 
 @_study_command
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--platform", type=click.Choice(PLATFORM_NAMES + ["ecir2015"]),
-              help="Format of the files (default: detected from name and header). With serve and "
-                   "no files, the hosted study's database is read.")
-@click.option("--db", "db_url", default=None,
-              help="With --platform serve: the study database (default DIR/serve.db; a SQLAlchemy "
-                   "URL such as postgresql+psycopg://user@host/study).")
-@click.option("--remove", "remove_name", default=None, metavar="FILE",
-              help="Take an ingested file back out (its archived name, original name or hash "
-                   "prefix): the tables are rebuilt without it; the file moves to raw/removed/.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-              help="Trust threshold (default: quality.trust_threshold of study.toml).")
-@click.option("--dawid-skene", is_flag=True,
-              help="Also fit Dawid-Skene worker models (optional crowd-kit extra); writes "
-                   "workers_ds.csv with each worker's estimated accuracy.")
-@click.option("--drop-trap", "drop_trap", multiple=True, metavar="ID",
-              help="Leave this trap out of trust for this ingest (repeatable; with no files, rebuilds "
-                   "the tables from the files ingested before). To keep it out, add it to [quality] "
-                   "drop_traps in study.toml.")
+@ingest_options
 def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):
     """Ingest result files: archive them under raw/ and rebuild answers.csv, rejects.csv,
     workers.csv and traps_report.csv (each trap's accuracy among the workers the other traps
@@ -366,22 +234,11 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     if drop_trap:
         ws.drop_traps(drop_trap)
     if remove_name:
-        if files or platform:
-            raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
-        removed, report = ws.remove(remove_name, threshold)
+        removed, report = ws.remove_alone(remove_name, threshold, files, platform)
         click.echo(f"Removed {removed} (kept in {ws.path}/raw/removed/); tables rebuilt:")
         click.echo("\n".join(report.lines()))
         return
-    if db_url and platform != "serve":
-        raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
-    if not files and platform != "serve" and not drop_trap:
-        raise SatcalError("give the result files to ingest (or --platform serve to read the hosted "
-                          "study's database)")
-    if dawid_skene:
-        from .quality import require_crowdkit
-        require_crowdkit()  # before anything is written
-    report = (ws.ingest_served(db_url, threshold) if not files and platform == "serve"
-              else ws.ingest(files, platform=platform, threshold=threshold))
+    report = ws.ingest_any(files, platform, threshold, db_url, rebuild=bool(drop_trap), dawid_skene=dawid_skene)
     click.echo("\n".join(report.lines()))
     if dawid_skene:
         accuracy = ws.dawid_skene(report)
@@ -413,16 +270,15 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     A researcher's status page is printed at start. Read the answers with
     satcal ingest DIR --platform serve.
     """
+    from .pipeline import adaptive_serve_line, serve_banner, serve_url
     from .study import Study
     ws = Study.open(directory)
     study = ws.hosted_study(db_url)
-    if study.order is not None:  # adaptive: pages in the criterion's order, refitted in the background
-        click.echo(f"  adaptive: pages in the order the answers so far ask for, refitted in the background every "
-                   f"{ws['serve.refit_seconds']:g} s; no page handed out once settled or at the budget")
+    adaptive = adaptive_serve_line(study, ws["serve.refit_seconds"])
+    if adaptive:
+        click.echo(adaptive)
     ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
-    from .pipeline import serve_banner
-    base = (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
-    said, warned = serve_banner(study, base)
+    said, warned = serve_banner(study, serve_url(public_url, host, port))
     click.echo(said)
     for line in warned:
         click.echo(line, err=True)
@@ -450,21 +306,13 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
     Uses the workspace's examples.csv and the user model of [simulation] in study.toml;
     writes power/power.csv and power/power.png.
     """
+    from .pipeline import parse_budgets, parse_pair, power_text
     from .study import Study
     ws = Study.open(directory)
     ws.guard(["power"], force)  # before the simulations, not after
-    try:
-        budget_list = [int(b) for b in budgets.split(",")]
-    except ValueError:
-        raise SatcalError(f"--budgets {budgets!r}: expected integers separated by commas") from None
-    pair_t = tuple(p.strip() for p in pair.split(","))
-    if len(pair_t) != 2:
-        raise SatcalError(f"--pair {pair!r}: expected two formulation ids separated by a comma")
-    result, written = ws.power(budget_list, pair_t, sims, boot, answers_per_example, force=force,
-                               progress=not quiet)
-    cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
-    click.echo(result.table[cols].to_string(index=False))
-    click.echo(f"Wrote {written['table']} and {written['figure']}")
+    result, written = ws.power(parse_budgets(budgets), parse_pair(pair), sims, boot, answers_per_example,
+                               force=force, progress=not quiet)
+    click.echo(power_text(result, written))
 
 
 @main.command(context_settings=CONTEXT)
@@ -491,45 +339,12 @@ def evaluate(judgments, runs, calibration, formulations, k, out, force):
     satisfied. Writes evaluation_*.csv (evaluation_side_by_side.csv: systems x measures) and
     evaluation.png.
     """
-    from .pipeline import evaluate_into
-    result, written = evaluate_into(judgments, runs, calibration, formulations, k, out, force)
-    click.echo("Expected P(Sat) per query, mean over queries, under each measure:")
-    click.echo(result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    click.echo(f"Wrote {', '.join(written.values())}")
+    from .pipeline import evaluate_into, evaluation_text
+    click.echo(evaluation_text(*evaluate_into(judgments, runs, calibration, formulations, k, out, force)))
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("--judgments", type=click.Path(path_type=Path), required=True)
-@click.option("--run", "--runs", "runs", type=click.Path(path_type=Path), multiple=True,
-              help="A TREC run file, a directory of them, or a glob (repeatable).")
-@click.option("--simulate-runs", type=click.IntRange(min=2), default=None,
-              help="No runs at hand: simulate this many systems of graded quality (labelled "
-                   "simulated; for trying the analysis only).")
-@click.option("--calibration", type=click.Path(path_type=Path),
-              help="An analysis directory (its bias.csv): user-side b1-b3 beside the system side, "
-                   "scored at the calibration's own k, normalisation and negative policy.")
-@click.option("--k", type=click.IntRange(min=1), default=None,
-              help="Cutoff (default: the calibration's, else 10; another than the calibration's is refused).")
-@click.option("--normalization", type=click.Choice(["ideal", "max", "minmax", "ul1", "ul2", "raw"]),
-              default=None, help="Default: the calibration's, else ideal (as nDCG).")
-@click.option("--negatives", type=click.Choice(["keep", "zero"]), default=None,
-              help="Negative levels: gain applied as given, or mapped to 0 first (default: the "
-                   "calibration's, else keep).")
-@click.option("--replicates", type=click.IntRange(min=100), default=1000, show_default=True,
-              help="Bootstrap replicates of the discriminative-power test.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level: intervals of E rho^2 and Phi are two-sided "
-              "(1 - alpha) intervals (alpha/2 in each tail: a tool whose alpha is per tail would "
-              "call this 0.025), and a pair of systems counts as told apart when its ASL < alpha.")
-@click.option("--target", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
-              show_default=True, help="The E rho^2 and Phi to reach when counting the topics needed.")
-@click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
-              show_default=True, help="Also find the gains (log2 discount) or discounts (linear "
-              "gain) that maximise Phi at one topic (Kanoulas and Aslam, CIKM 2009).")
-@click.option("--seed", type=int, default=2015, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True)
-@click.option("--force", is_flag=True)
-@click.option("--quiet", "-q", is_flag=True)
+@reliability_options
 def reliability(judgments, runs, simulate_runs, calibration, k, normalization, negatives, replicates,
                 alpha, target, optimize, seed, out, force, quiet):
     """System-side reliability of every formulation: G-study variance components, D-study
@@ -564,13 +379,8 @@ def demo(out, seed, force, quiet):
        beside its user-side bias, on SIMULATED runs (the embedded data has none).
     Ends with the ranking of formulations by bias and where each output is.
     """
-    from .pipeline import prepare_out, ranking_text, run_demo
-    summary = run_demo(prepare_out(out, force), seed=seed, progress=not quiet, echo=click.echo)
-    click.echo(ranking_text(summary["result"]))
-    click.echo("\nOutputs:")
-    width = max(len(label) for label in summary["outputs"])
-    for label, path in summary["outputs"].items():
-        click.echo(f"  {label:<{width}}  {path}")
+    from .pipeline import demo_text, prepare_out, run_demo
+    click.echo(demo_text(run_demo(prepare_out(out, force), seed=seed, progress=not quiet, echo=click.echo)))
 
 
 if __name__ == "__main__":  # pragma: no cover

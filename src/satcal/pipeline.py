@@ -440,6 +440,10 @@ def generation_text(result, traps_file: str, where) -> str:
         from .traps import TRAP_RULE
         lines.append(f"  The {TRAP_RULE}.")
     lines.append(f"Wrote examples.csv, traps.csv, scores.csv, coverage.csv, coverage.png in {where}/")
+    if "adaptive_pool" in c:  # adaptive: the examples are the candidate pool
+        lines.append(f"Adaptive: examples.csv and pool.csv hold the candidate pool, {c['adaptive_pool']} "
+                     f"examples; the coverage design had {c['coverage_design_examples']} (its "
+                     f"coverage.csv is the fixed design's). Next: satcal export {where} --next-batch")
     return "\n".join(lines)
 
 
@@ -479,3 +483,111 @@ def serve_banner(study, base: str) -> tuple[str, list[str]]:
         warned.append("  note: [serve] completion_code is empty in study.toml: Prolific participants will see a "
                       "thank-you page instead of the redirect that marks them complete")
     return said, warned
+
+
+def analyze_any(workspace=None, dataset=None, answers=None, out=None, force: bool = False, judgments=None,
+                k=None, levels=None, unjudged: str = "error", scores: str = "exact", formulations=None,
+                normalization: str = "max", negatives: str = "keep", jobs: int = 0, backend: str = "loky",
+                scheduler=None, quiet: bool = False, **options):
+    """``satcal analyze``: a study's answers (``workspace``), the embedded ``dataset`` or external
+    ``answers``, exactly one of them. Returns (result, the directory written)."""
+    from .errors import SatcalError
+    if sum(x is not None for x in (workspace, dataset, answers)) != 1:
+        raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
+                          "--answers FILE with --judgments FILE")
+    kwargs = dict(n_jobs=resolve_jobs(jobs), backend=f"dask:{scheduler}" if backend == "dask" and scheduler else backend,
+                  progress=not quiet, **options)
+    scale = dict(normalization=normalization, negatives=negatives)
+    if workspace is None:
+        return analyze_into(out, force, dataset, answers, judgments, k, levels, unjudged, scores,
+                            formulations, scale, **kwargs), out
+    from .study import Study
+    ws = Study.open(workspace)
+    base = ws.formulations(**scale)
+    chosen = parse_formulations(formulations, base, **scale) if formulations else base
+    return ws.analyze(force=force, formulations=chosen, **kwargs), ws.path / "analysis"
+
+
+def analysis_text(result, out) -> str:
+    """What ``satcal analyze`` says: the notice, the ranking and where the outputs are."""
+    notice = [result.meta["notice"]] if result.meta.get("notice") else []
+    return "\n".join(notice + [ranking_text(result),
+                               f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)"])
+
+
+def export_text(study, paths, platform, next_batch: bool) -> tuple[str, list[str]]:
+    """What ``satcal export`` says of a batch written by ``study`` (a :class:`~satcal.study.Study`):
+    the files and the platform's settings; and, apart, the warnings."""
+    said = ["Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {study.path}/key.csv "
+            f"(batch {study.batch_number()})"]
+    platform = platform or study["presentation.platform"]
+    if study.platform_settings(platform):
+        said.append(f"Settings ([platforms.{platform}] of study.toml): {study.platform_settings(platform)}")
+    warned = []
+    if study["design.adaptive"] and not next_batch and platform != "serve":
+        warned.append("  warning: an adaptive study: this batch holds the whole candidate pool; ask the next "
+                      f"wave with satcal export {study.path} --next-batch")
+    warned += [f"  warning: {w}" for w in (study.serve_warnings() if platform == "serve" else [])]
+    return "\n".join(said), warned
+
+
+def simulation_text(truth: dict, path=None, served_at=None, participants: int = 0, where=None) -> str:
+    """What ``satcal simulate`` says of its crowd: written to ``path``, or ``participants`` sent
+    to ``served_at`` (the truth then in ``where``/simulated/)."""
+    if served_at:
+        return (f"{participants} simulated participants answered {truth['pages']} pages at {served_at} "
+                f"({len(truth['spammers'])} spammers); truth in {where}/simulated/serve-truth.json")
+    return (f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} spammers among "
+            f"{truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
+
+
+def serve_url(public_url, host: str, port: int) -> str:
+    """The address participants use: ``public_url``, else this server's own (a wildcard host
+    named as 127.0.0.1)."""
+    return (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
+
+
+def adaptive_serve_line(study, refit_seconds: float) -> str | None:
+    """What ``satcal serve`` says first of an adaptive study (``study.order`` set), else None."""
+    if study.order is None:
+        return None
+    return (f"  adaptive: pages in the order the answers so far ask for, refitted in the background every "
+            f"{refit_seconds:g} s; no page handed out once settled or at the budget")
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``satcal power --budgets``: integers separated by commas."""
+    from .errors import SatcalError
+    try:
+        return [int(b) for b in text.split(",")]
+    except ValueError:
+        raise SatcalError(f"--budgets {text!r}: expected integers separated by commas") from None
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """``satcal power --pair``: two formulation ids separated by a comma."""
+    from .errors import SatcalError
+    pair = tuple(p.strip() for p in text.split(","))
+    if len(pair) != 2:
+        raise SatcalError(f"--pair {text!r}: expected two formulation ids separated by a comma")
+    return pair
+
+
+def power_text(result, written: dict) -> str:
+    """What ``satcal power`` says: the power at each budget and the files written."""
+    cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
+    return result.table[cols].to_string(index=False) + f"\nWrote {written['table']} and {written['figure']}"
+
+
+def evaluation_text(result, written: dict) -> str:
+    """What ``satcal evaluate`` says: the systems x measures table and the files written."""
+    return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
+            + result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+            + f"\nWrote {', '.join(written.values())}")
+
+
+def demo_text(summary: dict) -> str:
+    """What ``satcal demo`` says at the end: the ranking and where each output is."""
+    width = max(len(label) for label in summary["outputs"])
+    return "\n".join([ranking_text(summary["result"]), "\nOutputs:"]
+                     + [f"  {label:<{width}}  {path}" for label, path in summary["outputs"].items()])

@@ -520,6 +520,8 @@ class Study:
         platform, say), and ``new_batch`` starts the next one; nothing replaces a key that
         collected answers refer to.
         """
+        if next_batch and new_batch:
+            raise SatcalError("give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both")
         if next_batch:  # adaptive: the next wave, chosen from the answers so far
             from .adaptive_study import export_next
             return export_next(self, platform)
@@ -941,6 +943,31 @@ class Study:
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             return self.ingest([self.snapshot_served(url, tmp)], platform="serve", threshold=threshold)
+
+    def remove_alone(self, name: str, threshold: float | None = None, files=(), platform: str | None = None):
+        """``satcal ingest --remove``: :meth:`remove`, refused beside result files or a platform
+        to ingest (one command does one of the two)."""
+        if files or platform:
+            raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
+        return self.remove(name, threshold)
+
+    def ingest_any(self, files=(), platform: str | None = None, threshold: float | None = None,
+                   url: str | None = None, rebuild: bool = False, dawid_skene: bool = False):
+        """``satcal ingest``: the result ``files``, or with platform ``serve`` and no files a
+        snapshot of the hosted study's database ``url`` (:meth:`ingest_served`); with no files
+        and ``rebuild`` (traps dropped), the tables rebuilt from the files ingested before.
+        ``dawid_skene`` checks, before anything is written, that crowd-kit is installed."""
+        if url and platform != "serve":
+            raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
+        if not files and platform != "serve" and not rebuild:
+            raise SatcalError("give the result files to ingest (or --platform serve to read the hosted "
+                              "study's database)")
+        if dawid_skene:
+            from .quality import require_crowdkit
+            require_crowdkit()
+        if not files and platform == "serve":
+            return self.ingest_served(url, threshold)
+        return self.ingest(files, platform=platform, threshold=threshold)
 
     # -- power -----------------------------------------------------------------------------
     def power(self, budgets, pair, sims: int = 50, boot: int = 100, answers_per_example: int | None = None,
