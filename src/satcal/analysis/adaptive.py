@@ -600,7 +600,10 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     look, max_looks : int
         This look's number and the most looks the study plans (the budget / the wave size).
     indicator : str, optional
-        A column of ``result.bias`` with bootstrap replicates (b1_joint..b3_joint, b1..b3).
+        A column of ``result.bias`` with bootstrap replicates (b1_joint..b3_joint, b1..b3, or the
+        standardised b1_std..b3_std, whose estimand does not depend on the design; see
+        docs/adaptive.md for why b1_joint stays the default: near ties, b1_std's settlements
+        erred in simulation).
     spending : {"obrien-fleming", "pocock"}
     information : float, optional
         The information fraction of this look in (0, 1] instead of look / max_looks (the previous
