@@ -75,13 +75,25 @@ def truths_of(judgments, pool, truth_form, forms, k, levels):
             "b1_std": standardised_truth(judgments, model, forms, k=k, n_levels=max(levels) + 1)}
 
 
+def model_truth(judgments, pool, truth_form, forms, k, levels):
+    """b1_std with the estimator's own limit of the satisfaction model (the truth formulation's
+    joint model fitted to the pool's expected answers) in place of the crowd's satisfaction."""
+    return standardised_truth(judgments, crowd(truth_form, 0), forms, k=k, n_levels=max(levels) + 1,
+                              satisfaction="model", pool=pool)
+
+
 def view(table, ind, truth, truth_form):
     """The study's looks judged by ``ind`` (its suffixed columns under the plain names)."""
     cols = ("leader", "width_median", "se_median", "right", "covered", "settled")
     out = table.drop(columns=[c for c in cols if c in table.columns]).rename(
         columns={f"{c}_{ind}": c for c in cols})
     out["right_zone"] = [truth[f] <= truth.min() + ZONE for f in out["leader"]]
+    out["right"] = [f == truth.idxmin() for f in out["leader"]]   # against the truth given here
     bias = table.attrs["bias"].set_index("formulation")
+    tb = truth.reindex(bias.index).to_numpy(float)
+    out["covered"] = np.nan
+    out.loc[out.index[-1], "covered"] = float(np.mean((bias[f"{ind}_lo"].to_numpy() <= tb)
+                                                      & (tb <= bias[f"{ind}_hi"].to_numpy())))
     out.attrs["covered_truth_form"] = bool(bias.at[truth_form, f"{ind}_lo"] <= truth[truth_form]
                                            <= bias.at[truth_form, f"{ind}_hi"])
     return out
@@ -121,10 +133,15 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             print(f"  study {r + 1} {arm:<8} {time.perf_counter() - t:5.0f} s: " + "; ".join(
                 f"{ind} widths " + " ".join(f"{w:.3f}" for w in table[f"width_median_{ind}"]) + ", leaders "
                 + " ".join(table[f"leader_{ind}"].str.replace("-", "")) for ind in INDICATORS), flush=True)
-    for ind in INDICATORS:
-        print(f"-- judged by {ind}")
-        report({arm: [view(t, ind, truths[ind], truth_form) for t in tables] for arm, tables in runs.items()},
-               n_fixed, truths[ind].idxmin(), truth_form, ind)
+    judges = [(ind, truths[ind], "") for ind in INDICATORS]
+    limit = model_truth(judgments, pool, truth_form, FORMS, k, levels)
+    print("b1_std with the model's limit of satisfaction: "
+          + ", ".join(f"{f} {v:.4f}" for f, v in limit.sort_values().items()))
+    judges.append(("b1_std", limit, " (truth: the model's limit of satisfaction)"))
+    for ind, truth, note in judges:
+        print(f"-- judged by {ind}{note}")
+        report({arm: [view(t, ind, truth, truth_form) for t in tables] for arm, tables in runs.items()},
+               n_fixed, truth.idxmin(), truth_form, ind)
 
 
 def first(table, mask):

@@ -300,7 +300,7 @@ def test_simulated_waves_answer_in_the_examples_orientation(pool):
         np.testing.assert_allclose(shares, expected, atol=0.03)
 
 
-def test_standardised_truth_equals_standardise_on_a_noiseless_crowd(judgments):
+def test_standardised_truth_equals_standardise_on_a_noiseless_crowd(judgments, pool):
     """With no worker effect, the crowd's satisfaction of a list is expit(-3 + 6 phi) under
     lin-const, exactly the per-list curve of a joint model with theta = (-3, 6, 0, ...). So the
     harness's true b1_std must equal standardise's b1_std from that theta with all the weight on
@@ -321,6 +321,13 @@ def test_standardised_truth_equals_standardise_on_a_noiseless_crowd(judgments):
     # the standardised fit groups scores to 3 decimals (a shift of phi below 5e-4)
     assert truth["lin-const"] == pytest.approx(exact, abs=5e-5)
     assert truth["bin1-const"] > truth["lin-const"] + 0.01   # users do not follow bin1-const
+    # with no position bias the joint model is exact for the generating formulation, so its
+    # limit (satisfaction="model") gives the same truth, to the fit's tolerance
+    plain = UserModel(formulation="lin-const", intercept=-3.0, slope=6.0, heterogeneity=0.0, spammers=0.0,
+                      position_bias=0.0)
+    limit = standardised_truth(judgments, plain, FORMS, k=4, n_levels=4, reference_seed=5, size=2000,
+                               satisfaction="model", pool=pool)
+    np.testing.assert_allclose(limit.to_numpy(), truth.to_numpy(), atol=2e-4)
 
 
 def test_settle_on_b1_std_uses_its_bootstrap_replicates(judgments, pool):

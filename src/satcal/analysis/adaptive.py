@@ -731,7 +731,8 @@ def true_satisfaction(phi, truth, nodes: int = 24) -> np.ndarray:
 
 
 def standardised_truth(judgments, truth, formulations=None, *, k: int, n_levels: int, reference_seed: int = 0,
-                       size: int | None = None) -> pd.Series:
+                       size: int | None = None, satisfaction: str = "crowd",
+                       pool: pd.DataFrame | None = None) -> pd.Series:
     """b1_std of every formulation for the simulated crowd ``truth``: the standardised estimand
     (:mod:`satcal.analysis.standardise`) with the crowd's true satisfaction of each list in place
     of the fitted model of it.
@@ -743,6 +744,12 @@ def standardised_truth(judgments, truth, formulations=None, *, k: int, n_levels:
     formulation; s*_f is the quadratic logit of S on the lists' phi_f (the same grouped
     fractional fit), and b1_std = mean |phi - s*_f(phi)| over [0, 1]. It depends on the users and
     the reference population only, never on a design.
+
+    ``satisfaction="model"`` puts the estimator's own probability limit in place of the crowd's
+    satisfaction: the per-list curve of the truth formulation's joint model fitted to the expected
+    answers to ``pool``'s examples (as :func:`population_truth` fits it). The quadratic logit
+    without worker effects does not reproduce E_u expit(...) exactly, and near ties the two
+    truths rank formulations differently (docs/adaptive.md).
     """
     from ..measures import formulation as parse
     from .core import bias_indicators, design
@@ -750,7 +757,19 @@ def standardised_truth(judgments, truth, formulations=None, *, k: int, n_levels:
     forms = resolve_formulations(formulations)
     ref = reference_scores(judgments, list(forms) + [parse(truth.formulation)], k, n_levels,
                            size or REFERENCE_SIZE, seed=reference_seed)
-    S = true_satisfaction(ref[:, -1], truth)
+    if satisfaction == "crowd":
+        S = true_satisfaction(ref[:, -1], truth)
+    elif satisfaction == "model" and pool is not None:
+        from .joint import CODES, fit_joint
+        from .standardise import _s
+        kp = _k(pool)
+        t_a = score_lists(_levels(pool, "a", kp), [parse(truth.formulation)], n_levels=n_levels)[:, 0]
+        t_b = score_lists(_levels(pool, "b", kp), [parse(truth.formulation)], n_levels=n_levels)[:, 0]
+        codes = np.repeat(np.array(CODES, dtype=object)[None], len(pool), axis=0).ravel()
+        fit = fit_joint(np.repeat(t_a, 4), np.repeat(t_b, 4), codes, _expected_answers(t_a, t_b, truth).ravel() * 10.0)
+        S = _s(fit.theta, ref[:, -1])
+    else:
+        raise SatcalError("standardised_truth: satisfaction is 'crowd', or 'model' with a pool")
     phi = ref[:, :-1]
     Y = np.broadcast_to(S[None, :], (len(forms), len(S)))
     curves = expit(_fit_grouped(_groups(phi.T), Y) @ design(GRID).T)
