@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from satcal.analysis.adaptive import (candidate_pool, example_priorities, population_truth,
-                                      simulate_adaptive_study)
+                                      simulate_adaptive_study, standardised_truth)
 from satcal.datasets import load_ecir2015, recover_judgments
 from satcal.generate import Design, generate
 from satcal.judgments import Judgments
@@ -46,6 +46,9 @@ from satcal.simulate import UserModel
 FORMS = ["lin-const", "lin-log5", "lin-log3", "lin-log2", "exp2-log2", "exp2-zipf", "bin1-const", "lin-zipf"]
 WAVES = 10
 SPREAD = 1.0
+#: The indicator settle decides on (``--indicator``); both are reported on the same studies.
+INDICATOR = "b1_joint"
+INDICATORS = ("b1_joint", "b1_std")
 #: Indifference zone of a "right" pick (Bechhofer 1954): a formulation whose true b1_joint is within
 #: this of the least is as good a pick for any practical purpose.
 ZONE = 0.005
@@ -64,19 +67,54 @@ def crowd(formulation, seed):
                      lapse=0.05, seed=seed)
 
 
+def truths_of(judgments, pool, truth_form, forms, k, levels):
+    """The truth of each indicator: b1_joint in the pool's limit, b1_std on the reference
+    population (seed 0, the one every calibration of the run gets)."""
+    model = crowd(truth_form, 0)
+    return {"b1_joint": population_truth(pool, model, forms, n_levels=max(levels) + 1),
+            "b1_std": standardised_truth(judgments, model, forms, k=k, n_levels=max(levels) + 1)}
+
+
+def model_truth(judgments, pool, truth_form, forms, k, levels):
+    """b1_std with the estimator's own limit of the satisfaction model (the truth formulation's
+    joint model fitted to the pool's expected answers) in place of the crowd's satisfaction."""
+    return standardised_truth(judgments, crowd(truth_form, 0), forms, k=k, n_levels=max(levels) + 1,
+                              satisfaction="model", pool=pool)
+
+
+def view(table, ind, truth, truth_form):
+    """The study's looks judged by ``ind`` (its suffixed columns under the plain names)."""
+    cols = ("leader", "width_median", "se_median", "right", "covered", "settled")
+    out = table.drop(columns=[c for c in cols if c in table.columns]).rename(
+        columns={f"{c}_{ind}": c for c in cols})
+    out["right_zone"] = [truth[f] <= truth.min() + ZONE for f in out["leader"]]
+    out["right"] = [f == truth.idxmin() for f in out["leader"]]   # against the truth given here
+    bias = table.attrs["bias"].set_index("formulation")
+    tb = truth.reindex(bias.index).to_numpy(float)
+    out["covered"] = np.nan
+    out.loc[out.index[-1], "covered"] = float(np.mean((bias[f"{ind}_lo"].to_numpy() <= tb)
+                                                      & (tb <= bias[f"{ind}_hi"].to_numpy())))
+    out.attrs["covered_truth_form"] = bool(bias.at[truth_form, f"{ind}_lo"] <= truth[truth_form]
+                                           <= bias.at[truth_form, f"{ind}_hi"])
+    return out
+
+
 def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boot):
     t0 = time.perf_counter()
     fixed = generate(judgments, Design(k=k, levels=levels, formulations=FORMS, min_per_cell=min_per_cell,
                                        seed=11)).examples
     n_fixed = len(fixed)
     pool = candidate_pool(judgments, k, levels, FORMS, 20000, seed=11)
-    truth = population_truth(pool, crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
-    best = truth.idxmin()
+    truths = truths_of(judgments, pool, truth_form, FORMS, k, levels)
     fixed_truth = population_truth(fixed, crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
     print(f"\n== {name}: k = {k}, levels {levels[0]}-{levels[-1]}, truth formulation {truth_form}; fixed design "
-          f"{n_fixed} examples (min_per_cell {min_per_cell}); pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s")
-    print("true b1_joint (pool limit): " + ", ".join(f"{f} {v:.4f}" for f, v in truth.sort_values().items()))
-    print("the same on the fixed design's examples: " + ", ".join(f"{f} {v:.4f}" for f, v in fixed_truth.sort_values().items()))
+          f"{n_fixed} examples (min_per_cell {min_per_cell}); pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s; "
+          f"settle on {INDICATOR}")
+    print("true b1_joint (pool limit): " + ", ".join(f"{f} {v:.4f}" for f, v in truths["b1_joint"].sort_values().items()))
+    print("true b1_std (reference population): "
+          + ", ".join(f"{f} {v:.4f}" for f, v in truths["b1_std"].sort_values().items()))
+    print("b1_joint's limit on the fixed design's examples: "
+          + ", ".join(f"{f} {v:.4f}" for f, v in fixed_truth.sort_values().items()))
     wave = n_fixed // WAVES
     runs = {"fixed": [], "adaptive": []}
     for r in range(studies):
@@ -85,20 +123,25 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             table = simulate_adaptive_study(judgments, crowd(truth_form, 1000 + r), FORMS, adaptive=arm == "adaptive",
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
-                                            max_looks=WAVES, stop=False, truth_b1=truth, spread=SPREAD)
-            bias = table.attrs["bias"].set_index("formulation")
-            table.attrs["covered_truth_form"] = bool(bias.at[truth_form, "b1_joint_lo"] <= truth[truth_form]
-                                                     <= bias.at[truth_form, "b1_joint_hi"])
-            table["right_zone"] = [truth[f] <= truth.min() + ZONE for f in table["leader"]]
+                                            max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
+                                            indicator=INDICATOR)
             runs[arm].append(table)
             if r == 0 and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
-                print("  the same on study 1's adaptive examples (its own estimand): "
+                print("  b1_joint's limit on study 1's adaptive examples (its own estimand): "
                       + ", ".join(f"{f} {v:.4f}" for f, v in own.sort_values().items()))
-            print(f"  study {r + 1} {arm:<8} {time.perf_counter() - t:5.0f} s: widths "
-                  + " ".join(f"{w:.3f}" for w in table["width_median"]) + "; leaders "
-                  + " ".join(table["leader"].str.replace("-", "")), flush=True)
-    report(runs, n_fixed, best, truth_form)
+            print(f"  study {r + 1} {arm:<8} {time.perf_counter() - t:5.0f} s: " + "; ".join(
+                f"{ind} widths " + " ".join(f"{w:.3f}" for w in table[f"width_median_{ind}"]) + ", leaders "
+                + " ".join(table[f"leader_{ind}"].str.replace("-", "")) for ind in INDICATORS), flush=True)
+    judges = [(ind, truths[ind], "") for ind in INDICATORS]
+    limit = model_truth(judgments, pool, truth_form, FORMS, k, levels)
+    print("b1_std with the model's limit of satisfaction: "
+          + ", ".join(f"{f} {v:.4f}" for f, v in limit.sort_values().items()))
+    judges.append(("b1_std", limit, " (truth: the model's limit of satisfaction)"))
+    for ind, truth, note in judges:
+        print(f"-- judged by {ind}{note}")
+        report({arm: [view(t, ind, truth, truth_form) for t in tables] for arm, tables in runs.items()},
+               n_fixed, truth.idxmin(), truth_form, ind)
 
 
 def first(table, mask):
@@ -115,7 +158,7 @@ def stays(table, width, column="width_median"):
     return table.iloc[start] if start < len(table) else None
 
 
-def report(runs, n_fixed, best, truth_form):
+def report(runs, n_fixed, best, truth_form, ind="b1_joint"):
     fixed_width = float(np.median([t["width_median"].iloc[-1] for t in runs["fixed"]]))
     fixed_right = np.mean([t["right"].iloc[-1] for t in runs["fixed"]])
     fixed_zone = np.mean([t["right_zone"].iloc[-1] for t in runs["fixed"]])
@@ -125,7 +168,7 @@ def report(runs, n_fixed, best, truth_form):
     zone_reach = [bool(row["right_zone"]) if row is not None else False for row in reach]
     med = np.nanmedian(n_reach) if np.isfinite(n_reach).any() else np.nan
     print(f"true least biased: {best}")
-    print(f"fixed design: {n_fixed} answers, median b1_joint width {fixed_width:.4f}, right pick "
+    print(f"fixed design: {n_fixed} answers, median {ind} width {fixed_width:.4f}, right pick "
           f"{fixed_right:.2f}, within {ZONE} of the best {fixed_zone:.2f} ({len(runs['fixed'])} studies)")
     print(f"adaptive: reaches that width (and stays there) in {sum(np.isfinite(n_reach))} of {len(reach)} studies, median "
           f"{med:.0f} answers ({med / n_fixed:.0%} of the fixed design's; saving {1 - med / n_fixed:.0%}); right pick "
@@ -137,7 +180,7 @@ def report(runs, n_fixed, best, truth_form):
     reach = [stays(t, fixed_se, "se_median") for t in runs["adaptive"]]
     n_se = np.array([row["n_answers"] if row is not None else np.nan for row in reach], float)
     med = np.nanmedian(n_se) if np.isfinite(n_se).any() else np.nan
-    print(f"by bootstrap SE: fixed median SE of b1_joint {fixed_se:.4f} at {n_fixed}; adaptive reaches it (and "
+    print(f"by bootstrap SE: fixed median SE of {ind} {fixed_se:.4f} at {n_fixed}; adaptive reaches it (and "
           f"stays) in {int(np.isfinite(n_se).sum())} of {len(reach)} studies, median {med:.0f} answers "
           f"({med / n_fixed:.0%}); adaptive SE at {n_fixed}: "
           f"{np.median([t['se_median'].iloc[-1] for t in runs['adaptive']]):.4f}")
@@ -149,33 +192,38 @@ def report(runs, n_fixed, best, truth_form):
         cover = np.mean([t["covered"].iloc[-1] for t in tables])
         cover_t = np.mean([t.attrs["covered_truth_form"] for t in tables])
         print(f"{arm:<8} settle (95%): {len(done)} of {len(tables)} studies settled (median at {when:.0f} answers), "
-              f"{right} of {len(done)} rightly; 95% b1_joint intervals at the last look cover the pool-limit truth "
+              f"{right} of {len(done)} rightly; 95% {ind} intervals at the last look cover the truth "
               f"{cover:.3f} of the time (all formulations), {cover_t:.2f} for the generating {truth_form}")
 
 
 def settle_shape(judgments, studies, boot):
     """Settled decisions: four formulations, the generating one least biased, waves of 100 up to
-    1,500 answers, stopping at the first settled look (95%, 15 looks); both arms' fixed design is
-    a coverage design at min_per_cell 150."""
+    1,500 answers, 15 looks (95%); both arms' fixed design is a coverage design at min_per_cell
+    150. Each study runs to its budget and is judged at the first look each indicator settles:
+    the design never reads the verdict, so that is where a study stopping by it would stop."""
     forms = ["lin-const", "lin-zipf", "exp2-log2", "bin1-const"]
     fixed = generate(judgments, Design(k=5, levels=(0, 1, 2), formulations=forms, min_per_cell=150, seed=12)).examples
     pool = candidate_pool(judgments, 5, (0, 1, 2), forms, 20000, seed=12)
-    truth = population_truth(pool, crowd("lin-const", 0), forms, n_levels=3)
-    print(f"\n== settled decisions (ECIR 2015 judgments, {', '.join(forms)}; true b1_joint "
-          + ", ".join(f"{f} {v:.4f}" for f, v in truth.sort_values().items()) + f"; fixed design {len(fixed)})")
+    truths = truths_of(judgments, pool, "lin-const", forms, 5, (0, 1, 2))
+    print(f"\n== settled decisions (ECIR 2015 judgments, {', '.join(forms)}; fixed design {len(fixed)})")
+    for ind in INDICATORS:
+        print(f"true {ind}: " + ", ".join(f"{f} {v:.4f}" for f, v in truths[ind].sort_values().items()))
     for arm in ("fixed", "adaptive"):
-        rows = []
-        for r in range(studies):
-            t = simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
-                                        budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
-                                        fixed=fixed, bootstrap=boot, max_looks=15, stop=True, truth_b1=truth,
-                                        spread=SPREAD)
-            last = t.iloc[-1]
-            rows.append((bool(last["settled"]), bool(last["right"]), int(last["n_answers"])))
-        done = [r for r in rows if r[0]]
-        print(f"{arm:<8}: {len(done)} of {studies} settled, median at "
-              f"{np.median([r[2] for r in done]) if done else float('nan'):.0f} answers; "
-              f"{sum(r[1] for r in done)} of {len(done)} settled decisions right (stated confidence 0.95)", flush=True)
+        tables = [simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
+                                          budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
+                                          fixed=fixed, bootstrap=boot, max_looks=15, stop=False, truth_b1=truths,
+                                          spread=SPREAD, indicator=INDICATOR) for r in range(studies)]
+        for ind in INDICATORS:
+            rows = []
+            for t in tables:
+                hit = first(t, t[f"settled_{ind}"])
+                rows.append((hit is not None, hit is not None and bool(hit[f"right_{ind}"]),
+                             int(hit["n_answers"]) if hit is not None else 0))
+            done = [r for r in rows if r[0]]
+            print(f"{arm:<8} by {ind:<8}: {len(done)} of {studies} settled, median at "
+                  f"{np.median([r[2] for r in done]) if done else float('nan'):.0f} answers; "
+                  f"{sum(r[1] for r in done)} of {len(done)} settled decisions right (stated confidence 0.95)",
+                  flush=True)
 
 
 def priority_cost():
@@ -201,6 +249,9 @@ def main():
     ap.add_argument("--boot", type=int, default=None)
     ap.add_argument("--spread", type=float, default=1.0, help="weight of the per-formulation precision term")
     ap.add_argument("--skip-cost", action="store_true", help="leave out the example_priorities timing")
+    ap.add_argument("--indicator", choices=INDICATORS, default="b1_joint",
+                    help="the indicator settle decides on (both are reported on the same studies)")
+    ap.add_argument("--only", choices=("shapes", "settle"), default=None, help="run one part")
     args = ap.parse_args()
     studies = args.studies or (2 if args.quick else 3)
     boot = args.boot or (50 if args.quick else 100)
@@ -211,13 +262,15 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD
-    SPREAD = args.spread
+    global SPREAD, INDICATOR
+    SPREAD, INDICATOR = args.spread, args.indicator
     if not args.skip_cost:
         priority_cost()
-    run_shape("ECIR 2015 judgments", recover_judgments(), 5, (0, 1, 2), "lin-const", m, studies, boot)
-    run_shape("synthetic judgments", synthetic_judgments(), 10, (0, 1, 2, 3), "lin-log2", m, studies, boot)
-    settle_shape(recover_judgments(), studies + (1 if args.quick else 2), boot)
+    if args.only != "settle":
+        run_shape("ECIR 2015 judgments", recover_judgments(), 5, (0, 1, 2), "lin-const", m, studies, boot)
+        run_shape("synthetic judgments", synthetic_judgments(), 10, (0, 1, 2, 3), "lin-log2", m, studies, boot)
+    if args.only != "shapes":
+        settle_shape(recover_judgments(), studies + (1 if args.quick else 2), boot)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; load average at end: {os.getloadavg()[0]:.1f}")
 
 

@@ -298,3 +298,56 @@ def test_simulated_waves_answer_in_the_examples_orientation(pool):
         expected = _expected_answers(phi("a"), phi("b"), model)[0]
         shares = [np.mean(got == c) for c in ("a_better", "b_better", "both_good", "both_bad")]
         np.testing.assert_allclose(shares, expected, atol=0.03)
+
+
+def test_standardised_truth_equals_standardise_on_a_noiseless_crowd(judgments, pool):
+    """With no worker effect, the crowd's satisfaction of a list is expit(-3 + 6 phi) under
+    lin-const, exactly the per-list curve of a joint model with theta = (-3, 6, 0, ...). So the
+    harness's true b1_std must equal standardise's b1_std from that theta with all the weight on
+    lin-const, on the same reference population; and for lin-const itself the standardised
+    curve is the generating one, so its b1_std is mean |x - expit(-3 + 6 x)| by hand."""
+    from satcal.analysis.adaptive import standardised_truth
+    from satcal.analysis.core import GRID
+    from satcal.analysis.standardise import reference_scores, standardised_indicators
+    model = UserModel(formulation="lin-const", intercept=-3.0, slope=6.0, heterogeneity=0.0, spammers=0.0)
+    truth = standardised_truth(judgments, model, FORMS, k=4, n_levels=4, reference_seed=5, size=2000)
+    ref = reference_scores(judgments, [formulation(f) for f in FORMS], 4, 4, size=2000, seed=5)
+    thetas = np.zeros((2, 7))
+    thetas[0, :3] = (-3.0, 6.0, 0.0)
+    thetas[1, :3] = (5.0, -9.0, 1.0)   # weight 0: must not matter
+    std = standardised_indicators(thetas, ref, np.array([1.0, 0.0]))
+    np.testing.assert_allclose(truth.to_numpy(), std["b1_std"], rtol=1e-6)
+    exact = np.mean(np.abs(GRID - 1 / (1 + np.exp(3 - 6 * GRID))))
+    # the standardised fit groups scores to 3 decimals (a shift of phi below 5e-4)
+    assert truth["lin-const"] == pytest.approx(exact, abs=5e-5)
+    assert truth["bin1-const"] > truth["lin-const"] + 0.01   # users do not follow bin1-const
+    # with no position bias the joint model is exact for the generating formulation, so its
+    # limit (satisfaction="model") gives the same truth, to the fit's tolerance
+    plain = UserModel(formulation="lin-const", intercept=-3.0, slope=6.0, heterogeneity=0.0, spammers=0.0,
+                      position_bias=0.0)
+    limit = standardised_truth(judgments, plain, FORMS, k=4, n_levels=4, reference_seed=5, size=2000,
+                               satisfaction="model", pool=pool)
+    np.testing.assert_allclose(limit.to_numpy(), truth.to_numpy(), atol=2e-4)
+
+
+def test_settle_on_b1_std_uses_its_bootstrap_replicates(judgments, pool):
+    """settle(indicator="b1_std") against a hand computation of its z from the standardised
+    replicates (which resample workers and refit the reference population's curves), which differ
+    from b1_joint's."""
+    from satcal.analysis.calibration import calibrate
+    from satcal.analysis.standardise import reference_scores
+    rows = pool.iloc[:300].reset_index(drop=True)
+    study = _answers(rows, 4)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    ref = reference_scores(judgments, [formulation(f) for f in FORMS], 4, 4, size=1000, seed=0)
+    res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref)
+    s = settle(res, indicator="b1_std", look=3, max_looks=5)
+    est = res.bias["b1_std"].to_numpy(float)
+    reps = res.bootstrap.joint["std_indicators"][:, :, 0]
+    lead, other = np.argmin(est), np.argmax(est)
+    d = reps[:, other] - reps[:, lead]
+    d = d[np.isfinite(d)]
+    assert s.indicator == "b1_std" and s.leaders == (FORMS[lead],)
+    assert s.z[FORMS[other]] == pytest.approx((est[other] - est[lead]) / np.std(d, ddof=1), rel=1e-9)
+    joint = settle(res, indicator="b1_joint", look=3, max_looks=5)
+    assert joint.z[FORMS[other]] != pytest.approx(s.z[FORMS[other]], rel=1e-3) or joint.leaders != s.leaders

@@ -65,7 +65,7 @@ from ..measures import bin_index, resolve_formulations, score_lists
 from .core import GRID
 
 __all__ = ["candidate_pool", "example_priorities", "plan_wave", "Settlement", "settle", "alpha_spending",
-           "population_truth", "simulate_adaptive_study", "SPENDING"]
+           "population_truth", "standardised_truth", "simulate_adaptive_study", "SPENDING"]
 
 #: Priority offset of an example landing in a cell below ``min_depth``: it ranks first.
 SHORT_FIRST = 1000.0
@@ -545,10 +545,13 @@ def _replicates(result, indicator: str):
         return est, None
     paper = {"b1": 0, "b2": 1, "b3": 2}
     joint = {"b1_joint": 0, "b2_joint": 1, "b3_joint": 2}
+    std = {"b1_std": 0, "b2_std": 1, "b3_std": 2}
     if indicator in paper:
         return est, boot.indicators[:, :, paper[indicator]]
     if indicator in joint and boot.joint is not None:
         return est, boot.joint["indicators"][:, :, joint[indicator]]
+    if indicator in std and boot.joint is not None and boot.joint.get("std_indicators") is not None:
+        return est, boot.joint["std_indicators"][:, :, std[indicator]]
     return est, None
 
 
@@ -597,7 +600,10 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     look, max_looks : int
         This look's number and the most looks the study plans (the budget / the wave size).
     indicator : str, optional
-        A column of ``result.bias`` with bootstrap replicates (b1_joint..b3_joint, b1..b3).
+        A column of ``result.bias`` with bootstrap replicates (b1_joint..b3_joint, b1..b3, or the
+        standardised b1_std..b3_std, whose estimand does not depend on the design; see
+        docs/adaptive.md for why b1_joint stays the default: near ties, b1_std's settlements
+        erred in simulation).
     spending : {"obrien-fleming", "pocock"}
     information : float, optional
         The information fraction of this look in (0, 1] instead of look / max_looks (the previous
@@ -715,6 +721,62 @@ def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: 
     return pd.Series(out, name="b1_joint")
 
 
+def true_satisfaction(phi, truth, nodes: int = 24) -> np.ndarray:
+    """The simulated crowd's probability that a list of score ``phi`` (under its own
+    formulation) satisfies an honest user, averaged over the worker effect u ~ N(0, sigma^2):
+    E_u expit(intercept + u + slope phi), by Gauss-Hermite quadrature."""
+    z, wq = np.polynomial.hermite_e.hermegauss(nodes)
+    u, wq = truth.heterogeneity * z, wq / wq.sum()
+    return expit(truth.intercept + u[None] + truth.slope * np.asarray(phi, float)[:, None]) @ wq
+
+
+def standardised_truth(judgments, truth, formulations=None, *, k: int, n_levels: int, reference_seed: int = 0,
+                       size: int | None = None, satisfaction: str = "crowd",
+                       pool: pd.DataFrame | None = None) -> pd.Series:
+    """b1_std of every formulation for the simulated crowd ``truth``: the standardised estimand
+    (:mod:`satcal.analysis.standardise`) with the crowd's true satisfaction of each list in place
+    of the fitted model of it.
+
+    The reference population is :func:`~satcal.analysis.standardise.reference_lists` of
+    ``judgments`` (``k``, ``size``, seed ``reference_seed``), the one a calibration given
+    ``reference=reference_scores(judgments, formulations, k, n_levels, size, reference_seed)``
+    uses. For each reference list, S = :func:`true_satisfaction` of its score under the truth's
+    formulation; s*_f is the quadratic logit of S on the lists' phi_f (the same grouped
+    fractional fit), and b1_std = mean |phi - s*_f(phi)| over [0, 1]. It depends on the users and
+    the reference population only, never on a design.
+
+    ``satisfaction="model"`` puts the estimator's own probability limit in place of the crowd's
+    satisfaction: the per-list curve of the truth formulation's joint model fitted to the expected
+    answers to ``pool``'s examples (as :func:`population_truth` fits it). The quadratic logit
+    without worker effects does not reproduce E_u expit(...) exactly, and near ties the two
+    truths rank formulations differently (docs/adaptive.md).
+    """
+    from ..measures import formulation as parse
+    from .core import bias_indicators, design
+    from .standardise import REFERENCE_SIZE, _fit_grouped, _groups, reference_scores
+    forms = resolve_formulations(formulations)
+    ref = reference_scores(judgments, list(forms) + [parse(truth.formulation)], k, n_levels,
+                           size or REFERENCE_SIZE, seed=reference_seed)
+    if satisfaction == "crowd":
+        S = true_satisfaction(ref[:, -1], truth)
+    elif satisfaction == "model" and pool is not None:
+        from .joint import CODES, fit_joint
+        from .standardise import _s
+        kp = _k(pool)
+        t_a = score_lists(_levels(pool, "a", kp), [parse(truth.formulation)], n_levels=n_levels)[:, 0]
+        t_b = score_lists(_levels(pool, "b", kp), [parse(truth.formulation)], n_levels=n_levels)[:, 0]
+        codes = np.repeat(np.array(CODES, dtype=object)[None], len(pool), axis=0).ravel()
+        fit = fit_joint(np.repeat(t_a, 4), np.repeat(t_b, 4), codes, _expected_answers(t_a, t_b, truth).ravel() * 10.0)
+        S = _s(fit.theta, ref[:, -1])
+    else:
+        raise SatcalError("standardised_truth: satisfaction is 'crowd', or 'model' with a pool")
+    phi = ref[:, :-1]
+    Y = np.broadcast_to(S[None, :], (len(forms), len(S)))
+    curves = expit(_fit_grouped(_groups(phi.T), Y) @ design(GRID).T)
+    b1 = bias_indicators(curves, curves)["b1"]
+    return pd.Series(np.asarray(b1, float), index=[f.id for f in forms], name="b1_std")
+
+
 def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.DataFrame:
     """Simulated answers (one per example) from a new crowd for this wave."""
     from ..measures import formulation as parse
@@ -737,15 +799,30 @@ def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.D
     return rows.assign(answer=canonical, worker_id=[f"v{wave}-w{w}" for w in who])
 
 
-def _se_median(result) -> float:
-    """Median over formulations of b1_joint's bootstrap standard error (steadier from look to look
-    than the BC intervals' widths, which jump when the estimate sits in a tail of its replicates)."""
-    boot = result.bootstrap
-    if boot is None or boot.joint is None:
+def _se_median(result, indicator: str = "b1_joint") -> float:
+    """Median over formulations of ``indicator``'s bootstrap standard error (steadier from look to
+    look than the BC intervals' widths, which jump when the estimate sits in a tail of its
+    replicates)."""
+    _, reps = _replicates(result, indicator)
+    if reps is None:
         return float("nan")
-    reps = boot.joint["indicators"][:, :, 0]
     return float(np.nanmedian([np.std(r[np.isfinite(r)], ddof=1) if np.isfinite(r).sum() > 1 else np.nan
                                for r in reps.T]))
+
+
+def _look_figures(result, indicator: str, truth: pd.Series | None) -> dict:
+    """One look judged by ``indicator``: its leader, the median 95% interval width and bootstrap
+    SE over formulations, and with ``truth`` whether the leader is right and the share of
+    intervals covering the truth."""
+    bias = result.bias
+    lo, hi = bias[f"{indicator}_lo"].to_numpy(float), bias[f"{indicator}_hi"].to_numpy(float)
+    leader = str(bias.loc[bias[indicator].idxmin(), "formulation"])
+    out = {"leader": leader, "width_median": float(np.nanmedian(hi - lo)), "se_median": _se_median(result, indicator)}
+    if truth is not None:
+        tb = truth.reindex(bias["formulation"]).to_numpy(float)
+        out["right"] = leader == str(truth.idxmin())
+        out["covered"] = float(np.mean((lo <= tb) & (tb <= hi)))
+    return out
 
 
 def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bool = True, budget: int,
@@ -754,7 +831,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             bootstrap: int = 100, confidence: float = 0.95, top_m: int = 1,
                             max_looks: int | None = None, stop: bool = True, contenders: int | None = None,
                             spread: float = 1.0, first_wave: int | None = None,
-                            truth_b1: pd.Series | None = None) -> pd.DataFrame:
+                            truth_b1=None, indicator: str = "b1_joint", reference_seed: int = 0) -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
     Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
@@ -773,13 +850,26 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     interval's width), ``se_median`` (the same of b1_joint's bootstrap standard error), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
     least-biased) and ``covered`` (share of formulations whose b1_joint interval holds the
     truth). ``attrs["bias"]`` holds the last look's bias table.
+
+    ``indicator`` is the one :func:`settle` decides on and the unsuffixed columns describe
+    (``b1_joint`` or ``b1_std``). Every calibration gets the same reference population
+    (``reference_seed``), so b1_std refers to one estimand across looks and arms, the one
+    :func:`standardised_truth` computes. ``truth_b1`` is a Series (the truth of ``indicator``) or
+    a dict {indicator: Series}; every indicator in the dict also gets suffixed columns
+    ``leader_<ind>, width_median_<ind>, se_median_<ind>, right_<ind>, covered_<ind>,
+    settled_<ind>`` (the same answers judged by each estimand; with ``stop=False`` the first look
+    settled by an indicator is where a study stopping by it would have stopped, since the design
+    never reads the verdict).
     """
     from .calibration import calibrate
+    from .standardise import reference_scores
     forms = resolve_formulations(formulations)
     rng = np.random.default_rng([seed, 24, 2])
     max_looks = max_looks or int(np.ceil(budget / wave_size))
     n_levels = int(max(levels)) + 1   # the scale's top level is n_levels - 1, as calibrate scores it
     kw = {"n_levels": n_levels}
+    truths = truth_b1 if isinstance(truth_b1, dict) else ({} if truth_b1 is None else {indicator: truth_b1})
+    reference = reference_scores(judgments, forms, k, n_levels, seed=reference_seed)
     if adaptive:
         pool = pool if pool is not None else candidate_pool(judgments, k, levels, forms, pool_size, seed)
     elif fixed is None:
@@ -806,18 +896,17 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         examples = pd.concat(asked, ignore_index=True)
         study = StudyData(examples, k=k, n_levels=n_levels, judgments=judgments, name="simulated")
         result = calibrate(study, forms, sat_model="both", bootstrap=bootstrap, seed=seed + look,
-                           model_check_folds=0)
-        s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks)
+                           model_check_folds=0, reference=reference)
+        s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator)
         bias = result.bias
-        width = (bias["b1_joint_hi"] - bias["b1_joint_lo"]).to_numpy(float)
-        leader = str(bias.loc[bias["b1_joint"].idxmin(), "formulation"])
-        row = {"look": look, "n_answers": len(examples), "settled": s.settled, "leader": leader,
-               "leaders": ",".join(s.leaders), "alpha_spent": s.alpha_spent,
-               "width_median": float(np.nanmedian(width)), "se_median": _se_median(result), "reason": s.reason}
-        if truth_b1 is not None:
-            tb = truth_b1.reindex(bias["formulation"]).to_numpy(float)
-            row["right"] = leader == str(truth_b1.idxmin())
-            row["covered"] = float(np.mean((bias["b1_joint_lo"].to_numpy() <= tb) & (tb <= bias["b1_joint_hi"].to_numpy())))
+        row = {"look": look, "n_answers": len(examples), "settled": s.settled,
+               "leaders": ",".join(s.leaders), "alpha_spent": s.alpha_spent, "reason": s.reason}
+        row.update(_look_figures(result, indicator, truths.get(indicator)))
+        for ind, tb in truths.items():
+            verdict = s if ind == indicator else settle(result, confidence=confidence, top_m=top_m, look=look,
+                                                        max_looks=max_looks, indicator=ind)
+            row.update({f"{key}_{ind}": v for key, v in _look_figures(result, ind, tb).items()})
+            row[f"settled_{ind}"] = verdict.settled
         rows.append(row)
         if stop and s.settled:
             break
