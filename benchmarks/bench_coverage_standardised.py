@@ -64,7 +64,8 @@ def main(n_studies=60, B=100, n_answers=1500):
         answers = answers_of(pa[:, 0], pb[:, 0], u, rng)
         r = calibrate(None, FORMS, phi_a=pa, phi_b=pb, answers=answers, worker_ids=workers,
                       example_ids=np.arange(n_answers), bootstrap=B, seed=s, sat_model="both",
-                      indicator_range="full", model_check_folds=0, reference=ref)
+                      indicator_range="full", model_check_folds=0, reference=ref,
+                      standardised_intervals=True)
         b = r.bias.set_index("formulation").loc[[f.id for f in FORMS]]
         reps = r.bootstrap.joint["std_indicators"]                  # (B, F, 3)
         est.append(b[list(COLS)].to_numpy())

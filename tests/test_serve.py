@@ -448,19 +448,25 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     w = report.workers.set_index("worker_id")
     assert set(w.index[w["simulated"]]) == sim & set(w.index)
     # screening, computed again from the stored responses and the key: every participant with
-    # both pages met min_traps (3) traps; excluded = failed an attention check (limit 1) or
-    # trap accuracy under 0.7 over 3 or more traps
+    # both pages met min_traps (3) traps; excluded = failed an attention check (limit 1) or, over
+    # 3 or more traps, trap answers likelier at chance than at accuracy 0.7 (a trap with c of the
+    # 4 codes accepted: log(c/0.7) when right, log((1-c)/0.3) when missed, summed > 0) or a
+    # one-sided binomial p of "accuracy >= 0.7" under 0.05
     key = ws.table("key.csv").set_index("item_id")
     items = stored[stored["status"] == ""].join(key[["is_trap", "swapped", "expected"]], on="item_id")
     traps = items[items["is_trap"] == "True"]
     flip = {"a_better": "b_better", "b_better": "a_better"}
     canonical = np.where(traps["swapped"] == "True", traps["answer"].map(lambda a: flip.get(a, a)), traps["answer"])
     right = pd.Series([a in e.split(";") for a, e in zip(canonical, traps["expected"])], index=traps.index)
-    per = pd.DataFrame({"n": traps.groupby("worker_id").size(), "right": right.groupby(traps["worker_id"]).sum()})
+    chance = traps["expected"].str.split(";").str.len() / 4
+    evidence = np.where(chance >= 0.7, 0.0, np.where(right, np.log(chance / 0.7), np.log((1 - chance) / 0.3)))
+    per = pd.DataFrame({"n": traps.groupby("worker_id").size(), "right": right.groupby(traps["worker_id"]).sum(),
+                        "evidence": pd.Series(evidence, index=traps.index).groupby(traps["worker_id"]).sum()})
     pages = stored[stored["status"] == ""].groupby("worker_id")["page_token"].nunique()
     assert (per.reindex(pages.index[pages == 2])["n"] >= 3).all()
     failed = set(stored.loc[stored["attention_passed"] == "no", "worker_id"])
-    low = set(per.index[(per["n"] >= 3) & (per["right"] / per["n"] < 0.7)])
+    from scipy.stats import binom
+    low = set(per.index[(per["n"] >= 3) & ((per["evidence"] > 0) | (binom.cdf(per["right"], per["n"], 0.7) < 0.05))])
     assert set(w.index[w["excluded"]]) == (failed | low) & set(w.index) and "CARELESS" in failed
     assert set(failed) <= set(truth["spammers"]) | {"CARELESS"}
     assert not w.loc["REAL1", "excluded"] and not w.loc["SIM-9999", "excluded"]

@@ -176,7 +176,8 @@ def test_ranking_by_the_standardised_estimator_with_its_bootstrap(ecir_study):
     """result.ranking_by("standardised") ranks by b1_std-b3_std's mean rank (recomputed here)
     and carries p_best from the standardised replicates, which sum to 1 over formulations."""
     from satcal.analysis import calibrate
-    r = calibrate(ecir_study, ["lin-const", "lin-log5", "exp2-log2"], bootstrap=20, seed=4, model_check_folds=0)
+    r = calibrate(ecir_study, ["lin-const", "lin-log5", "exp2-log2"], bootstrap=20, seed=4, model_check_folds=0,
+                  standardised_intervals=True)
     table = r.ranking_by("standardised")
     ranks = r.bias.set_index("formulation")[["b1_std", "b2_std", "b3_std"]].rank(method="min").mean(axis=1)
     assert table.set_index("formulation")["mean_rank"].to_dict() == pytest.approx(ranks.to_dict())

@@ -77,7 +77,7 @@ def _study_command(f):
 @analysis_options
 def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores, out, population,
             bootstrap, seed, jobs, backend, scheduler, normalization, negatives, formulations, sat_model,
-            indicator_range, force, quiet):
+            indicator_range, standardised_intervals, force, quiet):
     """Fit P(Sat|phi) and P(Pref|dphi), bias b1-b3, ANOVA; write tables, figures and a report.
 
     \b
@@ -94,7 +94,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
     result, out = analyze_any(workspace, dataset, answers, out, force, judgments, k, levels, unjudged, scores,
                               formulations, normalization, negatives, jobs, backend, scheduler, quiet,
                               population=population, bootstrap=bootstrap, seed=seed, sat_model=sat_model,
-                              indicator_range=indicator_range)
+                              indicator_range=indicator_range, standardised_intervals=standardised_intervals)
     click.echo(analysis_text(result, out))
 
 

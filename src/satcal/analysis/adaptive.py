@@ -896,7 +896,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         examples = pd.concat(asked, ignore_index=True)
         study = StudyData(examples, k=k, n_levels=n_levels, judgments=judgments, name="simulated")
         result = calibrate(study, forms, sat_model="both", bootstrap=bootstrap, seed=seed + look,
-                           model_check_folds=0, reference=reference)
+                           model_check_folds=0, reference=reference,
+                           standardised_intervals=reference is not None)
         s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator)
         bias = result.bias
         row = {"look": look, "n_answers": len(examples), "settled": s.settled,
