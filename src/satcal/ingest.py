@@ -2,7 +2,7 @@
 
 An *external study* is a CSV with ``query``, ``a1..a<k>``, ``b1..b<k>`` (document ids in rank
 order), ``answer`` (one of the four codes) and optionally ``worker_id``, analysed against a
-judgments file (SPEC section 6).
+judgments file.
 """
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def _check_lists(codes: np.ndarray, empty: np.ndarray, cols: list[str], path) ->
 
 
 # --------------------------------------------------------------------------------------------
-# Workspace ingest: result files in, one answers table out (SPEC section 6)
+# Workspace ingest: result files in, one answers table out
 # --------------------------------------------------------------------------------------------
 ANSWER_TABLE_COLUMNS = ["example_id", "worker_id", "answer", "is_trap", "correct", "submitted_at",
                         "source_file", "row_id", "item_id", "swapped", "line", "example_hash", "seconds"]

@@ -301,7 +301,8 @@ def evaluate_into(judgments, runs, calibration, formulations, k, out, force: boo
     from .runs import read_runs
     wanted = None if formulations is None else [calibrated_id(t.strip()) for t in formulations.split(",")
                                                 if t.strip()]
-    cals = load_calibrations(calibration, wanted)
+    from .study import analysis_directory
+    cals = load_calibrations(analysis_directory(calibration), wanted)
     prepare_out(out, force, create=False)  # refused before the work, not after
     result = evaluate_runs(read_judgments(judgments), read_runs(expand_runs(runs)), cals, k)
     with output_dir(out, force) as outputs:
@@ -314,9 +315,8 @@ def read_calibration_bias(calibration):
     import pandas as pd
     from .analysis.evaluate import read_provenance
     from .errors import SatcalError
-    path = Path(calibration) / "bias.csv"
-    if not path.exists():
-        path = Path(calibration) / "analysis" / "bias.csv"
+    from .study import analysis_directory
+    path = analysis_directory(calibration) / "bias.csv"
     if not path.exists():
         raise SatcalError(f"{calibration}: no bias.csv; give the output directory of satcal analyze")
     return pd.read_csv(path), read_provenance(path.parent)

@@ -1001,6 +1001,14 @@ SERVED_DATABASES = "batches/served-databases.json"
 SERVING = "batches/serving.json"
 
 
+def analysis_directory(path) -> Path:
+    """Where ``satcal analyze`` wrote its outputs: ``path`` itself, or a study directory's
+    ``analysis/`` when ``path`` holds a study.toml (so ``evaluate`` and ``reliability
+    --calibration`` take either)."""
+    path = Path(path)
+    return path / "analysis" if (path / "study.toml").is_file() else path
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(int(pid), 0)  # signal 0: only asks whether the process exists

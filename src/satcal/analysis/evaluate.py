@@ -97,15 +97,16 @@ class Calibration:
 
 def _fits_path(directory) -> Path:
     d = Path(directory)
-    path = d / "fits.csv" if (d / "fits.csv").exists() else d / "analysis" / "fits.csv"
+    path = d / "fits.csv"
     if not path.exists():
-        raise SatcalError(f"{d}: no fits.csv; give the output directory of satcal analyze")
+        raise SatcalError(f"{d}: no fits.csv; give the output directory of satcal analyze "
+                          "(a study's is its analysis/)")
     return path
 
 
 def load_calibration(directory, formulation: str = "lin-const") -> Calibration:
-    """Read one formulation's curves from ``fits.csv`` of an analysis directory (or of a
-    workspace's ``analysis/``).
+    """Read one formulation's curves from ``fits.csv`` of an analysis directory (a study's is
+    its ``analysis/``).
 
     Parameters
     ----------

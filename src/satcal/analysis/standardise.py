@@ -23,7 +23,7 @@ historical perspective", Statistical Science 29(4)) removes that dependence:
    11(6)), and b1_std, b2_std its b1 and b2;
 4. reference *pairs* are the reference lists paired at random within their query; each pair's
    probability of an answer preferring its higher-phi_f list comes from the fitted answer
-   process (SPEC 7.1: S of both lists, and pi, delta, lambda of the joint models, mixed with the
+   process (the joint model of :mod:`satcal.analysis.joint`: S of both lists, and pi, delta, lambda of the joint models, mixed with the
    same weights), the quadratic logit of it on |dphi_f| is the standardised preference curve
    P*_f(d), and b3_std the mean of 1 - P*_f (the paper's b3 of an infinitely large study of the
    reference pairs answered as the model says; ties count as no agreement, as in the paper).
