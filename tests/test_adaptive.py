@@ -340,7 +340,8 @@ def test_settle_on_b1_std_uses_its_bootstrap_replicates(judgments, pool):
     study = _answers(rows, 4)
     study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
     ref = reference_scores(judgments, [formulation(f) for f in FORMS], 4, 4, size=1000, seed=0)
-    res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref)
+    res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref,
+                    standardised_intervals=True)
     s = settle(res, indicator="b1_std", look=3, max_looks=5)
     est = res.bias["b1_std"].to_numpy(float)
     reps = res.bootstrap.joint["std_indicators"][:, :, 0]
