@@ -71,6 +71,16 @@ def _ingest(ecir_study, calibration):
     return IngestReport(files, rejects["reason"].value_counts(), workers, answers, rejects)
 
 
+def _agreement(ecir_study, calibration):
+    # three examples answered twice or three times: alpha and pairwise agreement by hand are
+    # checked in test_quality; here the protocol
+    from satcal.quality import agreement
+    answers = pd.DataFrame({"example_id": ["e1", "e1", "e2", "e2", "e3", "e3", "e3"],
+                            "answer": ["a_better", "a_better", "both_bad", "b_better", "both_good", "both_good",
+                                       "a_better"]})
+    return agreement(answers)
+
+
 BUILDERS = {
     "CalibrationResult": lambda s, c: c,
     "BootstrapResult": lambda s, c: c.bootstrap,
@@ -79,6 +89,7 @@ BUILDERS = {
     "PowerResult": _power,
     "ReliabilityResult": _reliability,
     "IngestReport": _ingest,
+    "Agreement": _agreement,
 }
 
 

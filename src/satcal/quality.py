@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ._results import ResultTables
 from .errors import SatcalError
 
 __all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
@@ -297,7 +298,7 @@ def exclude_failed_attention(workers: pd.DataFrame, failures: pd.Series, limit: 
     return out
 
 
-class Agreement:
+class Agreement(ResultTables):
     """Agreement between workers on the examples answered more than once.
 
     ``alpha`` is Krippendorff's alpha for nominal data over the four answer codes (1 = perfect
@@ -316,8 +317,18 @@ class Agreement:
                 f"examples with 2+ answers ({self.per_example:.2f} answers each)>")
 
     def as_dict(self) -> dict:
+        """The figures as a plain dict (what calibration.json records)."""
         return {"krippendorff_alpha": self.alpha, "pairwise_agreement": self.observed,
                 "examples": self.examples, "answers": self.answers, "answers_per_example": self.per_example}
+
+    def tables(self) -> dict:
+        """``{"agreement": one row of :meth:`as_dict`}``, the results protocol's table."""
+        return {"agreement": pd.DataFrame([self.as_dict()])}
+
+    def summary(self) -> str:
+        """One line: alpha, pairwise agreement and the examples they rest on."""
+        return (f"Krippendorff's alpha (nominal) {self.alpha:.3f}; pairwise agreement {self.observed:.3f} over "
+                f"{self.examples} examples with 2+ answers ({self.per_example:.2f} answers each)")
 
 
 def agreement(answers: pd.DataFrame) -> Agreement | None:
