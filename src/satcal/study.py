@@ -45,7 +45,18 @@ DEFAULT_INSTRUCTIONS = ("You will see a query and the results of two search syst
 
 def default_instructions(documents: pd.DataFrame | None) -> str:
     """The default instructions, in the study's medium: results to listen to when the documents
-    table has audio, to read otherwise."""
+    table has audio, to read otherwise.
+
+    Parameters
+    ----------
+    documents : pandas.DataFrame or None
+        The study's documents table, or None when the study has none.
+
+    Returns
+    -------
+    str
+        The instructions text, its verb chosen from the documents' columns.
+    """
     audio = documents is not None and "audio_url" in documents.columns and (documents["audio_url"] != "").any()
     text = documents is not None and any(c in documents.columns for c in ("title", "snippet", "url"))
     verb = ("Look at and listen to" if text else "Listen to") if audio else "Read"
@@ -59,7 +70,25 @@ def _platform_schemas() -> dict:
 
 def validate_config(config: dict, path: Path) -> dict:
     """Check every key of study.toml against its declaration in :mod:`satcal.settings`; one line
-    naming the file, the key and what is expected."""
+    naming the file, the key and what is expected.
+
+    Parameters
+    ----------
+    config : dict
+        study.toml as parsed by :mod:`tomllib`.
+    path : pathlib.Path
+        The file the configuration came from, named in error messages.
+
+    Returns
+    -------
+    dict
+        The validated configuration.
+
+    Raises
+    ------
+    SatcalError
+        A key is unknown or its value is not what it declares.
+    """
     return settings_model.validate_config(config, path, _platform_schemas())
 
 
@@ -91,6 +120,43 @@ class Study:
         Everything is checked before anything is written. ``force`` starts a study over in a
         directory that has a study.toml, but never one that holds collected answers. ``values``
         sets other keys of the new study.toml (``{"serve.completion_code": "C0DE"}``).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The study directory (created if missing).
+        judgments : str or pathlib.Path
+            The relevance judgments file.
+        documents : str or pathlib.Path or None, optional
+            A documents table (titles, snippets, urls or audio); None (default) for none.
+        k : int, optional
+            Length of each result list (default 5).
+        levels : list of int or None, optional
+            Relevance levels lists are built from; None (default) takes the judgments'
+            non-negative levels.
+        seed : int, optional
+            The study seed (default 2015).
+        min_per_cell : int, optional
+            ``generator.min_per_cell``: examples wanted per cell (default 200).
+        platform : str, optional
+            ``presentation.platform`` (default ``"appen"``).
+        force : bool, optional
+            Start over in a directory that has a study.toml (default False).
+        topics : str or pathlib.Path or None, optional
+            A topics file; None (default) for none.
+        values : dict or None, optional
+            Other study.toml keys, by dotted name.
+
+        Returns
+        -------
+        Study
+            The new study, opened.
+
+        Raises
+        ------
+        SatcalError
+            The directory holds a study (without ``force``) or collected answers, or the
+            inputs are invalid.
         """
         path = Path(path)
         if path.exists() and not path.is_dir():
@@ -166,6 +232,22 @@ class Study:
 
     @classmethod
     def open(cls, path) -> "Study":
+        """Open the study in directory ``path``, its study.toml read and validated.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The study directory.
+
+        Returns
+        -------
+        Study
+
+        Raises
+        ------
+        SatcalError
+            ``path`` has no study.toml, or it is not valid TOML or not a valid study.
+        """
         path = Path(path)
         toml = path / "study.toml"
         if not toml.is_file():
@@ -191,7 +273,17 @@ class Study:
 
     def platform_settings(self, platform: str) -> str:
         """One line of the settings ``[platforms.<platform>]`` gives the exported files ("" for a
-        platform without settings of its own)."""
+        platform without settings of its own).
+
+        Parameters
+        ----------
+        platform : str
+            Platform name; empty takes ``presentation.platform``.
+
+        Returns
+        -------
+        str
+        """
         from .platforms import get_platform
         plat = get_platform(platform or self["presentation.platform"])
         if plat.describe is None:
@@ -208,6 +300,17 @@ class Study:
         return self["study.seed"]
 
     def file(self, name: str) -> Path:
+        """The path of ``name`` inside the study directory.
+
+        Parameters
+        ----------
+        name : str
+            A path relative to the study directory.
+
+        Returns
+        -------
+        pathlib.Path
+        """
         return self.path / name
 
     def judgments(self) -> Judgments:
@@ -226,7 +329,22 @@ class Study:
 
     def formulations(self, normalization: str = "max", negatives: str = "keep", extra: bool = True):
         """The study's gains crossed with its discounts, custom ones included, then (unless
-        ``extra`` is false) the extra measures of ``formulations.extra``."""
+        ``extra`` is false) the extra measures of ``formulations.extra``.
+
+        Parameters
+        ----------
+        normalization : str, optional
+            Normalisation of every formulation (default ``"max"``).
+        negatives : str, optional
+            How negative labels are treated (default ``"keep"``).
+        extra : bool, optional
+            Whether to add ``formulations.extra`` (default True).
+
+        Returns
+        -------
+        list
+            The formulations (:mod:`satcal.measures`).
+        """
         from .measures import Discount, Gain, formulation, study_formulations
         section = self.config["formulations"]
         levels = self["study.levels"]
@@ -244,6 +362,27 @@ class Study:
                         if m not in known]
 
     def table(self, name: str, required: bool = True) -> pd.DataFrame | None:
+        """The workspace table ``name``, read as strings (spreadsheet escapes undone).
+
+        A design table is checked against study.toml's k and levels (:meth:`check_design`).
+
+        Parameters
+        ----------
+        name : str
+            File name of the table in the study directory, e.g. ``"answers.csv"``.
+        required : bool, optional
+            Whether a missing table is an error (default True); otherwise None is returned.
+
+        Returns
+        -------
+        pandas.DataFrame or None
+
+        Raises
+        ------
+        SatcalError
+            The table is missing and required (naming the command that writes it), or it was
+            made under another design.
+        """
         path = self.path / name
         if not path.exists():
             if required:
@@ -262,7 +401,20 @@ class Study:
 
     def check_design(self, name: str, table: pd.DataFrame) -> None:
         """Refuse a table made under another k or other levels than study.toml now says: its
-        lists would be read with the wrong length, or its scores rescaled without a word."""
+        lists would be read with the wrong length, or its scores rescaled without a word.
+
+        Parameters
+        ----------
+        name : str
+            The table's file name (``examples.csv``, ``items.csv``, ...).
+        table : pandas.DataFrame
+            Its content.
+
+        Raises
+        ------
+        SatcalError
+            The table was made with another k or other levels.
+        """
         design = self.generated_design()
         was_k = design.get("k")
         cols = {"examples.csv": r"a\d+", "items.csv": r"A\d+"}.get(name)
@@ -301,7 +453,20 @@ class Study:
                 "--force to make the examples and batch again")
 
     def guard(self, names, force: bool) -> None:
-        """Refuse to overwrite outputs unless asked."""
+        """Refuse to overwrite outputs unless asked.
+
+        Parameters
+        ----------
+        names : iterable of str
+            Output paths relative to the study directory.
+        force : bool
+            Whether overwriting is allowed.
+
+        Raises
+        ------
+        SatcalError
+            One of them exists and ``force`` is false.
+        """
         existing = [n for n in names if (self.path / n).exists()]
         if existing and not force:
             what = (f"{existing[0]} already exists" if len(existing) == 1 else
@@ -337,7 +502,18 @@ class Study:
     def refuse_if_collected(self, command: str) -> None:
         """Once answers are collected, the examples and the key they refer to are fixed: a new
         design or presentation would change what the collected answers mean. Answers still in
-        a hosted study's database count as collected."""
+        a hosted study's database count as collected.
+
+        Parameters
+        ----------
+        command : str
+            The command's name, for the message.
+
+        Raises
+        ------
+        SatcalError
+            Answers are ingested, held by a hosted study's database, or a server is running.
+        """
         if self.collected():
             raise SatcalError(f"{self.path} holds collected answers (raw/); {command} would change the "
                               "examples or the key they answer, even with --force. For a new batch, "
@@ -356,7 +532,13 @@ class Study:
         """While the block runs, ``batches/serving.json`` names this process and its database, so
         commands that would replace the key refuse (:func:`running_server`). The entry is taken
         off at the end; a process ended by a signal (uvicorn re-raises SIGTERM after its
-        shutdown) or killed leaves it behind, and an entry whose process is gone never counts."""
+        shutdown) or killed leaves it behind, and an entry whose process is gone never counts.
+
+        Parameters
+        ----------
+        url : str or None
+            The database URL; None means ``DIR/serve.db``.
+        """
         from .serve import db
         shown = _hide_password(url or db.default_url(self.path))
         marker = self.path / SERVING
@@ -375,7 +557,13 @@ class Study:
 
     def remember_database(self, url: str | None) -> None:
         """Note a study database ``satcal serve`` uses (a URL's password left out), so that
-        commands that would replace the key it is bound to can look for answers in it."""
+        commands that would replace the key it is bound to can look for answers in it.
+
+        Parameters
+        ----------
+        url : str or None
+            The database URL; None means ``DIR/serve.db``.
+        """
         from .serve import db
         url = url or db.default_url(self.path)
         path = self.path / SERVED_DATABASES
@@ -426,7 +614,17 @@ class Study:
     def staged(self, command: str):
         """``command``'s outputs as one set (:class:`~satcal.fileio.OutputSet`): written aside,
         then moved into place together, so a killed command leaves the old set or the new one,
-        never half of each."""
+        never half of each.
+
+        Parameters
+        ----------
+        command : str
+            The command's name, naming the set.
+
+        Yields
+        ------
+        satcal.fileio.OutputSet
+        """
         with OutputSet(self.path, command) as outputs:
             yield outputs
 
@@ -434,7 +632,19 @@ class Study:
     def record(self, command: str, details: dict | None = None, inputs: list[Path] | None = None,
                outputs: OutputSet | None = None) -> None:
         """Append to manifest.json: versions, seeds, input hashes and the command (into
-        ``outputs`` when the record belongs to a set of outputs)."""
+        ``outputs`` when the record belongs to a set of outputs).
+
+        Parameters
+        ----------
+        command : str
+            The command's name.
+        details : dict or None, optional
+            What to record with it in the history.
+        inputs : list of pathlib.Path or None, optional
+            Files hashed besides the judgments and documents.
+        outputs : satcal.fileio.OutputSet or None, optional
+            The set the manifest belongs to; None writes manifest.json at once.
+        """
         path = self.path / "manifest.json"
         target = outputs.file("manifest.json") if outputs is not None else path
         manifest = json.loads(path.read_text()) if path.exists() else {"history": [], "inputs": {}}
@@ -462,7 +672,15 @@ class Study:
 
     # -- stages ----------------------------------------------------------------------------
     def generate(self, force: bool = False, progress: bool = False):
-        """Examples, traps, scores, coverage table and heat map."""
+        """Examples, traps, scores, coverage table and heat map.
+
+        Parameters
+        ----------
+        force : bool, optional
+            Overwrite earlier outputs (default False).
+        progress : bool, optional
+            Show progress (default False).
+        """
         with self.locked():
             return self._generate(force, progress)
 
@@ -519,6 +737,27 @@ class Study:
         them. Once answers are collected, the current batch can be exported again (to another
         platform, say), and ``new_batch`` starts the next one; nothing replaces a key that
         collected answers refer to.
+
+        Parameters
+        ----------
+        platform : str or None, optional
+            Platform name; None (default) takes ``presentation.platform`` of study.toml.
+        force : bool, optional
+            Replace a key without collected answers (default False).
+        new_batch : bool, optional
+            Start the next batch of the whole study (default False).
+        next_batch : bool, optional
+            Export the adaptive study's next wave (default False).
+
+        Returns
+        -------
+        list of pathlib.Path
+            The platform files written.
+
+        Raises
+        ------
+        SatcalError
+            Both ``new_batch`` and ``next_batch``, or a key that answers refer to would change.
         """
         if next_batch and new_batch:
             raise SatcalError("give --new-batch (the whole study again) or --next-batch (an adaptive wave), not both")
@@ -617,7 +856,22 @@ class Study:
 
     def preview(self, n: int = 6, path: Path | None = None, force: bool = False) -> Path:
         """A static page with a sample of units exactly as a worker sees them (preview.html is
-        kept unless ``force``)."""
+        kept unless ``force``).
+
+        Parameters
+        ----------
+        n : int, optional
+            Number of units shown (default 6).
+        path : pathlib.Path or None, optional
+            Where to write; None (default) writes ``preview.html`` in the study.
+        force : bool, optional
+            Overwrite preview.html (default False).
+
+        Returns
+        -------
+        pathlib.Path
+            The page written.
+        """
         with self.locked():
             if path is None:
                 self.guard(["preview.html"], force)
@@ -641,7 +895,21 @@ class Study:
 
     def analyze(self, force: bool = False, **kwargs):
         """Analyse the ingested answers into analysis/ (an earlier analysis is kept unless
-        ``force``)."""
+        ``force``).
+
+        Parameters
+        ----------
+        force : bool, optional
+            Replace an earlier analysis (default False).
+        **kwargs
+            Passed to :func:`satcal.analysis.calibrate`; ``formulations`` defaults to
+            :meth:`formulations`.
+
+        Returns
+        -------
+        satcal.analysis.CalibrationResult
+            The calibration result, with the workers, trap report and provenance added.
+        """
         with self.locked():
             return self._analyze(force, **kwargs)
 
@@ -691,7 +959,17 @@ class Study:
                           self.judgments(), name=s.name, where=self.file("answers.csv"))
 
     def user_model(self, stream: str = "simulate"):
-        """The simulated crowd of ``[simulation]`` (every key), seeded by the named stream."""
+        """The simulated crowd of ``[simulation]`` (every key), seeded by the named stream.
+
+        Parameters
+        ----------
+        stream : str, optional
+            Name of the seed stream (default ``"simulate"``).
+
+        Returns
+        -------
+        satcal.simulate.UserModel
+        """
         from .simulate import UserModel
         return UserModel.from_settings(self.settings.simulation, stream_seed(self.seed, stream))
 
@@ -702,7 +980,17 @@ class Study:
 
     def simulate(self, platform: str | None = None, force: bool = False, model=None):
         """The simulated crowd's result file ``simulated/<platform>-results.<ext>`` and its truth
-        ``simulated/<platform>-truth.json``, as one set. Returns (path, truth)."""
+        ``simulated/<platform>-truth.json``, as one set. Returns (path, truth).
+
+        Parameters
+        ----------
+        platform : str or None, optional
+            Platform name; None (default) takes ``presentation.platform`` of study.toml.
+        force : bool, optional
+            Overwrite an earlier simulated result file (default False).
+        model : satcal.simulate.UserModel or None, optional
+            The crowd; None (default) takes :meth:`user_model`.
+        """
         from .platforms import get_platform
         from .simulate import simulate_results
         with self.locked():
@@ -724,7 +1012,24 @@ class Study:
 
     def simulate_served(self, url: str, concurrency: int = 8, progress: bool = False, model=None):
         """Send the simulated crowd through the hosted study running at ``url``; the truth goes
-        to ``simulated/serve-truth.json``. Returns (visits, truth)."""
+        to ``simulated/serve-truth.json``. Returns (visits, truth).
+
+        Parameters
+        ----------
+        url : str
+            Address of the running hosted study.
+        concurrency : int, optional
+            Participants simulated at once (default 8).
+        progress : bool, optional
+            Show progress (default False).
+        model : satcal.simulate.UserModel or None, optional
+            The crowd; None (default) takes :meth:`user_model`.
+
+        Raises
+        ------
+        SatcalError
+            A simulated participant failed.
+        """
         from .simulate import simulate_served
         model = model or self.user_model()
         visits, truth = simulate_served(url, self.table("items.csv"), self.table("key.csv"), self.lists(), self.k,
@@ -749,6 +1054,16 @@ class Study:
         tables are written as one set (:class:`~satcal.fileio.OutputSet`), so an ingest killed
         at any moment, or failing on a full disk, leaves the study as it was before or as it is
         after, never a mix.
+
+        Parameters
+        ----------
+        files : iterable of path
+            The result files.
+        platform : str or None, optional
+            Platform name; None (default) takes ``presentation.platform`` of study.toml.
+        threshold : float or None, optional
+            Trap trust below which a worker is excluded; None (default) takes
+            ``quality.trust_threshold`` of study.toml.
         """
         from .ingest import SETTINGS, SUPERSEDED, index_rows, read_result_files, supersede_snapshots
         from .fileio import atomic_write_bytes
@@ -803,7 +1118,16 @@ class Study:
         """Take one archived result file back out: it leaves the index (the file itself moves to
         ``raw/removed/``, never deleted) and the tables are rebuilt from the other files, all as
         one output set. ``name`` is the archived name, the original name or a hash prefix.
-        Returns (archived name, :class:`~satcal.ingest.IngestReport`)."""
+        Returns (archived name, :class:`~satcal.ingest.IngestReport`).
+
+        Parameters
+        ----------
+        name : str
+            The file's archived name, original name or hash prefix.
+        threshold : float or None, optional
+            Trap trust below which a worker is excluded; None (default) takes
+            ``quality.trust_threshold`` of study.toml.
+        """
         from .fileio import atomic_write_bytes
         from .ingest import INDEX_COLUMNS, REMOVED, SETTINGS, find_archived
         with self.locked():
@@ -856,14 +1180,37 @@ class Study:
 
     def snapshot_served(self, url: str | None, directory) -> Path:
         """The hosted study's responses (database ``url``, default ``DIR/serve.db``) as a file in
-        ``directory``, ready to ingest with platform ``serve``."""
+        ``directory``, ready to ingest with platform ``serve``.
+
+        Parameters
+        ----------
+        url : str or None, optional
+            Database URL of the hosted study; None (default) means ``DIR/serve.db``.
+        directory : path
+            Where to write the file.
+
+        Returns
+        -------
+        pathlib.Path
+        """
         from .ingest import snapshot_served
         from .serve import db
         return snapshot_served(url or db.default_url(self.path), directory, self.path)
 
     def dawid_skene(self, report):
         """Dawid-Skene worker accuracies from every worker's answers of an ingest (those trap
-        trust excluded too), into workers_ds.csv and workers.csv's ``ds_accuracy``."""
+        trust excluded too), into workers_ds.csv and workers.csv's ``ds_accuracy``.
+
+        Parameters
+        ----------
+        report : satcal.ingest.IngestReport
+            The ingest's report (its ``before_exclusion`` answers are used).
+
+        Raises
+        ------
+        SatcalError
+            No example has two answers or more.
+        """
         from .quality import dawid_skene
         everyone = report.before_exclusion
         repeated = everyone[~everyone["is_trap"].astype(bool)].groupby("example_id").size()
@@ -885,7 +1232,18 @@ class Study:
 
     def drop_traps(self, ids) -> None:
         """Leave the traps ``ids`` out of trust for this study object's commands (not written
-        to study.toml), after checking that each names a trap of traps.csv."""
+        to study.toml), after checking that each names a trap of traps.csv.
+
+        Parameters
+        ----------
+        ids : iterable of str
+            Trap ids of traps.csv.
+
+        Raises
+        ------
+        SatcalError
+            An id is not in traps.csv.
+        """
         traps = self.table("traps.csv", required=False)
         known = set(traps["trap_id"]) if traps is not None else set()
         unknown = [t for t in ids if t not in known]
@@ -906,7 +1264,17 @@ class Study:
 
     def hosted_study(self, url: str | None = None):
         """The hosted study of the exported batch, its answers in the database at ``url``
-        (default ``DIR/serve.db``)."""
+        (default ``DIR/serve.db``).
+
+        Parameters
+        ----------
+        url : str or None, optional
+            Database URL of the hosted study; None (default) means ``DIR/serve.db``.
+
+        Returns
+        -------
+        satcal.serve.HostedStudy
+        """
         from .serve import HostedStudy, db
         items = self.table("items.csv")
         key = self.table("key.csv")  # refuses with "run satcal export first" when missing
@@ -917,14 +1285,38 @@ class Study:
         return study
 
     def serve_app(self, url: str | None = None, https_only: bool = False):
-        """The ASGI application of the hosted study (Starlette)."""
+        """The ASGI application of the hosted study (Starlette).
+
+        Parameters
+        ----------
+        url : str or None, optional
+            Database URL of the hosted study; None (default) means ``DIR/serve.db``.
+        https_only : bool, optional
+            Send cookies over HTTPS only (default False).
+        """
         from .serve import create_app
         return create_app(self.hosted_study(url), https_only=https_only)
 
     def run_server(self, study, host: str, port: int, url: str | None = None, workers: int = 1,
                    https_only: bool = False) -> None:
         """Serve ``study`` (:meth:`hosted_study`) with uvicorn until stopped; several worker
-        processes each build their own from this directory (:func:`served_app`)."""
+        processes each build their own from this directory (:func:`served_app`).
+
+        Parameters
+        ----------
+        study : satcal.serve.HostedStudy
+            The hosted study (used when ``workers`` is 1).
+        host : str
+            Address to listen on.
+        port : int
+            Port to listen on.
+        url : str or None, optional
+            Database URL of the hosted study; None (default) means ``DIR/serve.db``.
+        workers : int, optional
+            Number of server processes (default 1).
+        https_only : bool, optional
+            Send cookies over HTTPS only (default False).
+        """
         import uvicorn
         from .serve import create_app
         if workers == 1:
@@ -939,14 +1331,41 @@ class Study:
 
     def ingest_served(self, url: str | None = None, threshold: float | None = None):
         """Ingest a snapshot of the hosted study's database (``url``, default ``DIR/serve.db``):
-        it replaces the earlier snapshot of the same database."""
+        it replaces the earlier snapshot of the same database.
+
+        Parameters
+        ----------
+        url : str or None, optional
+            Database URL of the hosted study; None (default) means ``DIR/serve.db``.
+        threshold : float or None, optional
+            Trap trust below which a worker is excluded; None (default) takes
+            ``quality.trust_threshold`` of study.toml.
+        """
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             return self.ingest([self.snapshot_served(url, tmp)], platform="serve", threshold=threshold)
 
     def remove_alone(self, name: str, threshold: float | None = None, files=(), platform: str | None = None):
         """``satcal ingest --remove``: :meth:`remove`, refused beside result files or a platform
-        to ingest (one command does one of the two)."""
+        to ingest (one command does one of the two).
+
+        Parameters
+        ----------
+        name : str
+            The archived file to remove (see :meth:`remove`).
+        threshold : float or None, optional
+            Trap trust below which a worker is excluded; None (default) takes
+            ``quality.trust_threshold`` of study.toml.
+        files : sequence, optional
+            Result files given with it (must be empty).
+        platform : str or None, optional
+            Platform given with it (must be None).
+
+        Raises
+        ------
+        SatcalError
+            ``files`` or ``platform`` is given.
+        """
         if files or platform:
             raise SatcalError("--remove takes one archived file back out: give no files or --platform with it")
         return self.remove(name, threshold)
@@ -956,7 +1375,29 @@ class Study:
         """``satcal ingest``: the result ``files``, or with platform ``serve`` and no files a
         snapshot of the hosted study's database ``url`` (:meth:`ingest_served`); with no files
         and ``rebuild`` (traps dropped), the tables rebuilt from the files ingested before.
-        ``dawid_skene`` checks, before anything is written, that crowd-kit is installed."""
+        ``dawid_skene`` checks, before anything is written, that crowd-kit is installed.
+
+        Parameters
+        ----------
+        files : sequence of path, optional
+            The result files (default none).
+        platform : str or None, optional
+            Platform of the files; ``"serve"`` reads the hosted study's database.
+        threshold : float or None, optional
+            Trap trust below which a worker is excluded; None (default) takes
+            ``quality.trust_threshold`` of study.toml.
+        url : str or None, optional
+            Database of the hosted study (only with platform ``serve``).
+        rebuild : bool, optional
+            With no files, rebuild the tables from the files ingested before (default False).
+        dawid_skene : bool, optional
+            Check that crowd-kit is installed (default False).
+
+        Raises
+        ------
+        SatcalError
+            ``url`` without platform ``serve``, or nothing to ingest.
+        """
         if url and platform != "serve":
             raise SatcalError("--db reads a hosted study's database: give it with --platform serve")
         if not files and platform != "serve" and not rebuild:
@@ -973,7 +1414,25 @@ class Study:
     def power(self, budgets, pair, sims: int = 50, boot: int = 100, answers_per_example: int | None = None,
               force: bool = False, progress: bool = False):
         """Power of the design by simulation from ``[simulation]``'s crowd, into power/
-        (:func:`satcal.analysis.power.power_analysis`). Returns (result, written paths)."""
+        (:func:`satcal.analysis.power.power_analysis`). Returns (result, written paths).
+
+        Parameters
+        ----------
+        budgets : iterable of int
+            Numbers of examples to simulate.
+        pair : tuple of str
+            The two formulation ids compared.
+        sims : int, optional
+            Simulations per budget (default 50).
+        boot : int, optional
+            Bootstrap replicates per simulation (default 100).
+        answers_per_example : int or None, optional
+            None (default) takes ``design.answers_per_example``.
+        force : bool, optional
+            Replace an earlier power/ (default False).
+        progress : bool, optional
+            Show progress (default False).
+        """
         from .analysis.power import power_analysis
         self.guard(["power"], force)  # before the simulations, not after
         result = power_analysis(self.table("examples.csv"), self.k, max(self["study.levels"]),
@@ -1004,7 +1463,17 @@ SERVING = "batches/serving.json"
 def analysis_directory(path) -> Path:
     """Where ``satcal analyze`` wrote its outputs: ``path`` itself, or a study directory's
     ``analysis/`` when ``path`` holds a study.toml (so ``evaluate`` and ``reliability
-    --calibration`` take either)."""
+    --calibration`` take either).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        An analysis directory or a study directory.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     path = Path(path)
     return path / "analysis" if (path / "study.toml").is_file() else path
 
@@ -1031,7 +1500,18 @@ def _live_servers(path: Path) -> list[dict]:
 
 
 def running_server(path: Path) -> dict | None:
-    """A ``satcal serve`` still running on the study at ``path``, or None."""
+    """A ``satcal serve`` still running on the study at ``path``, or None.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The study directory.
+
+    Returns
+    -------
+    dict or None
+        The entry of ``batches/serving.json`` (``pid``, ``database``) of a live process.
+    """
     return next(iter(_live_servers(path)), None)
 
 
@@ -1064,7 +1544,18 @@ def served_answers(path: Path) -> tuple[str, int] | None:
     """The first study database of the workspace at ``path`` (``DIR/serve.db`` and those
     ``satcal serve`` noted) that holds answers to the current key.csv, with their number;
     None if none does. Answers to another key are not counted: that key is kept under
-    batches/keys/ (an earlier batch) or was never served."""
+    batches/keys/ (an earlier batch) or was never served.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The study directory.
+
+    Returns
+    -------
+    tuple of (str, int) or None
+        The database URL (password hidden) and its number of answers.
+    """
     key = path / "key.csv"
     if not key.exists():
         return None
