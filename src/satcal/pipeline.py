@@ -27,6 +27,26 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
 
     Returns a summary with the ECIR analysis result, the simulated study's recovery check and
     a map of output labels to paths.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        Directory for every output (the study under ``out/study``).
+    seed : int, optional
+        Seed of every random step (default 2015).
+    progress : bool, optional
+        Show progress (default True).
+    echo : callable, optional
+        Takes each line the demo says (default :func:`print`).
+    min_per_cell : int, optional
+        The simulated study's examples per cell (default 200).
+    bootstrap : int, optional
+        Bootstrap replicates of the ECIR 2015 analysis (default 1000).
+
+    Returns
+    -------
+    dict
+        ``result``, the recovery check and ``outputs`` (label to path).
     """
     from .study import Study
 
@@ -123,7 +143,26 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
 # ------------------------------------------------------------------------------------------
 def prepare_out(out: Path, force: bool, create: bool = True) -> Path:
     """Check ``--out`` (refused when it holds files, unless ``force``); made only if ``create``,
-    so a command that checks it before its work leaves nothing when the work fails."""
+    so a command that checks it before its work leaves nothing when the work fails.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The --out directory.
+    force : bool
+        Whether an --out directory that holds files may be written into.
+    create : bool, optional
+        Make the directory (default True).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    SatcalError
+        ``out`` is a file, or holds files and ``force`` is false.
+    """
     from .errors import SatcalError
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -144,7 +183,19 @@ def output_dir(out: Path, force: bool):
     """An --out directory written as one set: the command writes into a stage inside it, and
     the files move into place together at the end (same names replaced, other files kept),
     so a killed command leaves the old files or the new ones, never a mix. A directory this
-    made is removed again if the command fails before anything is in it."""
+    made is removed again if the command fails before anything is in it.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The --out directory.
+    force : bool
+        Whether an --out directory that holds files may be written into.
+
+    Yields
+    ------
+    satcal.fileio.OutputSet
+    """
     from .fileio import OutputSet
     out = Path(out)
     made = [p for p in (out, *out.parents) if not p.exists()]
@@ -161,7 +212,22 @@ def output_dir(out: Path, force: bool):
 
 
 def expand_runs(values) -> list[Path]:
-    """Run arguments: files, directories (every file inside) or glob patterns."""
+    """Run arguments: files, directories (every file inside) or glob patterns.
+
+    Parameters
+    ----------
+    values : iterable of str
+        The arguments.
+
+    Returns
+    -------
+    list of pathlib.Path
+
+    Raises
+    ------
+    SatcalError
+        An argument finds no file.
+    """
     import glob
     from .errors import SatcalError
     out: list[Path] = []
@@ -180,7 +246,19 @@ def expand_runs(values) -> list[Path]:
 
 
 def ranking_text(result, top: int = 10) -> str:
-    """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator)."""
+    """The warnings, the bootstrap's verdict and the top of the ranking (its lead estimator).
+
+    Parameters
+    ----------
+    result : satcal.analysis.CalibrationResult
+        The analysis.
+    top : int, optional
+        Formulations shown (default 10).
+
+    Returns
+    -------
+    str
+    """
     from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
     lines = [f"warning: {w}" for w in result.meta.get("warnings", []) + result.meta.get("design_warnings", [])]
     cols = estimator_columns(result.bias, result.estimator)
@@ -204,7 +282,29 @@ def ranking_text(result, top: int = 10) -> str:
 
 
 def parse_formulations(text: str, study=None, normalization: str = "max", negatives: str = "keep") -> list:
-    """``--formulations``: comma-separated ids; 'study' and 'all' expand (see ``analyze --help``)."""
+    """``--formulations``: comma-separated ids; 'study' and 'all' expand (see ``analyze --help``).
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+    study : iterable of Formulation or None, optional
+        What ``study`` means; None (default) is the 36 study formulations.
+    normalization : str, optional
+        Normalisation of every formulation (default ``"max"``).
+    negatives : str, optional
+        Treatment of negative labels (default ``"keep"``).
+
+    Returns
+    -------
+    list of Formulation
+        Without repeats, in the order given.
+
+    Raises
+    ------
+    SatcalError
+        An unknown id, or no id at all.
+    """
     from .errors import SatcalError
     from .measures import EXTRA_MEASURES, formulation, study_formulations
     study = list(study) if study is not None else study_formulations(normalization, negatives)
@@ -227,7 +327,18 @@ def parse_formulations(text: str, study=None, normalization: str = "max", negati
 
 
 def calibrated_id(name: str) -> str:
-    """The id a calibration stores for a name (``nDCG@10`` is stored as ``lin-log2``)."""
+    """The id a calibration stores for a name (``nDCG@10`` is stored as ``lin-log2``).
+
+    Parameters
+    ----------
+    name : str
+        A formulation id or measure name.
+
+    Returns
+    -------
+    str
+        The formulation's id, or ``name`` itself if it names no known measure.
+    """
     from .measures import formulation
     try:
         return formulation(name).id
@@ -236,7 +347,25 @@ def calibrated_id(name: str) -> str:
 
 
 def analyze_ecir(scores: str, kwargs: dict):
-    """The published ECIR 2015 answers, on recomputed (``exact``) or published scores."""
+    """The published ECIR 2015 answers, on recomputed (``exact``) or published scores.
+
+    Parameters
+    ----------
+    scores : str
+        ``"exact"`` (recomputed) or ``"published"``.
+    kwargs : dict
+        Passed to :func:`satcal.analysis.calibrate` (``formulations`` is taken out of it
+        for published scores).
+
+    Returns
+    -------
+    satcal.analysis.CalibrationResult
+
+    Raises
+    ------
+    SatcalError
+        Published scores asked for a formulation outside the 36 of the study.
+    """
     from .datasets import ECIR2015_NOTICE, load_ecir2015_crowd, published_scores
     from .errors import SatcalError
     from .measures import study_formulations
@@ -257,7 +386,32 @@ def analyze_ecir(scores: str, kwargs: dict):
 
 
 def analyze_external(answers, judgments, k, levels, unjudged: str, kwargs: dict):
-    """An external study's answers (CSV) against its judgments."""
+    """An external study's answers (CSV) against its judgments.
+
+    Parameters
+    ----------
+    answers : path
+        The answers CSV.
+    judgments : path or None
+        The judgments file (required).
+    k : int or None
+        List length, or None to take it from the answers.
+    levels : list of int or None
+        The scale, which must be 0..L-1; None to infer it.
+    unjudged : str
+        What to do with an unjudged document (see :func:`satcal.ingest.read_external_study`).
+    kwargs : dict
+        Passed to :func:`satcal.analysis.calibrate`.
+
+    Returns
+    -------
+    satcal.analysis.CalibrationResult
+
+    Raises
+    ------
+    SatcalError
+        No judgments, or levels that are not 0..L-1.
+    """
     from .errors import SatcalError
     from .fileio import sha256_file
     from .ingest import read_external_study
@@ -277,7 +431,31 @@ def analyze_external(answers, judgments, k, levels, unjudged: str, kwargs: dict)
 
 def analyze_into(out, force: bool, dataset=None, answers=None, judgments=None, k=None, levels=None,
                  unjudged: str = "error", scores: str = "exact", formulations=None, scale=None, **kwargs):
-    """``satcal analyze --dataset/--answers --out DIR``: calibrate and write the analysis."""
+    """``satcal analyze --dataset/--answers --out DIR``: calibrate and write the analysis.
+
+    Parameters
+    ----------
+    out : path or None
+        The output directory (required).
+    force : bool
+        Whether an --out directory that holds files may be written into.
+    dataset : str or None, optional
+        An embedded dataset (``"ecir2015"``); otherwise ``answers`` is read.
+    answers, judgments, k, levels, unjudged
+        An external study (see :func:`analyze_external`).
+    scores : str, optional
+        ``"exact"`` (default) or ``"published"``, for the dataset.
+    formulations : str or None, optional
+        The ``--formulations`` text; None means the study formulations.
+    scale : dict or None, optional
+        ``normalization`` and ``negatives``; None means max and keep.
+    **kwargs
+        Passed to :func:`satcal.analysis.calibrate`.
+
+    Returns
+    -------
+    satcal.analysis.CalibrationResult
+    """
     from .errors import SatcalError
     from .report import write_analysis
     if out is None:
@@ -295,7 +473,25 @@ def analyze_into(out, force: bool, dataset=None, answers=None, judgments=None, k
 
 def evaluate_into(judgments, runs, calibration, formulations, k, out, force: bool):
     """``satcal evaluate``: expected satisfaction of runs under a calibration, into ``out``.
-    Returns (result, {name: path written})."""
+    Returns (result, {name: path written}).
+
+    Parameters
+    ----------
+    judgments : path
+        The judgments file.
+    runs : iterable of str
+        Run files, directories or glob patterns.
+    calibration : path
+        An analysis directory or a study directory.
+    formulations : str or None
+        Comma-separated measures to evaluate; None for every calibrated one.
+    k : int
+        The depth evaluated.
+    out : path
+        The output directory.
+    force : bool
+        Whether an --out directory that holds files may be written into.
+    """
     from .analysis.evaluate import evaluate_runs, load_calibrations
     from .judgments import read_judgments
     from .runs import read_runs
@@ -311,7 +507,22 @@ def evaluate_into(judgments, runs, calibration, formulations, k, out, force: boo
 
 
 def read_calibration_bias(calibration):
-    """bias.csv and calibration.json of an analysis directory (or of a study's analysis/)."""
+    """bias.csv and calibration.json of an analysis directory (or of a study's analysis/).
+
+    Parameters
+    ----------
+    calibration : path
+        An analysis directory or a study directory.
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, dict)
+
+    Raises
+    ------
+    SatcalError
+        There is no bias.csv.
+    """
     import pandas as pd
     from .analysis.evaluate import read_provenance
     from .errors import SatcalError
@@ -325,7 +536,44 @@ def read_calibration_bias(calibration):
 def reliability_into(judgments, runs, simulate_runs, calibration, k, normalization, negatives, replicates,
                      alpha, target, optimize, seed, out, force, progress=True, echo=print):
     """``satcal reliability``: system-side reliability (beside a calibration's bias), into ``out``.
-    Returns (result, written)."""
+    Returns (result, written).
+
+    Parameters
+    ----------
+    judgments : path
+        The judgments file.
+    runs : iterable of str
+        Run files, directories or globs (give these or ``simulate_runs``).
+    simulate_runs : int or None
+        Number of simulated systems to use instead of runs.
+    calibration : path or None
+        An analysis whose bias goes beside the reliability, and whose scale is used.
+    k, normalization, negatives
+        The scale; None takes the calibration's (see :func:`calibration_scale`).
+    replicates : int
+        Bootstrap replicates of the discriminative power.
+    alpha : float
+        Significance level (see :func:`satcal.reliability.reliability_report`).
+    target : float
+        The dependability the D-study asks the topics for.
+    optimize : str
+        ``"gains"``, ``"discounts"`` or ``"none"``.
+    seed : int
+        Seed of the simulated runs and replicates.
+    out : path
+        The output directory.
+    force : bool
+        Whether an --out directory that holds files may be written into.
+    progress : bool, optional
+        Show progress (default True).
+    echo : callable, optional
+        Takes each line said (default :func:`print`).
+
+    Raises
+    ------
+    SatcalError
+        Both or neither of ``runs`` and ``simulate_runs``.
+    """
     from .errors import SatcalError
     from .measures import study_formulations
     from .reliability import reliability_report
@@ -374,7 +622,17 @@ def _optimize(optimize: str, run_set, qrels, k: int, normalization: str, root: P
 
 
 def reliability_table(result) -> str:
-    """The ten most dependable formulations (by Phi), with their bias beside them if any."""
+    """The ten most dependable formulations (by Phi), with their bias beside them if any.
+
+    Parameters
+    ----------
+    result : satcal.reliability.ReliabilityResult
+        The reliability report.
+
+    Returns
+    -------
+    str
+    """
     shown = result.combined if result.combined is not None else result.gstudy
     cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
     return shown[cols].sort_values("phi", ascending=False).head(10).to_string(index=False,
@@ -384,10 +642,39 @@ def reliability_table(result) -> str:
 def calibration_scale(prov: dict, directory, judgments, k, normalization, negatives):
     """k, normalisation and negative policy for the system side: the calibration's own (from
     calibration.json) unless given; a contradicting option is refused, as user-side bias and
-    system-side reliability are only comparable on the same scores."""
+    system-side reliability are only comparable on the same scores.
+
+    Parameters
+    ----------
+    prov : dict
+        The calibration's provenance (empty without a calibration).
+    directory : path
+        The calibration's directory, named in messages.
+    judgments : satcal.judgments.Judgments
+        The judgments, whose top level must fit the calibration's levels.
+    k, normalization, negatives
+        The values given, or None.
+
+    Returns
+    -------
+    list
+        ``[k, normalization, negatives]``; without either, 10, ``"ideal"`` and ``"keep"``.
+
+    Raises
+    ------
+    SatcalError
+        A given value contradicts the calibration, or the judgments go above its levels.
+    """
     from .errors import SatcalError
 
     def single(by_formulation):
+        """The one value of a per-formulation mapping, or None when it holds none or several.
+
+        Parameters
+        ----------
+        by_formulation : dict or None
+            Formulation id to value.
+        """
         values = set((by_formulation or {}).values())
         return values.pop() if len(values) == 1 else None
 
@@ -409,7 +696,21 @@ def calibration_scale(prov: dict, directory, judgments, k, normalization, negati
 def generation_text(result, traps_file: str, where) -> str:
     """What ``satcal generate`` says of its examples: the count against the cell floor, the
     infeasible cells, the busiest query, warnings, the pairing correlation, the extra
-    measures and the traps."""
+    measures and the traps.
+
+    Parameters
+    ----------
+    result : satcal.generate.GenerationResult
+        What generate returned.
+    traps_file : str
+        The study's traps file; empty when traps follow the built-in rule.
+    where : path
+        The study directory, named in the text.
+
+    Returns
+    -------
+    str
+    """
     from .generate import ECIR2015_PAIRING_CORRELATION
     s = result.as_dict()
     lines = [f"{s['examples']} examples (cell floor {s['lower_bound']} = min_per_cell x the "
@@ -448,7 +749,18 @@ def generation_text(result, traps_file: str, where) -> str:
 
 
 def extra_measures_line(result) -> str:
-    """What the measures beyond the DCG family cost, in examples, or what they lack."""
+    """What the measures beyond the DCG family cost, in examples, or what they lack.
+
+    Parameters
+    ----------
+    result : satcal.generate.GenerationResult
+        What generate returned.
+
+    Returns
+    -------
+    str
+        Empty when there is nothing to say.
+    """
     s, design = result.as_dict(), result.design
     placeable = {f.id for f in design.placeable_extra}
     unplaced = [f.id for f in design.extra if f.id not in placeable]
@@ -470,7 +782,19 @@ def extra_measures_line(result) -> str:
 
 def serve_banner(study, base: str) -> tuple[str, list[str]]:
     """What ``satcal serve`` says at start: the pages and database, the links for Prolific, lab
-    participants and the researcher; and, apart, the warnings (screening, no completion code)."""
+    participants and the researcher; and, apart, the warnings (screening, no completion code).
+
+    Parameters
+    ----------
+    study : satcal.serve.HostedStudy
+        The hosted study.
+    base : str
+        The address participants use (:func:`serve_url`).
+
+    Returns
+    -------
+    tuple of (str, list of str)
+    """
     settings = study.settings
     said = (f"Serving {len(study.pages)} pages x {settings.answers_per_example} answers "
             f"({study.per_participant} pages per participant) from {study.engine.url.render_as_string(hide_password=True)}\n"
@@ -490,7 +814,40 @@ def analyze_any(workspace=None, dataset=None, answers=None, out=None, force: boo
                 normalization: str = "max", negatives: str = "keep", jobs: int = 0, backend: str = "loky",
                 scheduler=None, quiet: bool = False, **options):
     """``satcal analyze``: a study's answers (``workspace``), the embedded ``dataset`` or external
-    ``answers``, exactly one of them. Returns (result, the directory written)."""
+    ``answers``, exactly one of them. Returns (result, the directory written).
+
+    Parameters
+    ----------
+    workspace, dataset, answers : optional
+        What to analyse; exactly one is given.
+    out : path or None, optional
+        Output directory (with ``dataset`` or ``answers``).
+    force : bool, optional
+        Overwrite an earlier analysis (default False).
+    judgments, k, levels, unjudged, scores
+        An external study or the dataset's scores (see :func:`analyze_into`).
+    formulations : str or None, optional
+        The ``--formulations`` text; None means the study's own.
+    normalization : str, optional
+        Default ``"max"``.
+    negatives : str, optional
+        Default ``"keep"``.
+    jobs : int, optional
+        Worker processes; 0 (default) one per core (:func:`satcal._threads.resolve_jobs`).
+    backend : str, optional
+        ``"loky"`` (default) or ``"dask"``.
+    scheduler : str or None, optional
+        The dask scheduler's address.
+    quiet : bool, optional
+        Hide progress (default False).
+    **options
+        Passed to :func:`satcal.analysis.calibrate`.
+
+    Raises
+    ------
+    SatcalError
+        Not exactly one of ``workspace``, ``dataset`` and ``answers``.
+    """
     from .errors import SatcalError
     if sum(x is not None for x in (workspace, dataset, answers)) != 1:
         raise SatcalError("give exactly one of: a WORKSPACE directory, --dataset ecir2015, or "
@@ -509,7 +866,19 @@ def analyze_any(workspace=None, dataset=None, answers=None, out=None, force: boo
 
 
 def analysis_text(result, out) -> str:
-    """What ``satcal analyze`` says: the notice, the ranking and where the outputs are."""
+    """What ``satcal analyze`` says: the notice, the ranking and where the outputs are.
+
+    Parameters
+    ----------
+    result : satcal.analysis.CalibrationResult
+        The analysis.
+    out : path
+        Where the outputs were written.
+
+    Returns
+    -------
+    str
+    """
     notice = [result.meta["notice"]] if result.meta.get("notice") else []
     return "\n".join(notice + [ranking_text(result),
                                f"\nWrote tables, figures and the report to {out}/ (open {out}/report.html)"])
@@ -517,7 +886,23 @@ def analysis_text(result, out) -> str:
 
 def export_text(study, paths, platform, next_batch: bool) -> tuple[str, list[str]]:
     """What ``satcal export`` says of a batch written by ``study`` (a :class:`~satcal.study.Study`):
-    the files and the platform's settings; and, apart, the warnings."""
+    the files and the platform's settings; and, apart, the warnings.
+
+    Parameters
+    ----------
+    study : satcal.study.Study
+        The study.
+    paths : iterable of path
+        The files written.
+    platform : str or None
+        The platform; None takes the study's.
+    next_batch : bool
+        Whether this was an adaptive wave.
+
+    Returns
+    -------
+    tuple of (str, list of str)
+    """
     said = ["Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {study.path}/key.csv "
             f"(batch {study.batch_number()})"]
     platform = platform or study["presentation.platform"]
@@ -533,7 +918,25 @@ def export_text(study, paths, platform, next_batch: bool) -> tuple[str, list[str
 
 def simulation_text(truth: dict, path=None, served_at=None, participants: int = 0, where=None) -> str:
     """What ``satcal simulate`` says of its crowd: written to ``path``, or ``participants`` sent
-    to ``served_at`` (the truth then in ``where``/simulated/)."""
+    to ``served_at`` (the truth then in ``where``/simulated/).
+
+    Parameters
+    ----------
+    truth : dict
+        The simulated crowd's truth.
+    path : pathlib.Path or None, optional
+        The result file written.
+    served_at : str or None, optional
+        The hosted study's address the crowd answered.
+    participants : int, optional
+        Participants sent (default 0).
+    where : path or None, optional
+        The study directory.
+
+    Returns
+    -------
+    str
+    """
     if served_at:
         return (f"{participants} simulated participants answered {truth['pages']} pages at {served_at} "
                 f"({len(truth['spammers'])} spammers); truth in {where}/simulated/serve-truth.json")
@@ -543,12 +946,39 @@ def simulation_text(truth: dict, path=None, served_at=None, participants: int = 
 
 def serve_url(public_url, host: str, port: int) -> str:
     """The address participants use: ``public_url``, else this server's own (a wildcard host
-    named as 127.0.0.1)."""
+    named as 127.0.0.1).
+
+    Parameters
+    ----------
+    public_url : str or None
+        The address given by the researcher.
+    host : str
+        Address the server listens on.
+    port : int
+        Its port.
+
+    Returns
+    -------
+    str
+        Without a trailing slash.
+    """
     return (public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}").rstrip("/")
 
 
 def adaptive_serve_line(study, refit_seconds: float) -> str | None:
-    """What ``satcal serve`` says first of an adaptive study (``study.order`` set), else None."""
+    """What ``satcal serve`` says first of an adaptive study (``study.order`` set), else None.
+
+    Parameters
+    ----------
+    study : satcal.serve.HostedStudy
+        The hosted study.
+    refit_seconds : float
+        Seconds between refits.
+
+    Returns
+    -------
+    str or None
+    """
     if study.order is None:
         return None
     return (f"  adaptive: pages in the order the answers so far ask for, refitted in the background every "
@@ -556,7 +986,22 @@ def adaptive_serve_line(study, refit_seconds: float) -> str | None:
 
 
 def parse_budgets(text: str) -> list[int]:
-    """``satcal power --budgets``: integers separated by commas."""
+    """``satcal power --budgets``: integers separated by commas.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    SatcalError
+        A value is not an integer.
+    """
     from .errors import SatcalError
     try:
         return [int(b) for b in text.split(",")]
@@ -565,7 +1010,22 @@ def parse_budgets(text: str) -> list[int]:
 
 
 def parse_pair(text: str) -> tuple[str, str]:
-    """``satcal power --pair``: two formulation ids separated by a comma."""
+    """``satcal power --pair``: two formulation ids separated by a comma.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    tuple of (str, str)
+
+    Raises
+    ------
+    SatcalError
+        Not exactly two ids.
+    """
     from .errors import SatcalError
     pair = tuple(p.strip() for p in text.split(","))
     if len(pair) != 2:
@@ -574,20 +1034,54 @@ def parse_pair(text: str) -> tuple[str, str]:
 
 
 def power_text(result, written: dict) -> str:
-    """What ``satcal power`` says: the power at each budget and the files written."""
+    """What ``satcal power`` says: the power at each budget and the files written.
+
+    Parameters
+    ----------
+    result : satcal.analysis.power.PowerResult
+        The power analysis.
+    written : dict
+        Paths written, with keys ``table`` and ``figure``.
+
+    Returns
+    -------
+    str
+    """
     cols = ["answers"] + [c for c in result.table.columns if c.startswith("power_")]
     return result.table[cols].to_string(index=False) + f"\nWrote {written['table']} and {written['figure']}"
 
 
 def evaluation_text(result, written: dict) -> str:
-    """What ``satcal evaluate`` says: the systems x measures table and the files written."""
+    """What ``satcal evaluate`` says: the systems x measures table and the files written.
+
+    Parameters
+    ----------
+    result : satcal.analysis.evaluate.EvaluationResult
+        The evaluation.
+    written : dict
+        Name to path written.
+
+    Returns
+    -------
+    str
+    """
     return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
             + result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}")
             + f"\nWrote {', '.join(written.values())}")
 
 
 def demo_text(summary: dict) -> str:
-    """What ``satcal demo`` says at the end: the ranking and where each output is."""
+    """What ``satcal demo`` says at the end: the ranking and where each output is.
+
+    Parameters
+    ----------
+    summary : dict
+        What :func:`run_demo` returned.
+
+    Returns
+    -------
+    str
+    """
     width = max(len(label) for label in summary["outputs"])
     return "\n".join([ranking_text(summary["result"]), "\nOutputs:"]
                      + [f"  {label:<{width}}  {path}" for label, path in summary["outputs"].items()])

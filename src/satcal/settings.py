@@ -365,8 +365,27 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: dict) -> "Settings":
-        """From a study.toml validated by :func:`validate_config`."""
+        """From a study.toml validated by :func:`validate_config`.
+
+        Parameters
+        ----------
+        config : dict
+            The validated configuration; keys it lacks keep their defaults.
+
+        Returns
+        -------
+        Settings
+        """
         def section(name, klass):
+            """Section ``name`` of ``config`` as a ``klass`` instance (lists turned to tuples).
+
+            Parameters
+            ----------
+            name : str
+                The section's name in study.toml.
+            klass : type
+                The section's dataclass.
+            """
             body = config.get(name, {})
             return klass(**{f.name: tuple(body[f.name]) if isinstance(body.get(f.name), list) else body[f.name]
                             for f in fields(klass) if f.name in body})
@@ -379,13 +398,34 @@ def _default_of(f):
 
 
 def default(dotted: str):
-    """The default of a key, e.g. ``default("generator.min_per_cell")`` (for the CLI)."""
+    """The default of a key, e.g. ``default("generator.min_per_cell")`` (for the CLI).
+
+    Parameters
+    ----------
+    dotted : str
+        The key as ``section.name``.
+
+    Returns
+    -------
+    object
+        The declared default value.
+    """
     section, name = dotted.split(".")
     return _default_of(next(f for f in fields(SECTIONS[section]) if f.name == name))
 
 
 def choices(dotted: str) -> list:
-    """The values a key allows, e.g. ``choices("presentation.platform")`` (for the CLI)."""
+    """The values a key allows, e.g. ``choices("presentation.platform")`` (for the CLI).
+
+    Parameters
+    ----------
+    dotted : str
+        The key as ``section.name``; the key must declare choices.
+
+    Returns
+    -------
+    list
+    """
     section, name = dotted.split(".")
     return list(next(f for f in fields(SECTIONS[section]) if f.name == name).metadata["choices"])
 
@@ -601,6 +641,20 @@ def stream_seed(seed: int, name: str, index: int = 0) -> int:
     (``seed + offset + 7919 * index``), so that same study files give the same bytes; any other
     name gets a stream of its own from :class:`numpy.random.SeedSequence`, keyed by the name's
     CRC-32 and the index, so adding a stream moves none of the others.
+
+    Parameters
+    ----------
+    seed : int
+        The study seed.
+    name : str
+        The stream's name (e.g. ``"simulate"``, ``"power"``).
+    index : int, optional
+        Which stream of that name (default 0).
+
+    Returns
+    -------
+    int
+        A non-negative seed.
     """
     if name in LEGACY_STREAMS:
         return int(seed) + LEGACY_STREAMS[name] + _BATCH_STEP * int(index)
@@ -611,7 +665,22 @@ def stream_seed(seed: int, name: str, index: int = 0) -> int:
 
 def parse_levels(value) -> list[int]:
     """Levels as the command line gives them: a list (``0,1,2,3``) or their number L (``4``,
-    meaning 0..L-1). Returns the sorted levels; a ValueError says what was expected."""
+    meaning 0..L-1). Returns the sorted levels; a ValueError says what was expected.
+
+    Parameters
+    ----------
+    value : str or int
+        The levels, comma-separated, or their number.
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    ValueError
+        Not integers, fewer than 2 levels, or a level repeated.
+    """
     text = str(value).strip()
     try:
         parts = [int(v) for v in text.split(",") if v.strip()]
