@@ -70,6 +70,17 @@ class AdaptiveSettings:
 
     @classmethod
     def from_workspace(cls, ws) -> "AdaptiveSettings":
+        """The adaptive keys of the study's [design] and ``serve.refit_seconds``.
+
+        Parameters
+        ----------
+        ws : satcal.study.Study
+            The workspace.
+
+        Returns
+        -------
+        AdaptiveSettings
+        """
         d = ws.config["design"]
         return cls(adaptive=d["adaptive"], wave_pages=d["wave_pages"], confidence=float(d["confidence"]),
                    top_m=d["top_m"], min_depth=d["min_depth"], budget=d["budget"],
@@ -92,7 +103,27 @@ def _require(ws, command: str) -> AdaptiveSettings:
 # -- the pool ------------------------------------------------------------------------------
 def build_pool(ws, judgments, formulations, design_size: int, candidate_pool=None) -> pd.DataFrame:
     """The candidate pool of an adaptive study: ``pool_size`` examples (``POOL_PER_DESIGN``
-    times the coverage design's size when 0), made with the study's seed."""
+    times the coverage design's size when 0), made with the study's seed.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    judgments : satcal.judgments.Judgments
+        The study's judgments.
+    formulations : list of Formulation
+        The study formulations the pool covers.
+    design_size : int
+        Examples of the fixed coverage design.
+    candidate_pool : callable or None, optional
+        Builds the pool from ``(judgments, k, levels, formulations, n, seed)``; None
+        (default) is :func:`satcal.analysis.adaptive.candidate_pool` with the generator's
+        overlap and bins.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     s = _settings(ws)
     if candidate_pool is None:
         from functools import partial
@@ -105,7 +136,21 @@ def build_pool(ws, judgments, formulations, design_size: int, candidate_pool=Non
 def adopt_pool(ws, result, judgments, design, candidate_pool=None) -> None:
     """Make the generator's ``result`` an adaptive study's: its examples (examples.csv, and
     pool.csv) become the candidate pool, with their scores; its coverage table stays the fixed
-    coverage design's, the yardstick an adaptive study is compared with."""
+    coverage design's, the yardstick an adaptive study is compared with.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    result : satcal.generate.GenerationResult
+        The generator's result, changed in place.
+    judgments : satcal.judgments.Judgments
+        The study's judgments.
+    design : satcal.generate.Design
+        The generator's design (formulations and extra measures).
+    candidate_pool : callable or None, optional
+        See :func:`build_pool`.
+    """
     from .generate import _score_table
     forms = list(design.formulations) + list(design.extra)
     pool = build_pool(ws, judgments, list(design.formulations), len(result.examples), candidate_pool)
@@ -116,7 +161,22 @@ def adopt_pool(ws, result, judgments, design, candidate_pool=None) -> None:
 
 
 def read_pool(ws) -> pd.DataFrame:
-    """pool.csv, as generate wrote it (one line if it is missing)."""
+    """pool.csv, as generate wrote it (one line if it is missing).
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    SatcalError
+        pool.csv is missing or holds examples examples.csv does not.
+    """
     if not ws.file(POOL_FILE).exists():
         raise SatcalError(f"{ws.path}/{POOL_FILE} is missing: an adaptive study draws its waves from the pool "
                           f"that satcal generate writes; run satcal generate {ws.path}"
@@ -134,7 +194,19 @@ def read_pool(ws) -> pd.DataFrame:
 def answered_study(ws, answers: pd.DataFrame | None):
     """The answered examples (:class:`~satcal.answers.StudyData`) of ``answers`` (rows of the
     answers table: ``example_id, worker_id, answer, is_trap``), or None when none answers an
-    example."""
+    example.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    answers : pandas.DataFrame or None
+        The answers table, or None.
+
+    Returns
+    -------
+    satcal.answers.StudyData or None
+    """
     from .answers import StudyData
     if answers is None:
         return None
@@ -183,20 +255,69 @@ class Budget:
     def looks(self, n_answers: int, waves_answered: int = 0) -> tuple[int, int]:
         """(look, planned looks) after ``n_answers`` answers from ``waves_answered`` waves (file
         platforms): the waves answered, or the whole waves' worth of answers in (a hosted
-        study), at least 1; see the module docstring."""
+        study), at least 1; see the module docstring.
+
+        Parameters
+        ----------
+        n_answers : int
+            Answers collected.
+        waves_answered : int, optional
+            Waves with answers ingested (default 0).
+
+        Returns
+        -------
+        tuple of (int, int)
+        """
         look = max(1, waves_answered, math.floor(n_answers / self.wave_answers + 1e-9))
         planned = math.ceil(self.answers / self.wave_answers) if self.answers else DEFAULT_LOOKS
         return look, max(planned, look)
 
     def information(self, n_answers: int) -> float | None:
-        """The information fraction answers / budget (None without a budget)."""
+        """The information fraction answers / budget (None without a budget).
+
+        Parameters
+        ----------
+        n_answers : int
+            Answers collected (counted as at least 1).
+
+        Returns
+        -------
+        float or None
+            At most 1.
+        """
         return None if not self.answers else min(1.0, max(n_answers, 1) / self.answers)
 
     def reached(self, n_answers: int) -> bool:
+        """Whether ``n_answers`` has reached the budget (never without one).
+
+        Parameters
+        ----------
+        n_answers : int
+            Answers collected.
+
+        Returns
+        -------
+        bool
+        """
         return self.answers is not None and n_answers >= self.answers
 
 
 def budget(ws, keys: pd.DataFrame | None = None) -> Budget:
+    """The study's budget in answers and one wave's worth of answers.
+
+    A budget in pages is turned into answers with the examples per page of the batches so far.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The workspace.
+    keys : pandas.DataFrame or None, optional
+        The batches' keys; None (default) reads them all.
+
+    Returns
+    -------
+    Budget
+    """
     s = _settings(ws)
     per_page = _examples_per_page(ws, _keys(ws) if keys is None else keys)
     wave = max(1.0, s.wave_pages * per_page * ws["design.answers_per_example"])
@@ -208,7 +329,19 @@ def budget(ws, keys: pd.DataFrame | None = None) -> Budget:
 
 # -- the stopping rule ---------------------------------------------------------------------
 def waves_answered(ws, answers: pd.DataFrame | None) -> int:
-    """The batches (waves) of which ingested answers hold at least one answer to an example."""
+    """The batches (waves) of which ingested answers hold at least one answer to an example.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    answers : pandas.DataFrame or None
+        The ingested answers.
+
+    Returns
+    -------
+    int
+    """
     if answers is None or not len(answers):
         return 0
     keys = _keys(ws)
@@ -220,7 +353,21 @@ def waves_answered(ws, answers: pd.DataFrame | None) -> int:
 
 
 def look_of(ws, n_answers: int, answers: pd.DataFrame | None = None) -> tuple[int, int]:
-    """(look, planned looks) of the stopping rule after these answers."""
+    """(look, planned looks) of the stopping rule after these answers.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    n_answers : int
+        Answers collected.
+    answers : pandas.DataFrame or None, optional
+        The ingested answers, to count the waves answered.
+
+    Returns
+    -------
+    tuple of (int, int)
+    """
     return budget(ws).looks(n_answers, waves_answered(ws, answers))
 
 
@@ -228,7 +375,28 @@ def settlement(ws, study, result=None, settle=None, n_answers: int | None = None
     """The stopping rule's verdict on ``study`` (answers so far): ``settle`` (default
     :func:`satcal.analysis.adaptive.settle`) on ``result`` (fitted here with ``SETTLE_FIT``
     when not given), at the look the answers have reached; None when the answers are still too
-    few to fit the curves (not settled)."""
+    few to fit the curves (not settled).
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    study : satcal.answers.StudyData or None
+        The answers so far (used when ``result`` is None, and for their number).
+    result : satcal.analysis.CalibrationResult or None, optional
+        A fitted calibration; None fits one.
+    settle : callable or None, optional
+        The stopping rule.
+    n_answers : int or None, optional
+        Answers counted; None takes the examples of ``study``.
+    look : tuple of (int, int) or None, optional
+        (look, planned looks); None takes them from the budget.
+
+    Returns
+    -------
+    verdict or None
+        What ``settle`` returns; None when the answers are too few to fit.
+    """
     if settle is None:
         from .analysis.adaptive import settle
     if result is None:
@@ -247,7 +415,21 @@ def settlement(ws, study, result=None, settle=None, n_answers: int | None = None
 
 def calibration_record(ws, result, settle=None) -> dict:
     """calibration.json's ``adaptive`` block: the verdict (settled, leaders, confidence,
-    looks, alpha spent, answers) and the budget."""
+    looks, alpha spent, answers) and the budget.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    result : satcal.analysis.CalibrationResult
+        The analysis of the answers.
+    settle : callable or None, optional
+        The stopping rule; None is the default rule.
+
+    Returns
+    -------
+    dict
+    """
     answers = _ingested(ws)
     n = int(result.meta.get("crowd", {}).get("answers", 0)) or int(result.meta.get("n_examples", 0))
     verdict = settlement(ws, None, result=result, settle=settle, n_answers=n, look=look_of(ws, n, answers))
@@ -287,6 +469,24 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
 
     ``plan_wave`` (default :func:`satcal.analysis.adaptive.plan_wave`) chooses ``n`` of the
     pool's examples not yet asked from the answers ingested so far (None before any).
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    plan_wave : callable or None, optional
+        The wave planner.
+    settle : callable or None, optional
+        The stopping rule; None is :func:`satcal.analysis.adaptive.settle`.
+
+    Returns
+    -------
+    Wave
+
+    Raises
+    ------
+    SatcalError
+        The study is not adaptive, settled, at its budget, or every candidate is asked.
     """
     s = _require(ws, "export --next-batch")
     if plan_wave is None:
@@ -342,7 +542,21 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
 
 def export_next(ws, platform: str | None = None, plan_wave=None, settle=None) -> list:
     """``satcal export DIR --next-batch``: the next wave (:func:`next_wave`) written as a new
-    batch for ``platform``, under the workspace lock; the paths written."""
+    batch for ``platform``, under the workspace lock; the paths written.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    platform : str or None, optional
+        Platform; None takes the study's.
+    plan_wave, settle : callable or None, optional
+        See :func:`next_wave`.
+
+    Returns
+    -------
+    list of pathlib.Path
+    """
     with ws.locked():
         return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle))
 
@@ -383,7 +597,29 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     """The refit ``satcal serve`` runs in the background on an adaptive study: the answers in
     its database, the criterion's priority of each example (default
     :func:`satcal.analysis.adaptive.example_priorities`) averaged over each page's examples,
-    and whether to stop (settled, or at the budget)."""
+    and whether to stop (settled, or at the budget).
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    engine : sqlalchemy.engine.Engine
+        The hosted study's database.
+    priorities : callable or None, optional
+        The criterion's priority of each example.
+    settle : callable or None, optional
+        The stopping rule; None is the default rule.
+
+    Returns
+    -------
+    callable
+        Takes no argument and returns a :class:`satcal.serve.priority.Plan`.
+
+    Raises
+    ------
+    SatcalError
+        The study is not adaptive.
+    """
     if priorities is None:
         from functools import partial
         from .analysis.adaptive import example_priorities
@@ -481,7 +717,27 @@ def attach(ws, study, priorities=None, settle=None, process: bool | None = None)
     refitted in the background while the server runs (the first refit at its start: until it
     is in, pages go in page order; the server's start never waits for it). The refit runs in a process of its own
     (:class:`ProcessRefit`) unless ``process`` is false or a criterion or rule is passed in
-    (they run in the server's background thread). False, and nothing done, for a fixed study."""
+    (they run in the server's background thread). False, and nothing done, for a fixed study.
+
+    Parameters
+    ----------
+    ws : satcal.study.Study
+        The adaptive study's workspace.
+    study : satcal.serve.HostedStudy
+        The hosted study, given its ``order``.
+    priorities : callable or None, optional
+        The criterion (see :func:`serve_refit`).
+    settle : callable or None, optional
+        The stopping rule.
+    process : bool or None, optional
+        Refit in a process of its own; None (default) does so when neither
+        ``priorities`` nor ``settle`` is given.
+
+    Returns
+    -------
+    bool
+        Whether the study is adaptive.
+    """
     s = _settings(ws)
     if not s.adaptive:
         return False
