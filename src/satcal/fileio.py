@@ -15,7 +15,25 @@ __all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_byt
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file and a rename, so a reader never sees
-    half a file and an interrupted write leaves the old one intact."""
+    half a file and an interrupted write leaves the old one intact.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write; its directory is made if missing.
+    data : bytes
+        The content.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        The write failed (naming ``path``); the temporary file is removed.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -42,6 +60,20 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: "str | os.PathLike", text: str) -> Path:
+    """Write ``text`` as UTF-8 to ``path`` atomically (:func:`atomic_write_bytes`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    text : str
+        The content.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -85,13 +117,44 @@ class OutputSet:
         return self
 
     def file(self, rel: "str | os.PathLike") -> Path:
-        """Where to write the output file ``rel`` (relative to the root)."""
+        """Where to write the output file ``rel`` (relative to the root).
+
+        Parameters
+        ----------
+        rel : str or os.PathLike
+            Relative path of the output.
+
+        Returns
+        -------
+        pathlib.Path
+            Its path in the stage (its directory made).
+
+        Raises
+        ------
+        ValueError
+            ``rel`` is absolute or goes up with ``..``.
+        """
         path = self._add(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
     def dir(self, rel: "str | os.PathLike") -> Path:
-        """An empty directory to fill in place of the output directory ``rel``."""
+        """An empty directory to fill in place of the output directory ``rel``.
+
+        Parameters
+        ----------
+        rel : str or os.PathLike
+            Relative path of the output directory.
+
+        Returns
+        -------
+        pathlib.Path
+
+        Raises
+        ------
+        ValueError
+            ``rel`` is absolute or goes up with ``..``.
+        """
         path = self._add(rel)
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -103,14 +166,35 @@ class OutputSet:
         return self.stage / "new"
 
     def delete(self, rel: "str | os.PathLike") -> None:
-        """Remove the file ``rel`` (relative to the root) when the set is committed."""
+        """Remove the file ``rel`` (relative to the root) when the set is committed.
+
+        Parameters
+        ----------
+        rel : str or os.PathLike
+            Relative path of the file.
+
+        Raises
+        ------
+        ValueError
+            ``rel`` is absolute or goes up with ``..``.
+        """
         rel = Path(rel)
         if rel.is_absolute() or ".." in rel.parts:
             raise ValueError(f"{rel}: outputs are named relative to {self.root}")
         self.deletions.append(rel)
 
     def final(self, path: "str | os.PathLike") -> Path:
-        """Where a file written in the stage ends up once committed."""
+        """Where a file written in the stage ends up once committed.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A path under the stage's ``new`` directory.
+
+        Returns
+        -------
+        pathlib.Path
+        """
         return self.root / Path(path).relative_to(self.stage / "new")
 
     def _add(self, rel) -> Path:
@@ -144,7 +228,17 @@ class OutputSet:
 
     @staticmethod
     def recover(root: "str | os.PathLike") -> list[str]:
-        """Finish committed sets and discard uncommitted ones; the names of those finished."""
+        """Finish committed sets and discard uncommitted ones; the names of those finished.
+
+        Parameters
+        ----------
+        root : str or os.PathLike
+            The directory whose stages are settled.
+
+        Returns
+        -------
+        list of str
+        """
         finished = []
         for stage in sorted(Path(root).glob(".satcal-stage-*")):
             if (stage / "COMMIT").exists():
@@ -190,10 +284,30 @@ def package_versions() -> dict:
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The SHA-256 hex digest of ``data``.
+
+    Parameters
+    ----------
+    data : bytes
+
+    Returns
+    -------
+    str
+    """
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: "str | os.PathLike") -> str:
+    """The SHA-256 hex digest of the file at ``path``, read in chunks of 1 MiB.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    str
+    """
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -209,6 +323,18 @@ def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
     it is drawn (``tight_layout`` or a constrained layout), and each format then costs one
     drawing. A tight bounding box would draw the whole figure once more per format only to
     measure it (a third of ``satcal analyze``'s time at 4,400 answers).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    base : str or os.PathLike
+        The path without suffix.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The PNG and the PDF.
     """
     import io
 
@@ -236,7 +362,30 @@ def panel_axes(ax, panels: int, *grid, figsize=None, **subplots):
     """Axes for a figure of ``panels`` panels: the caller's (``ax``: one Axes or an array of
     them, at least one per panel, e.g. from a notebook's own ``plt.subplots``) or those of a
     new figure laid out as ``grid``. Returns the figure, a flat array of axes, and whether the
-    figure is new (a new one gets the figure-level legend and title)."""
+    figure is new (a new one gets the figure-level legend and title).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes, array of Axes, or None
+        The caller's axes; None makes a new figure.
+    panels : int
+        Number of panels.
+    *grid
+        Rows and columns of a new figure.
+    figsize : tuple or None, optional
+        Size of a new figure.
+    **subplots
+        Other ``Figure.subplots`` arguments for a new figure.
+
+    Returns
+    -------
+    tuple of (Figure, numpy.ndarray, bool)
+
+    Raises
+    ------
+    ValueError
+        ``ax`` holds fewer axes than ``panels``.
+    """
     import numpy as np
     if ax is None:
         fig, axes = new_figure(*grid, figsize=figsize, squeeze=False, **subplots)
@@ -254,7 +403,20 @@ GAIN_COLOURS = {"bin2": "#8c564b", "bin1": "#e377c2", "exp5": "#d62728", "exp3":
 
 
 def gain_colour(gain: str, i: int) -> str:
-    """The colour of a gain (the i-th of the figure's cycle for gains without a fixed one)."""
+    """The colour of a gain (the i-th of the figure's cycle for gains without a fixed one).
+
+    Parameters
+    ----------
+    gain : str
+        The gain's name.
+    i : int
+        Its position among the figure's gains.
+
+    Returns
+    -------
+    str
+        A matplotlib colour.
+    """
     return GAIN_COLOURS.get(gain, f"C{i % 10}")
 
 
@@ -264,12 +426,41 @@ def read_utf8_text(path: "str | os.PathLike") -> str:
 
     Another encoding (Latin-1, Windows-1252), a sequence that does not decode, or a binary
     file is a one-line error naming the line where decoding failed.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    SatcalError
+        The file is missing, unreadable or not text in these encodings.
     """
     return decode_utf8(read_file_bytes(path), path)
 
 
 def read_file_bytes(path: "str | os.PathLike") -> bytes:
-    """A file's bytes; a missing, unreadable or special file is a one-line error."""
+    """A file's bytes; a missing, unreadable or special file is a one-line error.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    SatcalError
+        No such file, a directory, permission denied, or another read error.
+    """
     from .errors import SatcalError
     path = Path(path)
     try:
@@ -306,7 +497,24 @@ def _wide_codec(raw: bytes) -> str | None:
 def decode_utf8(raw: bytes, path: "str | os.PathLike") -> str:
     """``raw`` as text: UTF-8 (a BOM dropped), or UTF-16 / UTF-32 recognised by the BOM (or
     UTF-16 by its zero bytes). Undecodable bytes, NUL characters and spreadsheet workbooks are
-    one-line errors naming the line."""
+    one-line errors naming the line.
+
+    Parameters
+    ----------
+    raw : bytes
+        The file's content.
+    path : str or os.PathLike
+        The file, named in errors.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    InputFileError
+        The bytes are a workbook, do not decode, or hold a NUL character.
+    """
     from .errors import InputFileError
     if raw.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):
         raise InputFileError(path, "is a spreadsheet workbook (or another archive), not text: save it "
@@ -332,7 +540,25 @@ def decode_utf8(raw: bytes, path: "str | os.PathLike") -> str:
 
 
 def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
-    """A CSV with a header, every cell a string; unreadable files are one-line errors."""
+    """A CSV with a header, every cell a string; unreadable files are one-line errors.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The CSV file.
+    what : str, optional
+        What the file should hold, for the error of an empty file (default ``"a CSV file"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns pandas reads as numbers are read again as text, so leading zeros stay.
+
+    Raises
+    ------
+    InputFileError
+        The file is empty or not a readable CSV.
+    """
     import io
     import pandas as pd
     from .errors import InputFileError
@@ -366,6 +592,31 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     Raises one-line errors for: a missing required column (naming the delimiter found when it
     looks like the wrong one), a row with the wrong number of fields (a truncated last line or
     quoting broken by a spreadsheet program), an unclosed quote.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, read unless ``text`` is given, and named in errors.
+    delimiter : str
+        The field delimiter.
+    required : list of str
+        Columns the header must hold.
+    text : str or None, optional
+        The file's content, when already read.
+    expected : str or None, optional
+        The layout, as errors describe it.
+    rows : str or None, optional
+        What rows are expected, making a file without rows an error.
+
+    Returns
+    -------
+    pandas.DataFrame
+        String cells and the ``__line__`` column.
+
+    Raises
+    ------
+    InputFileError
+        See above.
     """
     import csv
     import io
@@ -489,6 +740,15 @@ def spreadsheet_safe(table):
 
     Each distinct value of a column is checked once (a categorical column's categories, an
     other column's values factorised), so a column of a million answers costs a few checks.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+
+    Returns
+    -------
+    pandas.DataFrame
+        A shallow copy with the risky cells (and column names) marked.
     """
     import numpy as np
     import pandas as pd
@@ -546,7 +806,16 @@ def _risky_text(value: str) -> bool:
 def spreadsheet_value(table):
     """The values :func:`spreadsheet_safe` protected, as they were (one apostrophe dropped
     from each cell that is apostrophes before a formula prefix); for satcal's own tables read
-    back."""
+    back.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     import pandas as pd
     out = table
     for col in table.columns:
@@ -568,7 +837,19 @@ def spreadsheet_value(table):
 
 def to_csv_safe(table, **kwargs) -> str:
     """``table`` as CSV text that a spreadsheet opens without running any cell
-    (:func:`spreadsheet_safe`); the index is left out unless ``index=True``."""
+    (:func:`spreadsheet_safe`); the index is left out unless ``index=True``.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+    **kwargs
+        Passed to :meth:`pandas.DataFrame.to_csv` (``index`` defaults to False,
+        ``lineterminator`` to ``"\\n"``).
+
+    Returns
+    -------
+    str
+    """
     kwargs.setdefault("index", False)
     kwargs.setdefault("lineterminator", "\n")
     return spreadsheet_safe(table).to_csv(**kwargs)
