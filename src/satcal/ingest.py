@@ -300,6 +300,15 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     ecir = np.array([v.startswith(PREFIX) for v in text], dtype=bool)
 
     def column(name, default):
+        """Per distinct item, the key's column ``name``; ``default`` for an item not in the key.
+
+        Parameters
+        ----------
+        name : str
+            A column of the key.
+        default : object
+            The value when the key lacks the column or the item.
+        """
         if name not in key.columns:
             return np.full(len(items), default, dtype=object)
         vals = key[name].to_numpy(dtype=object)
@@ -395,6 +404,30 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     Every per-value step (key lookup, answer spelling, orientation, trap check) runs once per
     distinct value and is spread to the rows by integer codes, so the cost per row is a few
     array operations.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        The raw rows of the result files (:func:`satcal.platforms._common.raw_answers`).
+    key : pandas.DataFrame
+        Every batch's key.
+    example_ids : set of str
+        The study's example ids (an embedded-dataset item id must name one).
+    threshold : float
+        The trust threshold, in [0, 1] (:func:`satcal.quality.worker_table`).
+    min_traps : int
+        Traps a worker needs to be scored on them.
+    screen : dict or None, optional
+        Screening options passed to :func:`satcal.quality.worker_table`.
+    reading : pandas.Series or None, optional
+        Reading seconds by item id.
+    attention_limit : int or None, optional
+        Failed attention checks that exclude a worker; None keeps them.
+
+    Returns
+    -------
+    tuple of four pandas.DataFrame
+        answers, rejects, workers and the answers before exclusion.
     """
     from .quality import attention_failures, exclude_failed_attention, worker_table
 
@@ -414,6 +447,15 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     reason = np.full(n, "", dtype=object)
 
     def mark(mask, text):
+        """Give the rows of ``mask`` that have no reason yet the reason ``text``.
+
+        Parameters
+        ----------
+        mask : array of bool
+            The rows.
+        text : str or array of str
+            One reason, or one per row.
+        """
         fresh = (reason == "") & np.asarray(mask, dtype=bool)
         reason[fresh] = text if isinstance(text, str) else np.asarray(text, dtype=object)[fresh]
 
@@ -490,7 +532,26 @@ class ResultFile:
 
 def read_result_files(files, platform: str | None, known: set[str]) -> list[ResultFile]:
     """Read and parse result files, skipping any whose content hash is in ``known`` or seen
-    before in ``files``. A broken file raises (with its line) before anything is written."""
+    before in ``files``. A broken file raises (with its line) before anything is written.
+
+    Parameters
+    ----------
+    files : iterable of path
+        The result files.
+    platform : str or None
+        Their platform; None detects it per file.
+    known : set of str
+        Content hashes of files already archived.
+
+    Returns
+    -------
+    list of ResultFile
+
+    Raises
+    ------
+    SatcalError
+        A file is missing, unreadable or cannot be parsed.
+    """
     from .fileio import read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
     out: list[ResultFile] = []
@@ -509,7 +570,17 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
 
 
 def index_rows(new: list[ResultFile]) -> pd.DataFrame:
-    """The raw/index.csv rows of newly archived files."""
+    """The raw/index.csv rows of newly archived files.
+
+    Parameters
+    ----------
+    new : list of ResultFile
+        The files archived.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     return pd.DataFrame([{"sha256": r.sha256, "file": r.name, "platform": r.platform,
                           "original": r.name.split("-", 1)[1]} for r in new], columns=INDEX_COLUMNS)
 
@@ -524,6 +595,27 @@ def supersede_snapshots(raw_dir: Path, index: pd.DataFrame, added: pd.DataFrame,
     The database only ever gains responses, so an earlier snapshot's rows must all be in the
     new one (same row id, same answer); if any is missing, the database was replaced or
     damaged, and the new snapshot is refused before anything is written.
+
+    Parameters
+    ----------
+    raw_dir : pathlib.Path
+        The study's raw/ directory.
+    index : pandas.DataFrame
+        raw/index.csv with the new files.
+    added : pandas.DataFrame
+        The index rows of the new files.
+    parsed : dict
+        ``{sha256: rows}`` of the new files.
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, pandas.DataFrame)
+        The index kept and the rows superseded.
+
+    Raises
+    ------
+    SatcalError
+        A response of an earlier snapshot is missing from the new one.
     """
     from .platforms import get_platform
     new = added[added["platform"] == "serve"]
@@ -613,7 +705,26 @@ def _trap_report(key: pd.DataFrame, answers: pd.DataFrame, threshold: float, min
 def snapshot_served(url: str, directory, served_dir=None) -> Path:
     """Write the hosted study's responses (database at ``url``) to
     ``directory/serve-<database id>.csv``, ready to ingest with platform ``serve``
-    (``served_dir``: the study directory, named when its default database is missing)."""
+    (``served_dir``: the study directory, named when its default database is missing).
+
+    Parameters
+    ----------
+    url : str
+        The database URL.
+    directory : path
+        Where to write the file.
+    served_dir : path or None, optional
+        The study directory, for the message.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    SatcalError
+        There is no database at a SQLite ``url``, or it is not a satcal serve database.
+    """
     import hashlib
     from .fileio import atomic_write_text
     from .serve import db
@@ -641,7 +752,26 @@ REBUILD = ".rebuild-pending"
 
 def find_archived(index: pd.DataFrame, name: str, raw_dir: Path) -> pd.Series:
     """The one row of raw/index.csv that ``name`` means: the archived name, the file's original
-    name or a hash prefix of at least 8 digits."""
+    name or a hash prefix of at least 8 digits.
+
+    Parameters
+    ----------
+    index : pandas.DataFrame
+        raw/index.csv.
+    name : str
+        The file's name or hash prefix.
+    raw_dir : pathlib.Path
+        raw/, for the message.
+
+    Returns
+    -------
+    pandas.Series
+
+    Raises
+    ------
+    SatcalError
+        ``name`` matches no file or several.
+    """
     hit = index[(index["file"] == name) | (index["original"] == Path(name).name)
                 | (index["sha256"].str.startswith(name) & (len(name) >= 8))]
     if len(hit) != 1:
@@ -652,7 +782,18 @@ def find_archived(index: pd.DataFrame, name: str, raw_dir: Path) -> pd.Series:
 
 
 def read_pending(marker: Path) -> pd.DataFrame:
-    """The files an ingest of an older satcal was adding when it was killed (its marker)."""
+    """The files an ingest of an older satcal was adding when it was killed (its marker).
+
+    Parameters
+    ----------
+    marker : pathlib.Path
+        The marker file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index rows; none when the marker was cut short.
+    """
     text = marker.read_text(encoding="utf-8").strip()
     try:
         return pd.DataFrame(json.loads(text or "[]"), columns=INDEX_COLUMNS)
@@ -683,7 +824,34 @@ def _check_examples_unchanged(where, merged: pd.DataFrame, k: int) -> None:
 def study_data(answers: pd.DataFrame, examples: pd.DataFrame, k: int, levels, judgments: Judgments,
                name: str = "", where="answers.csv") -> StudyData:
     """The ingested, non-trap answers of kept workers (answers.csv), with both lists' levels
-    from examples.csv; ``where`` names answers.csv in errors."""
+    from examples.csv; ``where`` names answers.csv in errors.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        answers.csv, as strings.
+    examples : pandas.DataFrame
+        examples.csv.
+    k : int
+        List length.
+    levels : list of int
+        The study's levels (the scale is 0..max).
+    judgments : satcal.judgments.Judgments
+        The study's judgments.
+    name : str, optional
+        The study's name.
+    where : str or path, optional
+        answers.csv as errors name it (default ``"answers.csv"``).
+
+    Returns
+    -------
+    satcal.answers.StudyData
+
+    Raises
+    ------
+    SatcalError
+        No answer to an example, an example missing from examples.csv, or one that changed.
+    """
     real = answers[answers["is_trap"] != "True"]
     if real.empty:
         raise SatcalError(f"{where} has no answers to examples; ingest result files "
