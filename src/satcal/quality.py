@@ -61,6 +61,20 @@ def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
     trap chance passes at least as often as the threshold (c >= t) says nothing and counts 0.
     This is the Neyman-Pearson statistic of the two simple hypotheses (Neyman and Pearson
     1933, Phil. Trans. R. Soc. A 231), so excluding at > 0 is the Bayes rule at even prior odds.
+
+    Parameters
+    ----------
+    correct : array_like of bool
+        Whether each trap answer was right.
+    chance : float or array_like of float
+        Each trap's chance of being passed at random.
+    threshold : float
+        The threshold accuracy t (clipped into (0, 1)).
+
+    Returns
+    -------
+    numpy.ndarray
+        The log likelihood ratio per answer.
     """
     ok = np.asarray(correct, bool)
     c = np.asarray(chance, float) * np.ones(ok.shape)
@@ -93,6 +107,30 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     ids, matched on ``example_id``) do not count towards trust. ``chance_evidence`` is the
     summed :func:`trap_evidence` and ``binomial_p`` the one-sided p of "accuracy >= threshold";
     the module docstring gives the exclusion rule.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        The answers, with the columns above.
+    threshold : float, optional
+        Trust threshold, in [0, 1] (default 0.7).
+    min_traps : int, optional
+        Traps a worker must have seen for trap trust (default 3; at least 1 counts).
+    screen_seconds : float or None, optional
+        ``seconds`` of :func:`screening`.
+    screen_same_side : float or None, optional
+        ``same_side`` of :func:`screening`.
+    drop_traps : sequence of str, optional
+        Trap ids left out of trust.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    SatcalError
+        ``threshold`` is outside [0, 1].
     """
     from scipy.stats import binom
     if not 0 <= threshold <= 1:
@@ -154,7 +192,23 @@ def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = N
     them, where the platform records times), ``same_side_share`` (the larger share of answers
     naming the side shown first, or the side shown second), and the flags ``too_fast`` (under
     ``seconds`` an item, default ``SCREEN_SECONDS``) and ``same_side`` (a share of at least
-    ``same_side``, default ``SCREEN_SAME_SIDE``, over ``SCREEN_MIN_ANSWERS`` answers or more)."""
+    ``same_side``, default ``SCREEN_SAME_SIDE``, over ``SCREEN_MIN_ANSWERS`` answers or more).
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        Answers with ``worker_id``; ``seconds``, ``submitted_at``, ``answer_shown`` and
+        ``reading_seconds`` are used when present.
+    seconds : float or None, optional
+        Seconds an item under which a worker is too fast.
+    same_side : float or None, optional
+        Share of answers for one side that flags a worker.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``worker_id``.
+    """
     seconds = SCREEN_SECONDS if seconds is None else seconds
     same_side = SCREEN_SAME_SIDE if same_side is None else same_side
     a = answers
@@ -262,7 +316,21 @@ def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_
     """Seconds to skim each item of a batch (items.csv): the words it shows (query, its
     description, and the title, address and snippet of each of the 2k results) at
     ``words_per_minute`` (:data:`SKIM_WORDS_PER_MINUTE`, Rayner et al. 2016). Indexed by
-    ``item_id``."""
+    ``item_id``.
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        items.csv.
+    k : int
+        List length.
+    words_per_minute : float, optional
+        Skimming speed.
+
+    Returns
+    -------
+    pandas.Series
+    """
     from .platforms import item_view
     words = {}
     for row in items.to_dict("records"):
@@ -276,7 +344,18 @@ def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_
 def attention_failures(rows: pd.DataFrame) -> pd.Series:
     """Failed attention checks per worker, from raw rows that carry ``attention_passed``
     (``"no"`` for a failed check; the hosted study's snapshots). Workers without a failure
-    are absent."""
+    are absent.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Raw rows with ``worker_id``.
+
+    Returns
+    -------
+    pandas.Series
+        ``attention_failed`` by worker id (empty without the column).
+    """
     if "attention_passed" not in rows.columns:
         return pd.Series(dtype=int, name="attention_failed")
     failed = rows["attention_passed"].fillna("").astype(str).str.strip() == "no"
@@ -287,7 +366,22 @@ def exclude_failed_attention(workers: pd.DataFrame, failures: pd.Series, limit: 
     """``workers`` (:func:`worker_table`) with ``attention_failed`` and, when ``limit`` is not
     None, workers who failed ``limit`` or more attention checks excluded (the reason says so).
     An attention check has one right answer the page itself states, so failing it is evidence
-    of not reading, unlike a missed trap (Prolific's attention-check policy)."""
+    of not reading, unlike a missed trap (Prolific's attention-check policy).
+
+    Parameters
+    ----------
+    workers : pandas.DataFrame
+        The workers table.
+    failures : pandas.Series
+        Failed checks by worker id (:func:`attention_failures`).
+    limit : int or None
+        Failures that exclude a worker; None excludes none.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy.
+    """
     out = workers.copy()
     out["attention_failed"] = out["worker_id"].map(failures).fillna(0).astype(int)
     if limit is not None:
@@ -333,7 +427,17 @@ class Agreement(ResultTables):
 
 def agreement(answers: pd.DataFrame) -> Agreement | None:
     """Krippendorff's alpha (nominal) of the answers to examples answered two or more times
-    (``example_id, answer``, canonical orientation); None when no example has two answers."""
+    (``example_id, answer``, canonical orientation); None when no example has two answers.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        Answers with ``example_id`` and ``answer``.
+
+    Returns
+    -------
+    Agreement or None
+    """
     from .answers import ANSWER_CODES
     counts = pd.crosstab(answers["example_id"], answers["answer"]).reindex(columns=list(ANSWER_CODES), fill_value=0)
     n = counts.sum(axis=1)
@@ -367,6 +471,24 @@ def dawid_skene(answers: pd.DataFrame, n_iter: int = 100) -> tuple[pd.DataFrame,
 
     Returns the aggregated label of each example and each worker's estimated accuracy (the
     trace of their confusion matrix weighted by the label priors).
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        Answers with ``example_id``, ``worker_id``, ``answer`` and, for the traps,
+        ``is_trap`` and ``correct``.
+    n_iter : int, optional
+        EM iterations (default 100).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, pandas.DataFrame)
+        The labels by example and the accuracy by worker.
+
+    Raises
+    ------
+    SatcalError
+        crowd-kit is not installed.
     """
     DawidSkene = require_crowdkit()
     data = answers.rename(columns={"example_id": "task", "worker_id": "worker", "answer": "label"})
