@@ -62,7 +62,19 @@ class UserModel:
     @classmethod
     def from_settings(cls, simulation, seed: int) -> "UserModel":
         """The crowd of study.toml's ``[simulation]`` section (every key), with the seed of its
-        random stream; ``satcal simulate`` and ``satcal power`` both draw from it."""
+        random stream; ``satcal simulate`` and ``satcal power`` both draw from it.
+
+        Parameters
+        ----------
+        simulation : satcal.settings.SimulationSection
+            The ``[simulation]`` section (:attr:`satcal.settings.Settings.simulation`).
+        seed : int
+            The crowd's seed.
+
+        Returns
+        -------
+        UserModel
+        """
         from dataclasses import fields
         names = {f.name for f in fields(cls)} - {"seed"}
         return cls(seed=seed, **{n: getattr(simulation, n) for n in names})
@@ -281,7 +293,36 @@ def _sat_estimand(p_a, p_b, phi_a, phi_b) -> np.ndarray:
 def simulate_results(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame, k: int, top_level: int,
                      model: UserModel, answers_per_example: int, plat) -> tuple[pd.DataFrame, dict]:
     """The simulated crowd's answers to a batch, as the platform ``plat`` reports them (pages
-    left unfinished dropped where the platform does not report them), and the truth."""
+    left unfinished dropped where the platform does not report them), and the truth.
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        items.csv (what workers see).
+    key : pandas.DataFrame
+        key.csv (source of each item, swap, traps).
+    lists : pandas.DataFrame
+        Examples and traps by ``source_id`` (:func:`study_lists`).
+    k : int
+        List length.
+    top_level : int
+        Highest relevance level.
+    model : UserModel
+        The simulated crowd.
+    answers_per_example : int
+        Workers answering each page.
+    plat : satcal.platforms.base.Platform
+        The platform whose result file is simulated.
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, dict)
+
+    Raises
+    ------
+    SatcalError
+        The platform has no result format.
+    """
     if plat.write_results is None:
         raise SatcalError(f"platform {plat.name} has no result format to simulate")
     answers, truth = simulate_answers(items, key, lists, k, top_level, model, answers_per_example)
@@ -314,7 +355,35 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
     JavaScript would, and answers from the user model (honest workers follow the attention
     checks' instruction; spammers answer at random). ``key_digest`` is the SHA-256 of the
     batch's key.csv, whose token marks the participants simulated. Returns the visits and the
-    truth."""
+    truth.
+
+    Parameters
+    ----------
+    url : str
+        Address of the running hosted study.
+    items : pandas.DataFrame
+        items.csv (what workers see).
+    key : pandas.DataFrame
+        key.csv (source of each item, swap, traps).
+    lists : pandas.DataFrame
+        Examples and traps by ``source_id`` (:func:`study_lists`).
+    k : int
+        List length.
+    top_level : int
+        Highest relevance level.
+    model : UserModel
+        The simulated crowd.
+    key_digest : str
+        SHA-256 of key.csv.
+    concurrency : int, optional
+        Participants at once (default 8).
+    progress : bool, optional
+        Show progress (default False).
+
+    Returns
+    -------
+    tuple of (list, dict)
+    """
     from .platforms import SHOWN_CODES
     from .serve.client import asked_option, drive
 
@@ -328,9 +397,23 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
     streams = dict(zip(workers, np.random.SeedSequence(model.seed).spawn(len(workers))))
 
     def choose_for(worker):
+        """The answering function of simulated ``worker``, drawing from its own random stream.
+
+        Parameters
+        ----------
+        worker : str
+            The worker's id (``SIM-<n>``).
+        """
         rng = np.random.default_rng(streams[worker])
 
         def choose(form):
+            """An answer for every question of the page ``form``, by radio name.
+
+            Parameters
+            ----------
+            form : satcal.serve.client.Form
+                The parsed page form.
+            """
             out = {}
             for name, values in form.radios.items():
                 item = name.removeprefix("answer-")
@@ -369,7 +452,19 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
 
 def study_lists(examples: pd.DataFrame, traps: pd.DataFrame | None) -> pd.DataFrame:
     """Examples and traps in one table of lists, each under its ``source_id`` (as the key names
-    them)."""
+    them).
+
+    Parameters
+    ----------
+    examples : pandas.DataFrame
+        examples.csv.
+    traps : pandas.DataFrame or None
+        traps.csv, or None.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     examples = examples.assign(source_id=lambda d: d["example_id"])
     return pd.concat([examples, traps.assign(source_id=traps["trap_id"])] if traps is not None and len(traps)
                      else [examples], ignore_index=True)
