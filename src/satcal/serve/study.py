@@ -58,7 +58,17 @@ class ServeSettings:
     @classmethod
     def from_settings(cls, settings) -> "ServeSettings":
         """From a study's :class:`satcal.settings.Settings` (``[serve]``, ``[design]``,
-        ``[presentation]``, ``[quality]`` and ``study.k``)."""
+        ``[presentation]``, ``[quality]`` and ``study.k``).
+
+        Parameters
+        ----------
+        settings : satcal.settings.Settings
+            The study's settings.
+
+        Returns
+        -------
+        ServeSettings
+        """
         s = settings.serve
         return cls(completion_code=s.completion_code, failed_attention_code=s.failed_attention_code,
                    pages_per_participant=s.pages_per_participant, attention_checks=s.attention_checks,
@@ -72,7 +82,19 @@ class ServeSettings:
 
 def load_pages(items: pd.DataFrame, k: int) -> dict[int, list[dict]]:
     """items.csv -> {page: [item, ...]}, each item the plain text a page shows
-    (:func:`satcal.platforms.item_view`)."""
+    (:func:`satcal.platforms.item_view`).
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        items.csv.
+    k : int
+        List length.
+
+    Returns
+    -------
+    dict
+    """
     from ..platforms import item_view
     pages: dict[int, list[dict]] = {}
     for row in items.to_dict("records"):
@@ -98,20 +120,62 @@ class PageView:
 def simulation_token(key_digest: str) -> str:
     """The entry parameter ``SATCAL_SIMULATED`` that marks a participant as the simulated crowd's
     (``satcal simulate --serve``): a digest of the batch's key.csv, which the workspace holds and
-    no participant sees, so only the researcher's own dry run can mark anyone simulated."""
+    no participant sees, so only the researcher's own dry run can mark anyone simulated.
+
+    Parameters
+    ----------
+    key_digest : str
+        SHA-256 of key.csv.
+
+    Returns
+    -------
+    str
+        32 hexadecimal digits.
+    """
     return hashlib.sha256(f"satcal-simulated:{key_digest}".encode()).hexdigest()[:32]
 
 
 def trap_targets(pages: int, min_traps: int) -> list[int]:
     """Traps a participant has met after each of their ``pages`` pages: ``ceil(m (j + 1) / P)``
-    after page j, so ``min_traps`` = m are spread evenly and all met by the last page."""
+    after page j, so ``min_traps`` = m are spread evenly and all met by the last page.
+
+    Parameters
+    ----------
+    pages : int
+        Pages a participant gets (P).
+    min_traps : int
+        Traps each must meet (m).
+
+    Returns
+    -------
+    list of int
+        One count per page; empty when ``pages`` is 0.
+    """
     return [-(-min_traps * (j + 1) // pages) for j in range(pages)] if pages else []
 
 
 def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: int, traps_on_top: bool) -> list[str]:
     """Why the hosted study cannot score every participant on ``min_traps`` traps (empty when it
     can): too few traps in the batch, or (traps only where the batch put them) too few traps on
-    the pages one participant gets."""
+    the pages one participant gets.
+
+    Parameters
+    ----------
+    pages : dict
+        Page number to its item ids.
+    trap_ids : iterable of str
+        The item ids of the batch's traps.
+    per_participant : int
+        Pages one participant gets.
+    min_traps : int
+        ``quality.min_traps``; 0 or less asks for nothing.
+    traps_on_top : bool
+        Whether the server adds traps on top of pages.
+
+    Returns
+    -------
+    list of str
+    """
     trap_ids = set(trap_ids)
     if min_traps <= 0:
         return []
@@ -131,20 +195,56 @@ def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: i
 
 
 def trap_items(key: pd.DataFrame) -> pd.Series:
-    """The item ids of a batch's traps (key.csv)."""
+    """The item ids of a batch's traps (key.csv).
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        key.csv.
+
+    Returns
+    -------
+    pandas.Series
+    """
     return key.loc[key["is_trap"].astype(str) == "True", "item_id"].astype(str)
 
 
 def batch_warnings(items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings) -> list[str]:
     """:func:`screening_warnings` of an exported batch (``satcal export`` with platform serve
-    says them, as ``satcal serve`` does at start)."""
+    says them, as ``satcal serve`` does at start).
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        items.csv.
+    key : pandas.DataFrame
+        key.csv.
+    settings : ServeSettings
+        The server's settings.
+
+    Returns
+    -------
+    list of str
+    """
     pages = {int(p): list(g["item_id"]) for p, g in items.groupby("page")}
     return screening_warnings(pages, trap_items(key), min(settings.pages_per_participant, len(pages)),
                               settings.min_traps, settings.traps_on_top)
 
 
 def attention_positions(pages: int, checks: int) -> set[int]:
-    """Which of a participant's pages (0-based) carry an attention check: evenly spread."""
+    """Which of a participant's pages (0-based) carry an attention check: evenly spread.
+
+    Parameters
+    ----------
+    pages : int
+        Pages a participant gets.
+    checks : int
+        Attention checks wanted (at most one a page).
+
+    Returns
+    -------
+    set of int
+    """
     checks = min(checks, pages)
     return {int((j + 0.5) * pages / checks) for j in range(checks)} if checks else set()
 
@@ -181,7 +281,30 @@ class HostedStudy:
     @classmethod
     def from_batch(cls, items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings, engine,
                    key_digest: str) -> "HostedStudy":
-        """The hosted study of an exported batch (items.csv, key.csv and its SHA-256)."""
+        """The hosted study of an exported batch (items.csv, key.csv and its SHA-256).
+
+        Parameters
+        ----------
+        items : pandas.DataFrame
+            items.csv.
+        key : pandas.DataFrame
+            key.csv.
+        settings : ServeSettings
+            The server's settings.
+        engine : sqlalchemy.engine.Engine
+            The study database.
+        key_digest : str
+            SHA-256 of key.csv.
+
+        Returns
+        -------
+        HostedStudy
+
+        Raises
+        ------
+        SatcalError
+            The batch has no items.
+        """
         return cls(load_pages(items, settings.k), settings, engine, key_digest, trap_items(key))
 
     # -- participants ----------------------------------------------------------------------
@@ -192,7 +315,30 @@ class HostedStudy:
 
         A person is ``(kind, external_id)``: one Prolific id is one participant under every
         STUDY_ID of the study (the row keeps the STUDY_ID and SESSION_ID of the first entry), so
-        a Prolific study duplicated to recruit more never shows anyone a page twice."""
+        a Prolific study duplicated to recruit more never shows anyone a page twice.
+
+        Parameters
+        ----------
+        kind : str
+            ``"prolific"`` or ``"lab"``.
+        external_id : str
+            The Prolific id or the participant code.
+        study_id : str, optional
+            Prolific's STUDY_ID.
+        session_id : str, optional
+            Prolific's SESSION_ID.
+        simulated : bool, optional
+            Mark a new participant simulated (default False).
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        SatcalError
+            The participant could not be registered after three tries.
+        """
         from sqlalchemy import insert, select
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
@@ -220,7 +366,20 @@ class HostedStudy:
         raise SatcalError("could not register the participant")
 
     def known(self, kind: str, external_id: str) -> dict | None:
-        """The participant ``(kind, external_id)`` if they have entered before (nothing created)."""
+        """The participant ``(kind, external_id)`` if they have entered before (nothing created).
+
+        Parameters
+        ----------
+        kind : str
+            ``"prolific"`` or ``"lab"``.
+        external_id : str
+            The Prolific id or the participant code.
+
+        Returns
+        -------
+        dict or None
+            Their first participant row.
+        """
         from sqlalchemy import select
         p = db.tables()["participants"]
         with self.engine.connect() as conn:
@@ -229,6 +388,17 @@ class HostedStudy:
         return dict(row) if row else None
 
     def participant(self, pid: int) -> dict | None:
+        """The participant row ``pid``, or None if there is none.
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        dict or None
+        """
         from sqlalchemy import select
         p = db.tables()["participants"]
         with self.engine.connect() as conn:
@@ -236,6 +406,13 @@ class HostedStudy:
         return dict(row) if row else None
 
     def consent(self, pid: int) -> None:
+        """Record that participant ``pid`` consented (the first time only).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+        """
         p = db.tables()["participants"]
         with self.writer.begin() as conn:
             conn.execute(p.update().where((p.c.id == pid) & p.c.consented_at.is_(None))
@@ -244,7 +421,17 @@ class HostedStudy:
     # -- pages -----------------------------------------------------------------------------
     def next_page(self, pid: int) -> PageView | None:
         """The participant's open page, or a newly claimed one; None when they are done (their
-        share answered, or no page left that they have not seen)."""
+        share answered, or no page left that they have not seen).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        PageView or None
+        """
         from sqlalchemy import func, select
         a = db.tables()["assignments"]
         with self.engine.connect() as conn:
@@ -373,7 +560,18 @@ class HostedStudy:
         """When this participant can next get a page: None when every slot on a page they have
         not had is answered (the study is full for them), else the earliest time one of those
         slots is free (now, if one is free already; else when its holder's assignment times
-        out)."""
+        out).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        float or None
+            A Unix time.
+        """
         from sqlalchemy import func, select
         s = db.tables()["slots"]
         open_slot = (s.c.done.is_(False) & (s.c.replicate <= self.settings.answers_per_example)
@@ -399,7 +597,21 @@ class HostedStudy:
     def submit(self, pid: int, token: str, form: dict) -> str:
         """Store a submitted page. Returns ``"stored"``, ``"already"`` (a resubmission: nothing
         stored twice), ``"missing"`` (not every item answered: nothing stored) or ``"unknown"``
-        (not this participant's page)."""
+        (not this participant's page).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+        token : str
+            The page's assignment token.
+        form : dict
+            The submitted fields; ``answer-<item id>`` holds each item's answer.
+
+        Returns
+        -------
+        str
+        """
         from sqlalchemy import insert, select, update
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
@@ -437,6 +649,17 @@ class HostedStudy:
         return "stored"
 
     def attention_failures(self, pid: int) -> int:
+        """Attention checks participant ``pid`` has answered wrongly.
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        int
+        """
         from sqlalchemy import func, select
         t = db.tables()
         r, a = t["responses"], t["assignments"]
@@ -449,7 +672,17 @@ class HostedStudy:
         """Record the end; the outcome: ``completed``, ``failed_attention``, ``full`` (a
         participant who had answered nothing, and every slot they could have is answered) or
         ``waiting`` (answered nothing, and every such slot is held by someone now: not an end,
-        they are to come back when one frees, see :meth:`first_release`)."""
+        they are to come back when one frees, see :meth:`first_release`).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        str
+        """
         from sqlalchemy import func, select
         t = db.tables()
         p, a = t["participants"], t["assignments"]
@@ -538,6 +771,17 @@ class HostedStudy:
 
     def csrf_token(self, pid: int) -> str:
         """The form token of a participant: an HMAC of their id under the server's secret, so a
-        page on another site cannot forge one."""
+        page on another site cannot forge one.
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        str
+            Hexadecimal digest.
+        """
         import hmac
         return hmac.new(self.secret.encode(), f"csrf:{pid}".encode(), hashlib.sha256).hexdigest()
