@@ -13,6 +13,18 @@ __all__ = ["HostedStudy", "ServeSettings", "create_app"]
 
 
 def create_app(study, **kwargs):
-    """The ASGI application serving ``study`` (see :func:`satcal.serve.app.create_app`)."""
+    """The ASGI application serving ``study`` (see :func:`satcal.serve.app.create_app`).
+
+    Parameters
+    ----------
+    study : satcal.serve.HostedStudy
+        The hosted study.
+    **kwargs
+        Passed to :func:`satcal.serve.app.create_app`.
+
+    Returns
+    -------
+    starlette.applications.Starlette
+    """
     from .app import create_app as build
     return build(study, **kwargs)

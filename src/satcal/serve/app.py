@@ -76,7 +76,23 @@ def _plain(headers):
 def create_app(study: HostedStudy, https_only: bool = False, participant_rate: str = PARTICIPANT_RATE,
                entry_rate: str = ENTRY_RATE):
     """The ASGI application serving ``study``: its routes (:class:`~satcal.serve.routes.StudyRoutes`)
-    behind the size guard and the signed-cookie session."""
+    behind the size guard and the signed-cookie session.
+
+    Parameters
+    ----------
+    study : satcal.serve.HostedStudy
+        The hosted study.
+    https_only : bool, optional
+        Send the session cookie over HTTPS only (default False).
+    participant_rate : str, optional
+        Requests a participant may make, as a ``limits`` rate (default ``"120/minute"``).
+    entry_rate : str, optional
+        Entries one client address may make, as a ``limits`` rate (default ``"600/minute"``).
+
+    Returns
+    -------
+    starlette.applications.Starlette
+    """
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.sessions import SessionMiddleware

@@ -38,6 +38,15 @@ class _FormParser(HTMLParser):
         self.label_text: list[str] = []
 
     def handle_starttag(self, tag, attrs):
+        """Open the first form, or note a section, an input or a label of it.
+
+        Parameters
+        ----------
+        tag : str
+            The tag's name.
+        attrs : list of tuple
+            Its attributes, as (name, value).
+        """
         a = dict(attrs)
         if self.done:
             return
@@ -59,6 +68,13 @@ class _FormParser(HTMLParser):
                 self.form.checkboxes[name] = value or "on"
 
     def handle_endtag(self, tag):
+        """Close the form, or finish a label's text.
+
+        Parameters
+        ----------
+        tag : str
+            The tag's name.
+        """
         if tag == "form" and self.form is not None:
             self.done = True
         elif tag == "label" and self.label_for is not None:
@@ -66,6 +82,13 @@ class _FormParser(HTMLParser):
             self.label_for = None
 
     def handle_data(self, data):
+        """Collect text for the current section and label.
+
+        Parameters
+        ----------
+        data : str
+            The text.
+        """
         if data.strip():
             self.section.append(" ".join(data.split()))
         if self.label_for is not None:
@@ -73,6 +96,17 @@ class _FormParser(HTMLParser):
 
 
 def parse_form(html_text: str) -> Form | None:
+    """The first ``<form>`` of the page ``html_text``, or None when it has none.
+
+    Parameters
+    ----------
+    html_text : str
+        The page's HTML.
+
+    Returns
+    -------
+    Form or None
+    """
     parser = _FormParser()
     parser.feed(html_text)
     return parser.form
@@ -113,7 +147,21 @@ class Participant:
         return response
 
     def run(self, entry_query: str, choose=None, max_steps: int = 10_000) -> Visit:
-        """Enter with ``entry_query`` (e.g. ``PROLIFIC_PID=...&STUDY_ID=...``) and go through."""
+        """Enter with ``entry_query`` (e.g. ``PROLIFIC_PID=...&STUDY_ID=...``) and go through.
+
+        Parameters
+        ----------
+        entry_query : str
+            The query string of the entry URL.
+        choose : callable or None, optional
+            ``choose(form) -> {name: value}``; None picks the first option of each group.
+        max_steps : int, optional
+            Requests at most (default 10,000).
+
+        Returns
+        -------
+        Visit
+        """
         visit = Visit()
         url = urljoin(self.base, "?" + entry_query)
         method, data, kind = "GET", None, "entry"
@@ -153,7 +201,19 @@ def _first(form: Form) -> dict:
 
 def asked_option(form: Form, name: str) -> str | None:
     """The option an instructional attention check asks for (the label its text names), or
-    None for an ordinary item."""
+    None for an ordinary item.
+
+    Parameters
+    ----------
+    form : Form
+        The page's form.
+    name : str
+        A radio group's name.
+
+    Returns
+    -------
+    str or None
+    """
     text = form.context.get(name, "")
     for value in form.radios[name]:
         label = form.radio_labels.get((name, value), "")
@@ -163,7 +223,18 @@ def asked_option(form: Form, name: str) -> str | None:
 
 
 def attentive(form: Form) -> dict:
-    """A participant who follows attention checks and answers every item with its first option."""
+    """A participant who follows attention checks and answers every item with its first option.
+
+    Parameters
+    ----------
+    form : Form
+        The page's form.
+
+    Returns
+    -------
+    dict
+        Radio name to the value chosen.
+    """
     return {name: asked_option(form, name) or values[0] for name, values in form.radios.items()}
 
 
@@ -244,7 +315,32 @@ def drive(url: str, participants: list[str], concurrency: int = 50, choose=None,
     ``concurrency`` at a time, each as a browser without JavaScript. Each answers with
     ``choose`` (a form -> answers function), or with ``choose_for(participant)`` when given.
     ``simulated``: the batch's simulation token (:func:`satcal.serve.study.simulation_token`),
-    which makes the server mark the participants simulated."""
+    which makes the server mark the participants simulated.
+
+    Parameters
+    ----------
+    url : str
+        Address of the running study.
+    participants : list of str
+        Prolific ids, one participant each.
+    concurrency : int, optional
+        Participants at once (default 50).
+    choose : callable or None, optional
+        ``choose(form) -> {name: value}``; None picks the first option of each group.
+    choose_for : callable or None, optional
+        ``choose_for(participant) -> choose``, which wins over ``choose``.
+    study_id : str, optional
+        The STUDY_ID sent (default ``"load"``).
+    progress : bool, optional
+        Show progress (default False).
+    simulated : str, optional
+        The simulation token; empty (default) sends none.
+
+    Returns
+    -------
+    list of Visit
+        In the order of ``participants``.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
@@ -252,6 +348,17 @@ def drive(url: str, participants: list[str], concurrency: int = 50, choose=None,
     limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
 
     def one(pid):
+        """Send the participant ``pid`` through the study; an HTTP error ends the visit with its text.
+
+        Parameters
+        ----------
+        pid : str
+            The Prolific id.
+
+        Returns
+        -------
+        Visit
+        """
         with httpx.Client(timeout=120, follow_redirects=False, limits=limits) as http:
             try:
                 query = f"PROLIFIC_PID={pid}&STUDY_ID={study_id}&SESSION_ID={pid}"

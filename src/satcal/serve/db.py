@@ -98,13 +98,39 @@ def tables():
 
 
 def default_url(directory) -> str:
+    """The URL of a study directory's default database, ``DIR/serve.db`` (SQLite).
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The study directory.
+
+    Returns
+    -------
+    str
+    """
     return f"sqlite:///{Path(directory).resolve() / 'serve.db'}"
 
 
 def connect(url: str):
     """An engine for ``url``. SQLite gets WAL, full sync (a committed page survives a killed
     server and a power cut), a busy timeout, and ``BEGIN IMMEDIATE`` transactions so that
-    concurrent writers queue instead of failing on a stale snapshot (see :func:`writer`)."""
+    concurrent writers queue instead of failing on a stale snapshot (see :func:`writer`).
+
+    Parameters
+    ----------
+    url : str
+        A SQLAlchemy database URL.
+
+    Returns
+    -------
+    sqlalchemy.engine.Engine
+
+    Raises
+    ------
+    SatcalError
+        The driver is not installed or the URL is not a database URL.
+    """
     from sqlalchemy import create_engine, event
     from sqlalchemy.exc import ArgumentError
     try:
@@ -248,6 +274,15 @@ def writer(engine) -> _Writer:
     inside them is never of a stale snapshot; the threads of one process take turns and share
     commits (:class:`GroupCommit`). PostgreSQL's writers run side by side (row locks and
     ``SKIP LOCKED`` keep them apart).
+
+    Parameters
+    ----------
+    engine : sqlalchemy.engine.Engine
+        The database (one writer per SQLite engine).
+
+    Returns
+    -------
+    _Writer
     """
     if engine.dialect.name != "sqlite":
         return _Writer(engine)
@@ -277,7 +312,28 @@ MIGRATIONS: dict[int, callable] = {1: _to_2}
 def prepare(engine, key_digest: str, pages: list[int], answers_per_example: int) -> dict:
     """Create or migrate the schema, check the database belongs to this batch, and make sure
     every page has ``answers_per_example`` slots. Returns the stored settings (secret key,
-    researcher token)."""
+    researcher token).
+
+    Parameters
+    ----------
+    engine : sqlalchemy.engine.Engine
+        The database.
+    key_digest : str
+        SHA-256 of key.csv.
+    pages : list of int
+        The batch's pages.
+    answers_per_example : int
+        Slots per page.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    SatcalError
+        The database cannot be opened, has a newer schema, or belongs to another batch.
+    """
     from sqlalchemy import func, insert, select
     from sqlalchemy.exc import OperationalError
     t = tables()
@@ -315,7 +371,17 @@ def prepare(engine, key_digest: str, pages: list[int], answers_per_example: int)
 
 def snapshot(engine):
     """Every stored response as one tidy table, the serve platform's result layout: what
-    ``satcal ingest DIR --platform serve`` archives and reads."""
+    ``satcal ingest DIR --platform serve`` archives and reads.
+
+    Parameters
+    ----------
+    engine : sqlalchemy.engine.Engine
+        The database.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     import numpy as np
     import pandas as pd
     from sqlalchemy import select
@@ -351,6 +417,18 @@ def snapshot(engine):
 
 def worker_ids(kind, external_id):
     """A participant's worker id in the answers table: the Prolific id as it is, a lab code
-    prefixed ``lab:`` (so the two kinds can never collide)."""
+    prefixed ``lab:`` (so the two kinds can never collide).
+
+    Parameters
+    ----------
+    kind : numpy.ndarray or pandas.Series
+        ``"prolific"`` or ``"lab"`` per row.
+    external_id : numpy.ndarray or pandas.Series
+        The ids.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
     import numpy as np
     return np.where(kind == "lab", "lab:" + external_id.astype(str), external_id.astype(str))

@@ -71,7 +71,19 @@ class MovingWindow:
 
     def hit(self, item, *identifiers) -> bool:
         """Count a hit on the key of ``identifiers``; False (not counted) when the key already
-        has ``item.amount`` hits in the window."""
+        has ``item.amount`` hits in the window.
+
+        Parameters
+        ----------
+        item : limits.RateLimitItem
+            The rate.
+        *identifiers : str
+            The key.
+
+        Returns
+        -------
+        bool
+        """
         now, window = time.monotonic(), item.get_expiry()
         with self._lock:
             self._count += 1
@@ -99,7 +111,19 @@ class _Hits(deque):
 
 def same_token(given, expected: str) -> bool:
     """``given == expected`` in constant time, for any text a client sends: compared as UTF-8
-    bytes (``hmac.compare_digest`` refuses str that is not ASCII)."""
+    bytes (``hmac.compare_digest`` refuses str that is not ASCII).
+
+    Parameters
+    ----------
+    given : object
+        What the client sent (anything not a str is False).
+    expected : str
+        The token.
+
+    Returns
+    -------
+    bool
+    """
     if not isinstance(given, str):
         return False
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8"))
@@ -107,7 +131,17 @@ def same_token(given, expected: str) -> bool:
 
 def identity(q):
     """(kind, id, study id, session id, error text) of entry parameters ``q``; kind is None
-    when they name no one."""
+    when they name no one.
+
+    Parameters
+    ----------
+    q : Mapping
+        The query parameters.
+
+    Returns
+    -------
+    tuple of (str or None, str, str, str, str)
+    """
     if "PROLIFIC_PID" in q:
         kind, ident = "prolific", q.get("PROLIFIC_PID", "")
         study_id, session_id = q.get("STUDY_ID", ""), q.get("SESSION_ID", "")
@@ -122,6 +156,17 @@ def identity(q):
 
 
 def shown_id(participant) -> str:
+    """How the pages name a participant: the Prolific id, or ``code <code>`` for a lab participant.
+
+    Parameters
+    ----------
+    participant : dict
+        The participant row.
+
+    Returns
+    -------
+    str
+    """
     return participant["external_id"] if participant["kind"] == "prolific" else f"code {participant['external_id']}"
 
 
@@ -161,7 +206,17 @@ class StudyRoutes:
         return {it["item_id"]: Markup(macro(it)) for items in self.study.pages.values() for it in items}
 
     def item_html(self, item: dict):
-        """The rendered query and lists of ``item`` (rendered now if the server has not seen it)."""
+        """The rendered query and lists of ``item`` (rendered now if the server has not seen it).
+
+        Parameters
+        ----------
+        item : dict
+            The item's view (:func:`satcal.platforms.item_view`).
+
+        Returns
+        -------
+        markupsafe.Markup
+        """
         html = self._items.get(item["item_id"])
         if html is None:
             from markupsafe import Markup
@@ -169,21 +224,68 @@ class StudyRoutes:
         return html
 
     def render(self, request, name, status=200, **context):
+        """The template ``name`` as a response, with the study's title and ``context``.
+
+        Parameters
+        ----------
+        request : starlette.requests.Request
+            The request.
+        name : str
+            The template's file name.
+        status : int, optional
+            HTTP status (default 200).
+        **context
+            Template variables.
+        """
         return self.templates.TemplateResponse(
             request, name, {"title": self.settings.title, "error": "", "chosen": {}, **context}, status_code=status)
 
     def message(self, request, status, *paragraphs, code=""):
+        """The message page: ``paragraphs`` and, if given, a completion ``code``.
+
+        Parameters
+        ----------
+        request : starlette.requests.Request
+            The request.
+        status : int
+            HTTP status.
+        *paragraphs : str
+            The text.
+        code : str, optional
+            A completion code to show.
+        """
         return self.render(request, "message.html", status, paragraphs=paragraphs, code=code)
 
     # -- who is asking ------------------------------------------------------------------------
     @staticmethod
     def participant_of(request):
+        """The participant id of the request's session, or None.
+
+        Parameters
+        ----------
+        request : starlette.requests.Request
+            The request.
+
+        Returns
+        -------
+        int or None
+        """
         pid = request.session.get("pid")
         return int(pid) if isinstance(pid, int) else None
 
     def refused(self, request):
         """(participant id, None), or (None, the response refusing the request): no session,
-        or over the rate limit."""
+        or over the rate limit.
+
+        Parameters
+        ----------
+        request : starlette.requests.Request
+            The request.
+
+        Returns
+        -------
+        tuple
+        """
         pid = self.participant_of(request)
         if pid is None:
             return None, self.message(request, 403, _NO_SESSION)
