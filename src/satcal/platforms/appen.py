@@ -79,7 +79,21 @@ DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 
 def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
-    """One line of the job settings, for export to print."""
+    """One line of the job settings, for export to print.
+
+    Parameters
+    ----------
+    settings : dict
+        ``[platforms.<name>]`` of study.toml (missing keys take the defaults).
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int
+        Workers answering each item.
+
+    Returns
+    -------
+    str
+    """
     s = {**DEFAULTS, **(settings or {})}
     return (f"payment {s['payment_cents_per_page']} cents per page of {items_per_page} units, "
             f"{answers_per_example} judgments per unit ([design] answers_per_example), "
@@ -91,6 +105,38 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1,
                 settings: dict | None = None) -> list[Path]:
+    """Appen's job files: ``units.csv`` (traps as test questions), ``job.cml``,
+    ``instructions.html`` and ``job-settings.txt``.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv: what workers see, one row per item, with its ``page``.
+    key : pandas.DataFrame
+        key.csv of the batch (traps and their expected answers).
+    out_dir : pathlib.Path
+        Directory to write into (made if missing).
+    k : int
+        List length.
+    instructions : str
+        The instructions text.
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int, optional
+        Workers answering each item (default 1).
+    settings : dict or None, optional
+        ``[platforms.<name>]`` of study.toml; None (or a missing key) takes the defaults.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    AssertionError
+        ``visible`` has a key column (:func:`satcal.platforms.base.check_worker_visible`).
+    """
     check_worker_visible(visible.columns)
     s = {**DEFAULTS, **(settings or {})}
     units = _lower(visible)
@@ -131,7 +177,23 @@ quiz_mode = {quiz}
 
 
 def read_results(path) -> pd.DataFrame:
-    """Appen full report -> raw answers (platform trust kept; tainted rows flagged)."""
+    """Appen full report -> raw answers (platform trust kept; tainted rows flagged).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Raw answers (:func:`satcal.platforms._common.raw_answers`).
+
+    Raises
+    ------
+    InputFileError
+        The file is not readable in this layout (naming the line).
+    """
     t = read_table(path, ",", ["_unit_id", "_id", "_worker_id", "answer", "item_id"], expected=(
         "Appen's full report, one row per judgment (_unit_id, _id, _worker_id, answer and the "
         "units' item_id); the aggregated report has one row per unit and no workers"))
@@ -146,7 +208,23 @@ def read_results(path) -> pd.DataFrame:
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
-    """A full report in Appen's layout (for the simulated crowd)."""
+    """A full report in Appen's layout (for the simulated crowd).
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        The simulated answers (``item_id``, ``worker_id``, ``answer``, ``submitted_at``, ...).
+    visible : pandas.DataFrame
+        items.csv.
+    key : pandas.DataFrame
+        key.csv.
+    path : pathlib.Path
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     units = _lower(visible).set_index("item_id")
     gold = key.set_index("item_id")
     n = len(answers)

@@ -12,6 +12,24 @@ PREFIX = "example:"
 
 
 def read_results(path) -> pd.DataFrame:
+    """The ECIR 2015 answers file (``id``, ``answer``, ``query``, lists) -> raw answers; one
+    anonymous worker when it has no ``worker_id``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Raw answers (:func:`satcal.platforms._common.raw_answers`).
+
+    Raises
+    ------
+    InputFileError
+        The file is not readable in this layout (naming the line).
+    """
     t = read_table(path, ",", ["id", "answer", "query", "d1A", "d1B"])
     worker = t["worker_id"] if "worker_id" in t.columns else ["ecir2015-anonymous"] * len(t)
     return raw_answers(path, PREFIX + t["id"].astype(str), worker, t["answer"], None,

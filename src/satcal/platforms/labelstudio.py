@@ -48,7 +48,21 @@ DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 
 def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
-    """One line of the project settings, for export to print."""
+    """One line of the project settings, for export to print.
+
+    Parameters
+    ----------
+    settings : dict
+        ``[platforms.<name>]`` of study.toml (missing keys take the defaults).
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int
+        Workers answering each item.
+
+    Returns
+    -------
+    str
+    """
     s = {**DEFAULTS, **(settings or {})}
     return (f"maximum_annotations {answers_per_example} ([design] answers_per_example) on "
             f"{s['overlap_cohort_percentage']}% of tasks, skip button {'shown' if s['show_skip_button'] else 'hidden'}, "
@@ -58,6 +72,38 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1,
                 settings: dict | None = None) -> list[Path]:
+    """Label Studio's project files: ``tasks.json``, ``label_config.xml``, ``project.json``
+    and ``instructions.html``.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv: what workers see, one row per item, with its ``page``.
+    key : pandas.DataFrame
+        key.csv of the batch (traps and their expected answers).
+    out_dir : pathlib.Path
+        Directory to write into (made if missing).
+    k : int
+        List length.
+    instructions : str
+        The instructions text.
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int, optional
+        Workers answering each item (default 1).
+    settings : dict or None, optional
+        ``[platforms.<name>]`` of study.toml; None (or a missing key) takes the defaults.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    AssertionError
+        ``visible`` has a key column (:func:`satcal.platforms.base.check_worker_visible`).
+    """
     s = {**DEFAULTS, **(settings or {})}
     check_worker_visible(visible.columns)
     tasks = []
@@ -130,6 +176,21 @@ def read_results(path) -> pd.DataFrame:
     JSON-MIN and CSV leave cancelled annotations out and do not mark ground-truth ones: a
     reviewer's reference answer there reads as an answer (a warning says so). A file with
     content but no annotation at all is an error, never an empty read.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Raw answers (:func:`satcal.platforms._common.raw_answers`).
+
+    Raises
+    ------
+    InputFileError
+        The file is not readable in this layout (naming the line).
     """
     suffix = str(path).lower().rsplit(".", 1)[-1]
     if suffix in ("csv", "tsv"):
@@ -293,7 +354,23 @@ def _answers(path, rows: list) -> pd.DataFrame:
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
     """An export in Label Studio's JSON layout (for the simulated crowd): a page left unfinished
     is a cancelled annotation, and each trap carries the researcher's ground-truth annotation,
-    as a reviewer who marks reference answers leaves it."""
+    as a reviewer who marks reference answers leaves it.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        The simulated answers (``item_id``, ``worker_id``, ``answer``, ``submitted_at``, ...).
+    visible : pandas.DataFrame
+        items.csv.
+    key : pandas.DataFrame
+        key.csv.
+    path : pathlib.Path
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     by_item: dict[str, list] = {}
     abandoned = unfinished(answers)
     for i, (r, left) in enumerate(zip(answers.itertuples(), abandoned)):

@@ -76,6 +76,35 @@ def auto_items_per_page(visible: pd.DataFrame, k: int, budget_px: int = PAGE_BUD
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1) -> list[Path]:
+    """The hosted study's batch: ``items.csv`` and a ``README.txt`` saying how to serve it.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv: what workers see, one row per item, with its ``page``.
+    key : pandas.DataFrame
+        key.csv of the batch (traps and their expected answers).
+    out_dir : pathlib.Path
+        Directory to write into (made if missing).
+    k : int
+        List length.
+    instructions : str
+        The instructions text.
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int, optional
+        Workers answering each item (default 1).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    AssertionError
+        ``visible`` has a key column (:func:`satcal.platforms.base.check_worker_visible`).
+    """
     check_worker_visible(visible.columns)
     out_dir.mkdir(parents=True, exist_ok=True)
     return [atomic_write_text(out_dir / "items.csv", write_delimited(visible, ",")),
@@ -89,6 +118,24 @@ SNAPSHOT_EXTRA = ["attention_passed", "simulated"]
 
 
 def read_results(path) -> pd.DataFrame:
+    """A snapshot of the hosted study's database -> raw answers (with the snapshot's extra
+    columns, empty when absent).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Raw answers (:func:`satcal.platforms._common.raw_answers`).
+
+    Raises
+    ------
+    InputFileError
+        The file is not readable in this layout (naming the line).
+    """
     t = read_table(path, ",", SNAPSHOT_COLUMNS)
     out = raw_answers(path, t["item_id"], t["worker_id"], t["answer"], t["submitted_at"], t["row_id"],
                       None, t["status"], t["__line__"], t["seconds"])
@@ -99,7 +146,23 @@ def read_results(path) -> pd.DataFrame:
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
-    """The snapshot layout, for the simulated crowd's file-based dry run."""
+    """The snapshot layout, for the simulated crowd's file-based dry run.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        The simulated answers (``item_id``, ``worker_id``, ``answer``, ``submitted_at``, ...).
+    visible : pandas.DataFrame
+        items.csv.
+    key : pandas.DataFrame
+        key.csv.
+    path : pathlib.Path
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     out = pd.DataFrame({"row_id": [f"r{i + 1}" for i in range(len(answers))],
                         "item_id": answers["item_id"], "worker_id": answers["worker_id"],
                         "answer": answers["answer"], "submitted_at": answers["submitted_at"],

@@ -147,7 +147,21 @@ def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, setti
 
 
 def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
-    """One line of what the exported pool does, for export to print."""
+    """One line of what the exported pool does, for export to print.
+
+    Parameters
+    ----------
+    settings : dict
+        ``[platforms.<name>]`` of study.toml (missing keys take the defaults).
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int
+        Workers answering each item.
+
+    Returns
+    -------
+    str
+    """
     s = {**DEFAULTS, **(settings or {})}
     per_item = s["reward_per_assignment"] / max(items_per_page, 1)
     rule = ("no quality rule" if s["restriction"] == "none" else
@@ -161,6 +175,38 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1,
                 settings: dict | None = None) -> list[Path]:
+    """Toloka's files: ``tasks.tsv`` and ``tasks.json`` (traps as control tasks),
+    ``project.json`` and ``pool.json``.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv: what workers see, one row per item, with its ``page``.
+    key : pandas.DataFrame
+        key.csv of the batch (traps and their expected answers).
+    out_dir : pathlib.Path
+        Directory to write into (made if missing).
+    k : int
+        List length.
+    instructions : str
+        The instructions text.
+    items_per_page : int
+        Items on one page.
+    answers_per_example : int, optional
+        Workers answering each item (default 1).
+    settings : dict or None, optional
+        ``[platforms.<name>]`` of study.toml; None (or a missing key) takes the defaults.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    AssertionError
+        ``visible`` has a key column (:func:`satcal.platforms.base.check_worker_visible`).
+    """
     check_worker_visible(visible.columns)
     gold = key.set_index("item_id").loc[visible["item_id"]]
     expected = gold["expected_shown"].fillna("").astype(str).to_numpy()
@@ -188,6 +234,24 @@ STATUS_REASONS = {"ACCEPTED": "", "SUBMITTED": "", "APPROVED": "", "REJECTED": "
 
 
 def read_results(path) -> pd.DataFrame:
+    """Toloka's results TSV -> raw answers (assignment status as the reject reason, seconds
+    from started to submitted when both are there).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Raw answers (:func:`satcal.platforms._common.raw_answers`).
+
+    Raises
+    ------
+    InputFileError
+        The file is not readable in this layout (naming the line).
+    """
     t = read_table(path, "\t", ["INPUT:item_id", "OUTPUT:answer", "ASSIGNMENT:worker_id",
                                 "ASSIGNMENT:assignment_id"],
                    expected="Toloka's results TSV (INPUT:item_id, OUTPUT:answer, ASSIGNMENT:worker_id, "
@@ -208,6 +272,24 @@ def read_results(path) -> pd.DataFrame:
 
 
 def write_results(answers: pd.DataFrame, visible: pd.DataFrame, key: pd.DataFrame, path: Path) -> Path:
+    """A results TSV in Toloka's layout (for the simulated crowd); unfinished pages are
+    expired or skipped assignments.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        The simulated answers (``item_id``, ``worker_id``, ``answer``, ``submitted_at``, ...).
+    visible : pandas.DataFrame
+        items.csv.
+    key : pandas.DataFrame
+        key.csv.
+    path : pathlib.Path
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     fields = visible.set_index("item_id").drop(columns=["page"]).loc[answers["item_id"]].reset_index()
     out = fields.add_prefix("INPUT:")
     gold = key.set_index("item_id").loc[answers["item_id"]]
