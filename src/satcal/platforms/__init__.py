@@ -44,7 +44,20 @@ def _registry() -> dict[str, Platform]:
 
 
 def detect_platform(path, head: str) -> str:
-    """Guess a result file's platform from its name and first line."""
+    """Guess a result file's platform from its name and first line.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file's name.
+    head : str
+        The start of the file, decoded.
+
+    Returns
+    -------
+    str
+        The platform's name; ``"csv"`` when nothing else matches.
+    """
     name = str(path).lower()
     # UTF-16 bytes read as UTF-8 show their ASCII letters between NULs, after a BOM's U+FFFD
     head = head.replace("\x00", "").lstrip("\ufeff\ufffd")
@@ -69,6 +82,22 @@ def PLATFORMS() -> dict[str, Platform]:  # noqa: N802 - a function so the module
 
 
 def get_platform(name: str) -> Platform:
+    """The platform named ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A platform's name.
+
+    Returns
+    -------
+    Platform
+
+    Raises
+    ------
+    SatcalError
+        An unknown name, or ``mturk`` (closed).
+    """
     registry = _registry()
     if name == "mturk":
         raise SatcalError("Amazon Mechanical Turk closed on 2026-09-30; use one of: "

@@ -16,7 +16,28 @@ __all__ = ["read_table", "read_text", "raw_answers", "write_delimited"]
 def read_table(path, delimiter: str, required: list[str], expected: str | None = None) -> pd.DataFrame:
     """A result file's table as strings, checked row by row (line numbers as in the file, in
     ``__line__``): :func:`satcal.fileio.read_delimited`. A header with no row under it is an
-    error: a result file that yields no answers is never read as an empty success."""
+    error: a result file that yields no answers is never read as an empty success.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file.
+    delimiter : str
+        The field delimiter.
+    required : list of str
+        Columns the header must hold.
+    expected : str or None, optional
+        The layout, as errors describe it.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    InputFileError
+        A missing column, a broken row or no row at all.
+    """
     return read_delimited(path, delimiter, required, expected=expected, rows="one row per answer")
 
 
@@ -25,7 +46,31 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
     """The tidy table every reader returns (RAW_ANSWER_COLUMNS), plus the source file.
 
     ``seconds`` is the time the worker spent on the item's page or task, where the platform
-    records it (blank otherwise)."""
+    records it (blank otherwise).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The result file (its base name goes to ``source_file``).
+    item_id, worker_id, answer : array_like
+        One value per row.
+    submitted_at : array_like or None, optional
+        Submission times; None leaves them empty.
+    row_id : array_like or None, optional
+        The platform's row ids; None numbers the rows from 1.
+    trust : array_like or None, optional
+        Platform trust; None (or a non-number) is NaN.
+    status : array_like or None, optional
+        Reasons to reject a row; None leaves them empty.
+    line : array_like or None, optional
+        Line of each row in the file; None counts from line 2.
+    seconds : array_like or None, optional
+        Seconds on the page or task; None is NaN.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     n = len(item_id)
     blank = np.full(n, "", dtype=object)
     text = lambda v: pd.Series(v, dtype=object, copy=False)  # noqa: E731  (kept as Python strings, not re-encoded)
@@ -60,6 +105,17 @@ def _text(values) -> np.ndarray:
 
 
 def write_delimited(df: pd.DataFrame, delimiter: str) -> str:
+    """``df`` as delimited text with a header, no index and ``\\n`` line ends.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    delimiter : str
+
+    Returns
+    -------
+    str
+    """
     return df.to_csv(index=False, sep=delimiter, lineterminator="\n")
 
 
@@ -68,7 +124,18 @@ UNFINISHED = "abandoned"
 
 
 def unfinished(answers: pd.DataFrame) -> np.ndarray:
-    """Rows of a simulated crowd's answers that are pages left unfinished (``status``)."""
+    """Rows of a simulated crowd's answers that are pages left unfinished (``status``).
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        The simulated answers.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        All False without a ``status`` column.
+    """
     if "status" not in answers.columns:
         return np.zeros(len(answers), dtype=bool)
     return answers["status"].to_numpy() == UNFINISHED

@@ -37,7 +37,19 @@ def _lower(visible: pd.DataFrame) -> pd.DataFrame:
 
 def cml_template(visible: pd.DataFrame, k: int) -> str:
     """The job's CML: both lists side by side and a required 4-way ``cml:radios`` (gold).
-    ``visible`` has Appen's lower-case column names."""
+    ``visible`` has Appen's lower-case column names.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv, with Appen's lower-case column names.
+    k : int
+        List length.
+
+    Returns
+    -------
+    str
+    """
     query = "query_title" if "query_title" in visible.columns else "query"
     lists = []
     for shown in ("A", "B"):

@@ -44,7 +44,17 @@ _SWAP = {"a_better": "b_better", "b_better": "a_better", "both_good": "both_good
 
 
 def swap_answer(code: str) -> str:
-    """The same judgement seen with A and B exchanged."""
+    """The same judgement seen with A and B exchanged.
+
+    Parameters
+    ----------
+    code : str
+        An answer code; one that is not a known code comes back unchanged.
+
+    Returns
+    -------
+    str
+    """
     return _SWAP.get(code, code)
 
 
@@ -78,6 +88,17 @@ class Setting:
     help: str = ""
 
     def valid(self, value) -> bool:
+        """Whether ``value`` has the setting's type (a bool is not a number) and passes its check.
+
+        Parameters
+        ----------
+        value : object
+            The value of study.toml.
+
+        Returns
+        -------
+        bool
+        """
         ok = isinstance(value, self.kind) and not (self.kind in (int, (int, float)) and isinstance(value, bool))
         return ok and (self.check is None or bool(self.check(value)))
 
@@ -104,7 +125,17 @@ URL_FIELDS = ("url", "audio_url")
 
 def is_web_url(value: str) -> bool:
     """An http(s) address: the only kind a worker-visible page makes a link or a player of
-    (``javascript:``, ``data:`` and the like would run or embed something on a click)."""
+    (``javascript:``, ``data:`` and the like would run or embed something on a click).
+
+    Parameters
+    ----------
+    value : object
+        The value, as text.
+
+    Returns
+    -------
+    bool
+    """
     return bool(re.match(r"\s*https?://", str(value), flags=re.IGNORECASE))
 
 
@@ -118,7 +149,20 @@ def _display(doc_ids: pd.Series, documents: pd.DataFrame | None, field: str) -> 
 def example_digest(frame: pd.DataFrame, k: int) -> np.ndarray:
     """A short hash of each example's query and lists (a1..ak, b1..bk): stored in the key and
     with every collected answer, so an analysis can tell when the examples it joins answers to
-    are no longer the ones that were answered."""
+    are no longer the ones that were answered.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Examples with ``query`` and ``a1``..``ak``, ``b1``..``bk``.
+    k : int
+        List length.
+
+    Returns
+    -------
+    numpy.ndarray
+        16 hexadecimal digits per example.
+    """
     import hashlib
     cols = ["query"] + [f"{s}{i}" for s in "ab" for i in range(1, k + 1)]
     joined = frame[cols].astype(str).agg("\x1f".join, axis=1)
@@ -149,6 +193,30 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
         and rank i: ``A1`` (document id) and its display fields ``A1_title``, ... (escaped).
     key : DataFrame
         ``item_id, source_id, is_trap, swapped, expected, expected_shown, page``.
+
+    Parameters
+    ----------
+    examples : pandas.DataFrame
+        examples.csv.
+    traps : pandas.DataFrame
+        traps.csv (may be empty).
+    k : int
+        List length.
+    seed : int
+        Seed of the shuffle, the swaps and the item ids.
+    items_per_page : int, optional
+        Items on a page (default 10).
+    documents : pandas.DataFrame or None, optional
+        The documents table, for the display fields.
+    swap : bool, optional
+        Show each item's lists swapped with probability 1/2 (default True).
+    topics : pandas.DataFrame or None, optional
+        The topics table, for the query's title and description.
+
+    Raises
+    ------
+    SatcalError
+        ``items_per_page`` is below 1.
     """
     if items_per_page < 1:
         raise SatcalError(f"items_per_page must be at least 1, got {items_per_page}")
@@ -257,7 +325,19 @@ def _document_view(row, prefix: str) -> dict:
 
 def item_view(row, k: int) -> dict:
     """One row of the worker-visible items (:func:`build_items`) as the plain text a template
-    shows: ``item_id``, the query's fields, and lists A and B with each document's fields."""
+    shows: ``item_id``, the query's fields, and lists A and B with each document's fields.
+
+    Parameters
+    ----------
+    row : Mapping or pandas.Series
+        One row of items.csv.
+    k : int
+        List length.
+
+    Returns
+    -------
+    dict
+    """
     return {"item_id": str(row["item_id"]), "query": _plain(row["query"]),
             **{f"query_{f}": _plain(row.get(f"query_{f}", "")) for f in ("title", "description", "audio_url")},
             "lists": [{"side": side, "docs": [_document_view(row, f"{side}{i}") for i in range(1, k + 1)]}
@@ -281,25 +361,76 @@ def _item_templates():
 def render_lists_html(row: pd.Series, k: int, inline_style: bool = False) -> str:
     """The HTML of an item without its answer controls: the query, then lists A and B side by
     side. ``inline_style`` puts the layout in style attributes, for platforms that show the
-    HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies."""
+    HTML inside their own page (Label Studio's HyperText) where no stylesheet of ours applies.
+
+    Parameters
+    ----------
+    row : Mapping or pandas.Series
+        One row of items.csv.
+    k : int
+        List length.
+    inline_style : bool, optional
+        Put the layout in style attributes (default False).
+
+    Returns
+    -------
+    str
+    """
     return _item_templates().get_template("lists.html").render(item=item_view(row, k),
                                                                inline_style=inline_style)
 
 
 def instruction_paragraphs(text: str) -> list[str]:
-    """study.toml instructions are text; a blank line starts a paragraph."""
+    """study.toml instructions are text; a blank line starts a paragraph.
+
+    Parameters
+    ----------
+    text : str
+        The instructions.
+
+    Returns
+    -------
+    list of str
+        The paragraphs, stripped; empty ones left out.
+    """
     return [p.strip() for p in str(text).split("\n\n") if p.strip()]
 
 
 def render_instructions_html(instructions: str) -> str:
-    """The study's instructions as escaped HTML paragraphs, for a platform's instructions box."""
+    """The study's instructions as escaped HTML paragraphs, for a platform's instructions box.
+
+    Parameters
+    ----------
+    instructions : str
+        The instructions text.
+
+    Returns
+    -------
+    str
+    """
     template = _item_templates().get_template("instructions.html")
     return template.render(paragraphs=instruction_paragraphs(instructions))
 
 
 def render_form_html(visible: pd.DataFrame, k: int, instructions: str, title: str) -> str:
     """A page of items with their four options, as a worker sees them (the generic platform's
-    template and ``satcal preview``); a small script shows the code a click records."""
+    template and ``satcal preview``); a small script shows the code a click records.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        The items of the page (rows of items.csv).
+    k : int
+        List length.
+    instructions : str
+        The instructions text.
+    title : str
+        The page's title.
+
+    Returns
+    -------
+    str
+    """
     paragraphs = instruction_paragraphs(instructions)
     items = [item_view(row, k) for row in visible.to_dict("records")]
     return _item_templates().get_template("form.html").render(
@@ -307,7 +438,19 @@ def render_form_html(visible: pd.DataFrame, k: int, instructions: str, title: st
 
 
 def check_worker_visible(columns) -> None:
-    """Refuse any worker-visible column that could carry the key."""
+    """Refuse any worker-visible column that could carry the key.
+
+    Parameters
+    ----------
+    columns : iterable of str
+        The columns of a worker-visible table.
+
+    Raises
+    ------
+    AssertionError
+        A column is a key column (source, trap flag, swap, expected answers, levels, scores or
+        example/trap ids).
+    """
     secret = {"source_id", "is_trap", "swapped", "expected", "expected_shown"}
     leaks = [c for c in columns if c in secret or re.fullmatch(r"r[ab]\d+|phi.*|example_id|trap_id", c)]
     if leaks:

@@ -46,8 +46,28 @@ def item_heights(visible: pd.DataFrame, k: int) -> np.ndarray:
     """Estimated height (px, at 1280 px wide) of each worker-visible item on the hosted study's
     page: the item's frame plus the taller of lists A and B, each result a title of up to two
     lines, an address line if any, and a snippet of up to two lines (the stylesheet clamps
-    both)."""
+    both).
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv.
+    k : int
+        List length.
+
+    Returns
+    -------
+    numpy.ndarray
+        Pixels per item.
+    """
     def words(column):
+        """Words of each item's ``column`` (0 when the column is missing).
+
+        Parameters
+        ----------
+        column : str
+            A column of ``visible``.
+        """
         if column not in visible.columns:
             return np.zeros(len(visible))
         return visible[column].fillna("").astype(str).str.split().str.len().to_numpy(float)
@@ -69,7 +89,23 @@ def auto_items_per_page(visible: pd.DataFrame, k: int, budget_px: int = PAGE_BUD
     of the mean estimated height (:func:`item_heights`) as fit, with the page's frame, in
     ``budget_px`` (three screens at 1280 px), less ``reserve`` items' room for a trap shown on
     top of the page (the hosted study's ``traps_on_top``, a platform's test question) or an
-    attention check; at least one."""
+    attention check; at least one.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv (or a sample of it).
+    k : int
+        List length.
+    budget_px : int, optional
+        Height of a page in pixels.
+    reserve : int, optional
+        Items' room kept free (default 1).
+
+    Returns
+    -------
+    int
+    """
     mean = float(item_heights(visible, k).mean()) if len(visible) else ITEM_FRAME_PX
     return max(1, int((budget_px - PAGE_FRAME_PX) // mean) - reserve)
 

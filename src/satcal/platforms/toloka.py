@@ -26,7 +26,19 @@ from ._common import raw_answers, read_table, unfinished, write_delimited
 
 
 def view_markup(visible: pd.DataFrame, k: int) -> str:
-    """The task's HTML (Handlebars; triple braces as the values are escaped already)."""
+    """The task's HTML (Handlebars; triple braces as the values are escaped already).
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv.
+    k : int
+        List length.
+
+    Returns
+    -------
+    str
+    """
     query = "query_title" if "query_title" in visible.columns else "query"
     lists = []
     for side in ("A", "B"):
@@ -90,7 +102,21 @@ DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 def project_json(visible: pd.DataFrame, k: int, instructions: str) -> dict:
     """The Toloka project (API / toloka-kit ``Project``): task spec, classic view with its
-    settings, instructions."""
+    settings, instructions.
+
+    Parameters
+    ----------
+    visible : pandas.DataFrame
+        items.csv.
+    k : int
+        List length.
+    instructions : str
+        The instructions text.
+
+    Returns
+    -------
+    dict
+    """
     fields = [c for c in visible.columns if c != "page"]
     always = {c: bool((visible[c].astype(str) != "").all()) for c in fields}
     return {
@@ -117,7 +143,23 @@ def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, setti
     which only exist once the project is created and the pool is opened: each task suite mixes
     ``control_tasks_per_suite`` control tasks (traps, with their known solutions) into the real
     tasks, every task is given to ``answers_per_example`` workers, and workers failing the
-    control tasks are restricted as ``settings`` (``[platforms.toloka]``, see ``SETTINGS``) say."""
+    control tasks are restricted as ``settings`` (``[platforms.toloka]``, see ``SETTINGS``) say.
+
+    Parameters
+    ----------
+    items_per_page : int
+        Items in a task suite.
+    answers_per_example : int
+        Workers per task (the overlap).
+    n_traps : int
+        Traps in the batch.
+    settings : dict or None, optional
+        ``[platforms.toloka]``; None (or a missing key) takes the defaults.
+
+    Returns
+    -------
+    dict
+    """
     s = {**DEFAULTS, **(settings or {})}
     golden = s["control_tasks_per_suite"] if n_traps else 0
     if s["restriction"] == "temporary":
