@@ -446,6 +446,28 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     -------
     The chosen pool rows in the order picked, with a ``priority`` column (at the time of the
     pick).
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame
+        Candidate examples (see :func:`example_priorities`).
+    study : satcal.answers.StudyData or None
+        The answers so far.
+    formulations : list or None
+        The formulations being calibrated (default the 36).
+    n : int
+        Examples to choose (at most the free ones).
+    seed : int
+        Seeds the tie-breaker.
+    min_depth, contenders, spread, n_bins, top_level, fits, cache
+        As in :func:`example_priorities`.
+    exclude : iterable of str, optional
+        Example ids never to choose (those already asked).
+
+    Raises
+    ------
+    SatcalError
+        ``n`` is negative.
     """
     if n < 0:
         raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
@@ -477,6 +499,25 @@ def alpha_spending(t, alpha: float, kind: str = "obrien-fleming") -> np.ndarray:
 
     O'Brien-Fleming type: alpha(t) = 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)); Pocock type:
     alpha(t) = alpha ln(1 + (e - 1) t). Both are 0 at t = 0 and alpha at t = 1.
+
+    Parameters
+    ----------
+    t : float or array_like
+        Information fraction, clipped into [0, 1].
+    alpha : float
+        The overall level.
+    kind : str, optional
+        ``"obrien-fleming"`` (default) or ``"pocock"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        alpha(t).
+
+    Raises
+    ------
+    SatcalError
+        An unknown ``kind``.
     """
     t = np.clip(np.asarray(t, float), 0.0, 1.0)
     if kind == "obrien-fleming":
@@ -700,6 +741,22 @@ def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: 
     spammers): the joint model fitted to the expected answer shares (their probability limit),
     b1 over [0, 1]. For the generating formulation the per-list curve does not depend on the
     design; for the others it averages over the lists sharing a score, so it is this pool's.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame
+        The examples (levels ``ra1..``, ``rb1..``).
+    truth : satcal.simulate.UserModel
+        The simulated crowd.
+    formulations : list or None, optional
+        Formulations to evaluate (default the 36).
+    n_levels : int or None, optional
+        Levels of the scale; None takes the pool's.
+
+    Returns
+    -------
+    pandas.Series
+        b1_joint by formulation id.
     """
     from ..measures import formulation as parse
     from .joint import CODES, fit_joint
@@ -724,7 +781,21 @@ def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: 
 def true_satisfaction(phi, truth, nodes: int = 24) -> np.ndarray:
     """The simulated crowd's probability that a list of score ``phi`` (under its own
     formulation) satisfies an honest user, averaged over the worker effect u ~ N(0, sigma^2):
-    E_u expit(intercept + u + slope phi), by Gauss-Hermite quadrature."""
+    E_u expit(intercept + u + slope phi), by Gauss-Hermite quadrature.
+
+    Parameters
+    ----------
+    phi : array_like
+        Scores under the truth's formulation.
+    truth : satcal.simulate.UserModel
+        The simulated crowd (``intercept``, ``slope``, ``heterogeneity``).
+    nodes : int, optional
+        Quadrature nodes (default 24).
+
+    Returns
+    -------
+    numpy.ndarray
+    """
     z, wq = np.polynomial.hermite_e.hermegauss(nodes)
     u, wq = truth.heterogeneity * z, wq / wq.sum()
     return expit(truth.intercept + u[None] + truth.slope * np.asarray(phi, float)[:, None]) @ wq
@@ -750,6 +821,37 @@ def standardised_truth(judgments, truth, formulations=None, *, k: int, n_levels:
     answers to ``pool``'s examples (as :func:`population_truth` fits it). The quadratic logit
     without worker effects does not reproduce E_u expit(...) exactly, and near ties the two
     truths rank formulations differently (docs/adaptive.md).
+
+    Parameters
+    ----------
+    judgments : satcal.judgments.Judgments
+        The judgments the reference lists are drawn from.
+    truth : satcal.simulate.UserModel
+        The simulated crowd.
+    formulations : list or None, optional
+        Formulations to evaluate (default the 36).
+    k : int
+        List length.
+    n_levels : int
+        Levels of the scale.
+    reference_seed : int, optional
+        Seed of the reference lists (default 0).
+    size : int or None, optional
+        Reference lists; None takes ``REFERENCE_SIZE``.
+    satisfaction : str, optional
+        ``"crowd"`` (default) or ``"model"``.
+    pool : pandas.DataFrame or None, optional
+        The examples, required with ``satisfaction="model"``.
+
+    Returns
+    -------
+    pandas.Series
+        ``b1_std`` by formulation id.
+
+    Raises
+    ------
+    SatcalError
+        ``satisfaction`` is neither ``"crowd"`` nor ``"model"`` with a pool.
     """
     from ..measures import formulation as parse
     from .core import bias_indicators, design

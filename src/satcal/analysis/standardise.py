@@ -99,7 +99,28 @@ def reference_lists(judgments, k: int, size: int = REFERENCE_SIZE, seed: int = 0
 def reference_scores(judgments, forms, k: int, n_levels: int, size: int = REFERENCE_SIZE,
                      seed: int = 0) -> np.ndarray:
     """phi of the reference lists under each formulation, (N, F), scored as the study's lists
-    are (pool-normalised formulations against the query's pool)."""
+    are (pool-normalised formulations against the query's pool).
+
+    Parameters
+    ----------
+    judgments : satcal.judgments.Judgments
+        The judgments the reference lists are drawn from.
+    forms : list of Formulation
+        The formulations.
+    k : int
+        List length.
+    n_levels : int
+        Levels of the scale.
+    size : int, optional
+        Reference lists (default ``REFERENCE_SIZE``).
+    seed : int, optional
+        Seed of the draw (default 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, F).
+    """
     levels, qi, pools = reference_lists(judgments, k, size, seed)
     kwargs = {"n_levels": n_levels}
     if any(getattr(f, "uses_pool", False) for f in forms):
@@ -108,7 +129,18 @@ def reference_scores(judgments, forms, k: int, n_levels: int, size: int = REFERE
 
 
 def akaike_weights(loglik) -> np.ndarray:
-    """exp(l - max l) / sum exp(l - max l) over the formulations' joint models."""
+    """exp(l - max l) / sum exp(l - max l) over the formulations' joint models.
+
+    Parameters
+    ----------
+    loglik : array_like
+        Log-likelihood of each formulation's joint model; a non-finite one gets weight 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Weights summing to 1 (all 0 when none is finite).
+    """
     ll = np.asarray(loglik, float)
     ok = np.isfinite(ll)
     w = np.zeros_like(ll)
@@ -162,7 +194,27 @@ def _fit_grouped(groups, Y) -> np.ndarray:
 def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
     """s*_f on ``grid`` for every formulation, (F, G) or (B, F, G) for (B, F, 7) replicates,
     and the coefficients (..., F, 3). S of a reference list is the weighted mixture of the
-    joint models' s_g (models of zero weight are skipped)."""
+    joint models' s_g (models of zero weight are skipped).
+
+    Parameters
+    ----------
+    thetas : array_like
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+    ref_phi : numpy.ndarray
+        Reference lists' scores, (N, F).
+    weights : array_like
+        Model weights, (F,) (:func:`akaike_weights`).
+    grid : numpy.ndarray, optional
+        Where the curves are evaluated (default ``GRID``).
+    groups : tuple or None, optional
+        The reference scores' groups, when computed already (one formulation's element of
+        what ``_groups`` returns).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        The curves and the coefficients.
+    """
     thetas = np.asarray(thetas, float)
     F, lead = ref_phi.shape[1], thetas.shape[:-2]
     S = 0.0
@@ -207,7 +259,26 @@ def _agreement(thetas, x, y, weights) -> np.ndarray:
 def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) -> np.ndarray:
     """P*_f on ``grid`` for every formulation, (F, G) or (B, F, G): the quadratic logit of the
     model's agreement (:func:`_agreement`) over the reference pairs' |dphi_f| (lists 2i and
-    2i + 1 of the reference population)."""
+    2i + 1 of the reference population).
+
+    Parameters
+    ----------
+    thetas : array_like
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+    ref_phi : numpy.ndarray
+        Reference lists' scores, (N, F).
+    weights : array_like
+        Model weights, (F,) (:func:`akaike_weights`).
+    grid : numpy.ndarray, optional
+        Where the curves are evaluated (default ``GRID``).
+    groups : tuple or None, optional
+        The reference scores' groups, when computed already (one formulation's element of
+        what ``_groups`` returns).
+
+    Returns
+    -------
+    numpy.ndarray
+    """
     thetas = np.asarray(thetas, float)
     x, y = ref_phi[0::2], ref_phi[1::2]
     agree = _agreement(thetas, x, y, weights)
@@ -220,7 +291,27 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     """b1_std, b2_std, b3_std of every formulation: arrays (F,) from the joint models'
     parameters (F, 7) on the fitting scale, or (B, F) from (B, F, 7) bootstrap replicates
     (``block`` replicates at a time, to bound memory; default: :data:`BLOCK_ROWS` logit rows).
-    The weights stay those of the full sample."""
+    The weights stay those of the full sample.
+
+    Parameters
+    ----------
+    thetas : array_like
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+    ref_phi : numpy.ndarray
+        Reference lists' scores, (N, F).
+    weights : array_like
+        Model weights, (F,).
+    sat_range, pref_range : optional
+        Ranges of phi and |dphi| the indicators average over
+        (:func:`satcal.analysis.core.bias_indicators`).
+    block : int or None, optional
+        Replicates at a time.
+
+    Returns
+    -------
+    dict
+        ``b1_std``, ``b2_std``, ``b3_std``.
+    """
     thetas = np.asarray(thetas, float)
     groups = (_groups(ref_phi.T), _groups(np.abs(ref_phi[0::2] - ref_phi[1::2]).T))
     if block is None:
