@@ -207,8 +207,8 @@ def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
     grid : numpy.ndarray, optional
         Where the curves are evaluated (default ``GRID``).
     groups : tuple or None, optional
-        The reference scores' groups, when computed already (one formulation's element of
-        what ``_groups`` returns).
+        The reference scores' groups (what ``_groups`` returns for them), when computed
+        already; None computes them.
 
     Returns
     -------
@@ -272,8 +272,8 @@ def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) ->
     grid : numpy.ndarray, optional
         Where the curves are evaluated (default ``GRID``).
     groups : tuple or None, optional
-        The reference scores' groups, when computed already (one formulation's element of
-        what ``_groups`` returns).
+        The reference scores' groups (what ``_groups`` returns for them), when computed
+        already; None computes them.
 
     Returns
     -------
