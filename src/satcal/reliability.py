@@ -174,6 +174,13 @@ def d_study(g: GStudy, topics: Sequence[int] | int | None = None, target: float 
     a = alpha / 2
 
     def feldt(q):
+        """Feldt's bound on E rho^2 at quantile ``q``: (its value for ``topics`` topics, the per-topic ratio).
+
+        Parameters
+        ----------
+        q : float
+            The F quantile.
+        """
         # Feldt (1965): F_obs (1 - rho2) ~ F(df_s, df_e); per-topic ratio, then n' topics.
         with np.errstate(divide="ignore", invalid="ignore"):
             r = g.ms_system / (g.ms_residual * stats.f.ppf(q, df_s, df_e))
@@ -181,6 +188,13 @@ def d_study(g: GStudy, topics: Sequence[int] | int | None = None, target: float 
             return topics * r / (1 + topics * r), r
 
     def arteaga(q):
+        """Arteaga et al.'s bound at quantile ``q``: (Phi for ``topics`` topics, Phi for one topic).
+
+        Parameters
+        ----------
+        q : float
+            The F quantile.
+        """
         # Arteaga, Jeyaratnam & Franklin (1982), as given by Brennan (2001, p. 190).
         # F(df_s, infinity) is chi2(df_s) / df_s
         f_inf = stats.chi2.ppf(q, df_s) / df_s
@@ -382,6 +396,13 @@ def optimal_gains(runs: Runs, judgments: Judgments, discount="log2", k: int = 10
     s, q = len(systems), len(queries)
 
     def phi_of(values):
+        """Phi for one topic of the gain with ``values`` at the positive levels (0 at level 0).
+
+        Parameters
+        ----------
+        values : array_like
+            One gain value per level of ``levels``.
+        """
         gain = Gain.from_mapping({0: 0.0, **{lv: float(v) for lv, v in zip(levels, values)}}, "optimal")
         f = Formulation(gain, disc, normalization)
         sc = score_lists(cube.reshape(s * q, k), [f], pools=pools, query_index=np.tile(np.arange(q), s),
@@ -435,6 +456,13 @@ def optimal_discounts(runs: Runs, judgments: Judgments, gain="lin", k: int = 10,
     s, q = len(systems), len(queries)
 
     def phi_of(values):
+        """Phi for one topic of the discount with factors ``values``.
+
+        Parameters
+        ----------
+        values : array_like
+            One factor per rank, k of them.
+        """
         f = Formulation(g, Discount.from_factors(values, "optimal"), normalization)
         sc = score_lists(cube.reshape(s * q, k), [f], pools=pools, query_index=np.tile(np.arange(q), s),
                          top_level=judgments.top_level)[:, 0].reshape(s, q)
