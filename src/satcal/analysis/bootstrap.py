@@ -176,6 +176,20 @@ def resampling_clusters(n: int, worker_ids=None, example_ids=None) -> tuple[str,
     Cambridge University Press.
     """
     def codes(ids, name):
+        """``ids`` as cluster codes (:func:`cluster_codes`), or None when not given.
+
+        Parameters
+        ----------
+        ids : sequence or None
+            One id per answer.
+        name : str
+            The argument's name, for the error.
+
+        Raises
+        ------
+        SatcalError
+            ``ids`` does not have one entry per answer.
+        """
         if ids is None:
             return None
         if len(ids) != n:
@@ -486,7 +500,38 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     seed, same resampled examples): each replicate's parameters by the k-step bootstrap
     (:func:`~satcal.analysis.joint.bootstrap_thetas`), s(phi) percentile bands, and b1_joint,
     b2_joint, b3_joint per replicate for their BC intervals. ``clusters`` as for
-    :func:`replicate_weights` (the same as the published curves', so the same weights)."""
+    :func:`replicate_weights` (the same as the published curves', so the same weights).
+
+    Parameters
+    ----------
+    types : satcal.analysis.core.AnswerTypes
+        The answers as distinct rows with counts.
+    fits : list of JointFit
+        The full-sample joint fit of each formulation.
+    formulations : list of str
+        Their ids, in the same order.
+    replicates : int
+        Bootstrap replicates.
+    seed : int
+        Seed of the replicates' weights.
+    n_jobs : int, optional
+        Worker processes (default 1).
+    backend : str, optional
+        Parallel backend (default ``"loky"``).
+    progress : bool, optional
+        Show progress (default False).
+    clusters : sequence of int arrays, optional
+        As for :func:`replicate_weights`.
+    support : dict or None, optional
+        Per curve (``"sat_joint"``, ``"pref"``), each formulation's range of the indicators;
+        None means [0, 1].
+
+    Returns
+    -------
+    dict
+        ``bands`` (by formulation), ``indicators`` (B, F, 3), ``thetas`` (B, F, 7) and
+        ``estimates`` (F, 3), the full-sample b1, b2, b3.
+    """
     from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
     W = replicate_weights(types.n_answers, replicates, seed, types.inverse, types.counts.size, clusters)
@@ -495,6 +540,15 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     results = parallel_map(_joint_replicates, tasks, n_jobs, backend, progress, "bootstrap (joint model)",
                            total=len(fits))
     def estimate(j, f):  # the full-sample indicators, over the same ranges as the replicates'
+        """Full-sample b1, b2, b3 of formulation ``j``'s fit ``f``.
+
+        Parameters
+        ----------
+        j : int
+            The formulation's position.
+        f : JointFit
+            Its fit.
+        """
         ind = bias_indicators(f.predict(GRID)[0], implied_preference(f, GRID), sat_range=_range(support, "sat_joint", j),
                               pref_range=_range(support, "pref", j))
         return [float(ind["b1"]), float(ind["b2"]), float(ind["b3"])]
@@ -571,6 +625,13 @@ def bootstrap_calibration(phi_a, phi_b, answers, forms, population: str = "all",
     w_sat = W[:, sat[0].types]  # the same rows for every formulation
 
     def weights(curve):
+        """The replicate weights of ``curve``'s rows.
+
+        Parameters
+        ----------
+        curve : satcal.analysis.data.CurveData
+            A preference curve; its ``types`` (None: every row) picks the rows.
+        """
         return W if curve.types is None else W[:, curve.types]
 
     tasks = ((sat[j].x, sat[j].y, w_sat, pref[j].x, pref[j].y, weights(pref[j]), n_bins,
