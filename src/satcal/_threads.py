@@ -19,7 +19,17 @@ __all__ = ["one_blas_thread", "available_cores", "resolve_jobs"]
 
 def one_blas_thread(func):
     """Decorator: run ``func`` with BLAS limited to one thread, restoring the previous limits
-    afterwards (``threadpoolctl.threadpool_limits(1, "blas")``)."""
+    afterwards (``threadpoolctl.threadpool_limits(1, "blas")``).
+
+    Parameters
+    ----------
+    func : callable
+        The function to wrap.
+
+    Returns
+    -------
+    callable
+    """
 
     @functools.wraps(func)
     def limited(*args, **kwargs):
@@ -42,7 +52,17 @@ def available_cores() -> int:
 def resolve_jobs(n_jobs: int | None) -> int:
     """Worker processes for ``n_jobs``: None or 0 -> one per available core; a negative n ->
     that many fewer than the cores plus one (joblib's convention: -1 all, -2 all but one),
-    at least 1; a positive n -> n."""
+    at least 1; a positive n -> n.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        The requested number.
+
+    Returns
+    -------
+    int
+    """
     cores = available_cores()
     if n_jobs is None or n_jobs == 0:
         return cores

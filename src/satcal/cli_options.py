@@ -18,6 +18,13 @@ PLATFORM_NAMES = _choices("presentation.platform")
 def stack(*options):
     """One decorator applying ``options`` in the order listed (the first is the first in --help)."""
     def decorate(f):
+        """``f`` with every option of ``options`` applied.
+
+        Parameters
+        ----------
+        f : callable
+            The click command function.
+        """
         for opt in reversed(options):
             f = opt(f)
         return f
@@ -35,6 +42,17 @@ class LevelsType(click.ParamType):
     name = "LEVELS"
 
     def convert(self, value, param, ctx):
+        """The sorted levels of ``value`` (a list passes through); a usage error otherwise.
+
+        Parameters
+        ----------
+        value : str or list
+            The option's value.
+        param : click.Parameter or None
+            The option.
+        ctx : click.Context or None
+            The command's context.
+        """
         from .settings import parse_levels
         try:
             return value if isinstance(value, list) else parse_levels(value)
@@ -46,6 +64,17 @@ LEVELS = LevelsType()
 
 
 def analysis_options(f):
+    """Decorator adding the analysis options of ``satcal analyze`` to ``f``.
+
+    Parameters
+    ----------
+    f : callable
+        The click command function.
+
+    Returns
+    -------
+    callable
+    """
     options = [
         click.option("--population", type=click.Choice(["all", "preferences_only"]), default="all",
                      show_default=True,

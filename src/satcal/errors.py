@@ -53,7 +53,17 @@ _ENVIRONMENT_ERRORS = {"ENOSPC": "no space left on the device; free some and run
 def environment_error(exc: OSError) -> str | None:
     """The one line for a full disk, a denied permission, a read-only file system or any other
     system error about a named path (named by the path the failing call was given), or None
-    for an error that names no path."""
+    for an error that names no path.
+
+    Parameters
+    ----------
+    exc : OSError
+        The error.
+
+    Returns
+    -------
+    str or None
+    """
     import errno
     import re
     name = errno.errorcode.get(exc.errno or 0, "")

@@ -670,6 +670,15 @@ def _realise_capped_once(pa, pb, chosen, patterns, can, queries, docs_by_level, 
 def _fill(pa, pb, by_level, overlap, rng):
     """Random documents of the pattern's levels, none twice in a list (nor across, if disjoint)."""
     def draw(pattern, exclude):
+        """One document id for each position of ``pattern``, at its level, never twice.
+
+        Parameters
+        ----------
+        pattern : numpy.ndarray
+            The level at each rank.
+        exclude : collection
+            Document ids not to draw (the other list's, when the lists are disjoint).
+        """
         out = np.empty(len(pattern), dtype=object)
         for lv in np.unique(pattern):
             pos = np.flatnonzero(pattern == lv)

@@ -281,6 +281,20 @@ def _rows_trec(lines: list[str], path) -> Iterable[tuple[int, str, str, str]]:
 
 def _rows_named(text: str, path, delim: str, names: list[str]):
     def pick(aliases, what):
+        """The position in the header of the first of ``aliases`` it holds.
+
+        Parameters
+        ----------
+        aliases : sequence of str
+            Accepted names of the column.
+        what : str
+            The column, as the error names it.
+
+        Raises
+        ------
+        InputFileError
+            The header holds none of them.
+        """
         for a in aliases:
             if a in names:
                 return names.index(a)

@@ -245,7 +245,18 @@ def _first_crossing(x: np.ndarray, p: np.ndarray, level: float):
 
 def adaptive_paragraph(record: dict) -> Markup:
     """What an adaptive study's stopping rule settled and what it did not (calibration.json's
-    ``adaptive`` block), as one escaped HTML sentence or two."""
+    ``adaptive`` block), as one escaped HTML sentence or two.
+
+    Parameters
+    ----------
+    record : dict
+        The ``adaptive`` block (``leaders``, ``confidence``, ``looks``, ``n_answers``,
+        ``alpha_spent``, ``settled``, ...).
+
+    Returns
+    -------
+    markupsafe.Markup
+    """
     leaders = [str(x) for x in record.get("leaders") or []]
     names = ", ".join(leaders) or "none"
     conf = float(record.get("confidence") or 0)

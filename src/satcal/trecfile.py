@@ -159,7 +159,18 @@ def _locate_exact(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
 
 
 def factorize_words(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and distinct rows of packed ids (n, W), exactly; codes follow no particular order."""
+    """Codes and distinct rows of packed ids (n, W), exactly; codes follow no particular order.
+
+    Parameters
+    ----------
+    words : numpy.ndarray
+        Packed ids, (n, W) of uint64.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        The code of each row and the distinct rows.
+    """
     ids = _factorize_columns([words[:, w] for w in range(words.shape[1])])
     return ids.codes, ids.words
 
@@ -303,7 +314,17 @@ class _IdSink:
         self.changes = 0  # rows whose id differs from the row before (the first counts)
 
     def put(self, at: int, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
-        """Pack the fields buf[start:start+length] straight into rows at, at + 1, ..."""
+        """Pack the fields buf[start:start+length] straight into rows at, at + 1, ...
+
+        Parameters
+        ----------
+        at : int
+            The first row to write.
+        buf : numpy.ndarray
+            The chunk's bytes.
+        starts, lengths : numpy.ndarray
+            Where each field starts in ``buf``, and its length.
+        """
         m = len(starts)
         width = max(1, (int(lengths.max(initial=0)) + 7) // 8)
         while len(self.columns) < width:  # calloc'd: rows never written read as zero padding
@@ -323,6 +344,17 @@ class _IdSink:
             self.changes = self.capacity + 1
 
     def finish(self, n: int) -> TokenIds:
+        """The ids of the first ``n`` rows, factorised (runs of equal ids factorised once).
+
+        Parameters
+        ----------
+        n : int
+            Rows written.
+
+        Returns
+        -------
+        TokenIds
+        """
         columns = [c[:n] for c in self.columns]
         if self.changes < n // 4:  # runs of equal ids: factorise the first row of each run
             change = np.zeros(n, dtype=bool)

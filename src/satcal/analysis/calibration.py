@@ -68,7 +68,17 @@ class CalibrationResult(ResultTables):
     def ranking_by(self, estimator: str) -> pd.DataFrame:
         """:attr:`ranking` by another estimator: ``"per_list"``, ``"paper"`` or
         ``"standardised"`` (``b1_std``-``b3_std``, present when the joint model ran on a study
-        with judgments)."""
+        with judgments).
+
+        Parameters
+        ----------
+        estimator : str
+            ``"per_list"``, ``"paper"`` or ``"standardised"``.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         table = rank_formulations(self.bias, estimator)
         unc = self._rank_uncertainty(estimator)
         if unc is not None:

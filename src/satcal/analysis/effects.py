@@ -293,6 +293,19 @@ def anova_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None,
     bootstrap Wald test of :mod:`satcal.analysis.effects` and is empty without ``bootstrap``
     (a :class:`~satcal.analysis.bootstrap.BootstrapResult`); ``indicators`` defaults to b1-b3
     and the joint model's indicators present in ``bias``.
+
+    Parameters
+    ----------
+    bias : pandas.DataFrame
+        The bias table of a calibration.
+    indicators : sequence of str or None, optional
+        Indicator columns; None takes the defaults above.
+    bootstrap : satcal.analysis.bootstrap.BootstrapResult or None, optional
+        For the p values.
+
+    Returns
+    -------
+    pandas.DataFrame
     """
     return effects_table(bias, indicators, bootstrap=bootstrap)
 
@@ -302,6 +315,15 @@ def crossed_design(bias: pd.DataFrame) -> pd.DataFrame:
 
     An extra formulation outside the grid (``lin-geo0.8`` beside the 36) or a measure beyond
     DCG would unbalance the two-way design, so the ANOVA leaves them out.
+
+    Parameters
+    ----------
+    bias : pandas.DataFrame
+        The bias table, with ``gain`` and ``discount`` (and ``family`` when present).
+
+    Returns
+    -------
+    pandas.DataFrame
     """
     if "family" in bias.columns:
         bias = bias[bias["family"] == "dcg"]

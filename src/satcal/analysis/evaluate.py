@@ -193,7 +193,22 @@ def _isotonic_if_decreasing(directory: Path, formulation: str, curve: str, fit_r
 
 
 def read_provenance(directory) -> dict:
-    """``calibration.json`` of an analysis directory ({} for analyses made before it existed)."""
+    """``calibration.json`` of an analysis directory ({} for analyses made before it existed).
+
+    Parameters
+    ----------
+    directory : str or pathlib.Path
+        The analysis directory.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    SatcalError
+        calibration.json is not valid JSON.
+    """
     import json
     path = Path(directory) / "calibration.json"
     if not path.exists():
@@ -206,7 +221,24 @@ def read_provenance(directory) -> dict:
 
 def calibrated_k(calibrations, k: int | None) -> int:
     """The cutoff to evaluate at: the calibration's own; a different ``k`` is refused (a
-    curve fitted on lists of 10 says nothing about lists of 5)."""
+    curve fitted on lists of 10 says nothing about lists of 5).
+
+    Parameters
+    ----------
+    calibrations : iterable
+        The calibrations loaded (each with a ``k``, None when not recorded).
+    k : int or None
+        The cutoff given, or None.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    SatcalError
+        The calibrations' cutoffs differ, ``k`` contradicts them, or neither gives one.
+    """
     ks = {c.k for c in calibrations if c.k is not None}
     if len(ks) > 1:
         raise SatcalError(f"the calibrations were made at different cutoffs {sorted(ks)}")

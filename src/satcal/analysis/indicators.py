@@ -89,6 +89,15 @@ def bias_indicators(p_sat: np.ndarray, p_pref: np.ndarray, grid: np.ndarray = GR
     _, _, p_mask = _range_mask(pref_range, grid)
 
     def at(p, x):  # the curve at x (a grid point); nan where the range is undefined
+        """The curve ``p`` at the grid point ``x``, NaN where ``x`` is undefined.
+
+        Parameters
+        ----------
+        p : numpy.ndarray
+            Curves on ``grid`` (last axis).
+        x : numpy.ndarray
+            Points, one per curve.
+        """
         idx = np.searchsorted(grid, np.where(np.isfinite(x), x, 0.0) - 1e-12)
         idx = np.broadcast_to(np.asarray(idx)[..., None], p.shape[:-1] + (1,))
         return np.where(np.isfinite(x), np.take_along_axis(p, idx, -1)[..., 0], np.nan)

@@ -493,6 +493,15 @@ def _implied_rows(theta, d, points) -> np.ndarray:
     undecided = expit(col(3) + col(4) * d) * delta      # pi(d) delta, (R, G)
 
     def s(x, buffer):  # s(x) = expit(b0 + b1 x + b2 x^2), written into buffer
+        """s(x) for every parameter row, computed in ``buffer``.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            Scores.
+        buffer : numpy.ndarray
+            Working array of the result's shape, overwritten.
+        """
         np.multiply(col(1), x, out=buffer)
         buffer += col(0)
         buffer += col(2) * x ** 2

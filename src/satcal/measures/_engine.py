@@ -288,6 +288,13 @@ def _relevant_counts(pools, query_index, n: int, measure_id: str):
     cache: dict[int, np.ndarray] = {}
 
     def relevant(m: int) -> np.ndarray:
+        """Per list, pool documents of its query at level ``m`` or above (cached).
+
+        Parameters
+        ----------
+        m : int
+            The level.
+        """
         if m not in cache:
             cache[m] = (counts[:, table[:-1] >= m].sum(axis=1) if counts.size else
                         np.zeros(len(pools)))[qi]
