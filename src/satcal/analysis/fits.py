@@ -236,6 +236,15 @@ def _newton(beta: np.ndarray, eta_of, y_of, w_of, design_of, max_iter: int, tol:
     m, p = beta.shape
 
     def loglik(b, idx):
+        """Log-likelihood of the fits ``idx`` at coefficients ``b``.
+
+        Parameters
+        ----------
+        b : numpy.ndarray
+            Coefficients, one row per fit.
+        idx : numpy.ndarray
+            Indices of the fits.
+        """
         eta = eta_of(b, idx)
         return (w_of(idx) * (y_of(idx) * eta - np.logaddexp(0.0, eta))).sum(1)
 
@@ -297,6 +306,17 @@ def fit_logit_batch(X: np.ndarray, Y: np.ndarray, W: np.ndarray | None = None,
     W = np.ones_like(Y) if W is None else np.asarray(W, float)
 
     def grad_hess(idx, r, v):
+        """Gradients X^T r and Hessians X^T diag(v) X of the fits ``idx``.
+
+        Parameters
+        ----------
+        idx : numpy.ndarray
+            Indices of the fits.
+        r : numpy.ndarray
+            Weighted residuals, one row per fit.
+        v : numpy.ndarray
+            Weighted variances, one row per fit.
+        """
         Xi = X[idx]
         return np.einsum("mnp,mn->mp", Xi, r), np.einsum("mnp,mn,mnq->mpq", Xi, v, Xi)
 
@@ -325,6 +345,17 @@ def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: 
     Y = np.broadcast_to(y, W.shape)
 
     def grad_hess(idx, r, v):
+        """Gradients X^T r and Hessians X^T diag(v) X of the fits ``idx``.
+
+        Parameters
+        ----------
+        idx : numpy.ndarray
+            Indices of the fits.
+        r : numpy.ndarray
+            Weighted residuals, one row per fit.
+        v : numpy.ndarray
+            Weighted variances, one row per fit.
+        """
         return r @ X, (v @ outer).reshape(-1, p, p)
 
     return _newton(_intercept_start(Y, W, p), lambda b, idx: b @ X.T, lambda idx: y[None, :],

@@ -89,6 +89,20 @@ class Discount:
             raise ValueError("a custom discount needs a non-empty vector of k factors")
 
         def fn(ranks: np.ndarray, k: int) -> np.ndarray:
+            """The factors, one per rank (``ranks`` is not used).
+
+            Parameters
+            ----------
+            ranks : numpy.ndarray
+                The ranks 1..k.
+            k : int
+                List length, which must equal the number of factors.
+
+            Raises
+            ------
+            ValueError
+                ``k`` differs from the number of factors.
+            """
             if k != values.size:
                 raise ValueError(f"custom discount {name!r} has {values.size} factors, "
                                  f"but lists have k = {k} documents")

@@ -71,6 +71,18 @@ class Gain:
         values = np.array([float(mapping[k]) for k in sorted(mapping)], dtype=float)
 
         def fn(levels: np.ndarray) -> np.ndarray:
+            """The gain of each level, from the mapping.
+
+            Parameters
+            ----------
+            levels : numpy.ndarray
+                Relevance levels.
+
+            Raises
+            ------
+            ValueError
+                A level the mapping has no value for.
+            """
             pos = np.searchsorted(keys, levels)
             pos_clipped = np.clip(pos, 0, len(keys) - 1)
             found = keys[pos_clipped] == levels

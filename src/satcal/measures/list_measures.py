@@ -57,7 +57,20 @@ def _err_max(k: int, top: float) -> float:
 
 def _rr(m: int):
     def fn(levels: np.ndarray, ctx: dict) -> np.ndarray:
-        """1 / rank of the first document with level >= m; 0 when none is in the top k."""
+        """1 / rank of the first document with level >= m; 0 when none is in the top k.
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            Relevance levels of the lists, (n, k).
+        ctx : dict
+            The scoring context (``relevant(m)``: per-list pool documents at level >= m, for AP).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per list.
+        """
         rel = _relevant(levels, m)
         return np.where(rel.any(axis=1), 1.0 / (rel.argmax(axis=1) + 1.0), 0.0)
     return fn
@@ -65,7 +78,20 @@ def _rr(m: int):
 
 def _precision(m: int):
     def fn(levels: np.ndarray, ctx: dict) -> np.ndarray:
-        """Share of the k positions holding a document with level >= m (trec_eval P_k)."""
+        """Share of the k positions holding a document with level >= m (trec_eval P_k).
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            Relevance levels of the lists, (n, k).
+        ctx : dict
+            The scoring context (``relevant(m)``: per-list pool documents at level >= m, for AP).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per list.
+        """
         return _relevant(levels, m).sum(axis=1) / levels.shape[1]
     return fn
 
@@ -74,7 +100,20 @@ def _ap(m: int):
     def fn(levels: np.ndarray, ctx: dict) -> np.ndarray:
         """AP@k = (1/R) sum_{i<=k, l_i >= m} P@i, R = pool documents with level >= m
         (trec_eval map_cut_k); 0 when R = 0. R is at least the list's own relevant documents
-        (always so when the list's documents come from the pool), which keeps AP in [0, 1]."""
+        (always so when the list's documents come from the pool), which keeps AP in [0, 1].
+
+        Parameters
+        ----------
+        levels : numpy.ndarray
+            Relevance levels of the lists, (n, k).
+        ctx : dict
+            The scoring context (``relevant(m)``: per-list pool documents at level >= m, for AP).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per list.
+        """
         rel = _relevant(levels, m)
         precision_at = np.cumsum(rel, axis=1) / np.arange(1, rel.shape[1] + 1)
         r = np.maximum(ctx["relevant"](m), rel.sum(axis=1))
