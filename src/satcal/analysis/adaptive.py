@@ -962,6 +962,58 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     settled_<ind>`` (the same answers judged by each estimand; with ``stop=False`` the first look
     settled by an indicator is where a study stopping by it would have stopped, since the design
     never reads the verdict).
+
+    Parameters
+    ----------
+    judgments : satcal.judgments.Judgments
+        The judgments the examples and reference lists come from.
+    truth : satcal.simulate.UserModel
+        The simulated crowd.
+    formulations : list or None, optional
+        The formulations calibrated (default the 36).
+    adaptive : bool, optional
+        Choose waves by :func:`plan_wave` (default True); False asks ``fixed`` in order.
+    budget : int
+        Answers at most (with ``fixed``, at most its length).
+    wave_size : int
+        Examples a wave.
+    seed : int
+        Seed of the pool, the waves, the answers and the bootstrap.
+    k : int, optional
+        List length (default 5).
+    levels : sequence of int, optional
+        Levels of the scale (default (0, 1, 2)).
+    pool : pandas.DataFrame or None, optional
+        The candidate pool; None builds one of ``pool_size`` (:func:`candidate_pool`).
+    fixed : pandas.DataFrame or None, optional
+        The fixed design's examples, required when ``adaptive`` is false.
+    pool_size : int, optional
+        Candidates built when ``pool`` is None (default 20000).
+    min_depth, contenders, spread
+        As in :func:`example_priorities`.
+    bootstrap : int, optional
+        Bootstrap replicates a look (default 100).
+    confidence : float, optional
+        The stopping rule's confidence (default 0.95).
+    top_m : int, optional
+        Size of the leading set to settle (default 1).
+    max_looks : int or None, optional
+        Planned looks; None is ceil(budget / wave_size).
+    stop : bool, optional
+        Stop at the first settled look (default True).
+    first_wave : int or None, optional
+        Size of the first wave; None is ``wave_size``.
+    truth_b1 : pandas.Series, dict or None, optional
+        The truth, for the ``right`` and ``covered`` columns.
+    indicator : str, optional
+        The indicator settled on (default ``"b1_joint"``).
+    reference_seed : int, optional
+        Seed of the reference population (default 0).
+
+    Raises
+    ------
+    SatcalError
+        ``adaptive`` is false and ``fixed`` is not given.
     """
     from .calibration import calibrate
     from .standardise import reference_scores
