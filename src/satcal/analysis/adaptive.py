@@ -442,11 +442,6 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     share its cells shrinks as (n_cell / (n_cell + added))^2. Examples in ``exclude`` and those
     the study already holds are never chosen. Same inputs and seed, same rows.
 
-    Returns
-    -------
-    The chosen pool rows in the order picked, with a ``priority`` column (at the time of the
-    pick).
-
     Parameters
     ----------
     pool : pandas.DataFrame
@@ -463,6 +458,11 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
+
+    Returns
+    -------
+    The chosen pool rows in the order picked, with a ``priority`` column (at the time of the
+    pick).
 
     Raises
     ------
@@ -945,24 +945,6 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     a bootstrap that resamples workers, and :func:`settle`. Stops when settled (if ``stop``) or
     when ``budget`` answers are in.
 
-    Returns
-    -------
-    DataFrame, one row per look: ``look, n_answers, settled, leader`` (least b1_joint),
-    ``leaders, alpha_spent, width_median`` (median over formulations of the 95% b1_joint
-    interval's width), ``se_median`` (the same of b1_joint's bootstrap standard error), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
-    least-biased) and ``covered`` (share of formulations whose b1_joint interval holds the
-    truth). ``attrs["bias"]`` holds the last look's bias table.
-
-    ``indicator`` is the one :func:`settle` decides on and the unsuffixed columns describe
-    (``b1_joint`` or ``b1_std``). Every calibration gets the same reference population
-    (``reference_seed``), so b1_std refers to one estimand across looks and arms, the one
-    :func:`standardised_truth` computes. ``truth_b1`` is a Series (the truth of ``indicator``) or
-    a dict {indicator: Series}; every indicator in the dict also gets suffixed columns
-    ``leader_<ind>, width_median_<ind>, se_median_<ind>, right_<ind>, covered_<ind>,
-    settled_<ind>`` (the same answers judged by each estimand; with ``stop=False`` the first look
-    settled by an indicator is where a study stopping by it would have stopped, since the design
-    never reads the verdict).
-
     Parameters
     ----------
     judgments : satcal.judgments.Judgments
@@ -1009,6 +991,24 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         The indicator settled on (default ``"b1_joint"``).
     reference_seed : int, optional
         Seed of the reference population (default 0).
+
+    Returns
+    -------
+    DataFrame, one row per look: ``look, n_answers, settled, leader`` (least b1_joint),
+    ``leaders, alpha_spent, width_median`` (median over formulations of the 95% b1_joint
+    interval's width), ``se_median`` (the same of b1_joint's bootstrap standard error), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
+    least-biased) and ``covered`` (share of formulations whose b1_joint interval holds the
+    truth). ``attrs["bias"]`` holds the last look's bias table.
+
+    ``indicator`` is the one :func:`settle` decides on and the unsuffixed columns describe
+    (``b1_joint`` or ``b1_std``). Every calibration gets the same reference population
+    (``reference_seed``), so b1_std refers to one estimand across looks and arms, the one
+    :func:`standardised_truth` computes. ``truth_b1`` is a Series (the truth of ``indicator``) or
+    a dict {indicator: Series}; every indicator in the dict also gets suffixed columns
+    ``leader_<ind>, width_median_<ind>, se_median_<ind>, right_<ind>, covered_<ind>,
+    settled_<ind>`` (the same answers judged by each estimand; with ``stop=False`` the first look
+    settled by an indicator is where a study stopping by it would have stopped, since the design
+    never reads the verdict).
 
     Raises
     ------

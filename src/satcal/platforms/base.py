@@ -185,15 +185,6 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
                 swap: bool = True, topics: pd.DataFrame | None = None):
     """Shuffle, counterbalance and pack examples and traps into worker-visible items.
 
-    Returns
-    -------
-    visible : DataFrame
-        ``item_id, page, query`` (+ ``query_title``, ``query_description`` from ``topics`` or the
-        documents table), then for each shown side ``A``/``B``
-        and rank i: ``A1`` (document id) and its display fields ``A1_title``, ... (escaped).
-    key : DataFrame
-        ``item_id, source_id, is_trap, swapped, expected, expected_shown, page``.
-
     Parameters
     ----------
     examples : pandas.DataFrame
@@ -212,6 +203,15 @@ def build_items(examples: pd.DataFrame, traps: pd.DataFrame, k: int, seed: int,
         Show each item's lists swapped with probability 1/2 (default True).
     topics : pandas.DataFrame or None, optional
         The topics table, for the query's title and description.
+
+    Returns
+    -------
+    visible : DataFrame
+        ``item_id, page, query`` (+ ``query_title``, ``query_description`` from ``topics`` or the
+        documents table), then for each shown side ``A``/``B``
+        and rank i: ``A1`` (document id) and its display fields ``A1_title``, ... (escaped).
+    key : DataFrame
+        ``item_id, source_id, is_trap, swapped, expected, expected_shown, page``.
 
     Raises
     ------
