@@ -395,9 +395,9 @@ def analyze_external(answers, judgments, k, levels, unjudged: str, kwargs: dict)
     judgments : path or None
         The judgments file (required).
     k : int or None
-        List length, or None to take it from the answers.
+        List length; None counts the answers' ``a<i>`` columns.
     levels : list of int or None
-        The scale, which must be 0..L-1; None to infer it.
+        The scale, which must be 0..L-1; None takes the judgments' own.
     unjudged : str
         What to do with an unjudged document (see :func:`satcal.ingest.read_external_study`).
     kwargs : dict
