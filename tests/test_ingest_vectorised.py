@@ -135,7 +135,7 @@ def _varied(seed: int, n: int = 3000):
     return rows, key, example_ids
 
 
-def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+def assert_same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:
     assert list(a.columns) == list(b.columns)
     assert len(a) == len(b)
     for col in a.columns:
@@ -153,7 +153,7 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold):
     new = resolve_rows(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2)
     old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2)
     for got, want in zip(new, old):
-        _same(got, want)
+        assert_same_frame(got, want)
     answers, rejects, before = new[0], new[1], new[3]
     # the input reaches every reason, so the comparison covers each path
     reasons = rejects["reason"].str.extract(r"^(platform status|missing worker|unknown item|unknown example|"
@@ -192,12 +192,12 @@ def test_spreadsheet_safety_per_distinct_value_equals_the_per_cell_rule():
                           "mixed": pd.Series([True, "", "=x", 3, None] * 100, dtype=object),
                           "number": rng.normal(size=500),
                           "string": pd.Series([cells[i] for i in pick], dtype="string")})
-    _same(spreadsheet_safe(table), spreadsheet_safe_per_cell(table))
+    assert_same_frame(spreadsheet_safe(table), spreadsheet_safe_per_cell(table))
     # a categorical column is protected by its categories, the cells read back as they were
     cat = pd.DataFrame({"c": pd.Categorical([c for c in (cells[i] for i in pick) if isinstance(c, str)])})
     safe = spreadsheet_safe(cat)
-    _same(safe.astype(object), spreadsheet_safe_per_cell(cat.astype(object)))
-    _same(spreadsheet_value(safe.astype(object)), cat.astype(object))
+    assert_same_frame(safe.astype(object), spreadsheet_safe_per_cell(cat.astype(object)))
+    assert_same_frame(spreadsheet_value(safe.astype(object)), cat.astype(object))
 
 
 # ---- an external study read by codes --------------------------------------------------------
@@ -257,7 +257,7 @@ def test_external_study_by_codes_equals_the_per_cell_reader(tmp_path, seed, unkn
     path = _external_file(tmp_path, seed, unknown)
     got = read_external_study(path, judgments, unjudged="zero" if unknown else "error").examples
     want = read_external_study_per_cell(path, judgments, unjudged="zero" if unknown else "error")
-    _same(got, want)
+    assert_same_frame(got, want)
     assert "007" in set(got["worker_id"])  # an id that looks like a number stays text
 
 

@@ -16,6 +16,7 @@ calls:
 """
 from __future__ import annotations
 
+import abc
 import html
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def read_table(path):
     return spreadsheet_value(pd.read_csv(path))
 
 
-class ResultTables:
+class ResultTables(abc.ABC):
     """The shared half of the results protocol, built on a subclass's ``tables()``.
 
     A subclass defines ``tables()`` and, where it has figures, ``figures()`` (``{name:
@@ -71,14 +72,15 @@ class ResultTables:
     text and ``_file_stem()`` to name its files.
     """
 
+    @abc.abstractmethod
     def tables(self) -> dict:
-        """The result's data as tidy tables.
+        """The result's data as tidy tables: the one method each result type writes itself
+        (a type without it cannot be made).
 
         Returns
         -------
         dict of str to pandas.DataFrame
         """
-        raise NotImplementedError
 
     def figures(self) -> dict:
         """The result's figures (none by default).
