@@ -270,9 +270,18 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
 
     Parameters
     ----------
-    answers : every valid answer before exclusion, with ``example_id, worker_id, answer``
+    answers : pandas.DataFrame
+        Every valid answer before exclusion, with ``example_id, worker_id, answer``
         (canonical orientation), ``is_trap`` and ``correct``.
-    expected : the expected answer(s) of each trap (``;``-separated), indexed by trap id.
+    expected : pandas.Series
+        The expected answer(s) of each trap (``;``-separated), indexed by trap id.
+    threshold : float, default 0.7
+        Trust in [0, 1] a worker needs on the other traps to count as otherwise trusted
+        (``[quality] trust_threshold``).
+    min_traps : int, default 3
+        Other counted traps a worker must have answered to be otherwise trusted (at least 1).
+    drop_traps : iterable of str, default ()
+        Trap ids left out of every worker's trust; their rows stay, marked ``dropped``.
 
     Returns
     -------
@@ -400,6 +409,25 @@ class Agreement(ResultTables):
     ``krippendorff`` package from the per-example answer counts; ``observed`` is the share of
     pairs of answers to the same example that agree. Only examples with two or more answers
     count; ``examples`` is how many there are.
+
+    Parameters
+    ----------
+    alpha : float
+        Krippendorff's alpha (nominal), at most 1; NaN when every answer has the same code.
+    observed : float
+        Observed agreement in [0, 1]: agreeing pairs of answers to the same example over all
+        such pairs, pooled over the examples.
+    examples : int
+        Examples with two or more answers.
+    answers : int
+        Answers to those examples.
+    per_example : float
+        Mean answers per example among them (at least 2).
+
+    References
+    ----------
+    Krippendorff, K. (2004). Content Analysis: An Introduction to Its Methodology, 2nd ed.
+    Sage, Thousand Oaks, CA (alpha, from the coincidence matrix of the answers).
     """
 
     def __init__(self, alpha: float, observed: float, examples: int, answers: int, per_example: float):

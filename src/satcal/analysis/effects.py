@@ -204,11 +204,19 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
         One row per formulation with ``formulation, gain, discount`` and the indicators; the
         rows of a complete gain x discount grid are used (as the crossed design).
     indicators : list of str, optional
-        Default: b1, b2, b3 and whichever of b1_joint, b2_joint, b3_joint ``bias`` holds.
+        Default: b1, b2, b3 and whichever of b1_joint, b2_joint, b3_joint, b1_std, b2_std,
+        b3_std ``bias`` holds.
     bootstrap : BootstrapResult, optional
         Its replicates give the test (:func:`bootstrap_replicates`). Alternatively pass
         ``formulations`` (the order of the replicates' columns) and ``replicates``
         (indicator -> (B, F)).
+    formulations : sequence of str, optional
+        Without ``bootstrap``: the formulation id of each column of ``replicates``; every
+        formulation of the crossed grid must be among them, else no test is made.
+    replicates : mapping of str to numpy.ndarray, shape (B, F), optional
+        Without ``bootstrap``: the bootstrap replicates of each indicator, one column per
+        entry of ``formulations``; replicates with a non-finite value are dropped, and fewer
+        than 2 left means no test for that indicator.
     clusters : int, optional
         The independent units the replicates resampled (default: the bootstrap's own count);
         the test's denominator degrees of freedom are min(B, clusters) - q.

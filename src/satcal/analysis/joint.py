@@ -465,6 +465,9 @@ def implied_preference(fit, grid, nodes: int = 16) -> np.ndarray:
         A fit, or parameters on the fitting scale: (7,) or (B, 7) (bootstrap replicates).
     grid : array
         Values of |dphi| in [0, 1].
+    nodes : int, default 16
+        Gauss-Legendre nodes of the average over phi (exact for polynomials of degree
+        2 * nodes - 1 in phi).
 
     Returns
     -------
