@@ -75,6 +75,11 @@ def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
     -------
     numpy.ndarray
         The log likelihood ratio per answer.
+
+    References
+    ----------
+    Neyman, J. and Pearson, E. S. (1933). On the problem of the most efficient tests of
+    statistical hypotheses. Philosophical Transactions of the Royal Society A 231, 289-337.
     """
     ok = np.asarray(correct, bool)
     c = np.asarray(chance, float) * np.ones(ok.shape)
@@ -339,6 +344,12 @@ def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_
     Returns
     -------
     pandas.Series
+
+    References
+    ----------
+    Rayner, K., Schotter, E. R., Masson, M. E. J., Potter, M. C. and Treiman, R. (2016). So
+    much to read, so little time: how do we read, and can speed reading help? Psychological
+    Science in the Public Interest 17(1), 4-34.
     """
     from .platforms import item_view
     words = {}
@@ -517,6 +528,12 @@ def dawid_skene(answers: pd.DataFrame, n_iter: int = 100) -> tuple[pd.DataFrame,
     ------
     SatcalError
         crowd-kit is not installed.
+
+    References
+    ----------
+    Dawid, A. P. and Skene, A. M. (1979). Maximum likelihood estimation of observer error-rates
+    using the EM algorithm. Journal of the Royal Statistical Society, Series C (Applied
+    Statistics) 28(1), 20-28.
     """
     DawidSkene = require_crowdkit()
     data = answers.rename(columns={"example_id": "task", "worker_id": "worker", "answer": "label"})

@@ -310,6 +310,9 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
     correlation between DCG and user satisfaction? ECIR 2015 (P(Sat|phi), P(Pref|dphi) and
     the indicators b1-b3).
+
+    Owen, A. B. (2007). The pigeonhole bootstrap. Annals of Applied Statistics 1(2), 386-411
+    (resampling workers and examples crossed).
     """
     forms = resolve_formulations(formulations)
     if sat_model not in SAT_MODELS:

@@ -108,6 +108,24 @@ def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarra
         of C Sigma C' (q when the contrasts are independent); ``b`` the complete replicates
         used; p = P(F(df, nu + 1 - df) > f). NaN (and df 0) when fewer than q + 2 complete
         replicates, or clusters, exist.
+
+    References
+    ----------
+    Wald, A. (1943). Tests of statistical hypotheses concerning several parameters when the
+    number of observations is large. Transactions of the American Mathematical Society 54(3),
+    426-482.
+
+    Hotelling, H. (1931). The generalization of Student's ratio. Annals of Mathematical
+    Statistics 2(3), 360-378.
+
+    Cameron, A. C. and Trivedi, P. K. (2005). Microeconometrics: Methods and Applications.
+    Cambridge University Press, section 11.2.4 (the bootstrap covariance in a Wald test).
+
+    Cameron, A. C. and Miller, D. L. (2015). A practitioner's guide to cluster-robust
+    inference. Journal of Human Resources 50(2), 317-372, section VI.D (few clusters).
+
+    Bell, R. M. and McCaffrey, D. F. (2002). Bias reduction in standard errors for linear
+    regression with multi-stage samples. Survey Methodology 28(2), 169-181.
     """
     reps = np.asarray(replicates, float)
     reps = reps[np.isfinite(reps).all(axis=1)]
@@ -230,6 +248,12 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
     replicates. Without replicates ``F``, ``wald`` and ``p`` are empty and ``note`` says why.
     The ``Residual`` row holds df, sum_sq, mean_sq and eta_sq (the share no main effect
     explains, with its interval) and no test.
+
+    References
+    ----------
+    Wald, A. (1943). Tests of statistical hypotheses concerning several parameters when the
+    number of observations is large. Transactions of the American Mathematical Society 54(3),
+    426-482 (the test; :func:`wald_test` lists the corrections' sources).
     """
 
     if bootstrap is not None:

@@ -345,6 +345,15 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     Returns
     -------
     JointFit
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015 (the four answers; the joint
+    model's answer process extends theirs, see the module docstring).
+
+    Byrd, R. H., Lu, P., Nocedal, J. and Zhu, C. (1995). A limited memory algorithm for bound
+    constrained optimization. SIAM Journal on Scientific Computing 16(5), 1190-1208.
     """
     from scipy.optimize import minimize
     from statsmodels.tools.numdiff import approx_hess
