@@ -10,7 +10,13 @@ from types import ModuleType
 
 
 class LazyModule:
-    """Stands for a module and imports it at the first attribute access."""
+    """Stands for a module and imports it at the first attribute access.
+
+    Parameters
+    ----------
+    name : str
+        The module's absolute name, e.g. ``"pandas"``.
+    """
 
     def __init__(self, name: str):
         self._name = name

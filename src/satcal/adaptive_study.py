@@ -691,7 +691,18 @@ def _refit_in_child(path: str, url: str, open_workspace):
 class ProcessRefit:
     """``serve_refit`` run in a process of its own (spawned once, kept): the server's
     threads never share an interpreter lock with a refit, so a refit costs participants
-    nothing but a core's share. A refit process that died is replaced at the next call."""
+    nothing but a core's share. A refit process that died is replaced at the next call.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The study directory, opened in the refit process.
+    url : str
+        The server's database URL (password included: the child connects on its own).
+    open_workspace : callable
+        Opens the study directory given its path (``Study.open``), called in the refit
+        process; picklable, as the process is spawned.
+    """
 
     def __init__(self, path, url: str, open_workspace):
         self.args = (str(path), url, open_workspace)

@@ -16,7 +16,18 @@ PLATFORM_NAMES = _choices("presentation.platform")
 
 
 def stack(*options):
-    """One decorator applying ``options`` in the order listed (the first is the first in --help)."""
+    """One decorator applying ``options`` in the order listed (the first is the first in --help).
+
+    Parameters
+    ----------
+    *options : callable
+        Click decorators (``click.option(...)``, ``click.argument(...)``).
+
+    Returns
+    -------
+    callable
+        The decorator.
+    """
     def decorate(f):
         """``f`` with every option of ``options`` applied.
 

@@ -86,6 +86,14 @@ class OutputSet:
     set whole (the stage is discarded by :meth:`recover`); killed after it, :meth:`recover`
     finishes the moves. No reader is ever left with half of one set and half of another once
     recovery has run, which every writing command does first.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The directory the outputs are written under.
+    name : str
+        Names the stage directory (``.satcal-stage-<name>``): one per kind of output set, so
+        two commands writing different sets under one root do not share a stage.
     """
 
     def __init__(self, root: "str | os.PathLike", name: str):
@@ -352,7 +360,24 @@ def save_figure(fig, base: "str | os.PathLike") -> list[Path]:
 def new_figure(*grid, figsize=None, layout=None, **subplots):
     """A matplotlib ``Figure`` and its axes (``Figure.subplots`` arguments), made without
     pyplot: the user's backend (a notebook's inline one, say) is never switched, and nothing
-    is left open in pyplot. ``layout``: the Figure's layout engine (e.g. ``"constrained"``)."""
+    is left open in pyplot. ``layout``: the Figure's layout engine (e.g. ``"constrained"``).
+
+    Parameters
+    ----------
+    *grid : int
+        Rows and columns (``Figure.subplots``' ``nrows, ncols``).
+    figsize : tuple of float, optional
+        Width and height in inches; default matplotlib's.
+    layout : str, optional
+        The Figure's layout engine (e.g. ``"constrained"``).
+    **subplots
+        Further ``Figure.subplots`` arguments (``sharex``, ``squeeze``, ...).
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : matplotlib.axes.Axes or numpy.ndarray of Axes
+    """
     from matplotlib.figure import Figure
     fig = Figure(figsize=figsize, layout=layout)
     return fig, fig.subplots(*grid, **subplots)

@@ -706,6 +706,10 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
         Or pass its fields as keyword arguments (``k=5, min_per_cell=200, ...``).
     progress : bool
         Show a progress bar.
+    **kwargs
+        Without ``design``: the fields of a :class:`Design` (``k``, ``levels``,
+        ``formulations``, ``n_bins``, ``min_per_cell``, ``overlap``, ``method``, ``seed``, ...);
+        ignored when ``design`` is given.
 
     Raises
     ------

@@ -646,12 +646,23 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
 
     Parameters
     ----------
-    index : raw/index.csv (sha256, file, platform, original), one row per archived file.
-    parsed : ``{sha256: rows}`` of files read already (the others are read from ``raw_dir``).
-    key : every batch's key (answers to any batch resolve); None before any export.
-    examples, items : examples.csv and items.csv (items give each page's reading time).
-    quality, serve : the ``[quality]`` and ``[serve]`` sections (:mod:`satcal.settings`).
-    threshold : the trust threshold, if not ``quality.trust_threshold``.
+    index : pandas.DataFrame
+        raw/index.csv (sha256, file, platform, original), one row per archived file.
+    parsed : dict of str to pandas.DataFrame
+        ``{sha256: rows}`` of files read already (the others are read from ``raw_dir``).
+    raw_dir : pathlib.Path
+        The raw archive the ``file`` column of ``index`` is relative to; read with each file's
+        own platform reader.
+    key : pandas.DataFrame or None
+        Every batch's key (answers to any batch resolve); None before any export.
+    examples, items : pandas.DataFrame or None
+        examples.csv and items.csv (items give each page's reading time).
+    k : int
+        Documents per list, for the reading time of an item (:func:`satcal.quality.reading_seconds`).
+    quality, serve : settings sections
+        The ``[quality]`` and ``[serve]`` sections (:mod:`satcal.settings`).
+    threshold : float, optional
+        The trust threshold in [0, 1], if not ``quality.trust_threshold``.
     """
     from .platforms import RAW_ANSWER_COLUMNS, get_platform
     from .quality import reading_seconds

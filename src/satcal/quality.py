@@ -75,6 +75,11 @@ def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
     -------
     numpy.ndarray
         The log likelihood ratio per answer.
+
+    References
+    ----------
+    Neyman, J. and Pearson, E. S. (1933). On the problem of the most efficient tests of
+    statistical hypotheses. Philosophical Transactions of the Royal Society A 231, 289-337.
     """
     ok = np.asarray(correct, bool)
     c = np.asarray(chance, float) * np.ones(ok.shape)
@@ -270,9 +275,18 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
 
     Parameters
     ----------
-    answers : every valid answer before exclusion, with ``example_id, worker_id, answer``
+    answers : pandas.DataFrame
+        Every valid answer before exclusion, with ``example_id, worker_id, answer``
         (canonical orientation), ``is_trap`` and ``correct``.
-    expected : the expected answer(s) of each trap (``;``-separated), indexed by trap id.
+    expected : pandas.Series
+        The expected answer(s) of each trap (``;``-separated), indexed by trap id.
+    threshold : float, default 0.7
+        Trust in [0, 1] a worker needs on the other traps to count as otherwise trusted
+        (``[quality] trust_threshold``).
+    min_traps : int, default 3
+        Other counted traps a worker must have answered to be otherwise trusted (at least 1).
+    drop_traps : iterable of str, default ()
+        Trap ids left out of every worker's trust; their rows stay, marked ``dropped``.
 
     Returns
     -------
@@ -330,6 +344,12 @@ def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_
     Returns
     -------
     pandas.Series
+
+    References
+    ----------
+    Rayner, K., Schotter, E. R., Masson, M. E. J., Potter, M. C. and Treiman, R. (2016). So
+    much to read, so little time: how do we read, and can speed reading help? Psychological
+    Science in the Public Interest 17(1), 4-34.
     """
     from .platforms import item_view
     words = {}
@@ -400,6 +420,25 @@ class Agreement(ResultTables):
     ``krippendorff`` package from the per-example answer counts; ``observed`` is the share of
     pairs of answers to the same example that agree. Only examples with two or more answers
     count; ``examples`` is how many there are.
+
+    Parameters
+    ----------
+    alpha : float
+        Krippendorff's alpha (nominal), at most 1; NaN when every answer has the same code.
+    observed : float
+        Observed agreement in [0, 1]: agreeing pairs of answers to the same example over all
+        such pairs, pooled over the examples.
+    examples : int
+        Examples with two or more answers.
+    answers : int
+        Answers to those examples.
+    per_example : float
+        Mean answers per example among them (at least 2).
+
+    References
+    ----------
+    Krippendorff, K. (2004). Content Analysis: An Introduction to Its Methodology, 2nd ed.
+    Sage, Thousand Oaks, CA (alpha, from the coincidence matrix of the answers).
     """
 
     def __init__(self, alpha: float, observed: float, examples: int, answers: int, per_example: float):
@@ -489,6 +528,12 @@ def dawid_skene(answers: pd.DataFrame, n_iter: int = 100) -> tuple[pd.DataFrame,
     ------
     SatcalError
         crowd-kit is not installed.
+
+    References
+    ----------
+    Dawid, A. P. and Skene, A. M. (1979). Maximum likelihood estimation of observer error-rates
+    using the EM algorithm. Journal of the Royal Statistical Society, Series C (Applied
+    Statistics) 28(1), 20-28.
     """
     DawidSkene = require_crowdkit()
     data = answers.rename(columns={"example_id": "task", "worker_id": "worker", "answer": "label"})

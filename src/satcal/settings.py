@@ -43,17 +43,40 @@ def setting(default=MISSING, kind=str, check=None, what: str = "", help: str = "
 
     Parameters
     ----------
-    default : the value a study without the key gets (keys added after studies existed).
-    kind : the TOML type(s) accepted: ``str``, ``int``, ``bool``, ``list``, ``dict``, ``(int, float)``.
-    check : a constraint on the value; ``what`` says it in the words of an error.
-    help : one line for the CLI and the docs table.
-    comment : the lines study.toml shows above the key (lines separated by newlines).
-    required : the key must be in study.toml (it was in every study.toml ever written).
-    new : the value a new study.toml gets, when it differs from ``default``.
-    choices : the values allowed (a check and the CLI's choices at once).
-    example : a key left out of the template, shown as this commented line instead.
-    shown : the default as the docs table states it, when it is not a value (e.g. "from the
+    default : object, optional
+        The value a study without the key gets (keys added after studies existed).
+    kind : type or tuple of type, default str
+        The TOML type(s) accepted: ``str``, ``int``, ``bool``, ``list``, ``dict``, ``(int, float)``.
+    check : callable, optional
+        A constraint on the value (True when it holds); ``what`` says it in the words of an error.
+    what : str, default ""
+        What the key takes, as the error on a bad value and the docs table say it ("an integer
+        from 1 to 10,000"); default from ``choices``, else the name of ``kind``.
+    help : str, default ""
+        One line for the CLI and the docs table.
+    comment : str, default ""
+        The lines study.toml shows above the key (lines separated by newlines).
+    required : bool, default True
+        The key must be in study.toml (it was in every study.toml ever written).
+    new : object, optional
+        The value a new study.toml gets, when it differs from ``default``.
+    choices : tuple, default ()
+        The values allowed (a check and the CLI's choices at once).
+    example : str, default ""
+        A key left out of the template, shown as this commented line instead.
+    factory : callable, optional
+        Makes the default instead of ``default``, for a mutable or computed one (the
+        dataclass field's ``default_factory``).
+    multiline : bool, default False
+        Written to the template as a triple-quoted TOML string (a text of several lines).
+    shown : str, default ""
+        The default as the docs table states it, when it is not a value (e.g. "from the
         judgments").
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, with the above in its ``metadata``.
     """
     if choices:
         check = check or (lambda v, c=choices: v in c)

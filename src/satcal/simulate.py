@@ -114,10 +114,29 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
 
     Parameters
     ----------
-    items, key : the worker-visible items and the hidden key (``satcal export``).
-    lists : examples and traps with ``source_id`` and levels ``ra1..``, ``rb1..``.
-    answers_per_example : how many different workers answer each example (each a separate
-        row, as in the study's design).
+    items, key : pandas.DataFrame
+        The worker-visible items and the hidden key (``satcal export``).
+    lists : pandas.DataFrame
+        Examples and traps with ``source_id`` and levels ``ra1..``, ``rb1..``.
+    k : int
+        Documents per list: the level columns read are ``ra1..ra<k>`` and ``rb1..rb<k>``.
+    top_level : int
+        The top relevance level, L - 1 of the ``max`` normalisation the truth is scored with.
+    model : UserModel
+        The simulated crowd: its workers, spammers, satisfaction curve (the truth), joint-model
+        behaviour, position bias, abandoned share and seed (every draw comes from ``model.seed``).
+    answers_per_example : int, default 1
+        How many different workers answer each example (each a separate row, as in the
+        study's design), capped at ``model.workers``. Every worker answers every trap.
+
+    Returns
+    -------
+    answers : pandas.DataFrame
+        ``item_id, worker_id, answer, submitted_at, started_at, assignment_id, status``: the
+        answers interleaved as results arrive, then the abandoned assignments (no answer).
+    truth : dict
+        The model, the spammers, each worker's offset, the true satisfaction curves on
+        :data:`GRID_TRUTH` and the answer counts.
     """
     from .platforms import SHOWN_CODES
 
@@ -190,8 +209,15 @@ def honest_answers(phi_a: np.ndarray, phi_b: np.ndarray, u: np.ndarray, swapped:
     u : (n,) the answering worker's offset u_w.
     swapped : (n,) whether B was shown first (the export's swap); position bias pushes an
         undecided answer to the list *shown* first.
-    rng : draws satisfaction (A then B) and position bias; ``joint_rng`` the joint model's
-        preferences and lapses (default: a stream of their own, see ``_joint_behaviour``).
+    model : UserModel
+        The satisfaction curve P(Sat | phi, u) = expit(intercept + u + slope * phi), the joint
+        model's ``undecided_preference``, ``preference_accuracy`` and ``lapse``, and the
+        ``position_bias`` (probabilities in [0, 1]).
+    rng : numpy.random.Generator
+        Draws satisfaction (A then B) and position bias.
+    joint_rng : numpy.random.Generator, optional
+        Draws the joint model's preferences and lapses (default: a stream of their own seeded
+        from ``model.seed``, see ``_joint_behaviour``).
 
     Returns
     -------

@@ -103,6 +103,10 @@ def candidate_pool(judgments, k: int, levels, formulations, n: int, seed: int, *
     n : int
         Examples in the pool (at least one per feasible cell is kept even when that is more).
     seed : int
+    overlap : {"allow", "disjoint"}, default "allow"
+        Whether lists A and B of an example may share documents (``[generator] overlap``).
+    n_bins : int, default 10
+        Equal-width bins of phi (and of |dphi|) over [0, 1] that make the cells.
 
     Returns
     -------

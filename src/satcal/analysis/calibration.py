@@ -239,8 +239,20 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         ``phi_b`` (n, F) and ``answers`` (n,) directly (e.g. published scores).
     formulations : list, optional
         Defaults to the 36 study formulations.
+    phi_a, phi_b : numpy.ndarray, shape (n, F), optional
+        Without a study: each answer's score of list A and of list B under each of the F
+        ``formulations`` (one column per formulation, in their order).
+    answers : sequence of str, length n, optional
+        Without a study: each answer's code, one of ``a_better``, ``b_better``,
+        ``both_good``, ``both_bad``.
     population : {"all", "preferences_only"}
         Preference population (see module docstring); ``all`` reproduces the paper.
+    n_bins : int, default 10
+        Equal-width bins of phi in [0, 1]: the binned points of the figures and the range each
+        curve's data support (:func:`supported_range`).
+    model_check_folds : int, default 5
+        Folds of the cross-validated check of the quadratic logit against a linear logit and an
+        isotonic fit (:func:`~satcal.analysis.checks.model_check`); 0 skips the check.
     bootstrap : int, default 1000
         Bootstrap replicates (0 for none; the defaults of ``bootstrap``, ``seed`` and
         ``sat_model`` are ``satcal analyze``'s, :data:`DEFAULTS`). With worker ids they
@@ -250,6 +262,15 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         ``meta["provenance"]["resampling"]``.
     seed : int, default 2015
         Seed of the model check folds, of the bootstrap and of the reference population.
+    n_jobs : int, default 1
+        Processes for the bootstrap replicates with the ``loky`` backend (joblib's count: -1
+        for every core).
+    backend : str, default "loky"
+        Where the bootstrap runs: ``"loky"`` (local processes), ``"dask"`` (a new local Dask
+        cluster) or ``"dask:ADDRESS"`` (an existing scheduler); see
+        :func:`~satcal.analysis.bootstrap.parallel_map`.
+    progress : bool, default False
+        Show progress bars (tqdm) for the curve fits, the joint model and the bootstrap.
     sat_model : {"both", "published", "joint"}, default "both"
         ``published``: the paper's P(Sat|phi), fitted on both_good/both_bad answers (the
         satisfaction of a list given that its partner got the same verdict). ``both`` (or
@@ -289,6 +310,9 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
     correlation between DCG and user satisfaction? ECIR 2015 (P(Sat|phi), P(Pref|dphi) and
     the indicators b1-b3).
+
+    Owen, A. B. (2007). The pigeonhole bootstrap. Annals of Applied Statistics 1(2), 386-411
+    (resampling workers and examples crossed).
     """
     forms = resolve_formulations(formulations)
     if sat_model not in SAT_MODELS:

@@ -108,6 +108,24 @@ def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarra
         of C Sigma C' (q when the contrasts are independent); ``b`` the complete replicates
         used; p = P(F(df, nu + 1 - df) > f). NaN (and df 0) when fewer than q + 2 complete
         replicates, or clusters, exist.
+
+    References
+    ----------
+    Wald, A. (1943). Tests of statistical hypotheses concerning several parameters when the
+    number of observations is large. Transactions of the American Mathematical Society 54(3),
+    426-482.
+
+    Hotelling, H. (1931). The generalization of Student's ratio. Annals of Mathematical
+    Statistics 2(3), 360-378.
+
+    Cameron, A. C. and Trivedi, P. K. (2005). Microeconometrics: Methods and Applications.
+    Cambridge University Press, section 11.2.4 (the bootstrap covariance in a Wald test).
+
+    Cameron, A. C. and Miller, D. L. (2015). A practitioner's guide to cluster-robust
+    inference. Journal of Human Resources 50(2), 317-372, section VI.D (few clusters).
+
+    Bell, R. M. and McCaffrey, D. F. (2002). Bias reduction in standard errors for linear
+    regression with multi-stage samples. Survey Methodology 28(2), 169-181.
     """
     reps = np.asarray(replicates, float)
     reps = reps[np.isfinite(reps).all(axis=1)]
@@ -204,11 +222,19 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
         One row per formulation with ``formulation, gain, discount`` and the indicators; the
         rows of a complete gain x discount grid are used (as the crossed design).
     indicators : list of str, optional
-        Default: b1, b2, b3 and whichever of b1_joint, b2_joint, b3_joint ``bias`` holds.
+        Default: b1, b2, b3 and whichever of b1_joint, b2_joint, b3_joint, b1_std, b2_std,
+        b3_std ``bias`` holds.
     bootstrap : BootstrapResult, optional
         Its replicates give the test (:func:`bootstrap_replicates`). Alternatively pass
         ``formulations`` (the order of the replicates' columns) and ``replicates``
         (indicator -> (B, F)).
+    formulations : sequence of str, optional
+        Without ``bootstrap``: the formulation id of each column of ``replicates``; every
+        formulation of the crossed grid must be among them, else no test is made.
+    replicates : mapping of str to numpy.ndarray, shape (B, F), optional
+        Without ``bootstrap``: the bootstrap replicates of each indicator, one column per
+        entry of ``formulations``; replicates with a non-finite value are dropped, and fewer
+        than 2 left means no test for that indicator.
     clusters : int, optional
         The independent units the replicates resampled (default: the bootstrap's own count);
         the test's denominator degrees of freedom are min(B, clusters) - q.
@@ -222,6 +248,12 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
     replicates. Without replicates ``F``, ``wald`` and ``p`` are empty and ``note`` says why.
     The ``Residual`` row holds df, sum_sq, mean_sq and eta_sq (the share no main effect
     explains, with its interval) and no test.
+
+    References
+    ----------
+    Wald, A. (1943). Tests of statistical hypotheses concerning several parameters when the
+    number of observations is large. Transactions of the American Mathematical Society 54(3),
+    426-482 (the test; :func:`wald_test` lists the corrections' sources).
     """
 
     if bootstrap is not None:

@@ -294,12 +294,24 @@ def fit_logit_batch(X: np.ndarray, Y: np.ndarray, W: np.ndarray | None = None,
 
     Parameters
     ----------
-    X : (m, n, p) design matrices, Y : (m, n) outcomes in [0, 1], W : (m, n) case weights
-        (0 drops a row, so unequal sample sizes pad with W = 0).
+    X : numpy.ndarray, shape (m, n, p)
+        Design matrices, one per fit (the intercept column included).
+    Y : numpy.ndarray, shape (m, n)
+        Outcomes in [0, 1].
+    W : numpy.ndarray, shape (m, n), optional
+        Case weights (default 1); 0 drops a row, so unequal sample sizes pad with W = 0.
+    max_iter : int, default 50
+        Newton iterations at most; a fit not converged by then is reported unconverged.
+    tol : float, default 1e-10
+        Relative tolerance: a fit has converged when its largest Newton step is below
+        ``tol * (1 + max|beta|)`` or its log-likelihood moves by less than
+        ``1e-3 * tol * (1 + |loglik|)``.
 
     Returns
     -------
-    beta : (m, p), converged : (m,) bool (False also for a diverging fit: separation)
+    beta : numpy.ndarray, shape (m, p)
+    converged : numpy.ndarray of bool, shape (m,)
+        False also for a diverging fit (separation: a coefficient beyond 1e6 or not finite).
     """
     X = np.asarray(X, float)
     Y = np.asarray(Y, float)
@@ -330,11 +342,24 @@ def fit_logit_replicates(X: np.ndarray, y: np.ndarray, W: np.ndarray, max_iter: 
 
     Parameters
     ----------
-    X : (n, p) design, y : (n,) outcomes in [0, 1], W : (B, n) case weights (bootstrap counts).
+    X : numpy.ndarray, shape (n, p)
+        The design shared by every fit (the intercept column included).
+    y : numpy.ndarray, shape (n,)
+        Outcomes in [0, 1].
+    W : numpy.ndarray, shape (B, n)
+        Case weights of each fit (bootstrap counts; 0 leaves a row out).
+    max_iter : int, default 50
+        Newton iterations at most; a fit not converged by then is reported unconverged.
+    tol : float, default 1e-10
+        Relative tolerance: a fit has converged when its largest Newton step is below
+        ``tol * (1 + max|beta|)`` or its log-likelihood moves by less than
+        ``1e-3 * tol * (1 + |loglik|)``.
 
     Returns
     -------
-    beta : (B, p), converged : (B,) bool
+    beta : numpy.ndarray, shape (B, p)
+    converged : numpy.ndarray of bool, shape (B,)
+        False also for a diverging fit (separation).
 
     As the rows are shared, the gradients are one (B, n) x (n, p) product and the Hessians one
     (B, n) x (n, p^2) product per iteration, whatever B is.

@@ -345,6 +345,15 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     Returns
     -------
     JointFit
+
+    References
+    ----------
+    Urbano, J. and Marrero, M. (2015). How do gain and discount functions affect the
+    correlation between DCG and user satisfaction? ECIR 2015 (the four answers; the joint
+    model's answer process extends theirs, see the module docstring).
+
+    Byrd, R. H., Lu, P., Nocedal, J. and Zhu, C. (1995). A limited memory algorithm for bound
+    constrained optimization. SIAM Journal on Scientific Computing 16(5), 1190-1208.
     """
     from scipy.optimize import minimize
     from statsmodels.tools.numdiff import approx_hess
@@ -465,6 +474,9 @@ def implied_preference(fit, grid, nodes: int = 16) -> np.ndarray:
         A fit, or parameters on the fitting scale: (7,) or (B, 7) (bootstrap replicates).
     grid : array
         Values of |dphi| in [0, 1].
+    nodes : int, default 16
+        Gauss-Legendre nodes of the average over phi (exact for polynomials of degree
+        2 * nodes - 1 in phi).
 
     Returns
     -------

@@ -232,12 +232,33 @@ def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserMo
     examples : DataFrame
         A generated design (``examples.csv`` with levels ``ra1..``, ``rb1..``); each simulated
         study draws its examples from it with replacement.
+    k : int
+        Documents per list: the level columns read are ``ra1..ra<k>`` and ``rb1..rb<k>``.
+    top_level : int
+        The top relevance level, L - 1 of the ``max`` normalisation.
     model : UserModel
         The simulated crowd (``satcal simulate``'s, from ``[simulation]`` in study.toml).
     formulations : list
         The formulations analysed (Holm's adjustment runs over all their pairs).
+    pair : tuple of str, default ("lin-const", "exp2-log2")
+        The two formulation ids whose difference is tested; both must be in ``formulations``.
+    budgets : sequence of int, default (250, 500, 1000, 2000)
+        Honest answers per simulated study; each study has ``budget // answers_per_example``
+        examples (at least 10).
+    answers_per_example : int, default 1
+        Answers to each example, from different workers (at least 1).
+    sims : int, default 50
+        Simulated studies per budget (at least 2); the Monte-Carlo standard error of a power
+        p is sqrt(p (1 - p) / sims).
     boot : int
-        Bootstrap replicates inside each simulated study.
+        Bootstrap replicates inside each simulated study (at least 10).
+    alpha : float, default 0.05
+        Level of the tests: a detection is a p (Holm-adjusted for the pair) below ``alpha``.
+    seed : int, default 0
+        Seed of the whole simulation (examples drawn, crowds, answers and each study's
+        bootstrap seed): the same inputs and seed give the same table.
+    progress : bool, default False
+        Show a progress bar (tqdm) over the simulated studies.
 
     Returns
     -------

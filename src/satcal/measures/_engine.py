@@ -74,7 +74,14 @@ def dcg_of(levels, forms: list, scale: np.ndarray | None = None,
 
     Parameters
     ----------
-    As :func:`~satcal.measures.dcg_matrix`, with the formulations already resolved (``forms``).
+    levels : array-like, shape (n, k)
+        Relevance level of each ranked document; NaN marks a missing document, gain 0.
+    forms : list of Formulation
+        Resolved formulations (:func:`~satcal.measures.resolve_formulations`), F of them.
+    scale : array-like, shape (F,), optional
+        Multiplies each column (applied to the small gain table, not to the result).
+    out : numpy.ndarray, shape (n, F), optional
+        A C-contiguous array to write into, returned.
 
     Returns
     -------
@@ -154,7 +161,14 @@ def bounds_of(pools, forms: list, k: int = 5,
 
     Parameters
     ----------
-    As :func:`~satcal.measures.pool_bounds`, with the formulations already resolved (``forms``).
+    pools : sequence of array-like, or numpy.ndarray of shape (Q, n)
+        Each query's judged levels; a 2-D array is padded with NaN.
+    forms : list of Formulation
+        Resolved formulations (:func:`~satcal.measures.resolve_formulations`), F of them.
+    k : int, default 5
+        The cutoff.
+    which : iterable of str
+        The bounds wanted, among ``ideal``, ``best``, ``worst``, ``rlb``.
 
     Returns
     -------
@@ -201,7 +215,22 @@ def score_of(levels, forms: list, *, n_levels: int | None = None,
 
     Parameters
     ----------
-    As :func:`~satcal.measures.score_lists`, with the formulations already resolved (``forms``).
+    levels : array-like, shape (n, k)
+        Relevance level of each ranked document; NaN marks an empty position.
+    forms : list of Formulation or ListMeasure
+        Resolved formulations (:func:`~satcal.measures.resolve_formulations`), F of them.
+    n_levels, top_level : int, optional
+        For ``max``: the top level is ``top_level`` or ``n_levels - 1`` (default L = 3).
+    pools : sequence of arrays, optional
+        For pool-based normalisations and measures: the judged levels of each query's pool.
+    query_index : sequence of int, optional
+        For each list, the index of its query in ``pools``.
+    k : int, optional
+        The cutoff; default the lists' length, which must equal it.
+    dtype : numpy dtype, default float64
+        Of the result (the computation is in float64 either way).
+    chunk_size : int, default :data:`CHUNK_LISTS`
+        Lists scored per block (at least 1).
 
     Returns
     -------

@@ -345,7 +345,18 @@ def item_view(row, k: int) -> dict:
 
 
 def template_environment(*extra_dirs):
-    """A Jinja2 environment with autoescaping over ``extra_dirs`` and the item templates."""
+    """A Jinja2 environment with autoescaping over ``extra_dirs`` and the item templates.
+
+    Parameters
+    ----------
+    *extra_dirs : str or os.PathLike
+        Template directories searched first, in order, before the item templates.
+
+    Returns
+    -------
+    jinja2.Environment
+        Undefined names are errors (``StrictUndefined``).
+    """
     import jinja2
     return jinja2.Environment(loader=jinja2.FileSystemLoader([*map(str, extra_dirs), str(TEMPLATES)]),
                               autoescape=True, undefined=jinja2.StrictUndefined)

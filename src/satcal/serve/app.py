@@ -31,7 +31,15 @@ SECURITY_HEADERS = [
 
 class GuardMiddleware:
     """Pure ASGI: refuse bodies over ``MAX_BODY`` (by header and while streaming) and add the
-    security headers to every response."""
+    security headers to every response.
+
+    Parameters
+    ----------
+    app : ASGI application
+        The application wrapped.
+    max_body : int, default :data:`MAX_BODY`
+        Largest request body accepted, in bytes; a larger one gets 413.
+    """
 
     def __init__(self, app, max_body: int = MAX_BODY):
         self.app = app

@@ -133,6 +133,16 @@ class Participant:
 
     ``choose(form)`` returns ``{radio name: value}`` for a page of items; by default the
     first value of each group.
+
+    Parameters
+    ----------
+    base_url : str
+        The server's address, e.g. ``http://127.0.0.1:8000``.
+    client : httpx.Client, optional
+        The HTTP client to use (its cookies are the participant's); default a new one that
+        does not follow redirects.
+    timeout : float, default 60
+        Seconds a request of the new client may take.
     """
 
     def __init__(self, base_url: str, client=None, timeout: float = 60):
@@ -250,6 +260,19 @@ class ServerProcess:
     benchmarks: ``with ServerProcess(dir) as server: ... server.url``.
 
     ``kill()`` ends it with SIGKILL (as a crash would); ``start()`` runs it again.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The study directory served.
+    db_url : str, optional
+        The database URL (``satcal serve --db``); default the study's own SQLite file.
+    port : int, optional
+        Port on 127.0.0.1; default a free one.
+    workers : int, default 1
+        Server processes (``satcal serve --workers``).
+    startup_timeout : float, default 60
+        Seconds :meth:`start` waits for the server to answer before it gives up.
     """
 
     def __init__(self, directory, db_url: str | None = None, port: int | None = None, workers: int = 1,

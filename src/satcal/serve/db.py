@@ -193,8 +193,19 @@ class GroupCommit:
     is stored can be lost, and one fsync serves every block that queued meanwhile. Waiting on
     a lock of our own also spares the threads SQLite's way of waiting for its lock (polling
     with sleeps of up to 100 ms), which made the slowest responses under load.
-    This is the group commit of database servers (Gawlick & Kinkade 1985, "Varieties of
-    concurrency control in IMS/VS Fast Path", IEEE Database Engineering Bulletin 8(2)).
+    This is the group commit of database servers.
+
+    Parameters
+    ----------
+    engine : sqlalchemy.engine.Engine
+        The SQLite database; its transactions begin with ``BEGIN IMMEDIATE``.
+    max_blocks : int, default 64
+        Blocks one transaction holds at most before it commits.
+
+    References
+    ----------
+    Gawlick, D. and Kinkade, D. (1985). Varieties of concurrency control in IMS/VS Fast Path.
+    IEEE Database Engineering Bulletin 8(2), 3-10.
     """
 
     def __init__(self, engine, max_blocks: int = 64):

@@ -250,7 +250,21 @@ def attention_positions(pages: int, checks: int) -> set[int]:
 
 
 class HostedStudy:
-    """The study a server process serves: pages, settings and the database engine."""
+    """The study a server process serves: pages, settings and the database engine.
+
+    Parameters
+    ----------
+    pages : dict of int to list of dict
+        The batch's pages, each a list of item views (:func:`load_pages`); at least one.
+    settings : ServeSettings
+        The server's settings.
+    engine : sqlalchemy.engine.Engine
+        The study database, prepared for this batch on construction.
+    key_digest : str
+        SHA-256 of key.csv: the database belongs to one batch.
+    trap_ids : iterable of str, default ()
+        Item ids of the traps (:func:`trap_items`).
+    """
 
     def __init__(self, pages: dict[int, list[dict]], settings: ServeSettings, engine, key_digest: str,
                  trap_ids=()):
