@@ -110,4 +110,3 @@ class Analyses:
             self.record("power", {"budgets": list(budgets), "sims": sims, "boot": boot, "pair": list(pair)},
                         outputs=outputs)
         return result, written
-

@@ -253,4 +253,3 @@ def _warn_bare_ids(visible: pd.DataFrame, path: Path) -> None:
     if "A1_title" not in visible.columns and "A1_audio_url" not in visible.columns:
         warnings.warn(f"{path}: workers will see bare document ids (e.g. {visible['A1'].iloc[0]!r}): give a "
                       "documents table with title, snippet, url or audio_url", SatcalWarning, stacklevel=3)
-

@@ -131,4 +131,3 @@ def _responses_to(url: str, digest: str) -> int:
                           f"({str(getattr(exc, 'orig', exc)).strip()}); ingest its answers first, or, {what}") from None
     finally:
         engine.dispose()
-
