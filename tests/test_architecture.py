@@ -142,8 +142,21 @@ def test_the_check_fails_on_a_planted_upward_import(tmp_path):
     assert any({"satcal.measures", "satcal.judgments"} <= set(c) for c in cycles(import_graph(root)))
 
 
+def test_a_part_of_the_study_importing_its_package_is_a_cycle(tmp_path):
+    """The study package's __init__ assembles the Study from its parts; a part that imports the
+    package back (rather than the sibling module it needs) is caught as a cycle."""
+    import shutil
+    root = tmp_path / "satcal"
+    shutil.copytree(SRC, root, ignore=shutil.ignore_patterns("__pycache__", "data", "templates", "static"))
+    assert cycles(import_graph(root)) == []
+    with (root / "study" / "archive.py").open("a", encoding="utf-8") as f:
+        f.write("\n\ndef _planted():\n    from . import Study  # noqa\n")
+    assert any({"satcal.study", "satcal.study.archive"} <= set(c) for c in cycles(import_graph(root)))
+
+
 @pytest.mark.parametrize("name", ["satcal.analysis.core", "satcal.report", "satcal.cli",
-                                  "satcal.measures.scoring"])
+                                  "satcal.measures.scoring", "satcal.study.archive", "satcal.serve.study"])
 def test_layer_lookup_by_longest_prefix(name):
     assert layer(name) == {"satcal.analysis.core": 5, "satcal.report": 6, "satcal.cli": 7,
-                           "satcal.measures.scoring": 1}[name]
+                           "satcal.measures.scoring": 1, "satcal.study.archive": 7,
+                           "satcal.serve.study": 4}[name]
