@@ -593,12 +593,15 @@ def test_the_dataclass_check_flags_planted_docstrings():
 
 def test_the_dataclass_check_finds_a_planted_field_in_the_package():
     """A copy of a real module with one field added to a documented dataclass is caught, and
-    one with a documented field renamed in the docstring is caught twice."""
+    so is one whose docstring names a field by an old name."""
     source = (SRC / "analysis" / "fits.py").read_text(encoding="utf-8")
     assert dataclass_problems(source, "satcal.analysis.fits") == {}
-    planted = source.replace("class LogitFit:", "class LogitFit:\n    planted_field: int = 0", 1)
-    planted = planted.replace("planted_field: int = 0", "", 1).replace(
-        "    intercept: float\n", "    intercept: float\n    planted_field: int = 0\n", 1)
-    assert "planted_field: int = 0" in planted
+    planted = source.replace("    converged: bool\n", "    converged: bool\n    planted_field: int = 0\n", 1)
+    assert planted != source
     assert dataclass_problems(planted, "satcal.analysis.fits") == {
         "satcal.analysis.fits:LogitFit": ["satcal.analysis.fits:LogitFit: Attributes leaves out planted_field"]}
+    renamed = source.replace("    aic : float\n", "    akaike : float\n", 1)
+    assert renamed != source
+    assert dataclass_problems(renamed, "satcal.analysis.fits") == {
+        "satcal.analysis.fits:LogitFit": ["satcal.analysis.fits:LogitFit: Attributes leaves out aic",
+                                          "satcal.analysis.fits:LogitFit: Attributes names akaike, not a field"]}
