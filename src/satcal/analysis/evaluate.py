@@ -40,6 +40,7 @@ class Calibration:
     Parameters
     ----------
     formulation : str
+        The calibrated measure's id (e.g. ``"exp2-log2"``).
     sat, pref : numpy.ndarray
         beta of P(Sat|phi) and of P(Pref||dphi|) (quadratic logit).
     normalization, negatives : str
