@@ -56,7 +56,32 @@ DEFAULT_LOOKS = 10
 
 @dataclass(frozen=True)
 class AdaptiveSettings:
-    """study.toml's adaptive keys ([design] and [serve] refit_seconds)."""
+    """study.toml's adaptive keys ([design] and [serve] refit_seconds).
+
+    Attributes
+    ----------
+    adaptive : bool
+        ``design.adaptive``: the study asks where the ranking is open and stops when settled.
+    wave_pages : int
+        ``design.wave_pages``: pages of one wave (``export --next-batch``; one look of the
+        stopping rule).
+    confidence : float
+        ``design.confidence``: the confidence, in [0.5, 1), at which the study is settled.
+    top_m : int
+        ``design.top_m``: size of the least-biased set the study settles.
+    min_depth : int
+        ``design.min_depth``: answered examples every phi and |dphi| cell gets before the
+        criterion may pass it by.
+    budget : int
+        ``design.budget``: the study's budget in ``budget_unit``; 0 for none.
+    budget_unit : str
+        ``design.budget_unit``: ``"answers"`` or ``"pages"``.
+    pool_size : int
+        ``design.pool_size``: candidate examples in pool.csv; 0 for ``POOL_PER_DESIGN`` times
+        the coverage design's size.
+    refit_seconds : float
+        ``serve.refit_seconds``: seconds between two refits of satcal serve's page order.
+    """
 
     adaptive: bool = False
     wave_pages: int = 10
@@ -247,7 +272,17 @@ def _examples_per_page(ws, keys: pd.DataFrame) -> float:
 
 @dataclass(frozen=True)
 class Budget:
-    """Answers an adaptive study may collect (None: no budget), and one wave's worth."""
+    """Answers an adaptive study may collect (None: no budget), and one wave's worth.
+
+    Attributes
+    ----------
+    answers : int or None
+        The budget in answers (a budget in pages turned into answers with the examples per page
+        of the batches so far); None without a budget.
+    wave_answers : float
+        Answers one wave brings: ``wave_pages`` x examples per page x answers per example, at
+        least 1.
+    """
 
     answers: int | None
     wave_answers: float
@@ -442,8 +477,21 @@ def calibration_record(ws, result, settle=None) -> dict:
 # -- waves (file platforms) ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Wave:
-    """The next wave: its examples (rows of examples.csv, with the criterion's priority) and
-    traps, and its number among the batches."""
+    """The next wave: its examples (rows of examples.csv, in the criterion's order) and
+    traps, and its number among the batches.
+
+    Attributes
+    ----------
+    examples : pandas.DataFrame
+        The rows of examples.csv the criterion chose, in its order (without its priority).
+    traps : pandas.DataFrame
+        The traps drawn for the wave (rows of traps.csv; empty when none).
+    batch : int
+        The wave's batch number: one more than the batches exported so far.
+    items_per_page : int
+        Items per page of the wave (``presentation.items_per_page``, or worked out from the
+        pool's reading load when ``"auto"``).
+    """
 
     examples: pd.DataFrame
     traps: pd.DataFrame

@@ -111,7 +111,10 @@ class Design:
     overlap : {"allow", "disjoint"}
         Whether A and B may share documents.
     method : {"optimal", "greedy", "published"}
+        How examples are selected: ``optimal`` (fewest examples), ``greedy``, or ``published``
+        (the algorithm of Urbano & Marrero 2015).
     seed : int
+        Seed of every random draw of the generator.
     extra : list, optional
         Measures beyond the crossed family (ids or formulations, e.g. ``["lin-geo0.8", "err"]``):
         their cells are reported in the coverage table, and covered when ``cover_extra``.
@@ -197,9 +200,11 @@ class GenerationResult(ResultTables):
         Per formulation, kind (phi or |dphi|) and bin: the count, whether the cell is feasible
         and covered.
     design : Design
+        What the generator was asked to achieve.
     lower_bound : int
         The cell floor: the fewest examples that can fill every cell.
     method : str
+        The selection method that ran (``design.method``).
     candidates : dict
         Statistics of the candidates and the selection (queries used, query share, ...).
     warnings : list of str

@@ -153,7 +153,30 @@ REJECT_TABLE_COLUMNS = ["source_file", "line", "row_id", "item_id", "worker_id",
 
 @dataclass
 class IngestReport(ResultTables):
-    """Row accounting of an ingest: every row read is an answer or a reject."""
+    """Row accounting of an ingest: every row read is an answer or a reject.
+
+    Attributes
+    ----------
+    files : pandas.DataFrame
+        One row per raw file: ``source_file``, ``platform``, ``rows`` read, ``answers``,
+        ``rejects``, and ``new`` (archived by this call, not before).
+    reasons : pandas.Series
+        Rejected rows by reason (duplicates, excluded workers and malformed answers each
+        counted as one reason).
+    workers : pandas.DataFrame
+        workers.csv: one row per worker, with trust, exclusion and the screening flags
+        (:func:`satcal.quality.worker_table`).
+    answers : pandas.DataFrame
+        answers.csv: the valid answers of the workers kept, ``ANSWER_TABLE_COLUMNS``.
+    rejects : pandas.DataFrame
+        rejects.csv: every row not kept, with its ``reason`` (``REJECT_TABLE_COLUMNS``).
+    before_exclusion : pandas.DataFrame or None
+        Every valid answer before workers are excluded (what worker models are estimated on);
+        None when not computed.
+    traps : pandas.DataFrame or None
+        traps_report.csv: per trap, answers and accuracy among otherwise trusted workers; None
+        when not computed.
+    """
 
     files: pd.DataFrame      # per raw file: rows, answers, rejects, new (this call) or not
     reasons: pd.Series       # rejects by reason
@@ -521,7 +544,21 @@ def _read_index(raw_dir: Path) -> pd.DataFrame:
 
 @dataclass
 class ResultFile:
-    """One result file read for ingest, before anything is written."""
+    """One result file read for ingest, before anything is written.
+
+    Attributes
+    ----------
+    sha256 : str
+        The hex SHA-256 of its bytes (an ingest skips a file whose hash is archived already).
+    name : str
+        Its name in raw/: the hash's first 12 digits, ``-``, and the original file name.
+    platform : str
+        The platform it was read as (given, or detected from its first 4096 bytes).
+    data : bytes
+        Its bytes, archived as they are.
+    rows : pandas.DataFrame
+        Its rows as the platform's reader parses them (``RAW_ANSWER_COLUMNS``).
+    """
 
     sha256: str
     name: str          # its name in raw/: hash prefix + original name

@@ -82,7 +82,25 @@ def score_matrix(runs: Runs, judgments: Judgments, formulations, k: int = 10,
 # --------------------------------------------------------------------------------------------
 @dataclass
 class GStudy:
-    """Variance components and mean squares of a system x topic matrix."""
+    """Variance components and mean squares of a system x topic matrix.
+
+    Attributes
+    ----------
+    n_systems, n_topics : int
+        The matrix's systems n_s and topics n_t.
+    ms_system : float
+        MS_s = n_t sum_s (mean_s - mean)^2 / (n_s - 1).
+    ms_topic : float
+        MS_t = n_s sum_t (mean_t - mean)^2 / (n_t - 1).
+    ms_residual : float
+        MS_e: the interaction-plus-error mean square, on (n_s - 1)(n_t - 1) degrees of freedom.
+    var_system : float
+        sigma2_s = (MS_s - MS_e) / n_t, or 0 when negative.
+    var_topic : float
+        sigma2_t = (MS_t - MS_e) / n_s, or 0 when negative.
+    var_residual : float
+        sigma2_e = MS_e.
+    """
 
     n_systems: int
     n_topics: int

@@ -4,16 +4,18 @@ Each section of study.toml is a frozen dataclass; each of its fields declares, i
 its type, its default, its constraint (with the words an error uses for it), a one-line help
 and the comment study.toml shows above it. The template ``satcal init`` writes
 (:func:`render_template`), the validation every command runs (:func:`validate_config`), the
-CLI's defaults and choices and the table in docs/settings.md (:func:`settings_table`) are all
-read from these declarations. :func:`stream_seed` gives each random step of a study a stream
+CLI's defaults and choices, the table in docs/settings.md (:func:`settings_table`) and each
+section's numpydoc ``Attributes`` are all read from these declarations. :func:`stream_seed` gives each random step of a study a stream
 of its own, named, instead of ``seed + 1``, ``seed + 2`` ...
 """
 from __future__ import annotations
 
 import difflib
+import inspect
 import json
 import math
 import re
+import textwrap
 import zlib
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -107,18 +109,56 @@ def _levels(v) -> bool:
 
 
 def _study_gains() -> tuple:
+    """the gains of ``satcal.measures.STUDY_GAINS``"""
     from .measures import STUDY_GAINS
     return tuple(STUDY_GAINS)
 
 
 def _study_discounts() -> tuple:
+    """the discounts of ``satcal.measures.STUDY_DISCOUNTS``"""
     from .measures import STUDY_DISCOUNTS
     return tuple(STUDY_DISCOUNTS)
+
+
+def _default_of(f):
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(list(v) if isinstance(v, tuple) else v)
+
+
+def _help_as_attributes(klass):
+    """Append to the docstring of section ``klass`` a numpydoc ``Attributes`` section read from
+    its fields' declarations (type, help, what the key takes, default), so that help() and
+    numpydoc show every key without a second copy of its help to keep in step. A factory that
+    looks its default up elsewhere (the measures) is described by its docstring, not called,
+    so importing the settings imports nothing more."""
+    lines = ["", "Attributes", "----------"]
+    for f in fields(klass):
+        meta, factory = f.metadata, f.default_factory
+        if meta["shown"]:
+            shown = meta["shown"]
+        elif f.default is MISSING and hasattr(factory, "__code__") and factory.__doc__:
+            shown = factory.__doc__
+        else:
+            shown = _toml_value(_default_of(f))
+        if meta["new"] is not MISSING:
+            shown = f"{shown} ({_toml_value(meta['new'])} in a new study.toml)"
+        takes = meta["what"] or _TYPE_NAMES.get(meta["kind"], str(meta["kind"]))
+        lines.append(f"{f.name} : {f.type}")
+        lines += textwrap.wrap(f"{meta['help']} Takes {takes}; default {shown}.", 88, initial_indent="    ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    klass.__doc__ = inspect.cleandoc(klass.__doc__ or "") + "\n" + "\n".join(lines) + "\n"
+    return klass
 
 
 _CODE_WHAT = "letters, digits, _ or -, at most 64"
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class StudySection:
     """``[study]``: the inputs, the lists' shape and the seed."""
@@ -143,6 +183,7 @@ class StudySection:
                         comment="Seed of every random step (generation, traps, presentation, simulation, bootstrap).")
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class FormulationsSection:
     """``[formulations]``: the gains and discounts crossed, custom ones, and other measures."""
@@ -168,6 +209,7 @@ class FormulationsSection:
                            example='extra = ["lin-geo0.8", "err", "rr", "ap"]')
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class GeneratorSection:
     """``[generator]``: how examples are built to cover every cell."""
@@ -194,6 +236,7 @@ class GeneratorSection:
                                         "placed by the generator and are calibrated on the lists the examples hold.")
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class TrapsSection:
     """``[traps]``: examples with a known answer, built or read."""
@@ -208,6 +251,7 @@ def _per_page(v) -> bool:
     return v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class PresentationSection:
     """``[presentation]``: what workers see and where."""
@@ -224,6 +268,7 @@ class PresentationSection:
                                 shown="by the study's medium (read, listen to)")
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class DesignSection:
     """``[design]``: answers per example."""
@@ -258,6 +303,7 @@ class DesignSection:
                              comment="Candidate examples in pool.csv (0: ten times as many as the coverage design has).")
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class ServeSection:
     """``[serve]``: the hosted study (satcal serve)."""
@@ -305,6 +351,7 @@ class ServeSection:
                            "Consent text of your ethics board.", required=False)
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class QualitySection:
     """``[quality]``: trust from traps and screening flags."""
@@ -328,6 +375,7 @@ class QualitySection:
                                 comment="Traps left out of trust (ingest's traps_report.csv flags those most trusted workers miss).")
 
 
+@_help_as_attributes
 @dataclass(frozen=True)
 class SimulationSection:
     """``[simulation]``: the simulated crowd of satcal simulate and satcal power."""
@@ -373,7 +421,32 @@ SECTIONS = {"study": StudySection, "formulations": FormulationsSection, "generat
 @dataclass(frozen=True)
 class Settings:
     """Every section of a validated study.toml as frozen values (lists become tuples);
-    ``platforms`` maps each platform with settings of its own to its key-value table."""
+    ``platforms`` maps each platform with settings of its own to its key-value table.
+
+    Attributes
+    ----------
+    study : StudySection
+        ``[study]``: the inputs, the lists' shape and the seed.
+    formulations : FormulationsSection
+        ``[formulations]``: the gains and discounts crossed, custom ones, other measures.
+    generator : GeneratorSection
+        ``[generator]``: how examples are built to cover every cell.
+    traps : TrapsSection
+        ``[traps]``: examples with a known answer, built or read.
+    presentation : PresentationSection
+        ``[presentation]``: what workers see and where.
+    design : DesignSection
+        ``[design]``: answers per example and the adaptive study.
+    serve : ServeSection
+        ``[serve]``: the hosted study (satcal serve).
+    quality : QualitySection
+        ``[quality]``: trust from traps and screening flags.
+    simulation : SimulationSection
+        ``[simulation]``: the simulated crowd of satcal simulate and satcal power.
+    platforms : dict
+        ``{platform: {key: value}}``, the ``[platforms.<name>]`` sections, each filled with
+        its platform's defaults; empty unless read from a study.toml.
+    """
 
     study: StudySection
     formulations: FormulationsSection
@@ -416,10 +489,6 @@ class Settings:
                    platforms={k: dict(v) for k, v in config.get("platforms", {}).items()})
 
 
-def _default_of(f):
-    return f.default_factory() if f.default is MISSING else f.default
-
-
 def default(dotted: str):
     """The default of a key, e.g. ``default("generator.min_per_cell")`` (for the CLI).
 
@@ -456,12 +525,6 @@ def choices(dotted: str) -> list:
 # ------------------------------------------------------------------------------------------
 # The template
 # ------------------------------------------------------------------------------------------
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return json.dumps(list(v) if isinstance(v, tuple) else v)
-
-
 def _comment(text: str) -> list[str]:
     return [f"# {line}" for line in text.split("\n")] if text else []
 

@@ -35,7 +35,38 @@ GRID_TRUTH = np.round(np.linspace(0, 1, 101), 2)
 
 @dataclass
 class UserModel:
-    """Parameters of the simulated crowd (see module docstring)."""
+    """Parameters of the simulated crowd (see module docstring).
+
+    Attributes
+    ----------
+    formulation : str
+        The truth formulation (a measure id, e.g. ``"lin-const"``) whose phi drives the curve.
+    intercept, slope : float
+        The true curve P(list satisfies w) = expit(intercept + u_w + slope * phi).
+    heterogeneity : float
+        The standard deviation of each worker's shift u_w of the intercept (>= 0).
+    workers : int
+        Workers in the crowd (>= 1).
+    spammers : float
+        Share of the workers, in [0, 1), who answer uniformly at random (rounded to a count).
+    position_bias : float
+        Probability, in [0, 0.5], that an honest undecided answer (both good or both bad)
+        becomes "A is better" in the order shown.
+    seed : int
+        Seed of every draw of the crowd.
+    undecided_preference : float
+        The joint model's answer process (:mod:`satcal.analysis.joint`): probability that a
+        user who likes both lists or neither still states a preference (0: the paper's case).
+    preference_accuracy : float
+        Probability that such a preference goes to the higher-phi list (1: the paper's case).
+    lapse : float
+        Probability, in [0, 0.5), that a user who likes exactly one list prefers the other
+        (0: the paper's case).
+    abandoned : float
+        Share, in [0, 1), of example answers whose page a worker took first and left
+        unfinished (the page then went to the worker who answered it); written by the platforms
+        that report such assignments (Toloka: expired or skipped; Label Studio: cancelled).
+    """
 
     formulation: str = "lin-const"
     intercept: float = -3.0

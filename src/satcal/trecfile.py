@@ -35,10 +35,16 @@ _SPARE = _MAX_ID_BYTES + 8
 
 @dataclass
 class TokenIds:
-    """A column of ids held as integer codes into its distinct values.
+    """A column of ids held as integer codes into its distinct values. Names (Python strings)
+    are decoded on first use.
 
-    ``codes[i]`` is row i's id; ``words[c]`` packs distinct id c into 64-bit words (zero
-    padded). Names (Python strings) are decoded on first use.
+    Attributes
+    ----------
+    codes : numpy.ndarray
+        int64, one per row: ``codes[i]`` is the index of row i's id among the distinct ids.
+    words : numpy.ndarray
+        (distinct ids, words per id) of 64-bit words: ``words[c]`` packs the bytes of
+        distinct id c, zero padded.
     """
 
     codes: np.ndarray

@@ -335,7 +335,40 @@ def parallel_map(func, tasks, n_jobs: int = 1, backend: str = "loky", progress: 
 
 @dataclass
 class BootstrapResult(ResultTables):
-    """Bootstrap distributions and intervals; see the module docstring."""
+    """Bootstrap distributions and intervals; see the module docstring.
+
+    Attributes
+    ----------
+    formulations : list of str
+        The formulations' ids, in the order of the arrays' F axis.
+    replicates : int
+        Bootstrap replicates B.
+    indicators : numpy.ndarray
+        (B, F, 3): b1, b2, b3 of each replicate and formulation (NaN where a fit failed).
+    curve_bands : dict
+        ``(formulation, curve) -> (lo, hi)``, ``curve`` ``"sat"`` or ``"pref"``: the 95%
+        percentile band of the fitted curve at each point of ``GRID`` (phi 0 to 1 by 0.001).
+    point_bands : dict
+        ``(formulation, curve) -> (lo, hi)``: the 95% percentile band of the observed rate in
+        each of the ``n_bins`` bins.
+    failed : pandas.DataFrame or None
+        One row per formulation: ``formulation`` and the replicates whose ``sat`` and ``pref``
+        fits failed to converge.
+    seed : int
+        Seed of the replicates' weights.
+    estimates : numpy.ndarray or None
+        (F, 3): the full-sample b1, b2, b3, the point estimates of the BC intervals.
+    joint : dict or None
+        The joint model's bootstrap (:func:`bootstrap_joint`): ``bands``, ``indicators``
+        (B, F, 3), ``thetas`` (B, F, 7), ``estimates`` (F, 3), and ``std_indicators``,
+        ``std_estimates`` when the standardised estimator ran; None without the joint model.
+    resampling : str
+        What a replicate resamples, a value of ``RESAMPLING`` (answers, examples, workers with
+        examples nested, or workers x examples).
+    clusters : int or None
+        How many independent units a replicate resamples (workers; the fewer of workers and
+        examples when crossed; examples; answers): the effect tests' small-sample correction.
+    """
 
     formulations: list[str]
     replicates: int

@@ -38,9 +38,30 @@ class CalibrationResult(ResultTables):
 
     Attributes
     ----------
-    fits, curves, points, bias, anova, model_check : pandas.DataFrame
+    fits : pandas.DataFrame
+        One row per formulation, curve (``sat``, ``pref``) and satisfaction model: the logit's
+        coefficients ``beta0``-``beta2``, their standard errors, n, successes, deviance, AIC,
+        convergence and whether the curve is monotone on [0, 1].
+    curves : pandas.DataFrame
+        Each fitted curve on the grid of phi (0 to 1 by 0.001): ``p``, its 95% band ``lo``,
+        ``hi``, the isotonic fit and whether the point is within the data's support.
+    points : pandas.DataFrame
+        The observed rate of each curve in each bin of phi or |dphi|.
+    bias : pandas.DataFrame
+        One row per formulation: the indicators b1, b2, b3 (and ``b1_joint``-``b3_joint``,
+        ``b1_std``-``b3_std`` when the joint model ran), with its gain, discount and family.
+    anova : pandas.DataFrame
+        Effects of gain and discount on each indicator (DCG family), with the bootstrap Wald
+        test's p-value when bootstrapped (:func:`satcal.analysis.effects.anova_table`).
+    model_check : pandas.DataFrame
+        Cross-validated log loss and Brier score of each curve's models (empty without folds).
     meta : dict
         Counts, options and the data notice (licence and citation) of the analysed study.
+    bootstrap : BootstrapResult or None
+        The bootstrap's distributions and intervals; None when not bootstrapped.
+    workers : pandas.DataFrame or None
+        The study's worker table (workers.csv), shown in the report; None for an analysis of
+        answers without a study directory.
     """
 
     fits: pd.DataFrame

@@ -266,11 +266,21 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
 class CurveData:
     """The rows of one curve of one formulation, with counts.
 
-    ``x``, ``y`` and ``w`` are the rows (score, outcome, count); ``obs`` gives, for every
-    observation in the order the per-answer data would list it, its row: the cross-validation
-    folds are drawn over observations, as if nothing had been collapsed. ``types`` is the
-    :class:`AnswerTypes` row behind each row (None: the rows are the types, in order), so a
-    bootstrap replicate's counts per type give its counts per row.
+    Attributes
+    ----------
+    x : numpy.ndarray
+        Each row's score: phi (satisfaction curve) or |dphi| (preference curve).
+    y : numpy.ndarray
+        Each row's outcome: 1 when satisfied (a both_good answer, not both_bad) or when the
+        answer prefers the higher-scored list, else 0.
+    w : numpy.ndarray
+        Each row's count: how many answers it stands for.
+    obs : numpy.ndarray
+        For every observation, in the order the per-answer data would list it, its row: the
+        cross-validation folds are drawn over observations, as if nothing had been collapsed.
+    types : numpy.ndarray or None
+        The :class:`AnswerTypes` row behind each row (None: the rows are the types, in order),
+        so a bootstrap replicate's counts per type give its counts per row.
     """
 
     x: np.ndarray

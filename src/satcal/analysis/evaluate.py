@@ -40,6 +40,7 @@ class Calibration:
     Parameters
     ----------
     formulation : str
+        The calibrated measure's id (e.g. ``"exp2-log2"``).
     sat, pref : numpy.ndarray
         beta of P(Sat|phi) and of P(Pref||dphi|) (quadratic logit).
     normalization, negatives : str
@@ -259,6 +260,22 @@ class EvaluationResult(ResultTables):
 
     Tables are long (one row per measure) with a ``formulation`` column; :attr:`side_by_side`
     puts each system's expected P(Sat) under every measure in one row.
+
+    Attributes
+    ----------
+    per_query : pandas.DataFrame
+        One row per system, query and measure: ``system``, ``query``, ``formulation``,
+        ``sat_model``, ``phi`` and its calibrated ``p_sat``.
+    per_system : pandas.DataFrame
+        One row per system and measure: ``system``, ``formulation``, ``sat_model``, ``queries``,
+        ``mean_phi``, ``expected_sat`` (the mean P(Sat) over queries) and its 95% t interval
+        ``sat_lo``, ``sat_hi`` (NaN with one query); best system first within each measure.
+    pairs : pandas.DataFrame
+        One row per pair of systems and measure: ``system_1``, ``system_2``, ``formulation``,
+        ``mean_dphi``, ``queries_1_higher``, ``queries_2_higher``, and the mean P(prefer)
+        ``p_prefer_1``, ``p_prefer_2`` and ``p_undecided`` (the rest).
+    formulations : list of str
+        The measures evaluated under, in the calibrations' order.
     """
 
     per_query: pd.DataFrame

@@ -42,9 +42,26 @@ def design(x, degree: int = 2) -> np.ndarray:
 class LogitFit:
     """A fitted logit curve P(y=1|x) = expit(beta . (1, x, x^2, ...)).
 
-    ``cov`` is the covariance of ``beta`` that :meth:`band` uses: the inverse Fisher
-    information (``cov_type = "model"``), or the cluster-robust sandwich when the rows were
-    fitted with clusters (``"cluster"``, see :func:`fit_logit`).
+    Attributes
+    ----------
+    beta : numpy.ndarray
+        The coefficients of 1, x, ..., x^degree (degree + 1 of them).
+    cov : numpy.ndarray
+        The (degree + 1) x (degree + 1) covariance of ``beta`` that :meth:`band` uses: the
+        inverse Fisher information (``cov_type = "model"``), or the cluster-robust sandwich
+        when the rows were fitted with clusters (``"cluster"``, see :func:`fit_logit`).
+    n : int
+        Observations fitted (the sum of the frequency weights).
+    successes : int
+        Observations with y = 1 (weighted).
+    deviance : float
+        The residual deviance, as of the fit to the uncollapsed rows.
+    aic : float
+        Akaike's information criterion of the fit.
+    converged : bool
+        The fit converged without (quasi-)separation; when False the coefficients may run off.
+    cov_type : str
+        ``"model"`` or ``"cluster"``: which covariance ``cov`` is.
     """
 
     beta: np.ndarray

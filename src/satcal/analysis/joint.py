@@ -224,7 +224,29 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
 @dataclass
 class JointFit:
     """A fitted joint model: parameters on the fitting scale, their covariance, and the
-    per-list curve s(phi) with its 95% band."""
+    per-list curve s(phi) with its 95% band.
+
+    Attributes
+    ----------
+    theta : numpy.ndarray
+        The 7 parameters on the fitting scale: b0, b1, b2, c0, c1, logit(delta),
+        logit(2 lambda) (:meth:`params` gives them on their natural scale).
+    cov : numpy.ndarray
+        7 x 7 covariance of ``theta``: the inverse observed information (its pseudo-inverse when
+        singular; NaN when even that gives a negative variance).
+    n : int
+        Answers fitted (the sum of the rows' counts).
+    converged : bool
+        The optimiser succeeded and the fit passed the maximum check (gradient ~ 0 and
+        curvature >= 0 in the free parameters).
+    loglik : float
+        The log-likelihood at ``theta``.
+    starts_agreeing : int
+        How many of the starts ended within 0.5 log-likelihood of the best.
+    flags : tuple of str
+        Plain-word flags of a degenerate or boundary fit, or of a fit that is not a maximum
+        (:func:`fit_flags`); empty when none.
+    """
 
     theta: np.ndarray
     cov: np.ndarray

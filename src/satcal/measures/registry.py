@@ -51,7 +51,9 @@ class Formulation:
     Parameters
     ----------
     gain : Gain
+        g, the gain of each relevance level.
     discount : Discount
+        d, the discount of each rank 1..k.
     normalization : str, default ``"max"``
         One of ``raw``, ``max``, ``ideal``, ``minmax``, ``ul1``, ``ul2``.
     negatives : {"keep", "zero"}, default ``"keep"``

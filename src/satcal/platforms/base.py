@@ -60,6 +60,38 @@ def swap_answer(code: str) -> str:
 
 @dataclass(frozen=True)
 class Platform:
+    """A crowdsourcing platform: how a batch is written for it and its result files read.
+
+    Attributes
+    ----------
+    name : str
+        Its name in study.toml (``presentation.platform``) and on the command line.
+    description : str
+        One line naming it and the files it takes.
+    write_batch : callable
+        ``write_batch(visible, key, out_dir, k, instructions, items_per_page,
+        answers_per_example=1[, settings=])``: writes the batch's files into ``out_dir`` and
+        returns their paths (a read-only format, ecir2015, raises).
+    read_results : callable
+        ``read_results(path)``: a result file as a table of ``RAW_ANSWER_COLUMNS``; a broken
+        file is a one-line error naming its line.
+    result_suffix : str
+        The suffix of its result files (``"csv"``, ``"tsv"``, ``"json"``); the simulated
+        crowd writes ``simulated/<name>-results.<suffix>``.
+    write_results : callable or None
+        ``write_results(answers, visible, key, path)``: writes simulated answers as the
+        platform's result file (the simulated crowd); None where it cannot.
+    reports_unfinished : bool
+        Whether its result file lists assignments left unfinished (the simulated crowd writes
+        them only where the platform does).
+    settings : tuple of Setting
+        The researcher's settings of the platform, ``[platforms.<name>]`` in study.toml;
+        ``write_batch`` then takes ``settings=`` (a dict of their values). Empty for none.
+    describe : callable or None
+        ``describe(settings, items_per_page, answers_per_example)``: the one line export
+        prints about those settings; None for none.
+    """
+
     name: str
     description: str
     write_batch: Callable
@@ -78,7 +110,23 @@ class Platform:
 
 @dataclass(frozen=True)
 class Setting:
-    """One key of ``[platforms.<name>]`` in study.toml: default, type, check and its meaning."""
+    """One key of ``[platforms.<name>]`` in study.toml: default, type, check and its meaning.
+
+    Attributes
+    ----------
+    name : str
+        The key.
+    default : object
+        Its value when study.toml leaves it out (filled in by the validation).
+    kind : type or tuple of type
+        The TOML type(s) accepted, e.g. ``int`` or ``(int, float)`` (a bool is not a number).
+    check : callable or None
+        A constraint on the value (True when it holds); None for none.
+    what : str
+        What it takes, in the words of the error on a bad value.
+    help : str
+        Its meaning, one line: the comment above it in the template.
+    """
 
     name: str
     default: object

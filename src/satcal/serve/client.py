@@ -17,7 +17,25 @@ __all__ = ["Form", "parse_form", "Participant", "Visit", "ServerProcess", "drive
 @dataclass
 class Form:
     """The first ``<form>`` of a page: where it goes, its hidden inputs, its radio groups (with
-    the text of the section each sits in) and its checkboxes."""
+    the text of the section each sits in) and its checkboxes.
+
+    Attributes
+    ----------
+    action : str
+        The form's ``action`` URL as written ("" submits to the page's own URL).
+    method : str
+        Its ``method``, lower case (``"get"`` unless stated).
+    hidden : dict
+        ``{name: value}`` of its hidden inputs.
+    radios : dict
+        ``{name: [value, ...]}``: each radio group's values, in page order.
+    radio_labels : dict
+        ``{(name, value): text}``: the text of each radio button's label.
+    context : dict
+        ``{name: text}``: the text of the ``<section>`` each radio group sits in.
+    checkboxes : dict
+        ``{name: value}`` of its checkboxes (``"on"`` for one without a value).
+    """
 
     action: str = ""
     method: str = "get"
@@ -115,7 +133,27 @@ def parse_form(html_text: str) -> Form | None:
 @dataclass
 class Visit:
     """What happened to one participant: pages answered, per-request latencies by page kind,
-    the answers submitted (form name -> value, by page token), and where they ended."""
+    the answers submitted (form name -> value, by page token), and where they ended.
+
+    Attributes
+    ----------
+    latencies : dict
+        ``{page kind: [seconds, ...]}``: each request's latency, by the path it went to
+        (``"entry"``, ``"page"``, ...; ``" (post)"`` appended for a submitted form).
+    submitted : dict
+        ``{assignment: {name: value}}``: the radio answers submitted on each page of items, by
+        the page's ``assignment`` token.
+    end_url : str
+        The completion redirect that left the server; "" when the visit ended on the server.
+    end_text : str
+        The last page's HTML when the visit ended on the server (an error, or a page without a
+        form to post).
+    errors : list of str
+        What went wrong: an HTTP error (``"<status> at <url>"``), ``"too many steps"`` or an
+        exception; empty when nothing did.
+    pages : int
+        Pages of items answered (a property).
+    """
 
     latencies: dict = field(default_factory=dict)
     submitted: dict = field(default_factory=dict)

@@ -24,7 +24,18 @@ log = logging.getLogger("satcal.serve")
 class Plan:
     """One refit's outcome: a priority per page (higher is handed out sooner; a page not named
     comes after every named one) and whether the study is closed (settled, or at its budget),
-    with the reason in words."""
+    with the reason in words.
+
+    Attributes
+    ----------
+    priorities : mapping of int to float
+        ``{page number: priority}``; higher is handed out sooner, an unnamed page after every
+        named one.
+    closed : bool
+        The study is settled or at its budget: no further page is handed out.
+    reason : str
+        Why it is closed, in words ("" while open).
+    """
 
     priorities: Mapping[int, float] = field(default_factory=dict)
     closed: bool = False

@@ -33,7 +33,49 @@ WAITING = "waiting"
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """study.toml ``[serve]`` and ``[design]`` as the server uses them."""
+    """study.toml ``[serve]`` and ``[design]`` as the server uses them.
+
+    Attributes
+    ----------
+    completion_code : str
+        ``serve.completion_code``: the Prolific code a participant who finishes is sent with
+        ("" for none).
+    failed_attention_code : str
+        ``serve.failed_attention_code``: the Prolific code for one who failed
+        ``attention_fail_limit`` attention checks ("" for none).
+    pages_per_participant : int
+        ``serve.pages_per_participant``: pages of items one participant answers.
+    attention_checks : int
+        ``serve.attention_checks``: instructional attention checks per participant.
+    attention_fail_limit : int
+        ``serve.attention_fail_limit``: failed attention checks that end a participation.
+    assignment_timeout_minutes : float
+        ``serve.assignment_timeout_minutes``: minutes before a page left unanswered goes to
+        someone else.
+    answers_per_example : int
+        ``design.answers_per_example``: answers each page's examples collect, each from
+        another participant.
+    instructions : str
+        ``presentation.instructions``: what participants are told.
+    title : str
+        The pages' title (not a study.toml key).
+    k : int
+        ``study.k``: documents per list.
+    min_traps : int
+        ``quality.min_traps``: traps each participant meets, served on top of the pages' own
+        items when the pages they get hold fewer (``traps_on_top``).
+    traps_on_top : bool
+        ``serve.traps_on_top``: show traps beyond a page's own items where it holds too few.
+    consent : str
+        ``serve.consent``: the consent text of the ethics board ("" for none).
+    duration_minutes : float
+        ``serve.duration_minutes``: the study's duration the consent page states (0: not
+        stated).
+    pay : str
+        ``serve.pay``: the pay the consent page states ("" for none).
+    contact : str
+        ``serve.contact``: whom participants contact ("" for none).
+    """
 
     completion_code: str = ""
     failed_attention_code: str = ""
@@ -109,7 +151,20 @@ class _Lost(Exception):
 @dataclass
 class PageView:
     """What the page template needs: the assignment token and the items in order (the
-    attention check, if any, among them)."""
+    attention check, if any, among them).
+
+    Attributes
+    ----------
+    token : str
+        The assignment token (32 hex digits) the page's form posts back.
+    position : int
+        The page's place among the participant's pages, from 1.
+    total : int
+        The participant's pages: ``pages_per_participant``, or the pages there are when fewer.
+    items : list of dict
+        The items in the order shown, each with its ``kind`` (``"item"``, or ``"attention"`` for
+        the attention check): the page's own, any trap shown on top, the attention check.
+    """
 
     token: str
     position: int
