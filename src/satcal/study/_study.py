@@ -26,7 +26,16 @@ from .tables import Tables, _read_documents
 
 @dataclass
 class Study(Tables, Staging, Manifest, DesignStages, Simulation, Archive, Analyses, Hosting):
-    """A study directory. Use :meth:`init` to create one and :meth:`open` to use it."""
+    """A study directory. Use :meth:`init` to create one and :meth:`open` to use it.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The study directory.
+    config : dict
+        study.toml as validated (defaults filled in), as read by :meth:`init` or :meth:`open`;
+        empty when constructed directly.
+    """
 
     path: Path
     config: dict = field(default_factory=dict)
