@@ -289,7 +289,7 @@ class QualitySection:
     trust_threshold: float = setting(0.7, _NUMBER, _share(0, 1), "a number in [0, 1]",
                                      "Trap accuracy below which a worker is excluded.",
                                      comment="Workers whose trap accuracy is below this are excluded from the analysis.")
-    min_traps: int = setting(3, int, lambda v: v >= 0, "an integer >= 0",
+    min_traps: int = setting(5, int, lambda v: v >= 0, "an integer >= 0",
                              "Traps a worker must answer before their trust counts.",
                              comment="Traps a worker must have answered before their trust counts (fewer let one slip decide).")
     screen_seconds_per_answer: float = setting(2.0, _NUMBER, lambda v: 0 <= v < 3600, "seconds, at least 0",
@@ -299,6 +299,12 @@ class QualitySection:
                                                        "shown side (first or second) in at least this share of one's answers.")
     screen_same_side: float = setting(0.9, _NUMBER, _share(0.5, 1, lo_open=True), "a share above 0.5, at most 1",
                                       "Flag workers choosing one shown side this often.", required=False)
+    straight_lining_alpha: float = setting(0.001, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
+                                           "Level of the test that excludes workers repeating one answer.",
+                                           required=False,
+                                           comment="Straight-liners are excluded: one answer (as shown) in at least 80% of 10 or more\n"
+                                                   "answers, far more often than the other workers give it (exact one-sided binomial\n"
+                                                   "test, Bonferroni over the four answers, at this level; 0 excludes nobody).")
     drop_traps: tuple = setting(kind=list, check=lambda v: all(isinstance(x, str) for x in v),
                                 what='a list of trap ids, e.g. ["trap03"]', factory=tuple, required=False,
                                 help="Traps left out of trust.",

@@ -47,7 +47,7 @@ class ServeSettings:
     k: int = 5
     #: traps each participant meets (quality.min_traps), served on top of the pages' own
     #: items when the pages they get hold fewer (``traps_on_top``)
-    min_traps: int = 3
+    min_traps: int = 5
     traps_on_top: bool = True
     #: what the consent page says besides the instructions
     consent: str = ""
