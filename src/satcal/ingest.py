@@ -188,7 +188,7 @@ class IngestReport(ResultTables):
         for reason, n in self.reasons.items():
             out.append(f"  {n} rows rejected: {reason}")
         excl = self.workers[self.workers["excluded"]]
-        reason = excl["reason"].astype(str)
+        reason = excl["reason"].astype(str) if len(excl) else pd.Series(dtype=str)
         attention, lined = int(reason.str.startswith("failed").sum()), int(reason.str.startswith("straight").sum())
         parts = [f"{len(excl) - attention - lined} trust below threshold"]
         parts += [f"{lined} straight-lining"] if lined else []
@@ -488,7 +488,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
-                 "too_fast", "same_side_share", "same_side"])
+                 "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
+                 "straight_lining_p", "straight_lining"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:

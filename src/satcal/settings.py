@@ -324,12 +324,17 @@ class SimulationSection:
                                    "Standard deviation of each worker's shift of the intercept.",
                                    comment="Standard deviation of each worker's own shift of the intercept.")
     workers: int = setting(60, int, _positive, "a positive integer", "Simulated workers.",
-                           comment="Workers, the share of spammers (random answers), and the position bias (extra\n"
-                                   "probability of answering \"A\" when undecided).")
+                           comment="Workers, the share of spammers, and the position bias (extra probability of\n"
+                                   "answering \"A\" when undecided).")
     spammers: float = setting(0.15, _NUMBER, _share(0, 1, hi_open=True), "a share in [0, 1)",
-                              "Share of spammers (random answers).")
+                              "Share of spammers (answering as spammer_kind says).")
     position_bias: float = setting(0.05, _NUMBER, _share(0, 0.5), "a number in [0, 0.5]",
                                    "Extra probability of answering A when undecided.")
+    spammer_kind: str = setting("random", choices=("random", "both_bad", "first", "mixed"),
+                                help="How spammers answer: random, both_bad, first (the side shown first) or mixed.",
+                                required=False,
+                                comment="How spammers answer: at random, \"both bad\" to everything, always the side shown first,\n"
+                                        "or mixed (the three in turn).")
     undecided_preference: float = setting(0.0, _NUMBER, _share(0, 1), "a probability",
                                           "P(a preference) of a user who likes both lists or neither.", required=False,
                                           comment="The answer process of the joint satisfaction model: a user who likes both lists or\n"
