@@ -306,6 +306,11 @@ def test_screening_warnings_name_what_the_design_cannot_give():
     few = screening_warnings(pages, traps[:2], 5, 3, True)
     assert len(few) == 1 and "has 2 trap(s), fewer than quality.min_traps = 3" in few[0]
     assert screening_warnings(pages, [], 5, 0, False) == []
+    # 2 pages of 2 items, plus traps on top up to 3: 4 + (3 - 2 x 20 / 213) = 6.8 answers, under the
+    # 10 the straight-lining test needs
+    small = {p: [f"i{p}-{j}" for j in range(2)] for p in range(1, 214)}
+    short = screening_warnings(small, [f"i{p}-0" for p in range(1, 21)], 2, 3, True)
+    assert len(short) == 1 and "gives about 7 answers (2 pages), fewer than the 10 the straight-lining" in short[0]
 
 
 def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
