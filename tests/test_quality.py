@@ -50,9 +50,11 @@ def test_exclusion_weighs_the_evidence_of_few_traps_by_hand():
 
 
 def test_min_traps_before_trap_trust_counts():
-    a = pd.DataFrame({"worker_id": ["a", "a"], "is_trap": [True, False], "correct": [False, ""]})
-    w = worker_table(a, threshold=0.7, min_traps=3)
-    assert w["trust_source"].iloc[0] == "none" and not w["excluded"].iloc[0]
+    a = pd.DataFrame({"worker_id": ["a", "a", "b"], "is_trap": [True, False, False], "correct": [False, "", ""]})
+    w = worker_table(a, threshold=0.7, min_traps=3).set_index("worker_id")
+    assert w.loc["a", "trust_source"] == "none" and not w.loc["a", "excluded"]
+    assert w.loc["a", "reason"] == "1 trap seen, fewer than min_traps = 3: trust unknown, kept"
+    assert w.loc["b", "reason"] == "no traps seen: trust unknown, kept"
 
 
 def test_dawid_skene_is_an_optional_extra(monkeypatch):

@@ -200,7 +200,9 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         elif row.excluded:
             reasons.append(f"trust {row.trust:.2f} < {threshold:.2f} (platform)")
         elif row.trust_source == "none":
-            reasons.append("no traps seen: trust unknown, kept")
+            reasons.append("no traps seen: trust unknown, kept" if not row.traps_seen else
+                           f"{row.traps_seen} trap{'s' if row.traps_seen != 1 else ''} seen, fewer than min_traps = "
+                           f"{max(min_traps, 1)}: trust unknown, kept")
         else:
             reasons.append("")
     table["reason"] = reasons
