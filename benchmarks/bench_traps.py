@@ -59,8 +59,8 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random"):
 
 CASES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random", "mixed")),
          ("0-3", 1, "0-3 (DL 2019)", ("random", "mixed")),
-         ("0-3", 99, "0-3, level 3 rare", ("mixed",)),
-         ("0-2", 1, "0-2", ("mixed",)))
+         ("0-3", 99, "0-3, level 3 rare", ("random", "mixed")),
+         ("0-2", 1, "0-2", ("random", "mixed")))
 
 
 def main():
