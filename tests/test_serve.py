@@ -491,6 +491,7 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
         if len(own) >= 10 and x / len(own) >= 0.8 and p < 0.001:
             lined.add(worker)
     assert "BOTHBAD" in lined and len(valid[valid["worker_id"] == "BOTHBAD"]) >= 10
+    by_traps = set(low)
     low |= lined
     assert set(w.index[w["excluded"]]) == (failed | low) & set(w.index) and "CARELESS" in failed
     assert set(failed) <= set(truth["spammers"]) | {"CARELESS", "BOTHBAD"}
@@ -507,6 +508,11 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     assert '"simulated": true' in flat and f'"simulated_share": {share}' in flat
     html = (ws.path / "analysis" / "report.html").read_text()
     assert "Simulated answers." in html and f"yes, {100 * share:.0f}% of the answers" in html
+    # the workers section counts each exclusion once, by the first reason: traps, straight-lining, attention
+    seen = set(w.index)
+    counts = (len(by_traps & seen), len((lined - by_traps) & seen), len((failed - by_traps - lined) & seen))
+    assert (f"{counts[0]} whose trap answers put their trust below the threshold, {counts[1]} who straight-lined"
+            in " ".join(html.split())) and f"and {counts[2]} who failed attention checks" in " ".join(html.split())
     # keep_failed_attention keeps those who failed attention checks but not traps
     ws = _configure(ws, keep_failed_attention=True)
     kept_report = ws.ingest([], platform="serve")
