@@ -300,7 +300,7 @@ def test_toloka_settings_come_from_study_toml(tmp_path):
     assert pool.reward_per_assignment == 0.3
     rule = pool.quality_control.configs[0].rules[0]
     assert rule.action.parameters.duration == 3 and rule.action.parameters.duration_unit.value == "DAYS"
-    assert [c.value for c in rule.conditions] == [3, 60]
+    assert [c.value for c in rule.conditions] == [5, 60]  # control_min_answers: the template's 5
     ws = Workspace.open(ws.path)
     for platform, file, needle in (("appen", "job-settings.txt", "payment_per_assignment_cents = 45"),
                                    ("labelstudio", "project.json", '"overlap_cohort_percentage": 50')):
