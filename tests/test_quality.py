@@ -244,3 +244,7 @@ def test_straight_lining_is_an_exact_binomial_test_against_the_other_workers():
     assert w.loc["line", "reason"].startswith("straight-lining: answered both_bad in 100% of 20 answers")
     assert not w.loc["o1", "excluded"] and not w.loc["mild", "excluded"]
     assert not worker_table(traps, 0.7, 3, straight_alpha=0).set_index("worker_id").loc["line", "excluded"]
+    # the others gave 8 answers, under the 10 a rate needs: no test (with them, 'line' has p = 0)
+    pair = pd.concat([worker("line", {"both_bad": 20}), worker("o", {"a_better": 8})], ignore_index=True)
+    alone = straight_lining(pair).loc["line"]
+    assert np.isnan(alone["straight_lining_p"]) and not alone["straight_lining"]

@@ -228,7 +228,8 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
     answering c at rate p0 = (X_c - x) / (N - n) (X_c of N answers in all), the p-value is
     min(1, 4 P(Bin(n, p0) >= x)): an exact one-sided binomial test, Bonferroni-corrected over
     the four codes since c was picked by the data (Bonferroni; Dunn 1961, JASA 56). A worker
-    straight-lines when n >= ``min_answers``, x / n >= ``share`` and p < ``alpha``. Shown
+    straight-lines when n >= ``min_answers``, x / n >= ``share`` and p < ``alpha``; with fewer
+    than ``min_answers`` answers from the others there is no rate to test against. Shown
     codes, not canonical ones, so a worker always picking the side shown first counts too.
 
     Parameters
@@ -268,8 +269,9 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
     with np.errstate(invalid="ignore", divide="ignore"):
         p0 = np.where(others > 0, (totals[top] - x) / np.maximum(others, 1), np.nan)
         own = np.where(n > 0, x / np.maximum(n, 1), np.nan)
-    # P(X >= x) = sf(x - 1); with no other worker there is no crowd rate to test against
-    p = np.where(others > 0, np.minimum(1.0, N_ANSWER_CODES * binom.sf(x - 1, n, np.nan_to_num(p0))), np.nan)
+    # P(X >= x) = sf(x - 1); fewer than min_answers answers of others give no crowd rate to test against
+    p = np.where(others >= max(min_answers, 1),
+                 np.minimum(1.0, N_ANSWER_CODES * binom.sf(x - 1, n, np.nan_to_num(p0))), np.nan)
     out["top_answer"] = np.where(n > 0, counts.columns.to_numpy()[top], "")
     out["top_answer_share"] = own
     out["crowd_share"] = p0
