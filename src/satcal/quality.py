@@ -257,14 +257,23 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
     out["straight_lining"] = False
     if "answer_shown" not in answers.columns or not len(answers):
         return out
-    shown = answers["answer_shown"].fillna("").astype(str)
-    counts = pd.crosstab(answers["worker_id"], shown[shown != ""]).reindex(workers, fill_value=0)
-    n = counts.sum(axis=1).to_numpy()
-    if not counts.shape[1]:
+    # answers per worker and code, by integer codes (a crosstab is slow on millions of rows)
+    code, names = pd.factorize(answers["answer_shown"], sort=True)  # missing -> -1
+    keep = names.astype(str) != ""
+    remap = np.where(keep, np.cumsum(keep) - 1, -1)
+    names = names[keep]
+    code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
+    given = code >= 0
+    if not given.any():
         return out
-    top = counts.to_numpy().argmax(axis=1)
-    x = counts.to_numpy()[np.arange(len(workers)), top]
-    totals = counts.sum(axis=0).to_numpy()
+    who_all, who_names = pd.factorize(answers["worker_id"], sort=True)
+    who = workers.get_indexer(who_names)[who_all[given]]
+    code = code[given]
+    table = np.bincount(who * len(names) + code, minlength=len(workers) * len(names)).reshape(len(workers), len(names))
+    n = table.sum(axis=1)
+    top = table.argmax(axis=1)
+    x = table[np.arange(len(workers)), top]
+    totals = table.sum(axis=0)
     others = n.sum() - n
     with np.errstate(invalid="ignore", divide="ignore"):
         p0 = np.where(others > 0, (totals[top] - x) / np.maximum(others, 1), np.nan)
@@ -272,7 +281,7 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
     # P(X >= x) = sf(x - 1); fewer than min_answers answers of others give no crowd rate to test against
     p = np.where(others >= max(min_answers, 1),
                  np.minimum(1.0, N_ANSWER_CODES * binom.sf(x - 1, n, np.nan_to_num(p0))), np.nan)
-    out["top_answer"] = np.where(n > 0, counts.columns.to_numpy()[top], "")
+    out["top_answer"] = np.where(n > 0, np.asarray(names, dtype=object)[top], "")
     out["top_answer_share"] = own
     out["crowd_share"] = p0
     out["straight_lining_p"] = p
