@@ -1,12 +1,14 @@
-"""Built-in traps on TREC-like graded judgments: how many honest simulated workers they exclude
-and how many spammers they catch (issue 21).
+"""Built-in traps and the straight-lining test on TREC-like graded judgments: how many honest
+simulated workers they exclude and how many spammers they catch (issue 21).
 
 For each judgments shape (levels -2..4 with a rare top level as in TREC Web 2011-2014, 0-3 as
-TREC DL 2019, 0-2) and seed: init (k = 10), generate (4 formulations, min_per_cell 1), export to
-Toloka, simulate 60 workers (15% spammers, the template's user model), ingest with the
-template's trust threshold (0.7). Prints, per shape, the honest workers excluded and the
-spammers caught over the seeds, and the lowest per-trap accuracy among otherwise trusted
-workers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
+TREC DL 2019, 0-2), spammer kind and seed: init (k = 10), generate (4 formulations,
+min_per_cell 1), export to Toloka, simulate 60 workers (15% spammers, the template's user
+model; spammers answering at random, or "mixed": random, "both bad" to everything and always
+the side shown first, in turn), ingest with the template's settings (trust threshold 0.7,
+straight_lining_alpha 0.001). Prints, per shape and kind, the honest workers excluded and the
+spammers caught over the seeds (by kind), and the lowest per-trap accuracy among otherwise
+trusted workers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
 import re
 import sys
@@ -23,7 +25,9 @@ from test_trap_validity import SHAPES, trec_like  # noqa: E402
 SEEDS = range(5)
 
 
-def run(shape: str, seed: int, top_in_every: int):
+def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random"):
+    """One simulated Toloka study; returns (honest excluded, honest, {kind: (caught, spammers)},
+    lowest trusted trap accuracy, honest workers excluded for straight-lining)."""
     from satcal.workspace import Workspace
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -32,6 +36,7 @@ def run(shape: str, seed: int, top_in_every: int):
         text = (ws.path / "study.toml").read_text()
         text = re.sub(r"(?m)^gains = .*$", 'gains = ["lin", "exp2"]', text)
         text = re.sub(r"(?m)^discounts = .*$", 'discounts = ["log2", "const"]', text)
+        text = re.sub(r'(?m)^spammer_kind = .*$', f'spammer_kind = "{spammer_kind}"', text)
         (ws.path / "study.toml").write_text(text)
         ws = Workspace.open(ws.path)
         ws.generate()
@@ -41,22 +46,40 @@ def run(shape: str, seed: int, top_in_every: int):
         w = ws.table("workers.csv")
         spam = w["worker_id"].isin(truth["spammers"])
         excluded = w["excluded"] == "True"
+        lined = w["straight_lining"] == "True"
+        kinds = truth["spammer_kinds"]
+        by_kind = {}
+        for kind in sorted(set(kinds.values())):
+            ids = w["worker_id"].isin([s for s, k in kinds.items() if k == kind])
+            by_kind[kind] = (int((excluded & ids).sum()), int(ids.sum()))
         traps = ws.table("traps_report.csv")
-        return (int((excluded & ~spam).sum()), int((~spam).sum()), int((excluded & spam).sum()), int(spam.sum()),
-                float(traps["trusted_accuracy"].astype(float).min()))
+        return (int((excluded & ~spam).sum()), int((~spam).sum()), by_kind,
+                float(traps["trusted_accuracy"].astype(float).min()), int((lined & ~spam).sum()))
+
+
+CASES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random", "mixed")),
+         ("0-3", 1, "0-3 (DL 2019)", ("random", "mixed")),
+         ("0-3", 99, "0-3, level 3 rare", ("random", "mixed")),
+         ("0-2", 1, "0-2", ("random", "mixed")))
 
 
 def main():
     warnings.simplefilter("ignore")
-    print(f"{'judgments':<28} {'honest excluded':>16} {'spammers caught':>16} {'min trap acc.':>14}")
-    for shape, top_in_every, label in (("-2..4", 99, "-2..4, level 4 rare (Web)"), ("0-3", 1, "0-3 (DL 2019)"),
-                                       ("0-3", 99, "0-3, level 3 rare"), ("0-2", 1, "0-2")):
-        rows = np.array([run(shape, s, top_in_every) for s in SEEDS])
-        n = rows[:, :4].sum(axis=0).astype(int)
-        print(f"{label:<28} {n[0]:>6} of {n[1]:<6} {n[2]:>6} of {n[3]:<6}"
-              f" {rows[:, 4].min():>14.3f}")
-
-
+    print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds x 60 workers (15% spammers)")
+    print(f"{'judgments':<28} {'spammers':<8} {'honest excluded':>17} {'(straight-l.)':>13}  "
+          f"{'spammers caught, by kind':<44} {'min trap acc.':>13}")
+    for shape, top_in_every, label, kinds in CASES:
+        for kind in kinds:
+            rows = [run(shape, s, top_in_every, kind) for s in SEEDS]
+            honest_ex, honest = sum(r[0] for r in rows), sum(r[1] for r in rows)
+            caught = {}
+            for r in rows:
+                for k, (c, n) in r[2].items():
+                    got = caught.get(k, (0, 0))
+                    caught[k] = (got[0] + c, got[1] + n)
+            text = ", ".join(f"{k} {c} of {n}" for k, (c, n) in caught.items())
+            print(f"{label:<28} {kind:<8} {honest_ex:>6} of {honest:<4} ({100 * honest_ex / honest:3.1f}%) "
+                  f"{sum(r[4] for r in rows):>5}         {text:<44} {min(r[3] for r in rows):>13.3f}", flush=True)
 
 
 def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int = 10):
@@ -103,8 +126,7 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
     sub = pd.concat(rows, ignore_index=True)
     spam = sub.groupby("worker_id")["spam"].first()
     old = sub.groupby("worker_id")["correct"].mean() < 0.7
-    new = worker_table(sub[["worker_id", "example_id", "is_trap", "correct", "expected"]], 0.7,
-                       min(3, per_participant))
+    new = worker_table(sub[["worker_id", "example_id", "is_trap", "correct", "expected"]], 0.7, per_participant)
     new = new.set_index("worker_id")["excluded"].reindex(spam.index)
     count = lambda ex: (int((ex & ~spam).sum()), int((~spam).sum()), int((ex & spam).sum()), int(spam.sum()))
     return count(old) + count(new.astype(bool))
@@ -112,7 +134,8 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
 
 def main_hosted():
     warnings.simplefilter("ignore")
-    print(f"\nhosted-study shape: participants meeting few traps (k = 10; 5 seeds x 60 workers x 10 draws)")
+    print(f"\nhosted-study shape: participants meeting few traps, random spammers (k = 10; {len(SEEDS)} seeds x 60 "
+          "workers x 10 draws; min_traps = the traps met)")
     print(f"{'judgments':<28} {'traps':>5} {'raw share: honest excl.':>24} {'caught':>14} "
           f"{'evidence: honest excl.':>24} {'caught':>14}")
     for shape, top_in_every, label in (("-2..4", 99, "-2..4, level 4 rare (Web)"), ("0-3", 1, "0-3 (DL 2019)"),

@@ -228,8 +228,8 @@ def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(ada
         _ingest(ws, path)
     keys = _keys_of(ws)
     assert sorted(keys) == [1, 2, 3]
-    # 4 pages of 5 items; traps: the pool's share of them, at least quality.min_traps (3)
-    traps = min(n_traps, 19, max(3, int(np.ceil(20 * n_traps / (len(examples) + n_traps)))))
+    # 4 pages of 5 items; traps: the pool's share of them, at least quality.min_traps
+    traps = min(n_traps, 19, max(ws["quality.min_traps"], int(np.ceil(20 * n_traps / (len(examples) + n_traps)))))
     asked = []
     for batch, key in keys.items():
         assert len(key) == 20 and key["page"].astype(int).max() == 4

@@ -102,7 +102,7 @@ def test_power_cli_reads_every_simulation_key():
     keys = tomllib.loads(section)
     changed = {"formulation": "exp2-log2", "intercept": -2.5, "slope": 5.0, "heterogeneity": 0.7,
                "workers": 40, "spammers": 0.1, "position_bias": 0.08, "undecided_preference": 0.2,
-               "preference_accuracy": 0.9, "lapse": 0.05, "abandoned": 0.01}
+               "preference_accuracy": 0.9, "lapse": 0.05, "abandoned": 0.01, "spammer_kind": "mixed"}
     assert set(keys) == set(changed)
     model = asdict(UserModel.from_settings(SimulationSection(**changed), seed=3))
     assert {k: model[k] for k in changed} == changed

@@ -50,9 +50,11 @@ def test_exclusion_weighs_the_evidence_of_few_traps_by_hand():
 
 
 def test_min_traps_before_trap_trust_counts():
-    a = pd.DataFrame({"worker_id": ["a", "a"], "is_trap": [True, False], "correct": [False, ""]})
-    w = worker_table(a, threshold=0.7, min_traps=3)
-    assert w["trust_source"].iloc[0] == "none" and not w["excluded"].iloc[0]
+    a = pd.DataFrame({"worker_id": ["a", "a", "b"], "is_trap": [True, False, False], "correct": [False, "", ""]})
+    w = worker_table(a, threshold=0.7, min_traps=3).set_index("worker_id")
+    assert w.loc["a", "trust_source"] == "none" and not w.loc["a", "excluded"]
+    assert w.loc["a", "reason"] == "1 trap seen, fewer than min_traps = 3: trust unknown, kept"
+    assert w.loc["b", "reason"] == "no traps seen: trust unknown, kept"
 
 
 def test_dawid_skene_is_an_optional_extra(monkeypatch):
@@ -202,3 +204,47 @@ def test_failed_attention_checks_exclude_at_the_limit_and_are_kept_when_asked():
     assert list(exclude_failed_attention(workers, failures, 1)["excluded"]) == [True, True, True]
     kept = exclude_failed_attention(workers, failures, None).set_index("worker_id")
     assert list(kept["excluded"]) == [False, False, True] and list(kept["attention_failed"]) == [2, 1, 0]
+
+
+def test_straight_lining_is_an_exact_binomial_test_against_the_other_workers():
+    """'line' answers both_bad (as shown) 20 times of 20; the other workers give both_bad 58 of
+    their 158 answers, so its p-value is 4 P(Bin(20, 58/158) >= 20), scipy's exact binomial test
+    times the four codes. 'lenient' gives both_good 24 of 30 (80%), far above the others' rate:
+    excluded too. 'mild' answers
+    both_bad 23 of 30 (77%, under the 80% share): kept, whatever its p-value. A worker with 8
+    answers all one code is under the 10 answers needed."""
+    from scipy.stats import binomtest
+    from satcal.quality import straight_lining
+
+    def worker(w, counts):
+        return pd.DataFrame({"worker_id": w, "answer_shown": [c for c, n in counts.items() for _ in range(n)]})
+    a = pd.concat([worker("line", {"both_bad": 20}),
+                   worker("o1", {"both_bad": 8, "a_better": 11, "b_better": 8, "both_good": 3}),
+                   worker("o2", {"both_bad": 9, "a_better": 9, "b_better": 9, "both_good": 3}),
+                   worker("o3", {"both_bad": 10, "a_better": 10, "b_better": 10}),
+                   worker("lenient", {"both_good": 24, "a_better": 6}),
+                   worker("mild", {"both_bad": 23, "a_better": 7}),
+                   worker("short", {"both_bad": 8})], ignore_index=True)
+    s = straight_lining(a).loc[["line", "lenient", "mild", "short"]]
+    # the other workers' answers, counted here: everything but the worker's own
+    def crowd(w, code):
+        others = a[a["worker_id"] != w]
+        return (others["answer_shown"] == code).mean()
+    for w, code, x, n in (("line", "both_bad", 20, 20), ("lenient", "both_good", 24, 30), ("mild", "both_bad", 23, 30)):
+        p0 = crowd(w, code)
+        assert s.loc[w, "top_answer"] == code and s.loc[w, "crowd_share"] == pytest.approx(p0)
+        assert s.loc[w, "straight_lining_p"] == pytest.approx(min(1, 4 * binomtest(x, n, p0, alternative="greater").pvalue))
+    assert s.loc["line", "crowd_share"] == pytest.approx((8 + 9 + 10 + 23 + 8) / (5 * 30 + 8))  # hand count
+    assert s["straight_lining"].to_dict() == {"line": True, "lenient": True, "mild": False, "short": False}
+    assert s.loc["mild", "straight_lining_p"] < 0.001  # significant, but not one code often enough
+    # in worker_table: excluded with the reason, even though every trap it met accepted both_bad
+    traps = a.assign(is_trap=a["worker_id"] == "line", correct=a["worker_id"] == "line", expected="a_better;both_bad")
+    w = worker_table(traps, threshold=0.7, min_traps=3).set_index("worker_id")
+    assert w.loc["line", "trust"] == 1.0 and w.loc["line", "excluded"]
+    assert w.loc["line", "reason"].startswith("straight-lining: answered both_bad in 100% of 20 answers")
+    assert not w.loc["o1", "excluded"] and not w.loc["mild", "excluded"]
+    assert not worker_table(traps, 0.7, 3, straight_alpha=0).set_index("worker_id").loc["line", "excluded"]
+    # the others gave 8 answers, under the 10 a rate needs: no test (with them, 'line' has p = 0)
+    pair = pd.concat([worker("line", {"both_bad": 20}), worker("o", {"a_better": 8})], ignore_index=True)
+    alone = straight_lining(pair).loc["line"]
+    assert np.isnan(alone["straight_lining_p"]) and not alone["straight_lining"]

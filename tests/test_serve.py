@@ -270,6 +270,8 @@ def test_every_participant_meets_min_traps_spread_over_their_pages(served_ws):
     or what the pages themselves held, walked again here page by page; none twice."""
     ws = _configure(served_ws, pages_per_participant=4, answers_per_example=6, attention_checks=0,
                     traps_on_top=True)
+    m = ws["quality.min_traps"]
+    assert m == 5  # the default
     study = _study(ws)
     key = ws.table("key.csv").set_index("item_id")
     trap_ids = set(key.index[key["is_trap"] == "True"])
@@ -283,12 +285,12 @@ def test_every_participant_meets_min_traps_spread_over_their_pages(served_ws):
             page = page_of[[i for i in ids if i not in trap_ids][0]] if set(ids) - trap_ids else None
             natives = [i for i in ids if i in trap_ids and page_of[i] == page]
             extras = [i for i in ids if i in trap_ids and page_of[i] != page]
-            target = -(-3 * (j + 1) // 4)  # m = 3 (quality.min_traps), P = 4
+            target = -(-m * (j + 1) // 4)  # m = quality.min_traps, P = 4
             assert len(extras) == max(0, target - len(met) - len(natives))
             assert set(ids) >= set(page_of.index[page_of == page])  # the page's own items all there
             met += natives + extras
             assert study.submit(pid, view.token, {f"answer-{i}": "both_bad" for i in ids}) == "stored"
-        assert len(met) == len(set(met)) >= 3  # met min_traps, never one trap twice
+        assert len(met) == len(set(met)) >= m  # met min_traps, never one trap twice
     stored = _stored(ws)
     assert not stored.duplicated(["worker_id", "item_id"]).any()
 
@@ -304,6 +306,11 @@ def test_screening_warnings_name_what_the_design_cannot_give():
     few = screening_warnings(pages, traps[:2], 5, 3, True)
     assert len(few) == 1 and "has 2 trap(s), fewer than quality.min_traps = 3" in few[0]
     assert screening_warnings(pages, [], 5, 0, False) == []
+    # 2 pages of 2 items, plus traps on top up to 3: 4 + (3 - 2 x 20 / 213) = 6.8 answers, under the
+    # 10 the straight-lining test needs
+    small = {p: [f"i{p}-{j}" for j in range(2)] for p in range(1, 214)}
+    short = screening_warnings(small, [f"i{p}-0" for p in range(1, 21)], 2, 3, True)
+    assert len(short) == 1 and "gives about 7 answers (2 pages), fewer than the 10 the straight-lining" in short[0]
 
 
 def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
@@ -420,6 +427,7 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     """The documented dry run (serve, simulate --serve, ingest, analyze) is reported as
     simulated, and its attention failures and trap-failing participants are excluded."""
     import json
+    import zlib
     from satcal.serve.client import ServerProcess, drive
     ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2, traps_on_top=True)
     with ServerProcess(ws.path) as server:
@@ -427,8 +435,10 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
         # like the simulated crowd's but who enters without its token
         shown = ws.table("key.csv").set_index("item_id")["expected_shown"].str.split(";").str[0]
 
-        def careful(form):
-            return {name: asked or (shown[name[7:]] if shown.get(name[7:], "") else "both_good")
+        codes = ("a_better", "b_better", "both_good", "both_bad")
+
+        def careful(form):  # right on traps and checks; examples answered by their lists, varied
+            return {name: asked or (shown[name[7:]] if shown.get(name[7:], "") else codes[zlib.crc32(name.encode()) % 4])
                     for name, asked in attentive_asked(form).items()}
         drive(server.url, ["REAL1", "SIM-9999"], concurrency=2, choose=careful)
 
@@ -437,6 +447,10 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
             return {name: [v for v in form.radios[name] if v != asked][0] if asked else right[name]
                     for name, asked in attentive_asked(form).items()}
         drive(server.url, ["CARELESS"], concurrency=1, choose=careless)
+
+        def straight(form):  # "both bad" to everything, attention checks included
+            return {name: "both_bad" for name in form.radios}
+        drive(server.url, ["BOTHBAD"], concurrency=1, choose=straight)
         visits, truth = ws.simulate_served(server.url, concurrency=8)
     assert truth["errors"] == [] and truth["pages"] == sum(v.pages for v in visits) > 0
     report = ws.ingest([ws.snapshot_served(None, ws.path / "snap")], platform="serve")
@@ -448,10 +462,11 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     w = report.workers.set_index("worker_id")
     assert set(w.index[w["simulated"]]) == sim & set(w.index)
     # screening, computed again from the stored responses and the key: every participant with
-    # both pages met min_traps (3) traps; excluded = failed an attention check (limit 1) or, over
-    # 3 or more traps, trap answers likelier at chance than at accuracy 0.7 (a trap with c of the
+    # both pages met min_traps (5) traps; excluded = failed an attention check (limit 1) or, over
+    # 5 or more traps, trap answers likelier at chance than at accuracy 0.7 (a trap with c of the
     # 4 codes accepted: log(c/0.7) when right, log((1-c)/0.3) when missed, summed > 0) or a
-    # one-sided binomial p of "accuracy >= 0.7" under 0.05
+    # one-sided binomial p of "accuracy >= 0.7" under 0.05, or straight-lining: one shown answer
+    # in >= 80% of 10+ answers and 4 x scipy's one-sided binomial p against the others' rate < 0.001
     key = ws.table("key.csv").set_index("item_id")
     items = stored[stored["status"] == ""].join(key[["is_trap", "swapped", "expected"]], on="item_id")
     traps = items[items["is_trap"] == "True"]
@@ -463,12 +478,23 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     per = pd.DataFrame({"n": traps.groupby("worker_id").size(), "right": right.groupby(traps["worker_id"]).sum(),
                         "evidence": pd.Series(evidence, index=traps.index).groupby(traps["worker_id"]).sum()})
     pages = stored[stored["status"] == ""].groupby("worker_id")["page_token"].nunique()
-    assert (per.reindex(pages.index[pages == 2])["n"] >= 3).all()
+    assert (per.reindex(pages.index[pages == 2])["n"] >= 5).all()
     failed = set(stored.loc[stored["attention_passed"] == "no", "worker_id"])
-    from scipy.stats import binom
-    low = set(per.index[(per["n"] >= 3) & ((per["evidence"] > 0) | (binom.cdf(per["right"], per["n"], 0.7) < 0.05))])
+    from scipy.stats import binom, binomtest
+    low = set(per.index[(per["n"] >= 5) & ((per["evidence"] > 0) | (binom.cdf(per["right"], per["n"], 0.7) < 0.05))])
+    valid = items[items["is_trap"].notna()]  # answers to the batch's items (not attention checks)
+    lined = set()
+    for worker, own in valid.groupby("worker_id"):
+        code, x = own["answer"].value_counts().sort_index().idxmax(), own["answer"].value_counts().max()
+        others = valid[valid["worker_id"] != worker]["answer"]
+        p = min(1, 4 * binomtest(int(x), len(own), (others == code).mean(), alternative="greater").pvalue)
+        if len(own) >= 10 and x / len(own) >= 0.8 and p < 0.001:
+            lined.add(worker)
+    assert "BOTHBAD" in lined and len(valid[valid["worker_id"] == "BOTHBAD"]) >= 10
+    by_traps = set(low)
+    low |= lined
     assert set(w.index[w["excluded"]]) == (failed | low) & set(w.index) and "CARELESS" in failed
-    assert set(failed) <= set(truth["spammers"]) | {"CARELESS"}
+    assert set(failed) <= set(truth["spammers"]) | {"CARELESS", "BOTHBAD"}
     assert not w.loc["REAL1", "excluded"] and not w.loc["SIM-9999", "excluded"]
     assert set(report.answers["worker_id"]).isdisjoint(failed | low)
     # the report carries the simulated share, with the banner
@@ -482,11 +508,18 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     assert '"simulated": true' in flat and f'"simulated_share": {share}' in flat
     html = (ws.path / "analysis" / "report.html").read_text()
     assert "Simulated answers." in html and f"yes, {100 * share:.0f}% of the answers" in html
+    # the workers section counts each exclusion once, by the first reason: traps, straight-lining, attention
+    seen = set(w.index)
+    counts = (len(by_traps & seen), len((lined - by_traps) & seen), len((failed - by_traps - lined) & seen))
+    assert (f"{counts[0]} whose trap answers put their trust below the threshold, {counts[1]} who straight-lined"
+            in " ".join(html.split())) and f"and {counts[2]} who failed attention checks" in " ".join(html.split())
     # keep_failed_attention keeps those who failed attention checks but not traps
     ws = _configure(ws, keep_failed_attention=True)
     kept_report = ws.ingest([], platform="serve")
     kw = kept_report.workers.set_index("worker_id")
     assert set(kw.index[kw["excluded"]]) == low & set(kw.index) and not kw.loc["CARELESS", "excluded"]
+    # keeping those who failed attention checks does not keep a straight-liner
+    assert kw.loc["BOTHBAD", "excluded"] and kw.loc["BOTHBAD", "straight_lining"]
     assert (kw.loc[sorted(failed & set(kw.index)), "attention_failed"] >= 1).all()
 
 

@@ -154,10 +154,19 @@ def _study(tmp_path, shape, k=10, min_per_cell=1, top_in_every=20, platform="tol
 
 @pytest.mark.parametrize("shape", ["-2..4", "0-3"])
 def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, shape):
-    """The issue's 'done when': TREC-like graded judgments, k = 10; honest workers and spammers;
-    the spammers are excluded and fewer than 5% of honest workers; a per-trap table."""
+    """The issue's 'done when': TREC-like graded judgments, k = 10; honest workers and spammers
+    of three kinds (random, "both bad" to everything, always the side shown first); the
+    spammers are excluded and fewer than 5% of honest workers; a per-trap table. Level 4 (or 3)
+    is rare, so every built-in trap accepts "both bad": the straight-liners are caught by the
+    straight-lining test, not by traps."""
+    from scipy.stats import binomtest
     ws = _study(tmp_path, shape)
+    text = (ws.path / "study.toml").read_text()
+    (ws.path / "study.toml").write_text(text.replace('spammer_kind = "random"', 'spammer_kind = "mixed"'))
+    from satcal.workspace import Workspace
+    ws = Workspace.open(ws.path)
     ws.generate()
+    assert ws.table("traps.csv")["expected"].str.contains("both_bad").all()
     ws.export("toloka")
     results, truth = ws.simulate("toloka")
     report = ws.ingest([results])
@@ -167,10 +176,30 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     honest = set(workers["worker_id"]) - spammers
     assert spammers and spammers <= excluded
     assert len(excluded & honest) < 0.05 * len(honest)
+    kinds = truth["spammer_kinds"]
+    assert sorted(set(kinds.values())) == ["both_bad", "first", "random"]
+    w = workers.set_index("worker_id")
+    for spammer, kind in kinds.items():
+        if kind == "both_bad":  # every trap right, excluded for straight-lining alone
+            assert w.loc[spammer, "traps_correct"] == w.loc[spammer, "traps_seen"]
+            assert w.loc[spammer, "reason"].startswith("straight-lining: answered both_bad in 100% of")
+        # the side shown first: straight-lining too (its traps, at chance, give the reason first)
+        assert (w.loc[spammer, "straight_lining"] == "True") == (kind != "random")
+    # the straight-lining p-values, recomputed with scipy from every valid answer as shown
+    before = report.before_exclusion
+    answered = before.assign(shown=np.where(before["swapped"].astype(str) == "True",
+                                            before["answer"].map({"a_better": "b_better", "b_better": "a_better"})
+                                            .fillna(before["answer"]), before["answer"]))
+    for worker in sorted(kinds)[:3] + sorted(honest)[:3]:
+        own = answered[answered["worker_id"] == worker]["shown"]
+        code = own.value_counts().sort_index().idxmax()
+        rate = (answered.loc[answered["worker_id"] != worker, "shown"] == code).mean()
+        p = min(1.0, 4 * binomtest(int((own == code).sum()), len(own), rate, alternative="greater").pvalue)
+        assert w.loc[worker, "top_answer"] == code
+        assert float(w.loc[worker, "straight_lining_p"]) == pytest.approx(p, rel=1e-6, abs=1e-300)
     traps = ws.table("traps_report.csv")
     assert len(traps) == 20 and set(traps["trap_id"]) == set(ws.table("traps.csv")["trap_id"])
     # each trap's answers and accuracy, recomputed from answers.csv (kept and excluded workers)
-    before = report.before_exclusion
     on = before[before["is_trap"].astype(bool)]
     per = on.groupby("example_id")["correct"].agg(lambda s: (s.astype(str) == "True").mean())
     got = traps.set_index("trap_id")["accuracy"].astype(float)
@@ -271,7 +300,7 @@ def test_toloka_settings_come_from_study_toml(tmp_path):
     assert pool.reward_per_assignment == 0.3
     rule = pool.quality_control.configs[0].rules[0]
     assert rule.action.parameters.duration == 3 and rule.action.parameters.duration_unit.value == "DAYS"
-    assert [c.value for c in rule.conditions] == [3, 60]
+    assert [c.value for c in rule.conditions] == [5, 60]  # control_min_answers: the template's 5
     ws = Workspace.open(ws.path)
     for platform, file, needle in (("appen", "job-settings.txt", "payment_per_assignment_cents = 45"),
                                    ("labelstudio", "project.json", '"overlap_cohort_percentage": 50')):

@@ -211,9 +211,12 @@ class IngestReport(ResultTables):
         for reason, n in self.reasons.items():
             out.append(f"  {n} rows rejected: {reason}")
         excl = self.workers[self.workers["excluded"]]
-        attention = excl["reason"].astype(str).str.startswith("failed") if len(excl) else pd.Series(dtype=bool)
-        why = (f"{len(excl) - int(attention.sum())} trust below threshold, {int(attention.sum())} failed attention "
-               "checks" if attention.any() else "trust below threshold")
+        reason = excl["reason"].astype(str) if len(excl) else pd.Series(dtype=str)
+        attention, lined = int(reason.str.startswith("failed").sum()), int(reason.str.startswith("straight").sum())
+        parts = [f"{len(excl) - attention - lined} trust below threshold"]
+        parts += [f"{lined} straight-lining"] if lined else []
+        parts += [f"{attention} failed attention checks"] if attention else []
+        why = ", ".join(parts) if len(parts) > 1 else "trust below threshold"
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
         out.extend(self.warnings())
         for flag, what in (("too_fast", "answered faster than their pages can be skimmed"),
@@ -508,7 +511,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
-                 "too_fast", "same_side_share", "same_side"])
+                 "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
+                 "straight_lining_p", "straight_lining"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:
@@ -718,6 +722,7 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     threshold = quality.trust_threshold if threshold is None else threshold
     screen = {"screen_seconds": float(quality.screen_seconds_per_answer),
               "screen_same_side": float(quality.screen_same_side),
+              "straight_alpha": float(quality.straight_lining_alpha),
               "drop_traps": tuple(quality.drop_traps)}
     reading = reading_seconds(items, k) if items is not None and len(items) else None
     attention_limit = None if serve.keep_failed_attention else int(serve.attention_fail_limit)

@@ -14,6 +14,13 @@ binomial test rejects "accuracy >= threshold" at level ``TRUST_ALPHA`` (which ma
 many traps, where a worker well above chance can still be shown below the threshold). A worker
 scored by the platform's trust is excluded below the threshold.
 
+Workers who straight-line are excluded (:func:`straight_lining`): one answer code, as shown,
+makes up at least ``STRAIGHT_SHARE`` of their answers (``STRAIGHT_MIN_ANSWERS`` or more), and
+an exact one-sided binomial test, Bonferroni-corrected over the four codes, rejects "no more
+often than the other workers answer it" at level ``STRAIGHT_ALPHA``. Traps alone cannot catch
+such a worker where every trap accepts the code they repeat (a "both bad" straight-liner passes
+every trap when no query has k top-level documents, see :mod:`satcal.traps`).
+
 Workers who failed instructional attention checks (the hosted study's) are excluded at the
 study's limit (:func:`exclude_failed_attention`).
 
@@ -33,7 +40,8 @@ from ._results import ResultTables
 from .errors import SatcalError
 
 __all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
-           "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention"]
+           "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
+           "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS"]
 
 #: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
 #: and the answers a worker needs before the side is judged.
@@ -50,6 +58,14 @@ SKIM_WORDS_PER_MINUTE = 700
 TRUST_ALPHA = 0.05
 #: The answer codes a trap can accept (a trap's chance rate is its accepted share of them).
 N_ANSWER_CODES = 4
+#: Straight-lining (:func:`straight_lining`): the share of one's answers one code must reach,
+#: the answers a worker needs before it is judged, and the level of the exact binomial test
+#: against the other workers' rate of that code (Bonferroni over the four codes). Small, as an
+#: exclusion on a worker's whole answer pattern: a lenient or strict honest worker who answers
+#: one code often, near what the crowd does, is not a straight-liner.
+STRAIGHT_SHARE = 0.8
+STRAIGHT_MIN_ANSWERS = 10
+STRAIGHT_ALPHA = 0.001
 
 
 def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
@@ -102,7 +118,7 @@ def _chance(answers: pd.DataFrame) -> np.ndarray:
 
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
                  screen_seconds: float = None, screen_same_side: float = None,
-                 drop_traps=()) -> pd.DataFrame:
+                 drop_traps=(), straight_alpha: float = None) -> pd.DataFrame:
     """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
     the screening columns (see :func:`screening`).
 
@@ -111,7 +127,9 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     ``seconds``/``submitted_at`` (for screening). Answers to the traps in ``drop_traps`` (trap
     ids, matched on ``example_id``) do not count towards trust. ``chance_evidence`` is the
     summed :func:`trap_evidence` and ``binomial_p`` the one-sided p of "accuracy >= threshold";
-    the module docstring gives the exclusion rule.
+    the module docstring gives the exclusion rule. Workers kept by their traps are then excluded
+    when they straight-line (:func:`straight_lining`, on ``answer_shown``; its columns are
+    added).
 
     Parameters
     ----------
@@ -127,6 +145,8 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         ``same_side`` of :func:`screening`.
     drop_traps : sequence of str, optional
         Trap ids left out of trust.
+    straight_alpha : float or None, optional
+        Level of the straight-lining test (default ``STRAIGHT_ALPHA``; 0 excludes nobody).
 
     Returns
     -------
@@ -185,11 +205,93 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         elif row.excluded:
             reasons.append(f"trust {row.trust:.2f} < {threshold:.2f} (platform)")
         elif row.trust_source == "none":
-            reasons.append("no traps seen: trust unknown, kept")
+            reasons.append("no traps seen: trust unknown, kept" if not row.traps_seen else
+                           f"{row.traps_seen} trap{'s' if row.traps_seen != 1 else ''} seen, fewer than min_traps = "
+                           f"{max(min_traps, 1)}: trust unknown, kept")
         else:
             reasons.append("")
     table["reason"] = reasons
+    table = table.join(straight_lining(a, straight_alpha))
+    lined = table["straight_lining"] & ~table["excluded"]
+    table.loc[lined, "reason"] = [
+        f"straight-lining: answered {code} in {share:.0%} of {n} answers, the other workers {crowd:.0%} "
+        f"(binomial p = {p:.2g}, x4 codes, < {STRAIGHT_ALPHA if straight_alpha is None else straight_alpha:g})"
+        for code, share, n, crowd, p in zip(table.loc[lined, "top_answer"], table.loc[lined, "top_answer_share"],
+                                            table.loc[lined, "answers"], table.loc[lined, "crowd_share"],
+                                            table.loc[lined, "straight_lining_p"])]
+    table["excluded"] = table["excluded"] | table["straight_lining"]
     return table.join(screening(a, screen_seconds, screen_same_side)).reset_index()
+
+
+def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = STRAIGHT_SHARE,
+                    min_answers: int = STRAIGHT_MIN_ANSWERS) -> pd.DataFrame:
+    """Per worker: the answer code they gave most often as shown (``top_answer``), its share of
+    their answers, the share of that code among the *other* workers' answers (``crowd_share``),
+    the p-value of straight-lining and whether they straight-line.
+
+    For worker w with n answers, x of them code c (their commonest), and the other workers
+    answering c at rate p0 = (X_c - x) / (N - n) (X_c of N answers in all), the p-value is
+    min(1, 4 P(Bin(n, p0) >= x)): an exact one-sided binomial test, Bonferroni-corrected over
+    the four codes since c was picked by the data (Bonferroni; Dunn 1961, JASA 56). A worker
+    straight-lines when n >= ``min_answers``, x / n >= ``share`` and p < ``alpha``; with fewer
+    than ``min_answers`` answers from the others there is no rate to test against. Shown
+    codes, not canonical ones, so a worker always picking the side shown first counts too.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        Answers with ``worker_id`` and ``answer_shown`` (without it nobody is tested).
+    alpha : float or None, optional
+        Level of the test (default ``STRAIGHT_ALPHA``; 0 flags nobody).
+    share : float, optional
+        The share of one code a worker must reach (default ``STRAIGHT_SHARE``).
+    min_answers : int, optional
+        Answers a worker needs to be tested (default ``STRAIGHT_MIN_ANSWERS``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``top_answer, top_answer_share, crowd_share, straight_lining_p, straight_lining``,
+        indexed by ``worker_id``.
+    """
+    from scipy.stats import binom
+    alpha = STRAIGHT_ALPHA if alpha is None else float(alpha)
+    workers = pd.Index(sorted(answers["worker_id"].unique()), name="worker_id")
+    out = pd.DataFrame(index=workers, columns=["top_answer", "top_answer_share", "crowd_share",
+                                               "straight_lining_p"], dtype=object)
+    out["straight_lining"] = False
+    if "answer_shown" not in answers.columns or not len(answers):
+        return out
+    # answers per worker and code, by integer codes (a crosstab is slow on millions of rows)
+    code, names = pd.factorize(answers["answer_shown"], sort=True)  # missing -> -1
+    keep = names.astype(str) != ""
+    remap = np.where(keep, np.cumsum(keep) - 1, -1)
+    names = names[keep]
+    code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
+    given = code >= 0
+    if not given.any():
+        return out
+    who_all, who_names = pd.factorize(answers["worker_id"], sort=True)
+    who = workers.get_indexer(who_names)[who_all[given]]
+    code = code[given]
+    table = np.bincount(who * len(names) + code, minlength=len(workers) * len(names)).reshape(len(workers), len(names))
+    n = table.sum(axis=1)
+    top = table.argmax(axis=1)
+    x = table[np.arange(len(workers)), top]
+    totals = table.sum(axis=0)
+    others = n.sum() - n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p0 = np.where(others > 0, (totals[top] - x) / np.maximum(others, 1), np.nan)
+        own = np.where(n > 0, x / np.maximum(n, 1), np.nan)
+    # P(X >= x) = sf(x - 1); fewer than min_answers answers of others give no crowd rate to test against
+    p = np.where(others >= max(min_answers, 1),
+                 np.minimum(1.0, N_ANSWER_CODES * binom.sf(x - 1, n, np.nan_to_num(p0))), np.nan)
+    out["top_answer"] = np.where(n > 0, np.asarray(names, dtype=object)[top], "")
+    out["top_answer_share"] = own
+    out["crowd_share"] = p0
+    out["straight_lining_p"] = p
+    out["straight_lining"] = (n >= min_answers) & (own >= share) & (p < alpha)
+    return out
 
 
 def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = None) -> pd.DataFrame:

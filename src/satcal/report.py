@@ -525,8 +525,12 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         if "too_fast" in workers.columns:
             context["screening"] = {"fast": int(workers["too_fast"].astype(str).eq("True").sum()),
                                     "side": int(workers["same_side"].astype(str).eq("True").sum())}
+        out = workers["excluded"].astype(str) == "True"
+        reason = workers["reason"].astype(str) if "reason" in workers.columns else pd.Series("", index=workers.index)
+        lined, failed = int((out & reason.str.startswith("straight")).sum()), int((out & reason.str.startswith("failed")).sum())
         context["workers"] = {
-            "count": len(workers), "excluded": int((workers["excluded"].astype(str) == "True").sum()),
+            "count": len(workers), "excluded": int(out.sum()), "straight_lining": lined, "attention": failed,
+            "by_trust": int(out.sum()) - lined - failed,
             "rejected_rows": meta.get("rejected_rows"),
             "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
             "ds": _dawid_skene_summary(workers)}

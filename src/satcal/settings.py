@@ -359,7 +359,7 @@ class QualitySection:
     trust_threshold: float = setting(0.7, _NUMBER, _share(0, 1), "a number in [0, 1]",
                                      "Trap accuracy below which a worker is excluded.",
                                      comment="Workers whose trap accuracy is below this are excluded from the analysis.")
-    min_traps: int = setting(3, int, lambda v: v >= 0, "an integer >= 0",
+    min_traps: int = setting(5, int, lambda v: v >= 0, "an integer >= 0",
                              "Traps a worker must answer before their trust counts.",
                              comment="Traps a worker must have answered before their trust counts (fewer let one slip decide).")
     screen_seconds_per_answer: float = setting(2.0, _NUMBER, lambda v: 0 <= v < 3600, "seconds, at least 0",
@@ -369,6 +369,12 @@ class QualitySection:
                                                        "shown side (first or second) in at least this share of one's answers.")
     screen_same_side: float = setting(0.9, _NUMBER, _share(0.5, 1, lo_open=True), "a share above 0.5, at most 1",
                                       "Flag workers choosing one shown side this often.", required=False)
+    straight_lining_alpha: float = setting(0.001, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
+                                           "Level of the test that excludes workers repeating one answer.",
+                                           required=False,
+                                           comment="Straight-liners are excluded: one answer (as shown) in at least 80% of 10 or more\n"
+                                                   "answers, far more often than the other workers give it (exact one-sided binomial\n"
+                                                   "test, Bonferroni over the four answers, at this level; 0 excludes nobody).")
     drop_traps: tuple = setting(kind=list, check=lambda v: all(isinstance(x, str) for x in v),
                                 what='a list of trap ids, e.g. ["trap03"]', factory=tuple, required=False,
                                 help="Traps left out of trust.",
@@ -389,12 +395,17 @@ class SimulationSection:
                                    "Standard deviation of each worker's shift of the intercept.",
                                    comment="Standard deviation of each worker's own shift of the intercept.")
     workers: int = setting(60, int, _positive, "a positive integer", "Simulated workers.",
-                           comment="Workers, the share of spammers (random answers), and the position bias (extra\n"
-                                   "probability of answering \"A\" when undecided).")
+                           comment="Workers, the share of spammers, and the position bias (extra probability of\n"
+                                   "answering \"A\" when undecided).")
     spammers: float = setting(0.15, _NUMBER, _share(0, 1, hi_open=True), "a share in [0, 1)",
-                              "Share of spammers (random answers).")
+                              "Share of spammers (answering as spammer_kind says).")
     position_bias: float = setting(0.05, _NUMBER, _share(0, 0.5), "a number in [0, 0.5]",
                                    "Extra probability of answering A when undecided.")
+    spammer_kind: str = setting("random", choices=("random", "both_bad", "first", "mixed"),
+                                help="How spammers answer: random, both_bad, first (the side shown first) or mixed.",
+                                required=False,
+                                comment="How spammers answer: at random, \"both bad\" to everything, always the side shown first,\n"
+                                        "or mixed (the three in turn).")
     undecided_preference: float = setting(0.0, _NUMBER, _share(0, 1), "a probability",
                                           "P(a preference) of a user who likes both lists or neither.", required=False,
                                           comment="The answer process of the joint satisfaction model: a user who likes both lists or\n"

@@ -7,7 +7,10 @@ The user model, per worker w (honest) and list with score phi under the truth fo
 A worker judges both lists independently and answers ``both_good`` if both satisfy,
 ``both_bad`` if neither does, else prefers the one that does (the preference behaviour). With
 probability ``position_bias`` an undecided answer (both good or both bad) becomes "A is
-better" in the order shown. Spammers answer uniformly at random. Each example is answered by
+better" in the order shown. Spammers answer by ``spammer_kind``: uniformly at random
+(``random``), "both bad" to everything (``both_bad``: a straight-liner who passes every trap
+that accepts "both bad"), always the list shown first (``first``), or ``mixed``, the three in
+turn over the spammers in id order. Each example is answered by
 ``answers_per_example`` different workers (one in the ECIR 2015 study); every worker answers
 every trap, as platforms show their test questions to each worker.
 
@@ -28,9 +31,35 @@ from .measures import formulation as parse_formulation
 from .measures import score_lists
 from .platforms._common import UNFINISHED, unfinished
 
-__all__ = ["UserModel", "simulate_answers", "honest_answers", "simulate_results", "simulate_served", "study_lists", "GRID_TRUTH"]
+__all__ = ["UserModel", "simulate_answers", "honest_answers", "simulate_results", "simulate_served", "study_lists", "GRID_TRUTH",
+           "SPAMMER_KINDS", "spammer_kinds"]
 
 GRID_TRUTH = np.round(np.linspace(0, 1, 101), 2)
+#: Spammers' answering: at random, or one code always, as shown (``first``: the side shown first).
+SPAMMER_KINDS = ("random", "both_bad", "first")
+_SPAMMER_CODE = {"both_bad": "both_bad", "first": "a_better"}
+
+
+def spammer_kinds(spammers, kind: str) -> dict:
+    """Each spammer's way of answering: ``kind`` for all, or for ``mixed`` the kinds of
+    ``SPAMMER_KINDS`` in turn over the spammers sorted by id.
+
+    Parameters
+    ----------
+    spammers : iterable of str
+        The spammers' ids.
+    kind : str
+        One of ``SPAMMER_KINDS`` or ``"mixed"``.
+
+    Returns
+    -------
+    dict
+        Kind by spammer id.
+    """
+    ordered = sorted(spammers)
+    if kind == "mixed":
+        return {w: SPAMMER_KINDS[i % len(SPAMMER_KINDS)] for i, w in enumerate(ordered)}
+    return {w: kind for w in ordered}
 
 
 @dataclass
@@ -76,6 +105,8 @@ class UserModel:
     spammers: float = 0.15
     position_bias: float = 0.05
     seed: int = 0
+    #: how spammers answer: "random", "both_bad", "first" (the side shown first) or "mixed"
+    spammer_kind: str = "random"
     #: The joint model's answer process (:mod:`satcal.analysis.joint`): a user who likes both lists or neither
     #: still states a preference with probability ``undecided_preference`` (for the
     #: higher-phi list with probability ``preference_accuracy``), and one who likes exactly
@@ -116,6 +147,8 @@ class UserModel:
             problems.append(f"workers must be >= 1, got {self.workers}")
         if not 0 <= self.spammers < 1:
             problems.append(f"spammers must be a share in [0, 1), got {self.spammers}")
+        if self.spammer_kind not in SPAMMER_KINDS + ("mixed",):
+            problems.append(f"spammer_kind must be one of {', '.join(SPAMMER_KINDS)} or mixed, got {self.spammer_kind!r}")
         if not 0 <= self.position_bias <= 0.5:
             problems.append(f"position_bias must be in [0, 0.5], got {self.position_bias}")
         for name in ("undecided_preference", "preference_accuracy"):
@@ -205,6 +238,10 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
     shown, p_a, p_b = honest_answers(phi_a[idx], phi_b[idx], u, swapped[idx], model, rng)
     spam = np.isin(who, list(spammers))
     shown[spam] = rng.choice(list(SHOWN_CODES), size=int(spam.sum()))
+    kinds = spammer_kinds(spammers, model.spammer_kind)
+    for w, kind in kinds.items():  # drawn as random first, so "random" draws what it always did
+        if kind in _SPAMMER_CODE:
+            shown[who == w] = _SPAMMER_CODE[kind]
     order = rng.permutation(idx.size)  # results arrive interleaved
     started, submitted = _page_times(who, np.array(rows_page), spam, model.seed)
     answers = pd.DataFrame({
@@ -219,7 +256,7 @@ def simulate_answers(items: pd.DataFrame, key: pd.DataFrame, lists: pd.DataFrame
                   if u_real.size else expit(model.intercept + model.slope * GRID_TRUTH))
     estimand = _sat_estimand(p_a[honest_real], p_b[honest_real], phi_a[idx][honest_real],
                              phi_b[idx][honest_real])
-    truth = {"model": asdict(model), "spammers": sorted(spammers),
+    truth = {"model": asdict(model), "spammers": sorted(spammers), "spammer_kinds": kinds,
              "worker_offsets": {w: round(float(v), 6) for w, v in offsets.items()},
              "p_sat_grid": GRID_TRUTH.tolist(),
              "p_sat_list": [round(float(v), 8) for v in list_curve],
@@ -410,7 +447,7 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
     """Drive a running ``satcal serve`` with the simulated crowd: each simulated worker enters as
     a Prolific participant (``PROLIFIC_PID=SIM-<n>``), reads every page as a browser without
     JavaScript would, and answers from the user model (honest workers follow the attention
-    checks' instruction; spammers answer at random). ``key_digest`` is the SHA-256 of the
+    checks' instruction; spammers answer by ``spammer_kind``). ``key_digest`` is the SHA-256 of the
     batch's key.csv, whose token marks the participants simulated. Returns the visits and the
     truth.
 
@@ -452,6 +489,7 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
     spammers = set(root.choice(workers, size=n_spam, replace=False).tolist()) if n_spam else set()
     offsets = dict(zip(workers, root.normal(0, model.heterogeneity, size=len(workers))))
     streams = dict(zip(workers, np.random.SeedSequence(model.seed).spawn(len(workers))))
+    kinds = spammer_kinds(spammers, model.spammer_kind)
 
     def choose_for(worker):
         """The answering function of simulated ``worker``, drawing from its own random stream.
@@ -475,7 +513,9 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
             for name, values in form.radios.items():
                 item = name.removeprefix("answer-")
                 if worker in spammers:
-                    out[name] = str(rng.choice(values))
+                    drawn = str(rng.choice(values))  # drawn whatever the kind: the stream stays the same
+                    code = _SPAMMER_CODE.get(kinds[worker])
+                    out[name] = code if code in values else drawn
                 elif item not in scores.index:
                     out[name] = asked_option(form, name) or str(rng.choice(values))
                 else:
@@ -499,7 +539,7 @@ def simulate_served(url: str, items: pd.DataFrame, key: pd.DataFrame, lists: pd.
     honest_u = np.array([offsets[w] for w in workers if w not in spammers])
     list_curve = (expit(model.intercept + honest_u[:, None] + model.slope * GRID_TRUTH[None, :]).mean(axis=0)
                   if honest_u.size else expit(model.intercept + model.slope * GRID_TRUTH))
-    truth = {"model": asdict(model), "spammers": sorted(spammers), "served_at": url,
+    truth = {"model": asdict(model), "spammers": sorted(spammers), "spammer_kinds": kinds, "served_at": url,
              "worker_offsets": {w: round(float(v), 6) for w, v in offsets.items()},
              "p_sat_grid": GRID_TRUTH.tolist(), "p_sat_list": [round(float(v), 8) for v in list_curve],
              "pages": int(sum(v.pages for v in visits)),

@@ -85,7 +85,8 @@ SETTINGS = (
             "seconds from 60 to 86,400", "time a worker has for one task suite"),
     Setting("control_tasks_per_suite", 1, int, lambda v: 0 <= v <= 100, "an integer from 0 to 100",
             "traps (control tasks) mixed into each task suite"),
-    Setting("control_min_answers", 3, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
+    # 5, as [quality] min_traps: after 3, one honest slip (67%) falls under 70% and restricts
+    Setting("control_min_answers", 5, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
             "control tasks a worker answers before the quality rule judges them"),
     Setting("control_min_accuracy", 70, (int, float), lambda v: 0 <= v <= 100, "a percentage from 0 to 100",
             "restrict workers with a lower percentage of correct control tasks"),

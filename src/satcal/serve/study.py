@@ -89,7 +89,7 @@ class ServeSettings:
     k: int = 5
     #: traps each participant meets (quality.min_traps), served on top of the pages' own
     #: items when the pages they get hold fewer (``traps_on_top``)
-    min_traps: int = 3
+    min_traps: int = 5
     traps_on_top: bool = True
     #: what the consent page says besides the instructions
     consent: str = ""
@@ -212,7 +212,8 @@ def trap_targets(pages: int, min_traps: int) -> list[int]:
 def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: int, traps_on_top: bool) -> list[str]:
     """Why the hosted study cannot score every participant on ``min_traps`` traps (empty when it
     can): too few traps in the batch, or (traps only where the batch put them) too few traps on
-    the pages one participant gets.
+    the pages one participant gets; or participants give too few answers for the
+    straight-lining test (``satcal.quality.STRAIGHT_MIN_ANSWERS``).
 
     Parameters
     ----------
@@ -246,6 +247,14 @@ def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: i
                     f"({len(trap_ids)} traps among {items} items on {len(pages)} pages, {per_participant} pages "
                     f"each), fewer than quality.min_traps = {min_traps}: most participants cannot be scored; "
                     "set traps_on_top = true"]
+    from ..quality import STRAIGHT_MIN_ANSWERS
+    answers = per_participant * sum(len(v) for v in pages.values()) / max(len(pages), 1)
+    if traps_on_top:
+        answers += max(0, min_traps - per_participant * len(trap_ids) / max(len(pages), 1))
+    if pages and answers < STRAIGHT_MIN_ANSWERS:
+        return [f"a participant gives about {answers:.0f} answers ({per_participant} pages), fewer than the "
+                f"{STRAIGHT_MIN_ANSWERS} the straight-lining test needs: a participant answering 'both bad' to "
+                "everything passes every trap that accepts it; raise [serve] pages_per_participant"]
     return []
 
 
