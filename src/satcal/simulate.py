@@ -77,7 +77,11 @@ class UserModel:
     workers : int
         Workers in the crowd (>= 1).
     spammers : float
-        Share of the workers, in [0, 1), who answer uniformly at random (rounded to a count).
+        Share of the workers, in [0, 1), who do not read the lists (rounded to a count).
+    spammer_kind : str
+        How spammers answer: ``"random"`` (uniformly over the four answers), ``"both_bad"``
+        (always both bad), ``"first"`` (always the side shown first) or ``"mixed"`` (the kinds in
+        turn over the spammers sorted by id).
     position_bias : float
         Probability, in [0, 0.5], that an honest undecided answer (both good or both bad)
         becomes "A is better" in the order shown.
@@ -105,7 +109,6 @@ class UserModel:
     spammers: float = 0.15
     position_bias: float = 0.05
     seed: int = 0
-    #: how spammers answer: "random", "both_bad", "first" (the side shown first) or "mixed"
     spammer_kind: str = "random"
     #: The joint model's answer process (:mod:`satcal.analysis.joint`): a user who likes both lists or neither
     #: still states a preference with probability ``undecided_preference`` (for the
