@@ -461,6 +461,7 @@ class BootstrapResult(ResultTables):
         bands = [(key, band, "published") for key, band in self.curve_bands.items()]
         if self.joint is not None:
             bands += [((f, "sat"), band, "joint") for f, band in self.joint["bands"].items()]
+            bands += [(key, band, "standardised") for key, band in self.joint.get("std_bands", {}).items()]
         for (f, curve), (lo, hi), which in bands:
             mask = ((result.curves["formulation"] == f) & (result.curves["curve"] == curve)).to_numpy() & \
                 (model == which)
@@ -485,12 +486,12 @@ def _range(support: dict | None, curve: str, j: int):
 def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=None):
     """One formulation's joint model over the replicates: s(phi) band and b1, b2, b3 (of the
     implied preference curve) per replicate."""
-    from .joint import bootstrap_thetas, implied_preference
+    from .joint import bootstrap_thetas, implied_preference, replicate_loglik
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
     ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
     return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1),
-            "thetas": thetas}
+            "thetas": thetas, "loglik": replicate_loglik(thetas, phi_a, phi_b, code, W)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
@@ -529,8 +530,10 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     Returns
     -------
     dict
-        ``bands`` (by formulation), ``indicators`` (B, F, 3), ``thetas`` (B, F, 7) and
-        ``estimates`` (F, 3), the full-sample b1, b2, b3.
+        ``bands`` (by formulation), ``indicators`` (B, F, 3), ``thetas`` (B, F, 7),
+        ``loglik`` (B, F), each replicate's log-likelihood at its own parameters (for the
+        standardised estimator's per-replicate model weights), and ``estimates`` (F, 3), the
+        full-sample b1, b2, b3.
     """
     from .joint import CODES, implied_preference
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
@@ -556,6 +559,7 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     return {"bands": {f: r["band"] for f, r in zip(formulations, results)},
             "indicators": np.stack([r["indicators"] for r in results], axis=1),  # (B, F, 3)
             "thetas": np.stack([r["thetas"] for r in results], axis=1),          # (B, F, 7)
+            "loglik": np.stack([r["loglik"] for r in results], axis=1),          # (B, F)
             "estimates": estimates}
 
 

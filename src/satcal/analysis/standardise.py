@@ -129,7 +129,8 @@ def reference_scores(judgments, forms, k: int, n_levels: int, size: int = REFERE
 
 
 def akaike_weights(loglik) -> np.ndarray:
-    """exp(l - max l) / sum exp(l - max l) over the formulations' joint models.
+    """exp(l - max l) / sum exp(l - max l) over the formulations' joint models (the last axis:
+    (F,), or (B, F) for each bootstrap replicate's own log-likelihoods).
 
     Parameters
     ----------
@@ -139,15 +140,15 @@ def akaike_weights(loglik) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Weights summing to 1 (all 0 when none is finite).
+        Weights summing to 1 along the last axis (all 0 where none is finite).
     """
     ll = np.asarray(loglik, float)
     ok = np.isfinite(ll)
-    w = np.zeros_like(ll)
-    if ok.any():
-        w[ok] = np.exp(ll[ok] - ll[ok].max())
-        w /= w.sum()
-    return w
+    top = np.max(np.where(ok, ll, -np.inf), axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        w = np.where(ok, np.exp(ll - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    total = w.sum(axis=-1, keepdims=True)
+    return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
 
 
 def _s(theta_b, phi):
@@ -298,19 +299,23 @@ class _Layout:
 
 
 def _active(weights):
-    """The models the mixture uses and their weights renormalised: those of weight at least
-    1e-12 of the largest (the rest move S by under 1e-11, and skipping them keeps the cost
-    at the models the data support)."""
-    w = np.asarray(weights, float)
-    keep = np.flatnonzero(w > 1e-12 * w.max()) if (w > 0).any() else np.zeros(0, int)
-    return keep, w[keep] / w[keep].sum()
+    """The models the mixture uses and their weights renormalised, (K,) and (1, K), or (B, K)
+    for per-replicate weights (B, F): those of weight at least 1e-12 of the largest (in some
+    replicate); the rest move S by under 1e-11, and skipping them keeps the cost at the models
+    the data support."""
+    w = np.atleast_2d(np.asarray(weights, float))
+    big = w > 1e-12 * np.max(w, axis=1, keepdims=True)
+    keep = np.flatnonzero(big.any(axis=0) & (w > 0).any(axis=0))
+    kept = w[:, keep]
+    return keep, kept / kept.sum(axis=1, keepdims=True)
 
 
 def _mixture_s(thetas, ref_phi, weights) -> np.ndarray:
     """S of every reference list, (B, N): the weighted mixture of the joint models' s_g."""
     S = 0.0
-    for g, wg in zip(*_active(weights)):
-        S = S + wg * _s(thetas[:, g, :], ref_phi[:, g])
+    keep, w = _active(weights)
+    for k, g in enumerate(keep):
+        S = S + w[:, k, None] * _s(thetas[:, g, :], ref_phi[:, g])
     return np.broadcast_to(S, (thetas.shape[0], ref_phi.shape[0]))
 
 
@@ -320,7 +325,9 @@ def _pair_sides(thetas, x, y, weights):
     formulation: which list is the higher-phi_f one is all that depends on f)."""
     from .core import TIE_TOLERANCE
     to_x_all, to_y_all = 0.0, 0.0
-    for g, wg in zip(*_active(weights)):
+    keep, w = _active(weights)
+    for k, g in enumerate(keep):
+        wg = w[:, k, None]
         th = thetas[:, g, :]
         s_x, s_y = _s(th, x[:, g]), _s(th, y[:, g])
         d_g = np.where(np.abs(x[:, g] - y[:, g]) < TIE_TOLERANCE, 0.0, x[:, g] - y[:, g])
@@ -461,11 +468,11 @@ def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) ->
 
 
 def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range=None,
-                            block: int | None = None, centre=None, curves: bool = False) -> dict:
+                            block: int | None = None, centre=None, coefficients: bool = False) -> dict:
     """b1_std, b2_std, b3_std of every formulation: arrays (F,) from the joint models'
     parameters (F, 7) on the fitting scale, or (B, F) from (B, F, 7) bootstrap replicates
     (``block`` replicates at a time, to bound memory; default: :data:`BLOCK_ROWS` values per
-    array). The weights stay those of the full sample.
+    array), with the full sample's model weights or each replicate's own.
 
     Replicates start their Newton iterations from the fits at ``centre`` (the point estimate's
     parameters; default: the replicates' median), so each needs a few steps; every fit is
@@ -479,7 +486,8 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
-        Model weights, (F,).
+        Model weights, (F,), or (B, F): each replicate's own (:func:`akaike_weights` of the
+        replicate's log-likelihoods).
     sat_range, pref_range : optional
         Ranges of phi and |dphi| the indicators average over
         (:func:`satcal.analysis.core.bias_indicators`).
@@ -487,31 +495,37 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
         Replicates at a time.
     centre : array_like (F, 7), optional
         Where the replicates' fits start (see above).
-    curves : bool, default False
-        Also return the curves on ``GRID``: ``sat`` (s*_f) and ``pref`` (P*_f), (..., F, G).
+    coefficients : bool, default False
+        Also return the curves' coefficients: ``beta_sat`` (s*_f) and ``beta_pref`` (P*_f),
+        (..., F, 3), quadratic logits in phi and |dphi|.
 
     Returns
     -------
     dict
-        ``b1_std``, ``b2_std``, ``b3_std`` (and ``sat``, ``pref`` with ``curves``).
+        ``b1_std``, ``b2_std``, ``b3_std`` (and ``beta_sat``, ``beta_pref`` with
+        ``coefficients``).
     """
     th, single = _as_replicates(thetas)
     std = _Standardiser(ref_phi)
+    weights = np.asarray(weights, float)
+    per_replicate = weights.ndim == 2
     start = None
     if not single:
         mid = np.median(th, axis=0) if centre is None else np.asarray(centre, float)
-        start = tuple(b[0] for b in std.coefficients(mid[None], weights))
+        middle = np.nanmean(weights, axis=0) if per_replicate else weights
+        start = tuple(b[0] for b in std.coefficients(mid[None], middle))
     if block is None:
         width = max(std.sat.N, std.pref.values.size, std.sat.F * GRID.size, 1)
         block = max(1, BLOCK_ROWS // width)
     parts = []
     for i in range(0, th.shape[0], block):
-        b_sat, b_pref = std.coefficients(th[i:i + block], weights, start)
+        b_sat, b_pref = std.coefficients(th[i:i + block], weights[i:i + block] if per_replicate
+                                         else weights, start)
         p_sat, p_pref = expit(b_sat @ design(GRID).T), expit(b_pref @ design(GRID).T)
         ind = bias_indicators(p_sat, p_pref, sat_range=sat_range, pref_range=pref_range)
         part = {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
-        if curves:
-            part.update(sat=p_sat, pref=p_pref)
+        if coefficients:
+            part.update(beta_sat=b_sat, beta_pref=b_pref)
         parts.append(part)
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return {k: v[0] for k, v in out.items()} if single else out
