@@ -491,7 +491,7 @@ def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=Non
     curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
     ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
     return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1),
-            "thetas": thetas, "loglik": replicate_loglik(thetas, phi_a, phi_b, code, W)}
+            "thetas": thetas, "loglik": replicate_loglik(thetas, phi_a, phi_b, code, W, fit=fit)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,

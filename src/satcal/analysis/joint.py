@@ -167,9 +167,17 @@ def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
     return (float(value[0]), grad[0]) if single else (value, grad)
 
 
-def replicate_loglik(thetas, phi_a, phi_b, code, weights, block: int = 100) -> np.ndarray:
-    """Each replicate's log-likelihood at its own parameters: sum_i W_bi log p_i(theta_b),
-    (B,), NaN where the replicate's parameters are NaN.
+def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None" = None,
+                     block: int = 100) -> np.ndarray:
+    """Each replicate's log-likelihood at its own parameters, l_b(theta_b) = sum_i W_bi
+    log p_i(theta_b), (B,); NaN where the replicate's parameters are NaN.
+
+    With ``fit`` (the full-sample fit the k-step replicates started from) it is taken to
+    second order around the full-sample estimate: l_b(theta_hat) + (1/2) D' V^+ D, with
+    D = theta_b - theta_hat and V the fit's covariance (a one-step replicate moves by
+    D = V g_b, so the term is g_b' V g_b / 2, the gain of that Newton step). That costs one
+    product of the weights with the rows' log-probabilities, where the exact sum evaluates the
+    model at every replicate's parameters.
 
     Parameters
     ----------
@@ -180,8 +188,10 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, block: int = 100) -> n
         Each row's answer, as its index in ``CODES``.
     weights : numpy.ndarray, shape (B, n)
         Each replicate's weight of each row.
+    fit : JointFit, optional
+        The full-sample fit: the second-order form above; None: the exact sum.
     block : int, default 100
-        Replicates at a time.
+        Replicates at a time (exact sum).
 
     Returns
     -------
@@ -189,6 +199,11 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, block: int = 100) -> n
     """
     thetas, weights = np.asarray(thetas, float), np.asarray(weights, float)
     phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
+    if fit is not None:
+        p = joint_probabilities(fit.theta, phi_a, phi_b)[np.arange(code.size), code]
+        D = thetas - fit.theta
+        gain = 0.5 * np.einsum("bi,ij,bj->b", D, np.linalg.pinv(fit.cov), D)
+        return weights @ np.log(np.maximum(p, _EPS)) + gain
     d = phi_a - phi_b
     is_a, is_b, is_good = code == 0, code == 1, code == 2
     out = np.full(len(thetas), np.nan)
