@@ -121,7 +121,8 @@ class CalibrationResult(ResultTables):
 
     def __repr__(self) -> str:
         best = self.ranking.iloc[0] if len(self.bias) else None
-        lead = f"; least biased {best.formulation} (b1 = {best.b1:.3f})" if best is not None else ""
+        first = estimator_columns(self.bias, self.estimator)[0]
+        lead = f"; ranked first {best.formulation} ({first} = {best[first]:.3f})" if best is not None else ""
         return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
                 f"{self.meta.get('n_examples', 0)} answers, bootstrap "
                 f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
