@@ -134,6 +134,33 @@ def test_calibrated_ndcg_maps_trec_eval_ndcg(tmp_path, rng):
     np.testing.assert_allclose(ours.to_numpy(), [trec[q]["ndcg_cut_10"] for q in ours.index], atol=1e-9)
 
 
+def test_evaluate_leads_with_the_standardised_curves(ecir_study, tmp_path):
+    """An analysis with judgments has standardised curves: evaluate maps phi through s*_f and
+    P*_f of fits.csv's standardised rows (the analysis's lead estimator), computed here from
+    those coefficients."""
+    from satcal.analysis import calibrate
+    from satcal.analysis.evaluate import load_calibrations
+    result = calibrate(ecir_study, ["lin-const", "lin-log5"], bootstrap=0, seed=0, model_check_folds=0)
+    write_analysis(result, tmp_path / "cal", figures=False, report=False)
+    fits = pd.read_csv(tmp_path / "cal" / "fits.csv")
+    checked = 0
+    for cal in load_calibrations(tmp_path / "cal"):
+        assert cal.sat_model == "standardised"
+        rows = fits[(fits.sat_model == "standardised") & (fits.formulation == cal.formulation)].set_index("curve")
+        x = np.array([0.0, 0.25, 0.8])
+        for curve, mapped in (("sat", cal.p_sat(x)), ("pref", cal.p_pref(x))):
+            b = rows.loc[curve, ["beta0", "beta1", "beta2"]].to_numpy(float)
+            if str(rows.loc[curve, "monotone"]) == "True":
+                np.testing.assert_allclose(mapped, expit(b[0] + b[1] * x + b[2] * x * x), rtol=1e-12)
+                checked += 1
+            else:   # a curve that turns down somewhere maps through its running maximum
+                grid = np.round(np.linspace(0, 1, 1001), 3)
+                run = np.maximum.accumulate(expit(b[0] + b[1] * grid + b[2] * grid ** 2))
+                np.testing.assert_allclose(mapped, np.interp(x, grid, run), rtol=1e-12)
+                checked += 1
+    assert checked == 4
+
+
 def test_evaluate_leads_with_the_per_list_curve(files, tmp_path):
     """With the joint model in the analysis, evaluate maps phi through s(phi) of fits.csv's joint
     rows (computed here from those coefficients), and says so in its tables."""

@@ -185,17 +185,35 @@ def test_the_report_of_a_thin_partial_study_warns_and_crowns_nobody(tmp_path):
 
 
 def test_p_sat_reads_the_lead_curve_of_fits(ecir_study):
-    r = calibrate(ecir_study, ["lin-const", "exp2-log2"], model_check_folds=0, sat_model="both", bootstrap=0, seed=0)
+    """With judgments the standardised estimator leads: p_sat's default is its s*_f of
+    fits.csv, the ranking's order is the mean rank over b1_std-b3_std (recomputed here with
+    pandas) and the summary names its indicators."""
+    r = calibrate(ecir_study, ["lin-const", "exp2-log2", "lin-log5"], model_check_folds=0, sat_model="both",
+                  bootstrap=0, seed=0)
     fits = r.fits.set_index(["formulation", "curve", "sat_model"])
-    for model in ("joint", "published"):
+    for model in ("standardised", "joint", "published"):
         b = fits.loc[("exp2-log2", "sat", model), ["beta0", "beta1", "beta2"]].to_numpy(float)
         x = np.array([0.0, 0.3, 1.0])
         np.testing.assert_allclose(r.p_sat("exp2-log2", x, model), expit(b[0] + b[1] * x + b[2] * x ** 2), rtol=1e-12)
-    np.testing.assert_allclose(r.p_sat("exp2-log2", 0.3), r.p_sat("exp2-log2", 0.3, "joint"))
-    with pytest.raises(Exception, match="no joint satisfaction curve for 'nope'"):
+    assert r.estimator == "standardised"
+    np.testing.assert_allclose(r.p_sat("exp2-log2", 0.3), r.p_sat("exp2-log2", 0.3, "standardised"))
+    with pytest.raises(Exception, match="no standardised satisfaction curve for 'nope'"):
         r.p_sat("nope", 0.5)
+    ranks = r.bias.set_index("formulation")[["b1_std", "b2_std", "b3_std"]].rank(method="min").mean(axis=1)
+    table = r.ranking.set_index("formulation")
+    assert table["mean_rank"].is_monotonic_increasing
+    assert table["mean_rank"].to_dict() == pytest.approx(ranks.to_dict())
+    joint = r.bias.set_index("formulation")[["b1_joint", "b2_joint", "b3_joint"]].rank(method="min").mean(axis=1)
+    assert table["mean_rank_per_list"].to_dict() == pytest.approx(joint.to_dict())
     text = r.summary()
-    assert r.verdict.sentence() in text and "b1_joint" in text
+    assert r.verdict.sentence() in text and "b1_std" in text
+    # without judgments (no reference population) the per-list estimator leads, as before
+    published = calibrate(phi_a=r.meta["standardisation"]["reference_phi"][0:400:2],
+                          phi_b=r.meta["standardisation"]["reference_phi"][1:400:2],
+                          answers=np.resize(["both_good", "a_better", "both_bad", "b_better"], 200),
+                          formulations=["lin-const", "exp2-log2", "lin-log5"], model_check_folds=0,
+                          bootstrap=0, seed=0)
+    assert published.estimator == "per_list" and "b1_std" not in published.bias.columns
 
 
 def test_an_indicator_without_data_ranks_last():

@@ -127,10 +127,12 @@ def analysis_options(f):
                      help="Where b1-b3 are computed: over the scores the answers reach ('data'; "
                           "curves beyond them are extrapolations) or over all of [0, 1] ('full', as "
                           "the paper, whose design reached it). The same when answers reach [0, 1]."),
-        click.option("--standardised-intervals", "standardised_intervals", is_flag=True,
-                     help="Also bootstrap the standardised indicators b1_std-b3_std (a design-free "
+        click.option("--standardised-intervals/--no-standardised-intervals", "standardised_intervals",
+                     default=True, show_default=True,
+                     help="Bootstrap the standardised indicators b1_std-b3_std (a design-free "
                           "estimand over a reference population of lists drawn from the judgments): "
-                          "their intervals and tests, at about 50 s more per 1,000 replicates."),
+                          "their intervals, tests and rank uncertainty (a few seconds per 1,000 "
+                          "replicates)."),
         click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
         click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
     ]

@@ -24,8 +24,9 @@ def _ordered(values, preferred) -> list[str]:
 
 
 def _published(curves: pd.DataFrame) -> pd.DataFrame:
-    """The paper's curves (the joint model's per-list curves have ``sat_model = joint``)."""
-    return curves[curves["sat_model"] != "joint"] if "sat_model" in curves.columns else curves
+    """The paper's curves (the joint model's per-list curves have ``sat_model = joint``, the
+    standardised ones ``standardised``)."""
+    return curves[curves["sat_model"] == "published"] if "sat_model" in curves.columns else curves
 
 
 #: Band columns of curves.csv, preferred first, and what they are.
@@ -307,13 +308,20 @@ def reading_guide(result) -> list[Markup]:
     out.append(Markup("Ranked first on the full sample: {} ({} = {:.3f}, {} = {:.3f}, {} = {:.3f}); "
                       "last: {}.").format(best.formulation, cols[0], best[cols[0]], cols[1], best[cols[1]],
                                           cols[2], best[cols[2]], rank.formulation.iloc[-1]))
-    if verdict.estimator == "per_list":
+    if verdict.estimator == "standardised" and "mean_rank_per_list" in rank.columns:
+        joint_best = rank.sort_values(["mean_rank_per_list", "b1_joint"]).formulation.iloc[0]
+        out.append(Markup("The per-list estimator (each formulation's own s(phi), b1_joint-b3_joint) "
+                          "ranks {} first; for a formulation users do not follow it still depends on "
+                          "which lists the design holds at each phi, the standardised one does not.")
+                   .format(joint_best))
+    if verdict.estimator != "paper":
         paper_best = rank.sort_values(["mean_rank_paper", "b1"]).formulation.iloc[0]
         out.append(Markup("The paper's estimator ranks {} first; it depends on which partners the design "
-                          "pairs lists with (see 'Two satisfaction curves'), the per-list one does not.")
-                   .format(paper_best))
-    meanings = (("distance from the ideal curve s(phi) = phi" if verdict.estimator == "per_list"
-                 else "distance from P(Sat|phi) = phi"),
+                          "pairs lists with (see 'Two satisfaction curves'), the {} one does not.")
+                   .format(paper_best, "standardised" if verdict.estimator == "standardised" else "per-list"))
+    meanings = ({"per_list": "distance from the ideal curve s(phi) = phi",
+                 "standardised": "distance from the ideal curve s*(phi) = phi"}.get(
+                     verdict.estimator, "distance from P(Sat|phi) = phi"),
                 "gaps at the ends of the score range",
                 "share of answers not siding with the higher-scored list, both-good and both-bad "
                 "answers included")
@@ -341,18 +349,19 @@ def reading_guide(result) -> list[Markup]:
         if parts:
             out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
     c = result.curves
-    model = "joint" if verdict.estimator == "per_list" else "published"
+    model = {"per_list": "joint", "standardised": "standardised"}.get(verdict.estimator, "published")
     if "sat_model" in c.columns:
         sat = c[(c.formulation == best.formulation) & (c.curve == "sat") & (c.sat_model == model)]
     else:
         sat = c[(c.formulation == best.formulation) & (c.curve == "sat")]
-    pref = _published(c)
+    # the standardised estimator has its own preference curve P*_f; the others read the paper's
+    pref = c[c.sat_model == "standardised"] if model == "standardised" else _published(c)
     pref = pref[(pref.formulation == best.formulation) & (pref.curve == "pref")]
     if not sat.empty:
         if "supported" in sat.columns:
             sat = sat[sat.supported.astype(bool)]
         x, p = sat.x.to_numpy(), sat.p.to_numpy()
-        what = "a list satisfies a user" if model == "joint" else "users are satisfied"
+        what = "users are satisfied" if model == "published" else "a list satisfies a user"
         out.append(Markup("Under {}, {} with probability {:.2f} at phi = {:.1f} and {:.2f} at phi = {:.1f}; "
                           "the curve lies above the diagonal (the score underestimates satisfaction) over "
                           "{:.0f}% of that range.").format(best.formulation, what, p[0], x[0], p[-1], x[-1],
@@ -456,8 +465,20 @@ def _simulated_text(prov: dict) -> str:
 
 
 _ESTIMATOR_TEXT = {
+    "standardised": Markup("the standardised per-list estimator (<code>b1_std</code>, <code>b2_std</code>, "
+                           "<code>b3_std</code>): the joint models' per-list curves, mixed by how well "
+                           "each fits the answers, averaged over one reference population of lists "
+                           "drawn from the judgments (recorded in <code>calibration.json</code>) and "
+                           "summarised per formulation by s*(phi) and P*(dphi) (<code>sat_model = "
+                           "standardised</code> in <code>curves.csv</code>), so that two designs on the "
+                           "same users estimate the same numbers; each formulation's own per-list "
+                           "indicators (<code>b1_joint</code>-<code>b3_joint</code>, "
+                           "<code>mean_rank_per_list</code>) and the paper's <code>b1</code>-<code>b3</code> "
+                           "(<code>mean_rank_paper</code>) stay beside it"),
     "per_list": Markup("the per-list s(phi) of the joint model (<code>b1_joint</code>, <code>b2_joint</code>, "
-                       "<code>b3_joint</code>), which does not depend on the design's pairs; the paper's "
+                       "<code>b3_joint</code>), which does not depend on the design's pairs (the "
+                       "standardised estimator needs a reference population, drawn from the "
+                       "judgments, which this analysis did not have); the paper's "
                        "<code>b1</code>-<code>b3</code> and their ranking (<code>mean_rank_paper</code>) "
                        "stay beside it for reproduction"),
     "paper": Markup("the paper's P(Sat|phi) and P(Pref|dphi) (<code>b1</code>-<code>b3</code>); run the "

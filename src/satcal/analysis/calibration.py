@@ -76,8 +76,9 @@ class CalibrationResult(ResultTables):
 
     @property
     def estimator(self) -> str:
-        """The estimator the ranking leads with: ``per_list`` when the joint model ran, else
-        ``paper`` (see :mod:`satcal.analysis.ranking`)."""
+        """The estimator the ranking leads with: ``standardised`` when the joint model ran on a
+        study with judgments (or a given reference population), ``per_list`` when it ran
+        without one, else ``paper`` (see :mod:`satcal.analysis.ranking`)."""
         return lead_estimator(self.bias)
 
     @property
@@ -141,7 +142,8 @@ class CalibrationResult(ResultTables):
 
     def __repr__(self) -> str:
         best = self.ranking.iloc[0] if len(self.bias) else None
-        lead = f"; least biased {best.formulation} (b1 = {best.b1:.3f})" if best is not None else ""
+        first = estimator_columns(self.bias, self.estimator)[0]
+        lead = f"; ranked first {best.formulation} ({first} = {best[first]:.3f})" if best is not None else ""
         return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
                 f"{self.meta.get('n_examples', 0)} answers, bootstrap "
                 f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
@@ -193,16 +195,17 @@ class CalibrationResult(ResultTables):
         formulation : str
             A formulation of this result (e.g. ``"lin-const"``).
         phi : float or array
-        model : {"joint", "published"}, optional
-            ``joint``: the per-list s(phi); ``published``: the paper's P(Sat|phi). Default: the
-            estimator the ranking leads with.
+        model : {"standardised", "joint", "published"}, optional
+            ``standardised``: s*_f(phi), the per-list curves standardised to the reference
+            population; ``joint``: the per-list s(phi) of this formulation's joint model;
+            ``published``: the paper's P(Sat|phi). Default: the estimator the ranking leads with.
 
         Returns
         -------
         ndarray of the same shape as ``phi``: expit(b0 + b1 phi + b2 phi^2) of ``fits.csv``.
         """
         from scipy.special import expit
-        model = model or ("joint" if self.estimator == "per_list" else "published")
+        model = model or {"per_list": "joint", "standardised": "standardised"}.get(self.estimator, "published")
         fits = self.fits
         rows = fits[(fits["formulation"] == formulation) & (fits["curve"] == "sat")]
         if "sat_model" in rows.columns:
@@ -250,7 +253,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
               bootstrap: int = 1000, seed: int = 2015, n_jobs: int = 1, backend: str = "loky",
               progress: bool = False, sat_model: str = "both",
               indicator_range: str = "data", worker_ids=None, example_ids=None,
-              reference=None, standardised_intervals: bool = False) -> CalibrationResult:
+              reference=None, standardised_intervals: bool = True) -> CalibrationResult:
     """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
 
     Parameters
@@ -315,12 +318,12 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         (:mod:`satcal.analysis.standardise`). Default: drawn from the study's judgments
         (:func:`~satcal.analysis.standardise.reference_lists`, seeded by ``seed``); without
         judgments and without ``reference`` the standardised indicators are not computed.
-    standardised_intervals : bool, default False
-        Also carry ``b1_std``-``b3_std`` through the bootstrap (their intervals, pairwise
-        tests, effect tests and ``ranking_by("standardised")`` with rank uncertainty). Off by
-        default: the standardised curves are refitted over the whole reference population in
-        every replicate, about 50 s for 1,000 replicates of the 36 formulations whatever the
-        number of answers, while the point estimates cost well under a second.
+    standardised_intervals : bool, default True
+        Carry ``b1_std``-``b3_std`` through the bootstrap (their intervals, pairwise tests,
+        effect tests and rank uncertainty). Every replicate refits the standardised curves over
+        the whole reference population (a few seconds per 1,000 replicates of the 36
+        formulations, whatever the number of answers); False skips that and leaves the
+        standardised indicators without intervals.
 
     Returns
     -------
@@ -426,9 +429,14 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
             from .standardise import akaike_weights, standardised_indicators
             weights = akaike_weights([m.loglik for m in joint_models])
             thetas = np.stack([m.theta for m in joint_models])
-            b_std = standardised_indicators(thetas, ref_phi, weights, ranges["sat_joint"], ranges["pref"])
+            b_std = standardised_indicators(thetas, ref_phi, weights, ranges["sat_joint"], ranges["pref"],
+                                            coefficients=True)
+            std_fits, std_curves = _standardised_rows(fcols, b_std.pop("beta_sat"), b_std.pop("beta_pref"),
+                                                      len(ref_phi), ranges)
+            fit_rows += std_fits
+            curve_frames += std_curves
             bias = bias.assign(**{c: v for c, v in b_std.items()})
-            meta["standardisation"] = {"reference_phi": ref_phi, "weights": weights}
+            meta["standardisation"] = {"reference_phi": ref_phi, "weights": weights, "thetas": thetas}
             meta["provenance"]["reference_population"] = {
                 "rule": ref_rule, "lists": int(len(ref_phi)),
                 "satisfaction_model": "per-list curves of the joint models mixed with Akaike weights",
@@ -460,8 +468,16 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         std = meta.get("standardisation")
         if std is not None and standardised_intervals and result.bootstrap.joint is not None:
             from .standardise import standardised_indicators
+            # each replicate mixes the joint models by its own fit (Buckland, Burnham and
+            # Augustin 1997), so which formulation's curve is the satisfaction model is
+            # uncertain in the intervals as it is in the data
+            from .standardise import akaike_weights
+            rep_weights = akaike_weights(result.bootstrap.joint["loglik"])
             reps = standardised_indicators(result.bootstrap.joint["thetas"], std["reference_phi"],
-                                           std["weights"], ranges["sat_joint"], ranges["pref"])
+                                           rep_weights, ranges["sat_joint"], ranges["pref"],
+                                           centre=std["thetas"], coefficients=True)
+            result.bootstrap.joint["std_bands"] = _standardised_bands(
+                fcols["formulation"], reps.pop("beta_sat"), reps.pop("beta_pref"))
             result.bootstrap.joint["std_indicators"] = np.stack([reps[c] for c in STD_COLUMNS], axis=2)
             result.bootstrap.joint["std_estimates"] = result.bias[list(STD_COLUMNS)].to_numpy(float)
         result.bootstrap.attach(result)
@@ -604,6 +620,41 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
         b2.append(float(ind["b2"]))
         b3.append(float(ind["b3"]))
     return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
+
+
+def _standardised_rows(fcols: pd.DataFrame, beta_sat, beta_pref, n_lists: int, ranges: dict):
+    """fits.csv and curves.csv rows of the standardised curves s*_f and P*_f
+    (``sat_model = standardised``): their coefficients, fitted to the reference population (n is
+    its lists, or its pairs for P*), and the curves on the grid (a band only from the bootstrap).
+    """
+    from scipy.special import expit as _expit
+    from .core import design
+    fits, curves = [], []
+    for j in range(len(fcols)):
+        ident = fcols.iloc[j].to_dict()
+        for curve, beta, rng, n in (("sat", beta_sat[j], ranges.get("sat_joint"), n_lists),
+                                    ("pref", beta_pref[j], ranges.get("pref"), n_lists // 2)):
+            p = _expit(design(GRID) @ beta)
+            fits.append({**ident, "curve": curve, "sat_model": "standardised", "n": n,
+                         "beta0": beta[0], "beta1": beta[1], "beta2": beta[2],
+                         "converged": bool(np.isfinite(beta).all()),
+                         "monotone": bool(np.all(np.diff(p) >= -1e-12))})
+            curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()},
+                                        "curve": curve, "sat_model": "standardised", "x": GRID, "p": p,
+                                        "lo": np.nan, "hi": np.nan, "p_isotonic": np.nan,
+                                        "supported": supported_mask(None if rng is None else rng[j])}))
+    return fits, curves
+
+
+def _standardised_bands(formulations, beta_sat, beta_pref) -> dict:
+    """Percentile bands of s*_f and P*_f over the bootstrap replicates' coefficients (B, F, 3)."""
+    from scipy.special import expit as _expit
+    from .bootstrap import _quantiles
+    from .core import design
+    X = design(GRID).T
+    return {(f, curve): _quantiles(_expit(beta[:, j, :] @ X))
+            for curve, beta in (("sat", beta_sat), ("pref", beta_pref))
+            for j, f in enumerate(formulations)}
 
 
 def _reference(study, forms, reference, seed: int):

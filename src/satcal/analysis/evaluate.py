@@ -1,9 +1,10 @@
 """Calibrated evaluation of systems: from DCG to expected user satisfaction (Urbano and Marrero, ECIR 2015, sec. 5).
 
 For each system and query, phi under each calibrated formulation or measure (DCG family, RBP,
-ERR, RR, AP, P) and the expected satisfaction from its fitted curve: the per-list s(phi) of the
-joint model when the analysis fitted it (the probability that a list with score phi satisfies a
-user, whatever design the study used), else the paper's P(Sat|phi); so systems
+ERR, RR, AP, P) and the expected satisfaction from its fitted curve: the standardised s*_f(phi)
+(and preference curve P*_f) when the analysis computed them (the satisfaction of a list with
+score phi averaged over the reference population of lists, whatever design the study used), else
+the per-list s(phi) of the joint model, else the paper's P(Sat|phi); so systems
 scored by different measures are compared on one scale; per system, the mean
 expected satisfaction with a t interval over queries; for each pair of systems, the expected
 share of queries on which users prefer either one:
@@ -51,7 +52,8 @@ class Calibration:
         ``(grid, p)``: the isotonic curve, used when the quadratic logit decreases somewhere
         on [0, 1].
     sat_model : str
-        ``published`` (the paper's P(Sat|phi)) or ``joint`` (the per-list s(phi)).
+        ``published`` (the paper's P(Sat|phi)), ``joint`` (the per-list s(phi)) or
+        ``standardised`` (s*_f(phi), and ``pref`` is P*_f).
     """
 
     formulation: str
@@ -63,7 +65,7 @@ class Calibration:
     levels: int | None = None
     sat_monotone: tuple | None = None    # (grid, p): the isotonic curve, used when the
     pref_monotone: tuple | None = None   # quadratic logit decreases somewhere on [0, 1]
-    sat_model: str = "published"         # "joint": sat is the per-list s(phi)
+    sat_model: str = "published"         # "joint": the per-list s(phi); "standardised": s*, P*
 
     def p_sat(self, phi):
         """Expected satisfaction at scores ``phi``.
@@ -124,9 +126,10 @@ def load_calibration(directory, formulation: str = "lin-const") -> Calibration:
 def load_calibrations(directory, formulations=None) -> list[Calibration]:
     """Every calibrated formulation (or the ones named) of an analysis directory, in its order.
 
-    Satisfaction is the per-list s(phi) of the joint model where the analysis fitted it
-    (``sat_model`` joint in fits.csv), else the paper's P(Sat|phi); preference is the paper's
-    P(Pref|dphi).
+    The curves of the estimator the analysis leads with: s*_f(phi) and P*_f(|dphi|),
+    standardised to the reference population (``sat_model`` standardised in fits.csv) where
+    the analysis computed them; else the per-list s(phi) of the joint model (``sat_model``
+    joint) with the paper's P(Pref|dphi); else the paper's two curves.
 
     Parameters
     ----------
@@ -141,9 +144,12 @@ def load_calibrations(directory, formulations=None) -> list[Calibration]:
     path = _fits_path(directory)
     prov = read_provenance(path.parent)
     fits = pd.read_csv(path, keep_default_na=False)
-    joint = pd.DataFrame(columns=fits.columns)
+    joint = std_sat = std_pref = pd.DataFrame(columns=fits.columns)
     if "sat_model" in fits.columns:
         joint = fits[(fits["sat_model"] == "joint") & (fits["curve"] == "sat")].set_index("formulation")
+        std = fits[fits["sat_model"] == "standardised"]
+        std_sat = std[std["curve"] == "sat"].set_index("formulation")
+        std_pref = std[std["curve"] == "pref"].set_index("formulation")
         fits = fits[fits["sat_model"].isin(["published", ""])]
     available = list(dict.fromkeys(fits["formulation"]))
     wanted = available if formulations is None else list(formulations)
@@ -155,11 +161,17 @@ def load_calibrations(directory, formulations=None) -> list[Calibration]:
                               f"{', '.join(available[:8])}{' ...' if len(available) > 8 else ''}")
         beta = lambda c: rows.loc[c, ["beta0", "beta1", "beta2"]].to_numpy(float)
         monotone = {c: _isotonic_if_decreasing(path.parent, f, c, rows.loc[c]) for c in ("sat", "pref")}
-        sat, sat_model = beta("sat"), "published"
-        if f in joint.index:
-            sat, sat_model = joint.loc[f, ["beta0", "beta1", "beta2"]].to_numpy(float), "joint"
+        sat, pref, sat_model = beta("sat"), beta("pref"), "published"
+        coef = lambda table: table.loc[f, ["beta0", "beta1", "beta2"]].to_numpy(float)
+        if f in std_sat.index and f in std_pref.index:
+            # the estimator the analysis leads with: both curves standardised to the reference lists
+            sat, pref, sat_model = coef(std_sat), coef(std_pref), "standardised"
+            monotone["sat"] = _running_max_if_decreasing(sat, std_sat.loc[f])
+            monotone["pref"] = _running_max_if_decreasing(pref, std_pref.loc[f])
+        elif f in joint.index:
+            sat, sat_model = coef(joint), "joint"
             monotone["sat"] = _running_max_if_decreasing(sat, joint.loc[f])
-        out.append(Calibration(f, sat, beta("pref"),
+        out.append(Calibration(f, sat, pref,
                                prov.get("normalization", {}).get(f, "max"),
                                prov.get("negatives", {}).get(f, "keep"), prov.get("k"), prov.get("levels"),
                                monotone["sat"], monotone["pref"], sat_model))
@@ -185,7 +197,7 @@ def _isotonic_if_decreasing(directory: Path, formulation: str, curve: str, fit_r
                           "curves.csv (its monotone isotonic fit) is missing")
     curves = pd.read_csv(path)
     if "sat_model" in curves.columns:
-        curves = curves[curves["sat_model"] != "joint"]
+        curves = curves[curves["sat_model"].isin(["published", ""]) | curves["sat_model"].isna()]
     c = curves[(curves["formulation"] == formulation) & (curves["curve"] == curve)].sort_values("x")
     if c.empty or c["p_isotonic"].isna().any():
         raise SatcalError(f"{path}: no isotonic fit for the {curve} curve of {formulation}, whose "

@@ -167,6 +167,64 @@ def _negloglik_and_gradient(theta, phi_a, phi_b, code, counts):
     return (float(value[0]), grad[0]) if single else (value, grad)
 
 
+def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None" = None,
+                     block: int = 100) -> np.ndarray:
+    """Each replicate's log-likelihood at its own parameters, l_b(theta_b) = sum_i W_bi
+    log p_i(theta_b), (B,); NaN where the replicate's parameters are NaN.
+
+    With ``fit`` (the full-sample fit the k-step replicates started from) it is taken to
+    second order around the full-sample estimate: l_b(theta_hat) + (1/2) D' V^+ D, with
+    D = theta_b - theta_hat and V the fit's covariance (a one-step replicate moves by
+    D = V g_b, so the term is g_b' V g_b / 2, the gain of that Newton step). That costs one
+    product of the weights with the rows' log-probabilities, where the exact sum evaluates the
+    model at every replicate's parameters.
+
+    Parameters
+    ----------
+    thetas : numpy.ndarray, shape (B, 7)
+        Replicate parameters (:func:`bootstrap_thetas`).
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+    code : numpy.ndarray of int, shape (n,)
+        Each row's answer, as its index in ``CODES``.
+    weights : numpy.ndarray, shape (B, n)
+        Each replicate's weight of each row.
+    fit : JointFit, optional
+        The full-sample fit: the second-order form above; None: the exact sum.
+    block : int, default 100
+        Replicates at a time (exact sum).
+
+    Returns
+    -------
+    numpy.ndarray, shape (B,)
+    """
+    thetas, weights = np.asarray(thetas, float), np.asarray(weights, float)
+    phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
+    if fit is not None:
+        p = joint_probabilities(fit.theta, phi_a, phi_b)[np.arange(code.size), code]
+        D = thetas - fit.theta
+        gain = 0.5 * np.einsum("bi,ij,bj->b", D, np.linalg.pinv(fit.cov), D)
+        return weights @ np.log(np.maximum(p, _EPS)) + gain
+    d = phi_a - phi_b
+    is_a, is_b, is_good = code == 0, code == 1, code == 2
+    out = np.full(len(thetas), np.nan)
+    for i in range(0, len(thetas), block):
+        th = thetas[i:i + block]
+        col = lambda k: th[:, k:k + 1]
+        delta, lapse = expit(col(5)), 0.5 * expit(col(6))
+        s_a = expit(col(0) + col(1) * phi_a + col(2) * phi_a ** 2)
+        s_b = expit(col(0) + col(1) * phi_b + col(2) * phi_b ** 2)
+        pi = expit(col(3) + col(4) * np.abs(d))
+        to_a = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
+        same = s_a * s_b + (1 - s_a) * (1 - s_b)
+        only_a, only_b = s_a * (1 - s_b), s_b * (1 - s_a)
+        p = np.select([is_a, is_b, is_good],
+                      [same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
+                       same * pi * (1 - to_a) + only_b * (1 - lapse) + only_a * lapse,
+                       s_a * s_b * (1 - pi)], (1 - s_a) * (1 - s_b) * (1 - pi))
+        out[i:i + block] = np.sum(weights[i:i + block] * np.log(np.maximum(p, _EPS)), axis=1)
+    return out
+
+
 def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 1,
                      block: int = 100) -> np.ndarray:
     """Bootstrap replicates of the joint model's parameters, (B, 7), by the k-step bootstrap.

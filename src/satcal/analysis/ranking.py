@@ -1,21 +1,23 @@
 """Which formulation is least biased, and how sure the answers are of it.
 
-Two estimators of the bias indicators sit side by side in ``bias.csv``:
+Three estimators of the bias indicators sit side by side in ``bias.csv``:
 
-- **per-list** (``b1_joint``, ``b2_joint``, ``b3_joint``): from s(phi), the probability that a
-  list with score phi satisfies a user, of the joint model over all four answers (:mod:`.joint`).
-  When the model holds it does not depend on which partners the design pairs lists with, so it
-  is what the ranking leads with whenever the joint model ran;
-- **paper** (``b1``, ``b2``, ``b3``): Urbano and Marrero's P(Sat|phi), fitted on both_good and
-  both_bad answers only, i.e. the satisfaction of a list *given that its partner got the same
-  verdict*. It reproduces the published numbers but depends on the design: read it on the
-  paper's kind of design only;
 - **standardised** (``b1_std``, ``b2_std``, ``b3_std``, :mod:`satcal.analysis.standardise`):
   the per-list curves averaged over a fixed reference population of lists drawn from the
   judgments, so that formulations users do not follow are scored on the same lists whatever
   the design. With the same simulated users, the ECIR 2015 pairs and a generated design rank
   formulations alike at Spearman 0.985 by it (0.92 by the per-list one; docs/benchmarks.md).
-  It is computed beside the others; ``rank_formulations(bias, "standardised")`` ranks by it.
+  It is what the ranking leads with whenever it was computed (the joint model ran on a study
+  with judgments, or with a reference population given);
+- **per-list** (``b1_joint``, ``b2_joint``, ``b3_joint``): from s(phi), the probability that a
+  list with score phi satisfies a user, of each formulation's own joint model over all four
+  answers (:mod:`.joint`). It leads when the joint model ran without judgments to draw a
+  reference population from (e.g. published scores); it depends on the design through the
+  lists each phi_f collects when users do not follow formulation f;
+- **paper** (``b1``, ``b2``, ``b3``): Urbano and Marrero's P(Sat|phi), fitted on both_good and
+  both_bad answers only, i.e. the satisfaction of a list *given that its partner got the same
+  verdict*. It reproduces the published numbers but depends on the design: read it on the
+  paper's kind of design only. It leads only without the joint model.
 
 A formulation's rank is its mean rank over the estimator's three indicators (1 = least biased).
 With bootstrap replicates the ranking gets its uncertainty: each replicate is ranked the same
@@ -50,7 +52,8 @@ LEVEL = 0.95
 
 
 def lead_estimator(bias: pd.DataFrame) -> str:
-    """``per_list`` when the joint model ran (``b1_joint`` in ``bias``), else ``paper``.
+    """``standardised`` when ``b1_std`` is in ``bias``, else ``per_list`` when the joint model
+    ran (``b1_joint``), else ``paper``.
 
     Parameters
     ----------
@@ -60,7 +63,8 @@ def lead_estimator(bias: pd.DataFrame) -> str:
     -------
     str
     """
-    return "per_list" if "b1_joint" in bias.columns and bias["b1_joint"].notna().any() else "paper"
+    has = lambda c: c in bias.columns and bias[c].notna().any()
+    return "standardised" if has("b1_std") else "per_list" if has("b1_joint") else "paper"
 
 
 def estimator_columns(bias: pd.DataFrame, estimator: str) -> list[str]:
@@ -70,7 +74,7 @@ def estimator_columns(bias: pd.DataFrame, estimator: str) -> list[str]:
     Parameters
     ----------
     bias : pandas.DataFrame
-    estimator : {"per_list", "paper"}
+    estimator : {"standardised", "per_list", "paper"}
 
     Returns
     -------
@@ -99,19 +103,23 @@ def rank_formulations(bias: pd.DataFrame, estimator: str | None = None) -> pd.Da
     bias : DataFrame
         ``bias.csv``: ``formulation, gain, discount, b1, b2, b3`` and, when the joint model ran,
         ``b1_joint, b2_joint`` (and ``b3_joint``).
-    estimator : {"per_list", "paper"}, optional
+    estimator : {"standardised", "per_list", "paper"}, optional
         Default: :func:`lead_estimator`.
 
     Returns
     -------
     DataFrame
-        ``formulation, gain, discount, estimator``, the three indicators, ``rank_<indicator>``,
-        ``mean_rank`` and, when the per-list estimator leads, ``mean_rank_paper`` (the paper's
-        ranking, for reproduction).
+        ``formulation, gain, discount, estimator``, the paper's b1-b3, the estimator's three
+        indicators, ``rank_<indicator>``, ``mean_rank``, and beside them the other estimators'
+        mean ranks: ``mean_rank_paper`` (the paper's ranking, for reproduction) whenever another
+        estimator leads, and ``mean_rank_per_list`` (with ``b1_joint``-``b3_joint``) when the
+        standardised one leads.
     """
     estimator = estimator or lead_estimator(bias)
     cols = estimator_columns(bias, estimator)
-    keep = ["formulation", "gain", "discount"] + list(dict.fromkeys(["b1", "b2", "b3"] + cols))
+    others = estimator_columns(bias, "per_list") if estimator == "standardised" and lead_estimator(
+        bias.drop(columns=list(ESTIMATORS["standardised"]), errors="ignore")) == "per_list" else []
+    keep = ["formulation", "gain", "discount"] + list(dict.fromkeys(["b1", "b2", "b3"] + others + cols))
     out = bias[[c for c in keep if c in bias.columns]].copy()
     out.insert(3, "estimator", estimator)
     # an indicator that could not be computed (no bin with enough data) ranks last
@@ -119,6 +127,8 @@ def rank_formulations(bias: pd.DataFrame, estimator: str | None = None) -> pd.Da
     for c in cols:
         out[f"rank_{c}"] = rank(c)
     out["mean_rank"] = out[[f"rank_{c}" for c in cols]].mean(axis=1)
+    if others:
+        out["mean_rank_per_list"] = np.mean([rank(c) for c in others], axis=0)
     if estimator != "paper":
         out["mean_rank_paper"] = np.mean([rank(c) for c in ("b1", "b2", "b3")], axis=0)
     return out.sort_values(["mean_rank", cols[0]]).reset_index(drop=True)
@@ -174,7 +184,7 @@ class RankingVerdict(ResultTables):
     Attributes
     ----------
     estimator : str
-        ``per_list`` or ``paper``.
+        ``standardised``, ``per_list`` or ``paper``.
     top : str
         The formulation ranked first on the full sample.
     contenders : tuple of str

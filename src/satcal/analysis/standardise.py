@@ -129,7 +129,8 @@ def reference_scores(judgments, forms, k: int, n_levels: int, size: int = REFERE
 
 
 def akaike_weights(loglik) -> np.ndarray:
-    """exp(l - max l) / sum exp(l - max l) over the formulations' joint models.
+    """exp(l - max l) / sum exp(l - max l) over the formulations' joint models (the last axis:
+    (F,), or (B, F) for each bootstrap replicate's own log-likelihoods).
 
     Parameters
     ----------
@@ -139,15 +140,15 @@ def akaike_weights(loglik) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Weights summing to 1 (all 0 when none is finite).
+        Weights summing to 1 along the last axis (all 0 where none is finite).
     """
     ll = np.asarray(loglik, float)
     ok = np.isfinite(ll)
-    w = np.zeros_like(ll)
-    if ok.any():
-        w[ok] = np.exp(ll[ok] - ll[ok].max())
-        w /= w.sum()
-    return w
+    top = np.max(np.where(ok, ll, -np.inf), axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        w = np.where(ok, np.exp(ll - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    total = w.sum(axis=-1, keepdims=True)
+    return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
 
 
 def _s(theta_b, phi):
@@ -191,39 +192,155 @@ def _fit_grouped(groups, Y) -> np.ndarray:
     return beta.reshape(tuple(lead) + (F, 3))
 
 
-def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
-    """s*_f on ``grid`` for every formulation, (F, G) or (B, F, G) for (B, F, 7) replicates,
-    and the coefficients (..., F, 3). S of a reference list is the weighted mixture of the
-    joint models' s_g (models of zero weight are skipped).
+class _Layout:
+    """The grouped rows of every formulation's standardised fit, laid end to end.
 
-    Parameters
-    ----------
-    thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
-    ref_phi : numpy.ndarray
-        Reference lists' scores, (N, F).
-    weights : array_like
-        Model weights, (F,) (:func:`akaike_weights`).
-    grid : numpy.ndarray, optional
-        Where the curves are evaluated (default ``GRID``).
-    groups : tuple or None, optional
-        The reference scores' groups (what ``_groups`` returns for them), when computed
-        already; None computes them.
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, numpy.ndarray)
-        The curves and the coefficients.
+    Formulation f's rows are the distinct values of its rounded scores (:data:`DECIMALS`),
+    rows ``starts[f]`` to ``starts[f + 1]``; each row carries its value, its count of lists and
+    the formulation it belongs to. ``averaging(coef)`` is the sparse (N, R) matrix whose product
+    with a (B, N) array of per-list outcomes gives each row's mean outcome (``coef[f, n]``
+    multiplies list n's outcome in formulation f's fit: 1 for the curves, the side an answer
+    would take for the preference curves).
     """
-    thetas = np.asarray(thetas, float)
-    F, lead = ref_phi.shape[1], thetas.shape[:-2]
+
+    def __init__(self, x: np.ndarray):
+        x = np.round(np.nan_to_num(np.asarray(x, float), nan=0.0), DECIMALS)   # (F, N)
+        values, counts, index, starts = [], [], [], [0]
+        for row in x:
+            u, inv, c = np.unique(row, return_inverse=True, return_counts=True)
+            index.append(starts[-1] + inv.ravel())
+            values.append(u)
+            counts.append(c)
+            starts.append(starts[-1] + u.size)
+        self.F, self.N = x.shape
+        self.values, self.counts = np.concatenate(values), np.concatenate(counts).astype(float)
+        self.starts = np.asarray(starts[:-1])
+        self.seg = np.repeat(np.arange(self.F), np.diff(starts))
+        self.index = np.stack(index)                                             # (F, N)
+        self.X = design(self.values)                                             # (R, 3)
+
+    def averaging(self, coef=None):
+        """The (R, N) CSR matrix of the group means (transposed, for ``M @ Y.T``)."""
+        from scipy.sparse import csr_matrix
+        data = np.ones((self.F, self.N)) if coef is None else np.asarray(coef, float)
+        data = data / self.counts[self.index]
+        cols = np.broadcast_to(np.arange(self.N), (self.F, self.N))
+        keep = data != 0
+        return csr_matrix((data[keep], (self.index[keep], cols[keep])),
+                          shape=(self.values.size, self.N))
+
+    def means(self, M, Y: np.ndarray) -> np.ndarray:
+        """Group means (B, R) of per-list outcomes ``Y`` (B, N) through ``M`` (:meth:`averaging`)."""
+        return np.ascontiguousarray((M @ np.ascontiguousarray(Y.T)).T)
+
+    def start(self, Yg: np.ndarray) -> np.ndarray:
+        """Every fit's intercept-only estimate, (B, F, 3)."""
+        w = self.counts
+        ybar = np.add.reduceat(Yg * w, self.starts, axis=1) / np.add.reduceat(w, self.starts)
+        ybar = np.clip(ybar, 1e-6, 1 - 1e-6)
+        beta = np.zeros(Yg.shape[:1] + (self.F, 3))
+        beta[..., 0] = np.log(ybar / (1 - ybar))
+        return beta
+
+    def fit(self, Yg: np.ndarray, beta: np.ndarray, max_iter: int = 50, tol: float = 1e-10):
+        """Quadratic logits of the group means ``Yg`` (B, R), case weights the counts: Newton
+        with step-halving from ``beta`` (B, F, 3), every replicate and formulation at once
+        (segment sums over the rows), each fit frozen once it meets the convergence rule of
+        :func:`satcal.analysis.fits.fit_logit_batch`. Returns (B, F, 3)."""
+        X, w, seg, starts = self.X, self.counts, self.seg, self.starts
+        pairs = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+        XX = np.stack([X[:, i] * X[:, j] for i, j in pairs])                 # (6, R)
+        beta = np.array(beta, float)
+
+        x1, x2 = X[:, 1], X[:, 2]
+
+        def eta_of(b):
+            """Linear predictors (B, R) at coefficients ``b`` (B, F, 3)."""
+            return b[:, seg, 0] + b[:, seg, 1] * x1 + b[:, seg, 2] * x2
+
+        def loglik(eta):
+            """Each fit's log-likelihood (B, F)."""
+            return np.add.reduceat(w * (Yg * eta - np.logaddexp(0.0, eta)), starts, axis=1)
+
+        eta = eta_of(beta)
+        ll = loglik(eta)
+        active = np.ones(beta.shape[:2], bool)
+        for _ in range(max_iter):
+            if not active.any():
+                break
+            mu = expit(eta)
+            r, v = w * (Yg - mu), w * mu * (1 - mu)
+            grad = np.stack([np.add.reduceat(r * X[:, k], starts, axis=1) for k in range(3)], -1)
+            h = [np.add.reduceat(v * XX[i], starts, axis=1) for i in range(6)]
+            hess = np.stack([np.stack([h[0], h[1], h[2]], -1), np.stack([h[1], h[3], h[4]], -1),
+                             np.stack([h[2], h[4], h[5]], -1)], -2)             # (B, F, 3, 3)
+            try:
+                step = np.linalg.solve(hess + 1e-12 * np.eye(3), grad[..., None])[..., 0]
+            except np.linalg.LinAlgError:   # a formulation whose scores all coincide
+                step = (np.linalg.pinv(hess) @ grad[..., None])[..., 0]
+            step[~active] = 0.0
+            new = beta + step
+            new_eta = eta_of(new)
+            new_ll = loglik(new_eta)
+            for _half in range(30):
+                # a step that lowers the log-likelihood beyond its rounding error is halved
+                worse = new_ll < ll - 1e-13 * (1 + np.abs(ll))
+                if not worse.any():
+                    break
+                step[worse] /= 2
+                new[worse] = beta[worse] + step[worse]
+                new_eta = eta_of(new)
+                new_ll = np.where(worse, loglik(new_eta), new_ll)
+            done = np.abs(step).max(-1) < tol * (1 + np.abs(new).max(-1))
+            done |= np.abs(new_ll - ll) < tol * 1e-3 * (1 + np.abs(new_ll))
+            beta, ll, eta = new, new_ll, new_eta   # inactive fits took a zero step
+            active &= ~done
+        return beta
+
+
+def _active(weights):
+    """The models the mixture uses and their weights renormalised, (K,) and (1, K), or (B, K)
+    for per-replicate weights (B, F): those of weight at least 1e-12 of the largest (in some
+    replicate); the rest move S by under 1e-11, and skipping them keeps the cost at the models
+    the data support."""
+    w = np.atleast_2d(np.asarray(weights, float))
+    big = w > 1e-12 * np.max(w, axis=1, keepdims=True)
+    keep = np.flatnonzero(big.any(axis=0) & (w > 0).any(axis=0))
+    kept = w[:, keep]
+    return keep, kept / kept.sum(axis=1, keepdims=True)
+
+
+def _mixture_s(thetas, ref_phi, weights) -> np.ndarray:
+    """S of every reference list, (B, N): the weighted mixture of the joint models' s_g."""
     S = 0.0
-    for g in np.flatnonzero(np.asarray(weights) > 0):
-        S = S + weights[g] * _s(thetas[..., g, :], ref_phi[:, g])   # (..., N)
-    S = S / np.sum(np.asarray(weights)[np.asarray(weights) > 0])
-    Y = np.broadcast_to(np.asarray(S)[..., None, :], tuple(lead) + (F, ref_phi.shape[0]))
-    beta = _fit_grouped(groups or _groups(ref_phi.T), Y)
-    return expit(beta @ design(grid).T), beta
+    keep, w = _active(weights)
+    for k, g in enumerate(keep):
+        S = S + w[:, k, None] * _s(thetas[:, g, :], ref_phi[:, g])
+    return np.broadcast_to(S, (thetas.shape[0], ref_phi.shape[0]))
+
+
+def _pair_sides(thetas, x, y, weights):
+    """The mixture's probabilities (B, P) that an answer prefers the first list of each
+    reference pair and that it prefers the second (:func:`_agreement` before it is read per
+    formulation: which list is the higher-phi_f one is all that depends on f)."""
+    from .core import TIE_TOLERANCE
+    to_x_all, to_y_all = 0.0, 0.0
+    keep, w = _active(weights)
+    for k, g in enumerate(keep):
+        wg = w[:, k, None]
+        th = thetas[:, g, :]
+        s_x, s_y = _s(th, x[:, g]), _s(th, y[:, g])
+        d_g = np.where(np.abs(x[:, g] - y[:, g]) < TIE_TOLERANCE, 0.0, x[:, g] - y[:, g])
+        col = lambda i: th[:, i, None]
+        delta, lapse = expit(col(5)), 0.5 * expit(col(6))
+        same = s_x * s_y + (1 - s_x) * (1 - s_y)
+        pi = expit(col(3) + col(4) * np.abs(d_g))
+        to_x = np.where(d_g > 0, delta, np.where(d_g < 0, 1 - delta, 0.5))
+        to_x_all = to_x_all + wg * (s_x * (1 - s_y) * (1 - lapse) + s_y * (1 - s_x) * lapse
+                                    + same * pi * to_x)
+        to_y_all = to_y_all + wg * (s_y * (1 - s_x) * (1 - lapse) + s_x * (1 - s_y) * lapse
+                                    + same * pi * (1 - to_x))
+    return to_x_all, to_y_all
 
 
 def _agreement(thetas, x, y, weights) -> np.ndarray:
@@ -236,24 +353,88 @@ def _agreement(thetas, x, y, weights) -> np.ndarray:
     + [S_X S_Y + (1 - S_X)(1 - S_Y)] pi(|dphi_g|) t_X, with t_X = delta, 1 - delta or 1/2 as
     phi_g(X) is above, below or equal to phi_g(Y).
     """
+    thetas = np.asarray(thetas, float)
+    lead = thetas.shape[:-2]
+    th = thetas.reshape((-1,) + thetas.shape[-2:])
+    to_x, to_y = _pair_sides(th, x, y, weights)
+    d_f = _signs(x, y)                                                     # (F, P)
+    out = np.where(d_f > 0, to_x[:, None, :], np.where(d_f < 0, to_y[:, None, :], 0.0))
+    return out.reshape(tuple(lead) + out.shape[1:])
+
+
+def _signs(x, y) -> np.ndarray:
+    """+1, -1 or 0 (a tie, or a missing score) as the pair's first list scores above, below or
+    level with the second under each formulation: (F, P)."""
     from .core import TIE_TOLERANCE
-    d_f = np.where(np.abs(x - y) < TIE_TOLERANCE, 0.0, x - y).T   # (F, P)
-    out, total = 0.0, 0.0
-    for g in np.flatnonzero(np.asarray(weights) > 0):
-        th = thetas[..., g, :]                                     # (..., 7)
-        s_x, s_y = _s(th, x[:, g]), _s(th, y[:, g])                # (..., P)
-        d_g = d_f[g]
-        col = lambda i: th[..., i, None]
-        delta, lapse = expit(col(5)), 0.5 * expit(col(6))
-        same = s_x * s_y + (1 - s_x) * (1 - s_y)
-        pi = expit(col(3) + col(4) * np.abs(d_g))
-        to_x = np.where(d_g > 0, delta, np.where(d_g < 0, 1 - delta, 0.5))
-        pref_x = s_x * (1 - s_y) * (1 - lapse) + s_y * (1 - s_x) * lapse + same * pi * to_x
-        pref_y = s_y * (1 - s_x) * (1 - lapse) + s_x * (1 - s_y) * lapse + same * pi * (1 - to_x)
-        out = out + weights[g] * np.where(d_f > 0, pref_x[..., None, :],
-                                          np.where(d_f < 0, pref_y[..., None, :], 0.0))
-        total += weights[g]
-    return out / total
+    d = (x - y).T
+    return np.where(np.abs(d) < TIE_TOLERANCE, 0.0, np.sign(np.nan_to_num(d, nan=0.0)))
+
+
+class _Standardiser:
+    """The fixed parts of the standardised fits of one reference population: both layouts and
+    their averaging matrices, built once and reused by every replicate."""
+
+    def __init__(self, ref_phi: np.ndarray):
+        self.ref = np.asarray(ref_phi, float)
+        self.x, self.y = self.ref[0::2], self.ref[1::2]
+        self.sat = _Layout(self.ref.T)
+        self.pref = _Layout(np.abs(self.x - self.y).T)
+        sign = _signs(self.x, self.y)
+        self.m_sat = self.sat.averaging()
+        self.m_x, self.m_y = self.pref.averaging(sign > 0), self.pref.averaging(sign < 0)
+
+    def targets(self, thetas, weights):
+        """The group means the fits are fitted to: (B, R_sat) and (B, R_pref)."""
+        S = _mixture_s(thetas, self.ref, weights)
+        to_x, to_y = _pair_sides(thetas, self.x, self.y, weights)
+        return (self.sat.means(self.m_sat, S),
+                self.pref.means(self.m_x, to_x) + self.pref.means(self.m_y, to_y))
+
+    def coefficients(self, thetas, weights, start=None):
+        """Coefficients (B, F, 3) of s*_f and of P*_f for (B, F, 7) parameters; the Newton
+        starts from ``start`` (a pair of (F, 3) arrays) or from the intercept-only fits."""
+        ys, yp = self.targets(thetas, weights)
+        b0s, b0p = (self.sat.start(ys), self.pref.start(yp)) if start is None else (
+            np.broadcast_to(start[0], (len(ys),) + start[0].shape),
+            np.broadcast_to(start[1], (len(yp),) + start[1].shape))
+        return self.sat.fit(ys, b0s), self.pref.fit(yp, b0p)
+
+
+def _as_replicates(thetas):
+    """(B, F, 7) and whether the input was one (F, 7) set."""
+    thetas = np.asarray(thetas, float)
+    return (thetas[None], True) if thetas.ndim == 2 else (thetas, False)
+
+
+def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
+    """s*_f on ``grid`` for every formulation, (F, G) or (B, F, G) for (B, F, 7) replicates,
+    and the coefficients (..., F, 3). S of a reference list is the weighted mixture of the
+    joint models' s_g (models of weight under 1e-12 of the largest are skipped).
+
+    Parameters
+    ----------
+    thetas : array_like
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+    ref_phi : numpy.ndarray
+        Reference lists' scores, (N, F).
+    weights : array_like
+        Model weights, (F,) (:func:`akaike_weights`).
+    grid : numpy.ndarray, optional
+        Where the curves are evaluated (default ``GRID``).
+    groups : None, optional
+        Unused (kept for callers that passed the reference scores' groups).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        The curves and the coefficients.
+    """
+    th, single = _as_replicates(thetas)
+    lay = _Layout(np.asarray(ref_phi, float).T)
+    ys = lay.means(lay.averaging(), _mixture_s(th, np.asarray(ref_phi, float), weights))
+    beta = lay.fit(ys, lay.start(ys))
+    beta = beta[0] if single else beta
+    return expit(beta @ design(grid).T), beta
 
 
 def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) -> np.ndarray:
@@ -271,27 +452,32 @@ def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) ->
         Model weights, (F,) (:func:`akaike_weights`).
     grid : numpy.ndarray, optional
         Where the curves are evaluated (default ``GRID``).
-    groups : tuple or None, optional
-        The reference scores' groups (what ``_groups`` returns for them), when computed
-        already; None computes them.
+    groups : None, optional
+        Unused (kept for callers that passed the reference scores' groups).
 
     Returns
     -------
     numpy.ndarray
     """
-    thetas = np.asarray(thetas, float)
-    x, y = ref_phi[0::2], ref_phi[1::2]
-    agree = _agreement(thetas, x, y, weights)
-    beta = _fit_grouped(groups or _groups(np.abs(x - y).T), agree)
+    th, single = _as_replicates(thetas)
+    std = _Standardiser(ref_phi)
+    _, yp = std.targets(th, weights)
+    beta = std.pref.fit(yp, std.pref.start(yp))
+    beta = beta[0] if single else beta
     return expit(beta @ design(grid).T)
 
 
 def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range=None,
-                            block: int | None = None) -> dict:
+                            block: int | None = None, centre=None, coefficients: bool = False) -> dict:
     """b1_std, b2_std, b3_std of every formulation: arrays (F,) from the joint models'
     parameters (F, 7) on the fitting scale, or (B, F) from (B, F, 7) bootstrap replicates
-    (``block`` replicates at a time, to bound memory; default: :data:`BLOCK_ROWS` logit rows).
-    The weights stay those of the full sample.
+    (``block`` replicates at a time, to bound memory; default: :data:`BLOCK_ROWS` values per
+    array), with the full sample's model weights or each replicate's own.
+
+    Replicates start their Newton iterations from the fits at ``centre`` (the point estimate's
+    parameters; default: the replicates' median), so each needs a few steps; every fit is
+    iterated to the same convergence rule as the point estimate's, so a replicate's indicators
+    do not depend on the start beyond that tolerance.
 
     Parameters
     ----------
@@ -300,31 +486,46 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
-        Model weights, (F,).
+        Model weights, (F,), or (B, F): each replicate's own (:func:`akaike_weights` of the
+        replicate's log-likelihoods).
     sat_range, pref_range : optional
         Ranges of phi and |dphi| the indicators average over
         (:func:`satcal.analysis.core.bias_indicators`).
     block : int or None, optional
         Replicates at a time.
+    centre : array_like (F, 7), optional
+        Where the replicates' fits start (see above).
+    coefficients : bool, default False
+        Also return the curves' coefficients: ``beta_sat`` (s*_f) and ``beta_pref`` (P*_f),
+        (..., F, 3), quadratic logits in phi and |dphi|.
 
     Returns
     -------
     dict
-        ``b1_std``, ``b2_std``, ``b3_std``.
+        ``b1_std``, ``b2_std``, ``b3_std`` (and ``beta_sat``, ``beta_pref`` with
+        ``coefficients``).
     """
-    thetas = np.asarray(thetas, float)
-    groups = (_groups(ref_phi.T), _groups(np.abs(ref_phi[0::2] - ref_phi[1::2]).T))
+    th, single = _as_replicates(thetas)
+    std = _Standardiser(ref_phi)
+    weights = np.asarray(weights, float)
+    per_replicate = weights.ndim == 2
+    start = None
+    if not single:
+        mid = np.median(th, axis=0) if centre is None else np.asarray(centre, float)
+        middle = np.nanmean(weights, axis=0) if per_replicate else weights
+        start = tuple(b[0] for b in std.coefficients(mid[None], middle))
     if block is None:
-        block = max(1, BLOCK_ROWS // max(ref_phi.shape[0] * ref_phi.shape[1], 1))
-    if thetas.ndim == 3 and thetas.shape[0] > block:
-        parts = [_indicators(thetas[i:i + block], ref_phi, weights, sat_range, pref_range, groups)
-                 for i in range(0, thetas.shape[0], block)]
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return _indicators(thetas, ref_phi, weights, sat_range, pref_range, groups)
-
-
-def _indicators(thetas, ref_phi, weights, sat_range, pref_range, groups) -> dict:
-    curves, _ = standardised_curves(thetas, ref_phi, weights, groups=groups[0])
-    pref = standardised_preference(thetas, ref_phi, weights, groups=groups[1])
-    ind = bias_indicators(curves, pref, sat_range=sat_range, pref_range=pref_range)
-    return {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
+        width = max(std.sat.N, std.pref.values.size, std.sat.F * GRID.size, 1)
+        block = max(1, BLOCK_ROWS // width)
+    parts = []
+    for i in range(0, th.shape[0], block):
+        b_sat, b_pref = std.coefficients(th[i:i + block], weights[i:i + block] if per_replicate
+                                         else weights, start)
+        p_sat, p_pref = expit(b_sat @ design(GRID).T), expit(b_pref @ design(GRID).T)
+        ind = bias_indicators(p_sat, p_pref, sat_range=sat_range, pref_range=pref_range)
+        part = {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
+        if coefficients:
+            part.update(beta_sat=b_sat, beta_pref=b_pref)
+        parts.append(part)
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return {k: v[0] for k, v in out.items()} if single else out
