@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet",
            "read_utf8_text", "read_delimited",
-           "spreadsheet_safe", "spreadsheet_value", "to_csv_safe"]
+           "spreadsheet_safe", "spreadsheet_value", "to_csv_safe", "write_csv_safe", "table_csv_bytes"]
 
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
@@ -853,3 +853,173 @@ def to_csv_safe(table, **kwargs) -> str:
     kwargs.setdefault("index", False)
     kwargs.setdefault("lineterminator", "\n")
     return spreadsheet_safe(table).to_csv(**kwargs)
+
+
+#: Tables with fewer rows are written by pandas alone: the Arrow path pays off on large ones.
+ARROW_MIN_ROWS = 20_000
+#: Characters that make the csv module quote a field (delimiter, quote, line ends): a table
+#: holding one is written by pandas, whose quoting the Arrow writer cannot reproduce.
+_QUOTED = '[,"\r\n]'
+
+
+def table_csv_bytes(table) -> bytes:
+    """``spreadsheet_safe(table).to_csv(index=False, lineterminator="\\n")`` as UTF-8 bytes.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+
+    Returns
+    -------
+    bytes
+    """
+    import io
+    buffer = io.BytesIO()
+    _write_table_csv(table, buffer)
+    return buffer.getvalue()
+
+
+def write_csv_safe(path: "str | os.PathLike", table) -> Path:
+    """Write ``table`` atomically as the CSV file :func:`to_csv_safe` makes of it (no index,
+    ``\\n`` line ends, spreadsheet-safe cells), byte for byte.
+
+    A large table is written through pyarrow's CSV writer when pyarrow (the ``fast`` extra,
+    14 or later) is importable: each column's distinct values are rendered as pandas renders
+    them (``str`` of each object, numpy's text of each float, missing cells empty) and made
+    spreadsheet-safe once, and the rows are written from those texts, so the file is the one
+    pandas writes. A table with a cell the csv module would quote (a comma, a quote or a line
+    end in it), a column of another dtype, or no pyarrow, is written by pandas.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    table : pandas.DataFrame
+        The table.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    return _atomic_write(path, lambda fh: _write_table_csv(table, fh))
+
+
+def _atomic_write(path: "str | os.PathLike", write) -> Path:
+    """:func:`atomic_write_bytes` with the content written by ``write(binary file)``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _write_table_csv(table, fh) -> None:
+    """Write :func:`table_csv_bytes` of ``table`` to the binary file ``fh``."""
+    columns = _arrow_columns(table) if len(table) >= ARROW_MIN_ROWS and table.shape[1] >= 2 else None
+    if columns is None:
+        fh.write(to_csv_safe(table).encode("utf-8"))
+        return
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    fh.write(to_csv_safe(table.iloc[:0]).encode("utf-8"))  # the header, as pandas writes it
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=",")
+    pacsv.write_csv(pa.table(columns, names=[str(i) for i in range(len(columns))]), fh, options)
+
+
+def _arrow_columns(table):
+    """Each column of ``table`` as an Arrow text array holding the cells as pandas writes
+    them (spreadsheet-safe), or None when the table must be written by pandas (no pyarrow 14,
+    a dtype other than text, bool, integer and float, or a cell that would be quoted)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        return None
+    if int(pa.__version__.split(".")[0]) < 14:
+        return None
+    import numpy as np
+    import pandas as pd
+    if len(set(map(str, table.columns))) != table.shape[1]:
+        return None
+    out = []
+    for j in range(table.shape[1]):
+        values = table.iloc[:, j]
+        dtype = values.dtype
+        text_like = dtype == object or isinstance(dtype, pd.StringDtype)
+        if not (text_like or (isinstance(dtype, np.dtype) and dtype.kind in "biuf")):
+            return None
+        if isinstance(dtype, pd.StringDtype) or (dtype == object and not values.empty):
+            column = _arrow_text(values)
+            if column is not None:
+                out.append(column)
+                continue
+        # by distinct value: rendered as pandas' CSV writer renders it, then spread by codes
+        raw = values.to_numpy(dtype=object) if text_like else values.to_numpy()
+        if not text_like and dtype.kind == "f":
+            # by bit pattern, so that -0.0 and 0.0 stay two values, as they are written
+            raw = raw.astype(np.float64).view(np.int64)
+        codes, uniques = pd.factorize(raw, use_na_sentinel=False)
+        uniques = np.asarray(uniques, dtype=object if text_like or dtype.kind == "b" else None)
+        if not text_like and dtype.kind == "f":
+            uniques = uniques.view(np.float64).astype(dtype)
+        missing = pd.isna(uniques) if len(uniques) else np.zeros(0, dtype=bool)
+        if not text_like and dtype.kind == "f":
+            text = uniques.astype(str).astype(object)  # numpy's text of each float, as pandas
+        else:
+            text = np.array([str(v) for v in uniques], dtype=object)
+        text[missing] = ""
+        if text_like:
+            risky = _risky_values(pd.Series(uniques, dtype=object)).to_numpy()
+            text[risky] = np.array(["'" + str(v) for v in uniques[risky]], dtype=object)
+        dictionary = pa.array(list(text), type=pa.string())
+        out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
+    for column in out:
+        if len(column) and pc.any(pc.match_substring_regex(column, _QUOTED)).as_py():
+            return None
+    return out
+
+
+def _arrow_text(values):
+    """A text column (every cell a string or missing) as an Arrow array with the risky cells
+    marked (:func:`spreadsheet_safe`); None when a cell is not a string."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    cells = values.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(cells, skipna=True) not in ("string", "empty"):
+        return None  # bytes, numbers, booleans among the cells: rendered by distinct value
+    try:
+        column = pa.array(cells, type=pa.string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return None
+    if column.null_count and not pd.isna(cells[~column.is_valid().to_numpy(zero_copy_only=False)]).all():
+        return None  # something Arrow took for missing that pandas would write
+    if column.null_count:
+        # a missing cell is written empty, as pandas' na_rep; a float NaN among strings is one
+        column = column.fill_null("")
+    candidate = pc.match_substring_regex(column, _RISKY)
+    if pc.any(candidate).as_py():
+        rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+        found = pd.Series(column.take(pa.array(rows)).to_pylist(), dtype=object)
+        distinct = pd.Series(pd.unique(found.to_numpy(dtype=object)), dtype=object)
+        risky = set(distinct[_risky_values(distinct).to_numpy()])
+        if risky:
+            marked = ["'" + v if v in risky else v for v in found]
+            text = np.asarray(column.to_numpy(zero_copy_only=False), dtype=object).copy()
+            text[rows] = np.array(marked, dtype=object)
+            column = pa.array(text, type=pa.string())
+    return column
