@@ -135,7 +135,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     from scipy.stats import binom
     if not 0 <= threshold <= 1:
         raise SatcalError(f"the trust threshold must be in [0, 1], got {threshold}")
-    a = answers.copy()
+    a = answers.copy(deep=False)  # columns are added or replaced, never written into
     a["is_trap"] = a["is_trap"].astype(bool)
     if len(drop_traps) and "example_id" in a.columns:
         dropped = a["is_trap"] & a["example_id"].astype(str).isin([str(t) for t in drop_traps])
@@ -147,13 +147,17 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         a["trust"] = np.nan
     a["evidence"] = np.where(a["trap_counted"], trap_evidence(a["trap_correct"], _chance(a), threshold), 0.0)
     g = a.groupby("worker_id", sort=True)
+    size = g.size()
+    trust = pd.to_numeric(a["trust"], errors="coerce")
     table = pd.DataFrame({
-        "answers": g.size(),
-        "examples_answered": g["is_trap"].apply(lambda s: int((~s).sum())),
+        "answers": size,
+        "examples_answered": (size - g["is_trap"].sum()).astype(int),
         "traps_seen": g["trap_counted"].sum().astype(int),
         "traps_correct": g["trap_correct"].sum().astype(int),
-        "platform_trust": g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
-                                           if pd.to_numeric(s, errors="coerce").notna().any() else np.nan),
+        # a platform's trust where it gives one (a mean per worker); none at all is the usual case
+        "platform_trust": (g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
+                                            if pd.to_numeric(s, errors="coerce").notna().any() else np.nan)
+                           if trust.notna().any() else pd.Series(np.nan, index=size.index)),
         "chance_evidence": g["evidence"].sum(),
     })
     enough = table["traps_seen"] >= max(min_traps, 1)
@@ -169,7 +173,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     by_platform = (table["trust_source"] == "platform") & (table["trust"] < threshold)
     table["excluded"] = at_chance | below | by_platform
     reasons = []
-    for (_, row), chance, low in zip(table.iterrows(), at_chance, below):
+    for row, chance, low in zip(table.itertuples(), at_chance, below):
         traps = f"{row.traps_correct} of {row.traps_seen} traps"
         if chance:
             reasons.append(f"trust {row.trust:.2f} ({traps}): likelier at chance than at {threshold:.2f} "
