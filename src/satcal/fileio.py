@@ -857,9 +857,6 @@ def to_csv_safe(table, **kwargs) -> str:
 
 #: Tables with fewer rows are written by pandas alone: the Arrow path pays off on large ones.
 ARROW_MIN_ROWS = 20_000
-#: Characters that make the csv module quote a field (delimiter, quote, line ends): a table
-#: holding one is written by pandas, whose quoting the Arrow writer cannot reproduce.
-_QUOTED = '[,"\r\n]'
 
 
 def table_csv_bytes(table) -> bytes:
@@ -945,7 +942,6 @@ def _arrow_columns(table):
     a dtype other than text, bool, integer and float, or a cell that would be quoted)."""
     try:
         import pyarrow as pa
-        import pyarrow.compute as pc
     except ImportError:
         return None
     if int(pa.__version__.split(".")[0]) < 14:
@@ -966,6 +962,9 @@ def _arrow_columns(table):
             if column is not None:
                 out.append(column)
                 continue
+        if dtype.kind in "iu":  # an integer's decimal digits: Arrow's text of it is str()'s
+            out.append(pa.array(values.to_numpy()).cast(pa.string()))
+            continue
         # by distinct value: rendered as pandas' CSV writer renders it, then spread by codes
         raw = values.to_numpy(dtype=object) if text_like else values.to_numpy()
         if not text_like and dtype.kind == "f":
@@ -986,9 +985,43 @@ def _arrow_columns(table):
             text[risky] = np.array(["'" + str(v) for v in uniques[risky]], dtype=object)
         dictionary = pa.array(list(text), type=pa.string())
         out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
-    for column in out:
-        if len(column) and pc.any(pc.match_substring_regex(column, _QUOTED)).as_py():
-            return None
+    if any(_text_holds(column, b',"\r\n') for column in out):
+        return None
+    return out
+
+
+def _text_holds(column, characters: bytes) -> bool:
+    """Whether any cell of an Arrow text array holds one of ``characters`` (ASCII), searched
+    in the array's bytes at once."""
+    if not len(column):
+        return False
+    offsets, data = _text_buffers(column)
+    text = data.to_pybytes()[offsets[0]:offsets[-1]] if data is not None else b""
+    return any(bytes([c]) in text for c in characters)
+
+
+def _text_buffers(column):
+    """The offsets (one more than the cells) and the data buffer of an Arrow text array."""
+    import numpy as np
+    import pyarrow as pa
+    if column.type != pa.string():
+        column = column.cast(pa.string())
+    _, offsets, data = column.buffers()
+    return np.frombuffer(offsets, dtype=np.int32)[column.offset:column.offset + len(column) + 1], data
+
+
+def _first_in(column, characters: str):
+    """Which cells of an Arrow text array start with one of the ASCII ``characters``."""
+    import numpy as np
+    offsets, data = _text_buffers(column)
+    out = np.zeros(len(column), dtype=bool)
+    if data is None or not len(column):
+        return out
+    starts = offsets[:-1]
+    filled = offsets[1:] > starts
+    table = np.zeros(256, dtype=bool)
+    table[[ord(c) for c in characters]] = True
+    out[filled] = table[np.frombuffer(data, dtype=np.uint8)[starts[filled]]]
     return out
 
 
@@ -998,7 +1031,6 @@ def _arrow_text(values):
     import numpy as np
     import pandas as pd
     import pyarrow as pa
-    import pyarrow.compute as pc
     cells = values.to_numpy(dtype=object)
     if pd.api.types.infer_dtype(cells, skipna=True) not in ("string", "empty"):
         return None  # bytes, numbers, booleans among the cells: rendered by distinct value
@@ -1011,9 +1043,10 @@ def _arrow_text(values):
     if column.null_count:
         # a missing cell is written empty, as pandas' na_rep; a float NaN among strings is one
         column = column.fill_null("")
-    candidate = pc.match_substring_regex(column, _RISKY)
-    if pc.any(candidate).as_py():
-        rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+    # a risky cell starts with a formula prefix or an apostrophe: only those are looked at
+    candidate = _first_in(column, "'=+-@\t\r")
+    if candidate.any():
+        rows = np.flatnonzero(candidate)
         found = pd.Series(column.take(pa.array(rows)).to_pylist(), dtype=object)
         distinct = pd.Series(pd.unique(found.to_numpy(dtype=object)), dtype=object)
         risky = set(distinct[_risky_values(distinct).to_numpy()])
