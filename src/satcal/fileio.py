@@ -714,7 +714,10 @@ def _strings_by_value(data: bytes, **options):
     import pandas as pd
     table = pd.read_csv(io.BytesIO(data), na_filter=False, engine="c", dtype=object, **options)
     for j in range(table.shape[1]):
-        codes, distinct = pd.factorize(table.iloc[:, j].to_numpy(dtype=object), use_na_sentinel=False)
+        cells = table.iloc[:, j].to_numpy(dtype=object)
+        if len(cells) > 20_000 and len(pd.unique(cells[:10_000])) > 5_000:
+            continue  # mostly distinct (row ids): sharing would save little, the hashing costs
+        codes, distinct = pd.factorize(cells, use_na_sentinel=False)
         if len(distinct) < len(codes) // 2:
             table.isetitem(j, pd.Series(np.asarray(distinct, dtype=object)[codes], dtype=object))
     return table

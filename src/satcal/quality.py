@@ -474,19 +474,23 @@ def agreement(answers: pd.DataFrame) -> Agreement | None:
     Agreement or None
     """
     from .answers import ANSWER_CODES
-    counts = pd.crosstab(answers["example_id"], answers["answer"]).reindex(columns=list(ANSWER_CODES), fill_value=0)
-    n = counts.sum(axis=1)
-    multi = counts[n >= 2]
-    if multi.empty:
+    # the crosstab of example by answer code (examples sorted, as pd.crosstab sorts them),
+    # counted on integer codes
+    examples, ids = pd.factorize(answers["example_id"], sort=True)
+    code = pd.Index(list(ANSWER_CODES)).get_indexer(answers["answer"])
+    kept = (examples >= 0) & (code >= 0)
+    width = len(ANSWER_CODES)
+    counts = np.bincount(examples[kept] * width + code[kept], minlength=len(ids) * width).reshape(len(ids), width)
+    m = counts[counts.sum(axis=1) >= 2].astype(float)
+    if not len(m):
         return None
     import krippendorff
-    m = multi.to_numpy(dtype=float)
     pairs = (m * (m - 1)).sum(axis=1)
     totals = m.sum(axis=1)
     observed = float(pairs.sum() / (totals * (totals - 1)).sum())
     alpha = float(krippendorff.alpha(value_counts=m, level_of_measurement="nominal")) \
         if (m.sum(axis=0) > 0).sum() > 1 else float("nan")
-    return Agreement(alpha, observed, len(multi), int(totals.sum()), float(totals.mean()))
+    return Agreement(alpha, observed, len(m), int(totals.sum()), float(totals.mean()))
 
 
 def require_crowdkit():
