@@ -926,17 +926,38 @@ def _atomic_write(path: "str | os.PathLike", write) -> Path:
     return path
 
 
+#: Rows rendered and written at a time by the Arrow path (its memory is that of one block).
+ARROW_BLOCK_ROWS = 250_000
+
+
 def _write_table_csv(table, fh) -> None:
-    """Write :func:`table_csv_bytes` of ``table`` to the binary file ``fh``."""
-    columns = _arrow_columns(table) if len(table) >= ARROW_MIN_ROWS and table.shape[1] >= 2 else None
-    if columns is None:
-        fh.write(to_csv_safe(table).encode("utf-8"))
+    """Write :func:`table_csv_bytes` of ``table`` to the seekable binary file ``fh``."""
+    start = fh.tell()
+    if len(table) >= ARROW_MIN_ROWS and table.shape[1] >= 2 and _write_arrow_blocks(table, fh):
         return
+    fh.seek(start)  # a block Arrow could not write: pandas writes the whole table
+    fh.truncate()
+    fh.write(to_csv_safe(table).encode("utf-8"))
+
+
+def _write_arrow_blocks(table, fh) -> bool:
+    """Write ``table`` through Arrow's CSV writer in blocks of rows; False as soon as a block
+    cannot be (see :func:`_arrow_columns`), what was written then to be discarded."""
+    first = _arrow_columns(table.iloc[:ARROW_BLOCK_ROWS])
+    if first is None:
+        return False
     import pyarrow as pa
     import pyarrow.csv as pacsv
     fh.write(to_csv_safe(table.iloc[:0]).encode("utf-8"))  # the header, as pandas writes it
     options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=",")
-    pacsv.write_csv(pa.table(columns, names=[str(i) for i in range(len(columns))]), fh, options)
+    names = [str(i) for i in range(table.shape[1])]
+    for at in range(0, len(table), ARROW_BLOCK_ROWS):
+        columns = first if at == 0 else _arrow_columns(table.iloc[at:at + ARROW_BLOCK_ROWS])
+        if columns is None:
+            return False
+        pacsv.write_csv(pa.table(columns, names=names), fh, options)
+        first = None
+    return True
 
 
 def _arrow_columns(table):
