@@ -94,3 +94,21 @@ def test_blocks_written_one_by_one_and_a_late_quoted_cell(monkeypatch):
     assert table_csv_bytes(table) == reference(table)
     table.loc[290, "text"] = "late, quoted"
     assert table_csv_bytes(table) == reference(table)
+
+
+def test_objects_equal_across_types_keep_their_own_text():
+    """1, 1.0 and True are equal objects, as are 0.0 and -0.0, but each prints its own text."""
+    cells = np.array([1, 1.0, True, np.int64(1), 0.0, -0.0, np.float32(0.1), np.float64(0.1), 0.1 + 0.2,
+                      1e16, pd.Timestamp("2026-01-01"), pd.NaT, None, np.nan, 1 + 2j, "-3", "=1+2", b"x"] * 3,
+                     dtype=object)
+    table = pd.DataFrame({"a": cells, "b": np.arange(cells.size)})
+    assert fileio._arrow_columns(table) is not None
+    assert table_csv_bytes(table) == reference(table)
+
+
+def test_text_arrow_cannot_encode_goes_to_pandas_which_refuses_it_as_before():
+    table = pd.DataFrame({"a": pd.Series(["ok", "lone \ud800 surrogate"], dtype=object), "b": [1, 2]})
+    with pytest.raises(UnicodeEncodeError):
+        reference(table)
+    with pytest.raises(UnicodeEncodeError):
+        table_csv_bytes(table)

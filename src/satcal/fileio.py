@@ -942,7 +942,16 @@ def _write_table_csv(table, fh) -> None:
 
 def _write_arrow_blocks(table, fh) -> bool:
     """Write ``table`` through Arrow's CSV writer in blocks of rows; False as soon as a block
-    cannot be (see :func:`_arrow_columns`), what was written then to be discarded."""
+    cannot be (see :func:`_arrow_columns`) or Arrow refuses a cell (text that is not
+    valid Unicode, say), what was written then to be discarded."""
+    try:
+        return _write_blocks(table, fh)
+    except (ValueError, TypeError):  # pyarrow's ArrowInvalid and ArrowTypeError are these
+        return False  # pandas writes the table (an OSError, a full disk, still stops the write)
+
+
+def _write_blocks(table, fh) -> bool:
+    """:func:`_write_arrow_blocks`, unguarded."""
     first = _arrow_columns(table.iloc[:ARROW_BLOCK_ROWS])
     if first is None:
         return False
@@ -981,32 +990,38 @@ def _arrow_columns(table):
         text_like = dtype == object or isinstance(dtype, pd.StringDtype)
         if not (text_like or (isinstance(dtype, np.dtype) and dtype.kind in "biuf")):
             return None
-        if isinstance(dtype, pd.StringDtype) or (dtype == object and not values.empty):
-            column = _arrow_text(values)
-            if column is not None:
-                out.append(column)
-                continue
+        if text_like:
+            cells = values.to_numpy(dtype=object)
+            if pd.api.types.infer_dtype(cells, skipna=True) not in ("string", "empty"):
+                # other objects as the csv module writes them, str() of each, a missing one
+                # empty; cell by cell, as equal objects of two types (1, 1.0 and True; 0.0
+                # and -0.0) print differently. A number is never risky and a text equals no
+                # other object, so the spreadsheet rule decides the same on these texts.
+                text = np.array([str(v) for v in cells], dtype=object)
+                text[pd.isna(cells)] = ""
+                cells = text
+            column = _arrow_text(pd.Series(cells, dtype=object, copy=False))
+            if column is None:
+                return None
+            out.append(column)
+            continue
         if dtype.kind in "iu":  # an integer's decimal digits: Arrow's text of it is str()'s
             out.append(pa.array(values.to_numpy()).cast(pa.string()))
             continue
-        # by distinct value: rendered as pandas' CSV writer renders it, then spread by codes
-        raw = values.to_numpy(dtype=object) if text_like else values.to_numpy()
-        if not text_like and dtype.kind == "f":
+        # a bool or float column by distinct value, rendered as pandas renders it (str() of
+        # each bool, numpy's text of each float, NaN empty), then spread by codes
+        raw = values.to_numpy()
+        if dtype.kind == "f":
             # by bit pattern, so that -0.0 and 0.0 stay two values, as they are written
             raw = raw.astype(np.float64).view(np.int64)
         codes, uniques = pd.factorize(raw, use_na_sentinel=False)
-        uniques = np.asarray(uniques, dtype=object if text_like or dtype.kind == "b" else None)
-        if not text_like and dtype.kind == "f":
+        uniques = np.asarray(uniques)
+        if dtype.kind == "f":
             uniques = uniques.view(np.float64).astype(dtype)
-        missing = pd.isna(uniques) if len(uniques) else np.zeros(0, dtype=bool)
-        if not text_like and dtype.kind == "f":
-            text = uniques.astype(str).astype(object)  # numpy's text of each float, as pandas
+            text = uniques.astype(str).astype(object)
+            text[np.isnan(uniques)] = ""
         else:
-            text = np.array([str(v) for v in uniques], dtype=object)
-        text[missing] = ""
-        if text_like:
-            risky = _risky_values(pd.Series(uniques, dtype=object)).to_numpy()
-            text[risky] = np.array(["'" + str(v) for v in uniques[risky]], dtype=object)
+            text = np.array([str(v) for v in uniques.astype(object)], dtype=object)
         dictionary = pa.array(list(text), type=pa.string())
         out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
     if any(_text_holds(column, b',"\r\n') for column in out):
