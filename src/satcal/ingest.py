@@ -332,7 +332,7 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
     # the codes of the example ids' texts, per row, from the distinct items' ones
     example_codes = pd.factorize(np.array([_as_text(v) for v in example], dtype=object))[0]
-    return {"codes": codes, "example_codes": example_codes[codes], "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
+    return {"codes": codes, "items": items, "example_codes": example_codes[codes], "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
             "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
@@ -490,8 +490,9 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     # worker_table copies what it is given: only the columns it reads
     scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "expected", "trust", "answer_shown",
                                     "seconds", "submitted_at") if c in r.columns]]
-    if reading is not None:
-        scored = scored.assign(reading_seconds=r.loc[ok, "item_id"].map(reading))
+    if reading is not None:  # looked up once per distinct item, spread by the item codes
+        per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
+        scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
     workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
@@ -673,7 +674,10 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
         table = parsed.get(row.sha256)
         if table is None:
             table = get_platform(row.platform).read_results(raw_dir / row.file)
-        frames.append(table.assign(source_file=row.file))
+        # one shared string, in an object column (a bare string would make pandas 3 build
+        # a million-cell Arrow column, turned back into Python strings by resolve_rows)
+        frames.append(table.assign(source_file=pd.Series(np.full(len(table), row.file, dtype=object),
+                                                         index=table.index, dtype=object)))
     # no file (the only one removed, say): empty tables with their columns, not an error
     rows = (pd.concat(frames, ignore_index=True) if frames
             else pd.DataFrame(columns=[*RAW_ANSWER_COLUMNS, "source_file"], dtype=object))
