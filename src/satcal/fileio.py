@@ -34,23 +34,7 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
     OSError
         The write failed (naming ``path``); the temporary file is removed.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the user's umask
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:  # a failed write() names no file: name the one being written
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic_write(path, lambda fh: fh.write(data))
 
 
 def _umask() -> int:
@@ -884,11 +868,14 @@ def write_csv_safe(path: "str | os.PathLike", table) -> Path:
     ``\\n`` line ends, spreadsheet-safe cells), byte for byte.
 
     A large table is written through pyarrow's CSV writer when pyarrow (the ``fast`` extra,
-    14 or later) is importable: each column's distinct values are rendered as pandas renders
-    them (``str`` of each object, numpy's text of each float, missing cells empty) and made
-    spreadsheet-safe once, and the rows are written from those texts, so the file is the one
-    pandas writes. A table with a cell the csv module would quote (a comma, a quote or a line
-    end in it), a column of another dtype, or no pyarrow, is written by pandas.
+    14 or later) is importable, in blocks of :data:`ARROW_BLOCK_ROWS` rows: each cell is
+    rendered as pandas renders it (text as it is, ``str`` of other objects, an integer's
+    digits, numpy's text of each float and ``str`` of each bool, once per distinct value;
+    missing cells empty), the cells a spreadsheet would run are marked as
+    :func:`spreadsheet_safe` marks them, and the rows are written unquoted, so the file is the
+    one pandas writes. A table with a cell the csv module would quote (a comma, a quote or a
+    line end in it), a cell Arrow refuses, a column of another dtype, a single column, or no
+    pyarrow, is written by pandas.
 
     Parameters
     ----------
@@ -911,13 +898,13 @@ def _atomic_write(path: "str | os.PathLike", write) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the user's umask
         with os.fdopen(fd, "wb") as fh:
             write(fh)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:
+        if exc.filename is None:  # a failed write() names no file: name the one being written
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     except BaseException:

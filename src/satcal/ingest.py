@@ -332,7 +332,8 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
     # the codes of the example ids' texts, per row, from the distinct items' ones
     example_codes = pd.factorize(np.array([_as_text(v) for v in example], dtype=object))[0]
-    return {"codes": codes, "items": items, "example_codes": example_codes[codes], "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
+    return {"codes": codes, "items": items, "example_codes": example_codes[codes], "known": known[codes],
+            "ecir": ecir[codes], "example_id": example.astype(object)[codes],
             "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
