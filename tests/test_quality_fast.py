@@ -45,3 +45,42 @@ def test_agreement_equals_the_crosstab_computation():
     answers.loc[::97, "example_id"] = None  # a missing id counts nowhere, as crosstab drops it
     got = agreement(answers)
     assert (got.alpha, got.observed, got.examples, got.answers, got.per_example) == _crosstab_agreement(answers)
+
+
+def _reading_seconds_per_item_view(items, k, wpm):
+    """reading_seconds as it was: every item through platforms.item_view."""
+    import pandas as pd
+    from satcal.platforms import item_view
+    words = {}
+    for row in items.to_dict("records"):
+        v = item_view(row, k)
+        texts = [v["query_title"] or v["query"], v["query_description"]]
+        texts += [d[f] for lst in v["lists"] for d in lst["docs"] for f in ("title", "url_text", "snippet")]
+        words[v["item_id"]] = sum(len(str(t).split()) for t in texts)
+    return pd.Series(words, dtype=float, name="reading_seconds") * 60.0 / wpm
+
+
+def test_reading_seconds_equals_the_per_item_view_count():
+    import pandas as pd
+    from satcal.quality import SKIM_WORDS_PER_MINUTE, reading_seconds
+    rng = np.random.default_rng(9)
+    k, n = 3, 200
+    pool = np.array(["", "one", "two words", "caf&eacute; &amp; bar", "  spaced   out  ", "a&nbsp;b", "&lt;b&gt;x",
+                     "long " * 30, np.nan, None, "tab\tsep\nline"], dtype=object)
+    pick = lambda: pool[rng.integers(0, pool.size, n)]  # noqa: E731
+    items = {"item_id": [f"it{i}" for i in range(n)], "query": [f"q{i % 7}" for i in range(n)],
+             "query_title": pick(), "query_description": pick()}
+    for side in "AB":
+        for i in range(1, k + 1):
+            items[f"{side}{i}"] = np.array([f"d{j}" for j in rng.integers(0, 30, n)], dtype=object)
+            items[f"{side}{i}_title"] = pick()
+            items[f"{side}{i}_snippet"] = pick()
+            if i != 2:  # a column missing altogether counts no words
+                items[f"{side}{i}_url_text"] = pick()
+    items = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in items.items()})
+    ours = reading_seconds(items, k)
+    theirs = _reading_seconds_per_item_view(items, k, SKIM_WORDS_PER_MINUTE)
+    pd.testing.assert_series_equal(ours, theirs)
+    as_read = pd.read_csv(__import__("io").StringIO(items.to_csv(index=False)))  # pandas' own dtypes
+    pd.testing.assert_series_equal(reading_seconds(as_read, k),
+                                   _reading_seconds_per_item_view(as_read, k, SKIM_WORDS_PER_MINUTE))

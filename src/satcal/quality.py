@@ -26,6 +26,8 @@ follow the lists, not the screen.
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 
@@ -366,14 +368,36 @@ def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_
     -------
     pandas.Series
     """
-    from .platforms import item_view
-    words = {}
-    for row in items.to_dict("records"):
-        v = item_view(row, k)
-        texts = [v["query_title"] or v["query"], v["query_description"]]
-        texts += [d[f] for lst in v["lists"] for d in lst["docs"] for f in ("title", "url_text", "snippet")]
-        words[v["item_id"]] = sum(len(str(t).split()) for t in texts)
-    return pd.Series(words, dtype=float, name="reading_seconds") * 60.0 / words_per_minute
+    # the texts :func:`satcal.platforms.item_view` shows, column by column: each distinct
+    # cell unescaped and its words counted once (a document shown in many items is counted
+    # once), then summed per item
+    def plain(column: str) -> np.ndarray:
+        """Each row's cell of ``column`` as the plain text a worker sees ('' when missing)."""
+        if column not in items.columns:
+            return np.full(len(items), "", dtype=object)
+        cells = items[column].to_numpy(dtype=object)
+        text = np.array([str(v) for v in cells], dtype=object)
+        codes, distinct = pd.factorize(text)
+        out = np.array([html.unescape(v) for v in distinct], dtype=object)[codes]
+        out[pd.isna(cells)] = ""
+        return out
+
+    def words(text: np.ndarray) -> np.ndarray:
+        codes, distinct = pd.factorize(text)
+        return np.array([len(v.split()) for v in distinct], dtype=np.int64)[codes] if len(text) else \
+            np.zeros(0, dtype=np.int64)
+
+    def either(first: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+        return np.where(first != "", first, fallback).astype(object)
+
+    total = words(either(plain("query_title"), plain("query"))) + words(plain("query_description"))
+    for side in ("A", "B"):
+        for i in range(1, k + 1):
+            doc = f"{side}{i}"
+            total = total + words(either(plain(f"{doc}_title"), plain(doc))) \
+                + words(plain(f"{doc}_url_text")) + words(plain(f"{doc}_snippet"))
+    per_item = dict(zip((str(v) for v in items["item_id"]), total.tolist()))
+    return pd.Series(per_item, dtype=float, name="reading_seconds") * 60.0 / words_per_minute
 
 
 def attention_failures(rows: pd.DataFrame) -> pd.Series:
