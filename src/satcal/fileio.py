@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet",
            "read_utf8_text", "read_delimited",
-           "spreadsheet_safe", "spreadsheet_value", "to_csv_safe"]
+           "spreadsheet_safe", "spreadsheet_value", "to_csv_safe", "write_csv_safe", "table_csv_bytes"]
 
 
 def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
@@ -34,23 +34,7 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> Path:
     OSError
         The write failed (naming ``path``); the temporary file is removed.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the user's umask
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:  # a failed write() names no file: name the one being written
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic_write(path, lambda fh: fh.write(data))
 
 
 def _umask() -> int:
@@ -739,7 +723,10 @@ def _strings_by_value(data: bytes, **options):
     import pandas as pd
     table = pd.read_csv(io.BytesIO(data), na_filter=False, engine="c", dtype=object, **options)
     for j in range(table.shape[1]):
-        codes, distinct = pd.factorize(table.iloc[:, j].to_numpy(dtype=object), use_na_sentinel=False)
+        cells = table.iloc[:, j].to_numpy(dtype=object)
+        if len(cells) > 20_000 and len(pd.unique(cells[:10_000])) > 5_000:
+            continue  # mostly distinct (row ids): sharing would save little, the hashing costs
+        codes, distinct = pd.factorize(cells, use_na_sentinel=False)
         if len(distinct) < len(codes) // 2:
             table.isetitem(j, pd.Series(np.asarray(distinct, dtype=object)[codes], dtype=object))
     return table
@@ -878,3 +865,245 @@ def to_csv_safe(table, **kwargs) -> str:
     kwargs.setdefault("index", False)
     kwargs.setdefault("lineterminator", "\n")
     return spreadsheet_safe(table).to_csv(**kwargs)
+
+
+#: Tables with fewer rows are written by pandas alone: the Arrow path pays off on large ones.
+ARROW_MIN_ROWS = 20_000
+
+
+def table_csv_bytes(table) -> bytes:
+    """``spreadsheet_safe(table).to_csv(index=False, lineterminator="\\n")`` as UTF-8 bytes.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+
+    Returns
+    -------
+    bytes
+    """
+    import io
+    buffer = io.BytesIO()
+    _write_table_csv(table, buffer)
+    return buffer.getvalue()
+
+
+def write_csv_safe(path: "str | os.PathLike", table) -> Path:
+    """Write ``table`` atomically as the CSV file :func:`to_csv_safe` makes of it (no index,
+    ``\\n`` line ends, spreadsheet-safe cells), byte for byte.
+
+    A large table is written through pyarrow's CSV writer when pyarrow (the ``fast`` extra,
+    14 or later) is importable, in blocks of :data:`ARROW_BLOCK_ROWS` rows: each cell is
+    rendered as pandas renders it (text as it is, ``str`` of other objects, an integer's
+    digits, numpy's text of each float and ``str`` of each bool, once per distinct value;
+    missing cells empty), the cells a spreadsheet would run are marked as
+    :func:`spreadsheet_safe` marks them, and the rows are written unquoted, so the file is the
+    one pandas writes. A table with a cell the csv module would quote (a comma, a quote or a
+    line end in it), a cell Arrow refuses, a column of another dtype, a single column, or no
+    pyarrow, is written by pandas.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    table : pandas.DataFrame
+        The table.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    return _atomic_write(path, lambda fh: _write_table_csv(table, fh))
+
+
+def _atomic_write(path: "str | os.PathLike", write) -> Path:
+    """:func:`atomic_write_bytes` with the content written by ``write(binary file)``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the user's umask
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write() names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+#: Rows rendered and written at a time by the Arrow path (its memory is that of one block).
+ARROW_BLOCK_ROWS = 250_000
+
+
+def _write_table_csv(table, fh) -> None:
+    """Write :func:`table_csv_bytes` of ``table`` to the seekable binary file ``fh``."""
+    start = fh.tell()
+    if len(table) >= ARROW_MIN_ROWS and table.shape[1] >= 2 and _write_arrow_blocks(table, fh):
+        return
+    fh.seek(start)  # a block Arrow could not write: pandas writes the whole table
+    fh.truncate()
+    fh.write(to_csv_safe(table).encode("utf-8"))
+
+
+def _write_arrow_blocks(table, fh) -> bool:
+    """Write ``table`` through Arrow's CSV writer in blocks of rows; False as soon as a block
+    cannot be (see :func:`_arrow_columns`) or Arrow refuses a cell (text that is not
+    valid Unicode, say), what was written then to be discarded."""
+    try:
+        return _write_blocks(table, fh)
+    except (ValueError, TypeError):  # pyarrow's ArrowInvalid and ArrowTypeError are these
+        return False  # pandas writes the table (an OSError, a full disk, still stops the write)
+
+
+def _write_blocks(table, fh) -> bool:
+    """:func:`_write_arrow_blocks`, unguarded."""
+    first = _arrow_columns(table.iloc[:ARROW_BLOCK_ROWS])
+    if first is None:
+        return False
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    fh.write(to_csv_safe(table.iloc[:0]).encode("utf-8"))  # the header, as pandas writes it
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=",")
+    names = [str(i) for i in range(table.shape[1])]
+    for at in range(0, len(table), ARROW_BLOCK_ROWS):
+        columns = first if at == 0 else _arrow_columns(table.iloc[at:at + ARROW_BLOCK_ROWS])
+        if columns is None:
+            return False
+        pacsv.write_csv(pa.table(columns, names=names), fh, options)
+        first = None
+    return True
+
+
+def _arrow_columns(table):
+    """Each column of ``table`` as an Arrow text array holding the cells as pandas writes
+    them (spreadsheet-safe), or None when the table must be written by pandas (no pyarrow 14,
+    a dtype other than text, bool, integer and float, or a cell that would be quoted)."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
+    if int(pa.__version__.split(".")[0]) < 14:
+        return None
+    import numpy as np
+    import pandas as pd
+    if len(set(map(str, table.columns))) != table.shape[1]:
+        return None
+    out = []
+    for j in range(table.shape[1]):
+        values = table.iloc[:, j]
+        dtype = values.dtype
+        text_like = dtype == object or isinstance(dtype, pd.StringDtype)
+        if not (text_like or (isinstance(dtype, np.dtype) and dtype.kind in "biuf")):
+            return None
+        if text_like:
+            cells = values.to_numpy(dtype=object)
+            if pd.api.types.infer_dtype(cells, skipna=True) not in ("string", "empty"):
+                # other objects as the csv module writes them, str() of each, a missing one
+                # empty; cell by cell, as equal objects of two types (1, 1.0 and True; 0.0
+                # and -0.0) print differently. A number is never risky and a text equals no
+                # other object, so the spreadsheet rule decides the same on these texts.
+                text = np.array([str(v) for v in cells], dtype=object)
+                text[pd.isna(cells)] = ""
+                cells = text
+            column = _arrow_text(pd.Series(cells, dtype=object, copy=False))
+            if column is None:
+                return None
+            out.append(column)
+            continue
+        if dtype.kind in "iu":  # an integer's decimal digits: Arrow's text of it is str()'s
+            out.append(pa.array(values.to_numpy()).cast(pa.string()))
+            continue
+        # a bool or float column by distinct value, rendered as pandas renders it (str() of
+        # each bool, numpy's text of each float, NaN empty), then spread by codes
+        raw = values.to_numpy()
+        if dtype.kind == "f":
+            # by bit pattern, so that -0.0 and 0.0 stay two values, as they are written
+            raw = raw.astype(np.float64).view(np.int64)
+        codes, uniques = pd.factorize(raw, use_na_sentinel=False)
+        uniques = np.asarray(uniques)
+        if dtype.kind == "f":
+            uniques = uniques.view(np.float64).astype(dtype)
+            text = uniques.astype(str).astype(object)
+            text[np.isnan(uniques)] = ""
+        else:
+            text = np.array([str(v) for v in uniques.astype(object)], dtype=object)
+        dictionary = pa.array(list(text), type=pa.string())
+        out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
+    if any(_text_holds(column, b',"\r\n') for column in out):
+        return None
+    return out
+
+
+def _text_holds(column, characters: bytes) -> bool:
+    """Whether any cell of an Arrow text array holds one of ``characters`` (ASCII), searched
+    in the array's bytes at once."""
+    if not len(column):
+        return False
+    offsets, data = _text_buffers(column)
+    text = data.to_pybytes()[offsets[0]:offsets[-1]] if data is not None else b""
+    return any(bytes([c]) in text for c in characters)
+
+
+def _text_buffers(column):
+    """The offsets (one more than the cells) and the data buffer of an Arrow text array."""
+    import numpy as np
+    import pyarrow as pa
+    if column.type != pa.string():
+        column = column.cast(pa.string())
+    _, offsets, data = column.buffers()
+    return np.frombuffer(offsets, dtype=np.int32)[column.offset:column.offset + len(column) + 1], data
+
+
+def _first_in(column, characters: str):
+    """Which cells of an Arrow text array start with one of the ASCII ``characters``."""
+    import numpy as np
+    offsets, data = _text_buffers(column)
+    out = np.zeros(len(column), dtype=bool)
+    if data is None or not len(column):
+        return out
+    starts = offsets[:-1]
+    filled = offsets[1:] > starts
+    table = np.zeros(256, dtype=bool)
+    table[[ord(c) for c in characters]] = True
+    out[filled] = table[np.frombuffer(data, dtype=np.uint8)[starts[filled]]]
+    return out
+
+
+def _arrow_text(values):
+    """A text column (every cell a string or missing) as an Arrow array with the risky cells
+    marked (:func:`spreadsheet_safe`); None when a cell is not a string."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    cells = values.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(cells, skipna=True) not in ("string", "empty"):
+        return None  # bytes, numbers, booleans among the cells: rendered by distinct value
+    try:
+        column = pa.array(cells, type=pa.string(), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return None
+    if column.null_count and not pd.isna(cells[~column.is_valid().to_numpy(zero_copy_only=False)]).all():
+        return None  # something Arrow took for missing that pandas would write
+    if column.null_count:
+        # a missing cell is written empty, as pandas' na_rep; a float NaN among strings is one
+        column = column.fill_null("")
+    # a risky cell starts with a formula prefix or an apostrophe: only those are looked at
+    candidate = _first_in(column, "'=+-@\t\r")
+    if candidate.any():
+        rows = np.flatnonzero(candidate)
+        found = pd.Series(column.take(pa.array(rows)).to_pylist(), dtype=object)
+        distinct = pd.Series(pd.unique(found.to_numpy(dtype=object)), dtype=object)
+        risky = set(distinct[_risky_values(distinct).to_numpy()])
+        if risky:
+            marked = ["'" + v if v in risky else v for v in found]
+            text = np.asarray(column.to_numpy(zero_copy_only=False), dtype=object).copy()
+            text[rows] = np.array(marked, dtype=object)
+            column = pa.array(text, type=pa.string())
+    return column

@@ -288,6 +288,15 @@ def _text_of(values) -> np.ndarray:
                     dtype=object)[codes]
 
 
+def _text_codes(values, sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(_text_of(values), sort=sort)`` with one factorisation of the column:
+    the distinct raw values are made text, and those texts factorised (two raw values with
+    one text, None and "", share a code)."""
+    codes, uniques = _distinct(values)
+    text_codes, text = pd.factorize(np.array([_as_text(v) for v in uniques], dtype=object), sort=sort)
+    return text_codes[codes], np.asarray(text, dtype=object)
+
+
 def _normalise_shown(values: pd.Series) -> pd.Series:
     """The canonical code of each shown answer ('' for a spelling that is none), looked up
     once per distinct spelling."""
@@ -347,7 +356,10 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     hashes = np.array([_as_text(v) for v in column("example_hash", None)], dtype=object)
     wanted = set(example_ids)
     unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
-    return {"codes": codes, "known": known[codes], "ecir": ecir[codes], "example_id": example.astype(object)[codes],
+    # the codes of the example ids' texts, per row, from the distinct items' ones
+    example_codes = pd.factorize(np.array([_as_text(v) for v in example], dtype=object))[0]
+    return {"codes": codes, "items": items, "example_codes": example_codes[codes], "known": known[codes],
+            "ecir": ecir[codes], "example_id": example.astype(object)[codes],
             "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
@@ -375,24 +387,25 @@ def _correct(canonical: np.ndarray, expected: tuple, is_trap: np.ndarray) -> np.
     return out
 
 
-def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: np.ndarray,
+                example: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows repeating an earlier answer of the same worker to the same example, and each one's
     reason naming the winner. The earliest submission wins, then the file (archived under its
     content hash) and the line: the same winner whatever order the files were ingested in.
     Rows without a submission time come after those with one. Worker and example are
-    compared as integer codes, never as joined strings."""
+    compared as integer codes (``worker``, ``example``: the codes of their texts), never as
+    joined strings."""
     n = len(r)
-    worker = pd.factorize(_text_of(r["worker_id"]))[0].astype(np.int64)
-    example = pd.factorize(_text_of(r["example_id"]))[0].astype(np.int64)
+    worker, example = worker.astype(np.int64), example.astype(np.int64)
     ident = pd.factorize(worker * (int(example.max()) + 1 if n else 1) + example)[0]
     when_codes, when_vals = _distinct(r["submitted_at"])
     when_text = np.array([_as_text(v).strip()
                           for v in when_vals], dtype=object)
     when = _sorted_codes(when_text)[when_codes]
     blank = (when_text == "")[when_codes]
-    source = _text_of(r["source_file"])
+    source_codes, sources = _text_codes(r["source_file"], sort=True)
     line = pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy()
-    order = np.lexsort((line, _sorted_codes(source), when, blank))
+    order = np.lexsort((line, source_codes, when, blank))
     ordered_ok = order[ok[order]]
     later = pd.Index(ident[ordered_ok]).duplicated(keep="first")
     dup = np.zeros(n, dtype=bool)
@@ -404,7 +417,7 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray) -> tuple
     if dup.any():
         rows = np.flatnonzero(dup)
         prev = winner[ident[rows]]
-        where = source[prev] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
+        where = sources[source_codes[prev]] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
         same = canonical[prev] == canonical[rows]
         text[rows] = np.where(same, "duplicate of " + where,
                               "conflicting duplicate: " + where + " said " + canonical[prev])
@@ -487,15 +500,14 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     status = _text_of(r["status"])
     mark(status != "", "platform status: " + status)
-    worker = _text_of(r["worker_id"])
-    wcodes, wuniq = _distinct(worker)
+    wcodes, wuniq = _text_codes(r["worker_id"])
     mark(np.array([w.strip() == "" for w in wuniq], dtype=bool)[wcodes], "missing worker id")
     mark(~keyed["known"] & ~keyed["ecir"], "unknown item id (not in key.csv: another study or export?)")
     mark(keyed["unknown_example"], "unknown example id")
     if (shown == "").any():
         acodes, auniq = _distinct(r["answer"])
         mark(shown == "", "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object)[acodes])
-    dup, dup_text = _duplicates(r, reason == "", canonical)
+    dup, dup_text = _duplicates(r, reason == "", canonical, wcodes, keyed["example_codes"])
     mark(dup, dup_text)
     ok = reason == ""
     r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
@@ -505,8 +517,9 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     # worker_table copies what it is given: only the columns it reads
     scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "expected", "trust", "answer_shown",
                                     "seconds", "submitted_at") if c in r.columns]]
-    if reading is not None:
-        scored = scored.assign(reading_seconds=r.loc[ok, "item_id"].map(reading))
+    if reading is not None:  # looked up once per distinct item, spread by the item codes
+        per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
+        scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
     workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
@@ -714,7 +727,10 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
         table = parsed.get(row.sha256)
         if table is None:
             table = get_platform(row.platform).read_results(raw_dir / row.file)
-        frames.append(table.assign(source_file=row.file))
+        # one shared string, in an object column (a bare string would make pandas 3 build
+        # a million-cell Arrow column, turned back into Python strings by resolve_rows)
+        frames.append(table.assign(source_file=pd.Series(np.full(len(table), row.file, dtype=object),
+                                                         index=table.index, dtype=object)))
     # no file (the only one removed, say): empty tables with their columns, not an error
     rows = (pd.concat(frames, ignore_index=True) if frames
             else pd.DataFrame(columns=[*RAW_ANSWER_COLUMNS, "source_file"], dtype=object))

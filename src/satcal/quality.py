@@ -33,13 +33,15 @@ follow the lists, not the screen.
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 
 from ._results import ResultTables
 from .errors import SatcalError
 
-__all__ = ["worker_table", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
+__all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS"]
 
@@ -116,6 +118,38 @@ def _chance(answers: pd.DataFrame) -> np.ndarray:
     return np.where(n > 0, np.minimum(n, N_ANSWER_CODES) / N_ANSWER_CODES, 1 / N_ANSWER_CODES)
 
 
+def binom_cdf(k, n, p: float) -> np.ndarray:
+    """``scipy.stats.binom.cdf(k, n, p)`` for counts ``0 <= k`` and ``n`` and ``p`` in [0, 1],
+    value for value, without importing scipy.stats (about half a second of an ingest's
+    start): 1 where ``k >= n``, else the ufunc that ``binom.cdf`` itself evaluates (Boost's
+    binomial CDF), clipped into [0, 1] as it does; ``binom.cdf`` where that ufunc is missing.
+
+    Parameters
+    ----------
+    k : array_like of int
+        Successes (at most).
+    n : array_like of int
+        Trials.
+    p : float
+        Success probability.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    try:
+        from scipy.special._ufuncs import _binom_cdf
+    except ImportError:  # another scipy: the public function
+        from scipy.stats import binom
+        return np.asarray(binom.cdf(k, n, p), dtype=float)
+    k, n = np.broadcast_arrays(k, n)
+    out = np.ones(k.shape)
+    inside = k < n
+    out[inside] = np.clip(_binom_cdf(np.floor(k[inside]), n[inside], float(p)), 0, 1)
+    return out
+
+
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
                  screen_seconds: float = None, screen_same_side: float = None,
                  drop_traps=(), straight_alpha: float = None) -> pd.DataFrame:
@@ -157,10 +191,9 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     SatcalError
         ``threshold`` is outside [0, 1].
     """
-    from scipy.stats import binom
     if not 0 <= threshold <= 1:
         raise SatcalError(f"the trust threshold must be in [0, 1], got {threshold}")
-    a = answers.copy()
+    a = answers.copy(deep=False)  # columns are added or replaced, never written into
     a["is_trap"] = a["is_trap"].astype(bool)
     if len(drop_traps) and "example_id" in a.columns:
         dropped = a["is_trap"] & a["example_id"].astype(str).isin([str(t) for t in drop_traps])
@@ -172,13 +205,17 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         a["trust"] = np.nan
     a["evidence"] = np.where(a["trap_counted"], trap_evidence(a["trap_correct"], _chance(a), threshold), 0.0)
     g = a.groupby("worker_id", sort=True)
+    size = g.size()
+    trust = pd.to_numeric(a["trust"], errors="coerce")
     table = pd.DataFrame({
-        "answers": g.size(),
-        "examples_answered": g["is_trap"].apply(lambda s: int((~s).sum())),
+        "answers": size,
+        "examples_answered": (size - g["is_trap"].sum()).astype(int),
         "traps_seen": g["trap_counted"].sum().astype(int),
         "traps_correct": g["trap_correct"].sum().astype(int),
-        "platform_trust": g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
-                                           if pd.to_numeric(s, errors="coerce").notna().any() else np.nan),
+        # a platform's trust where it gives one (a mean per worker); none at all is the usual case
+        "platform_trust": (g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
+                                            if pd.to_numeric(s, errors="coerce").notna().any() else np.nan)
+                           if trust.notna().any() else pd.Series(np.nan, index=size.index)),
         "chance_evidence": g["evidence"].sum(),
     })
     enough = table["traps_seen"] >= max(min_traps, 1)
@@ -187,14 +224,14 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     table["trust"] = np.where(enough, trap_trust, table["platform_trust"])
     table["trust_source"] = np.where(enough, "traps",
                                      np.where(table["platform_trust"].notna(), "platform", "none"))
-    table["binomial_p"] = np.where(enough, binom.cdf(table["traps_correct"], table["traps_seen"], threshold),
+    table["binomial_p"] = np.where(enough, binom_cdf(table["traps_correct"], table["traps_seen"], threshold),
                                    np.nan)
     at_chance = enough & (table["chance_evidence"] > 0)
     below = enough & (table["binomial_p"] < TRUST_ALPHA)
     by_platform = (table["trust_source"] == "platform") & (table["trust"] < threshold)
     table["excluded"] = at_chance | below | by_platform
     reasons = []
-    for (_, row), chance, low in zip(table.iterrows(), at_chance, below):
+    for row, chance, low in zip(table.itertuples(), at_chance, below):
         traps = f"{row.traps_correct} of {row.traps_seen} traps"
         if chance:
             reasons.append(f"trust {row.trust:.2f} ({traps}): likelier at chance than at {threshold:.2f} "
@@ -254,7 +291,7 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
         ``top_answer, top_answer_share, crowd_share, straight_lining_p, straight_lining``,
         indexed by ``worker_id``.
     """
-    from scipy.stats import binom
+    from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
     alpha = STRAIGHT_ALPHA if alpha is None else float(alpha)
     workers = pd.Index(sorted(answers["worker_id"].unique()), name="worker_id")
     out = pd.DataFrame(index=workers, columns=["top_answer", "top_answer_share", "crowd_share",
@@ -285,7 +322,7 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
         own = np.where(n > 0, x / np.maximum(n, 1), np.nan)
     # P(X >= x) = sf(x - 1); fewer than min_answers answers of others give no crowd rate to test against
     p = np.where(others >= max(min_answers, 1),
-                 np.minimum(1.0, N_ANSWER_CODES * binom.sf(x - 1, n, np.nan_to_num(p0))), np.nan)
+                 np.minimum(1.0, N_ANSWER_CODES * bdtrc(x - 1, n, np.nan_to_num(p0))), np.nan)
     out["top_answer"] = np.where(n > 0, np.asarray(names, dtype=object)[top], "")
     out["top_answer_share"] = own
     out["crowd_share"] = p0
@@ -453,14 +490,36 @@ def reading_seconds(items: pd.DataFrame, k: int, words_per_minute: float = SKIM_
     much to read, so little time: how do we read, and can speed reading help? Psychological
     Science in the Public Interest 17(1), 4-34.
     """
-    from .platforms import item_view
-    words = {}
-    for row in items.to_dict("records"):
-        v = item_view(row, k)
-        texts = [v["query_title"] or v["query"], v["query_description"]]
-        texts += [d[f] for lst in v["lists"] for d in lst["docs"] for f in ("title", "url_text", "snippet")]
-        words[v["item_id"]] = sum(len(str(t).split()) for t in texts)
-    return pd.Series(words, dtype=float, name="reading_seconds") * 60.0 / words_per_minute
+    # the texts :func:`satcal.platforms.item_view` shows, column by column: each distinct
+    # cell unescaped and its words counted once (a document shown in many items is counted
+    # once), then summed per item
+    def plain(column: str) -> np.ndarray:
+        """Each row's cell of ``column`` as the plain text a worker sees ('' when missing)."""
+        if column not in items.columns:
+            return np.full(len(items), "", dtype=object)
+        cells = items[column].to_numpy(dtype=object)
+        text = np.array([str(v) for v in cells], dtype=object)
+        codes, distinct = pd.factorize(text)
+        out = np.array([html.unescape(v) for v in distinct], dtype=object)[codes]
+        out[pd.isna(cells)] = ""
+        return out
+
+    def words(text: np.ndarray) -> np.ndarray:
+        codes, distinct = pd.factorize(text)
+        return np.array([len(v.split()) for v in distinct], dtype=np.int64)[codes] if len(text) else \
+            np.zeros(0, dtype=np.int64)
+
+    def either(first: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+        return np.where(first != "", first, fallback).astype(object)
+
+    total = words(either(plain("query_title"), plain("query"))) + words(plain("query_description"))
+    for side in ("A", "B"):
+        for i in range(1, k + 1):
+            doc = f"{side}{i}"
+            total = total + words(either(plain(f"{doc}_title"), plain(doc))) \
+                + words(plain(f"{doc}_url_text")) + words(plain(f"{doc}_snippet"))
+    per_item = dict(zip((str(v) for v in items["item_id"]), total.tolist()))
+    return pd.Series(per_item, dtype=float, name="reading_seconds") * 60.0 / words_per_minute
 
 
 def attention_failures(rows: pd.DataFrame) -> pd.Series:
@@ -580,19 +639,23 @@ def agreement(answers: pd.DataFrame) -> Agreement | None:
     Agreement or None
     """
     from .answers import ANSWER_CODES
-    counts = pd.crosstab(answers["example_id"], answers["answer"]).reindex(columns=list(ANSWER_CODES), fill_value=0)
-    n = counts.sum(axis=1)
-    multi = counts[n >= 2]
-    if multi.empty:
+    # the crosstab of example by answer code (examples sorted, as pd.crosstab sorts them),
+    # counted on integer codes
+    examples, ids = pd.factorize(answers["example_id"], sort=True)
+    code = pd.Index(list(ANSWER_CODES)).get_indexer(answers["answer"])
+    kept = (examples >= 0) & (code >= 0)
+    width = len(ANSWER_CODES)
+    counts = np.bincount(examples[kept] * width + code[kept], minlength=len(ids) * width).reshape(len(ids), width)
+    m = counts[counts.sum(axis=1) >= 2].astype(float)
+    if not len(m):
         return None
     import krippendorff
-    m = multi.to_numpy(dtype=float)
     pairs = (m * (m - 1)).sum(axis=1)
     totals = m.sum(axis=1)
     observed = float(pairs.sum() / (totals * (totals - 1)).sum())
     alpha = float(krippendorff.alpha(value_counts=m, level_of_measurement="nominal")) \
         if (m.sum(axis=0) > 0).sum() > 1 else float("nan")
-    return Agreement(alpha, observed, len(multi), int(totals.sum()), float(totals.mean()))
+    return Agreement(alpha, observed, len(m), int(totals.sum()), float(totals.mean()))
 
 
 def require_crowdkit():

@@ -76,13 +76,13 @@ class Archive:
 
     def _rebuild(self, index: pd.DataFrame, parsed: dict, threshold, outputs):
         """The ingest tables from every file of ``index``, written into ``outputs``."""
+        from ..fileio import write_csv_safe
         from ..ingest import INGEST_TABLES, rebuild
         s = self.settings
         report = rebuild(index, parsed, self.path / "raw", self.keys(), self.table("examples.csv", required=False),
                          self.table("items.csv", required=False), self.k, s.quality, s.serve, threshold)
         for name, attr in INGEST_TABLES.items():
-            atomic_write_text(outputs.file(name),
-                              spreadsheet_safe(getattr(report, attr)).to_csv(index=False, lineterminator="\n"))
+            write_csv_safe(outputs.file(name), getattr(report, attr))  # pandas' bytes, by Arrow when it can
         return report
 
     def remove(self, name: str, threshold: float | None = None):

@@ -1,0 +1,114 @@
+"""The Arrow CSV writer (fileio.write_csv_safe) writes the bytes pandas writes.
+
+The reference is pandas itself: ``spreadsheet_safe(table).to_csv(index=False,
+lineterminator="\\n")``, the path every table took before; each table is written both ways and
+the bytes compared."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from satcal import fileio
+from satcal.fileio import spreadsheet_safe, table_csv_bytes, write_csv_safe
+
+pa = pytest.importorskip("pyarrow")
+
+TEXT = ["plain", "", " spaced ", "é", "日本語", "emoji 🎉", "=SUM(A1:A2)", "'=already", "''+twice", "+1",
+        "-1.5", "-x", "@home", "\tindented", "1e5", "nan", "None", "True", "a;b", "r0", "x" * 300]
+QUOTED = ['say "hi"', "a,b", "two\nlines", "carriage\rreturn"]
+
+
+def reference(table: pd.DataFrame) -> bytes:
+    return spreadsheet_safe(table).to_csv(index=False, lineterminator="\n").encode("utf-8")
+
+
+@pytest.fixture(autouse=True)
+def arrow_for_every_size(monkeypatch):
+    monkeypatch.setattr(fileio, "ARROW_MIN_ROWS", 0)
+
+
+def tricky_table(rng, n: int, text=TEXT, missing=(None, np.nan)) -> pd.DataFrame:
+    pool = np.array(list(text) + list(missing), dtype=object)
+    mixed = np.array(["", True, False, 1.5, np.nan, "x", 3], dtype=object)
+    floats = np.array([0.0, -0.0, 1e-05, 1e16, 0.1 + 0.2, np.inf, -np.inf, np.nan, 2 / 3, 1.0, 123456789.125])
+    return pd.DataFrame({
+        "text": pool[rng.integers(0, pool.size, n)],
+        "unique": [f"r{i}" for i in range(n)],
+        "str_dtype": pd.array(np.array(list(text), dtype=object)[rng.integers(0, len(text), n)], dtype="str"),
+        "flag": rng.integers(0, 2, n).astype(bool),
+        "count": rng.integers(-5, 10**12, n),
+        "share": floats[rng.integers(0, floats.size, n)],
+        "mixed": mixed[rng.integers(0, mixed.size, n)],
+        "=risky name": pool[rng.integers(0, pool.size, n)],
+    })
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_arrow_path_writes_the_bytes_pandas_writes(seed):
+    table = tricky_table(np.random.default_rng(seed), 500)
+    assert fileio._arrow_columns(table) is not None  # the Arrow path is the one under test
+    assert table_csv_bytes(table) == reference(table)
+
+
+def test_every_value_alone_in_its_column():
+    """Each tricky text in a column of its own, so that no other value hides a difference."""
+    for value in TEXT + [None, np.nan, pd.NA]:
+        table = pd.DataFrame({"a": [value] * 3, "b": ["x", "y", "z"]})
+        assert table_csv_bytes(table) == reference(table), value
+
+
+def test_cells_the_csv_module_quotes_fall_back_to_pandas():
+    rng = np.random.default_rng(7)
+    for value in QUOTED:
+        table = tricky_table(rng, 50, text=TEXT + [value])
+        table.loc[3, "text"] = value
+        assert fileio._arrow_columns(table) is None
+        assert table_csv_bytes(table) == reference(table), value
+
+
+def test_other_cells_and_shapes_fall_back_to_pandas():
+    """bytes, dates, categoricals, nullable integers, one column, no rows: pandas writes them."""
+    frames = [pd.DataFrame({"a": [b"x", "y"], "b": [1, 2]}),
+              pd.DataFrame({"a": pd.to_datetime(["2026-01-01", None]), "b": [1, 2]}),
+              pd.DataFrame({"a": pd.Categorical(["=x", "y"]), "b": [1, 2]}),
+              pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": [1, 2]}),
+              pd.DataFrame({"a": ["", "x", None]}),
+              pd.DataFrame({"a": pd.Series([], dtype=object), "b": pd.Series([], dtype=float)})]
+    for table in frames:
+        assert table_csv_bytes(table) == reference(table)
+
+
+def test_ingest_tables_written_both_ways(tmp_path, monkeypatch):
+    """The four tables of an ingest written through write_csv_safe are pandas' bytes."""
+    table = tricky_table(np.random.default_rng(3), 2_000)
+    path = write_csv_safe(tmp_path / "t.csv", table)
+    assert path.read_bytes() == reference(table)
+    monkeypatch.setattr(fileio, "_arrow_columns", lambda t: None)  # as without pyarrow
+    assert write_csv_safe(tmp_path / "u.csv", table).read_bytes() == reference(table)
+
+
+def test_blocks_written_one_by_one_and_a_late_quoted_cell(monkeypatch):
+    """Written in blocks, the file is the same; a cell to quote in a later block sends the whole
+    table to pandas (what the earlier blocks wrote is discarded)."""
+    monkeypatch.setattr(fileio, "ARROW_BLOCK_ROWS", 70)
+    table = tricky_table(np.random.default_rng(11), 300)
+    assert table_csv_bytes(table) == reference(table)
+    table.loc[290, "text"] = "late, quoted"
+    assert table_csv_bytes(table) == reference(table)
+
+
+def test_objects_equal_across_types_keep_their_own_text():
+    """1, 1.0 and True are equal objects, as are 0.0 and -0.0, but each prints its own text."""
+    cells = np.array([1, 1.0, True, np.int64(1), 0.0, -0.0, np.float32(0.1), np.float64(0.1), 0.1 + 0.2,
+                      1e16, pd.Timestamp("2026-01-01"), pd.NaT, None, np.nan, 1 + 2j, "-3", "=1+2", b"x"] * 3,
+                     dtype=object)
+    table = pd.DataFrame({"a": cells, "b": np.arange(cells.size)})
+    assert fileio._arrow_columns(table) is not None
+    assert table_csv_bytes(table) == reference(table)
+
+
+def test_text_arrow_cannot_encode_goes_to_pandas_which_refuses_it_as_before():
+    table = pd.DataFrame({"a": pd.Series(["ok", "lone \ud800 surrogate"], dtype=object), "b": [1, 2]})
+    with pytest.raises(UnicodeEncodeError):
+        reference(table)
+    with pytest.raises(UnicodeEncodeError):
+        table_csv_bytes(table)
