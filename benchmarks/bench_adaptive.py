@@ -54,6 +54,8 @@ INDICATORS = ("b1_std", "b1_joint")
 #: (Bechhofer 1954): a formulation whose true indicator is within it of the least is as good a
 #: pick for any practical purpose.
 ZONE = MARGIN
+#: Where to pickle each shape's studies as they finish (``--save``); None: nowhere.
+SAVE = None
 
 
 def synthetic_judgments(seed=7):
@@ -134,6 +136,10 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
                                             indicator=INDICATOR, margin=ZONE)
             runs[arm].append(table)
+            if SAVE:   # every finished study, so that a run cut short can still be summarised
+                import pickle
+                with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
+                    pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form}, fh)
             if r == 0 and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
                 print("  b1_joint's limit on study 1's adaptive examples (its own estimand): "
@@ -266,6 +272,7 @@ def main():
     ap.add_argument("--indicator", choices=INDICATORS, default="b1_std",
                     help="the indicator settle decides on and the criterion targets (both are reported)")
     ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
+    ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
     studies = args.studies or (2 if args.quick else 3)
@@ -277,8 +284,8 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, ZONE
-    SPREAD, INDICATOR, ZONE = args.spread, args.indicator, args.margin
+    global SPREAD, INDICATOR, ZONE, SAVE
+    SPREAD, INDICATOR, ZONE, SAVE = args.spread, args.indicator, args.margin, args.save
     print(f"settle and the criterion on {INDICATOR}, margin {ZONE}, {studies} studies per shape, B = {boot}")
     if not args.skip_cost:
         priority_cost()

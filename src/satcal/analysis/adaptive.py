@@ -795,28 +795,52 @@ def std_replicates(result, study: StudyData, *, refit_weights: bool = True):
         ``b1_std`` of the bias table (F,) and the replicates (B, F); (est, None) when the
         calibration has no joint bootstrap or no standardisation.
     """
-    from .bootstrap import cluster_codes, replicate_weights, resampling_clusters
-    from .core import bias_indicators
-    from .joint import joint_probabilities
-    from .standardise import _fit_grouped, _groups, _s, akaike_weights
-    from .core import design
     est = result.bias["b1_std"].to_numpy(float) if "b1_std" in result.bias.columns else None
     std = result.meta.get("standardisation")
     boot = result.bootstrap
     if est is None or std is None or boot is None or boot.joint is None or "thetas" not in boot.joint:
         return est, None
+    # settle and the figures of one look ask for the same replicates: computed once per
+    # calibration, study and choice (kept with the joint replicates they come from)
+    key = ("std_replicates", id(study), len(study.examples), bool(refit_weights))
+    memo = boot.joint.setdefault("_memo", {})
+    if key not in memo:
+        memo.clear()
+        memo[key] = _std_replicates(result, study, refit_weights, std, boot)
+    return est, memo[key]
+
+
+def _replicate_rows(result, study, forms, n_b):
+    """The calibration's answer rows (collapsed, :func:`~satcal.analysis.core.collapse_study`),
+    their answer codes and the bootstrap's resampling weights (B, rows): the same seed, clusters
+    (workers and examples, as ``calibrate`` derives them) and rows, so the same weights the
+    joint replicates were fitted with."""
+    from .bootstrap import cluster_codes, replicate_weights, resampling_clusters
+    n_fit = result.meta.get("n_examples")
+    if n_fit is not None and len(study.examples) != int(n_fit):
+        raise SatcalError(f"std_replicates: the calibration fitted {n_fit} answers, the study given has "
+                          f"{len(study.examples)}")
+    types, code = _types_code(study, forms)
+    ex = study.examples
+    _, clusters = resampling_clusters(len(ex), *(ex[c] if c in ex.columns else None
+                                                 for c in ("worker_id", "example_id")))
+    if clusters is not None:
+        clusters = tuple(cluster_codes(c) for c in clusters)
+    W = replicate_weights(types.n_answers, n_b, result.bootstrap.seed, types.inverse, types.counts.size, clusters)
+    return types, code, W
+
+
+def _std_replicates(result, study, refit_weights, std, boot):
+    """The replicates of :func:`std_replicates` (B, F)."""
+    from .core import bias_indicators, design
+    from .joint import joint_probabilities
+    from .standardise import _fit_grouped, _groups, _s, akaike_weights
     thetas = np.asarray(boot.joint["thetas"], float)                                  # (B, F, 7)
     ref_phi, w_full = std["reference_phi"], np.asarray(std["weights"], float)
     forms = resolve_formulations(list(result.bias["formulation"].astype(str)))
     n_b, n_f = thetas.shape[:2]
     if refit_weights:
-        types, code = _types_code(study, forms)
-        ex = study.examples
-        _, clusters = resampling_clusters(len(ex), *(ex[c] if c in ex.columns else None
-                                                     for c in ("worker_id", "example_id")))
-        if clusters is not None:
-            clusters = tuple(cluster_codes(c) for c in clusters)
-        W = replicate_weights(types.n_answers, n_b, boot.seed, types.inverse, types.counts.size, clusters)
+        types, code, W = _replicate_rows(result, study, forms, n_b)
         rows = np.arange(code.size)
         ll = np.full((n_b, n_f), -np.inf)
         # log w_g = l_g - max l - log sum: the models within LL_SPAN of the best
@@ -841,7 +865,7 @@ def std_replicates(result, study: StudyData, *, refit_weights: bool = True):
     sat_range = _std_range(result)
     reps = np.asarray(bias_indicators(curves, curves, sat_range=sat_range)["b1"], float)
     reps[~np.isfinite(thetas).all(axis=2).any(axis=1)] = np.nan   # a failed replicate stays out
-    return est, reps
+    return reps
 
 
 #: Models whose full-sample log-likelihood trails the best by more than this keep weight 0 in
@@ -858,20 +882,29 @@ def _std_range(result):
     return support.get("sat_joint")
 
 
-def default_indicator(result) -> str:
+def default_indicator(result, study: StudyData | None = None) -> str:
     """What :func:`settle` decides on when not told: ``b1_std`` (design-free) when the
-    calibration has it, else ``b1_joint``, else ``b1``.
+    calibration has it with bootstrap replicates (its own, or the joint replicates
+    :func:`std_replicates` turns into them given ``study``), else ``b1_joint``, else ``b1``.
 
     Parameters
     ----------
     result : CalibrationResult
+    study : satcal.answers.StudyData, optional
+        The answers it was fitted to.
 
     Returns
     -------
     str
     """
     cols = result.bias.columns
-    return next(c for c in ("b1_std", "b1_joint", "b1") if c in cols or c == "b1")
+    boot = result.bootstrap
+    joint = getattr(boot, "joint", None) if boot is not None else None
+    if "b1_std" in cols and joint is not None and (
+            joint.get("std_indicators") is not None
+            or (study is not None and "thetas" in joint and result.meta.get("standardisation") is not None)):
+        return "b1_std"
+    return "b1_joint" if "b1_joint" in cols else "b1"
 
 
 def _replicates(result, indicator: str):
@@ -900,9 +933,9 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     indifference margin?
 
     The leader set S is the ``top_m`` formulations with the least ``indicator`` (default
-    ``b1_std``, the standardised b1 whose estimand does not depend on the design; ``b1_joint``
-    when the calibration has no standardised indicators, ``b1`` when the joint model did not
-    run). Every member i of S is compared with every formulation j outside it by
+    ``b1_std``, the standardised b1 whose estimand does not depend on the design, when it has
+    bootstrap replicates (:func:`default_indicator`); else ``b1_joint``, or ``b1`` when the joint
+    model did not run). Every member i of S is compared with every formulation j outside it by
 
         z_ij = (est_j - est_i + margin) / sd*(j - i),
 
@@ -990,7 +1023,7 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     if not margin >= 0:
         raise SatcalError(f"margin must be >= 0, got {margin}")
     bias = result.bias
-    indicator = indicator or default_indicator(result)
+    indicator = indicator or default_indicator(result, study)
     if indicator not in bias.columns:
         raise SatcalError(f"settle: no {indicator!r} in this calibration's bias table")
     names = bias["formulation"].astype(str).to_numpy()
