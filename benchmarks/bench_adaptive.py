@@ -54,6 +54,8 @@ INDICATORS = ("b1_std", "b1_joint")
 #: (Bechhofer 1954): a formulation whose true indicator is within it of the least is as good a
 #: pick for any practical purpose.
 ZONE = MARGIN
+#: The arms of the settled-decisions part (``--arm``).
+ARMS = ("fixed", "adaptive")
 #: Where to pickle each shape's studies as they finish (``--save``); None: nowhere.
 SAVE = None
 
@@ -225,7 +227,7 @@ def settle_shape(judgments, studies, boot):
     print(f"\n== settled decisions (ECIR 2015 judgments, {', '.join(forms)}; fixed design {len(fixed)})")
     for ind in INDICATORS:
         print(f"true {ind}: " + ", ".join(f"{f} {v:.4f}" for f, v in truths[ind].sort_values().items()))
-    for arm in ("fixed", "adaptive"):
+    for arm in ARMS:
         tables = [simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
                                           budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
                                           fixed=fixed, bootstrap=boot, max_looks=15, stop=False, truth_b1=truths,
@@ -272,6 +274,7 @@ def main():
     ap.add_argument("--indicator", choices=INDICATORS, default="b1_std",
                     help="the indicator settle decides on and the criterion targets (both are reported)")
     ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
+    ap.add_argument("--arm", choices=("fixed", "adaptive"), default=None, help="one arm of the settled-decisions part")
     ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
@@ -284,8 +287,9 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, ZONE, SAVE
+    global SPREAD, INDICATOR, ZONE, SAVE, ARMS
     SPREAD, INDICATOR, ZONE, SAVE = args.spread, args.indicator, args.margin, args.save
+    ARMS = (args.arm,) if args.arm else ARMS
     print(f"settle and the criterion on {INDICATOR}, margin {ZONE}, {studies} studies per shape, B = {boot}")
     if not args.skip_cost:
         priority_cost()
