@@ -26,12 +26,21 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
    2 Phi(-|d_c| / sd_c); plus ``spread`` (default 1) times the mean relative reduction of every
    formulation's own b1 variance, so that every curve keeps improving. Examples that land in a
    cell (phi or |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before
-   all others, so every curve stays estimable and the model can be checked. With no answers the
+   all others, so every curve stays estimable and the model can be checked. By default the
+   target is the standardised b1_std (:mod:`.standardise`), whose estimand does not depend on
+   the design: b1_std(f) moves with the curve parameters of the joint models that carry the
+   satisfaction model's Akaike weight, so psi_f(y; x) = sum_g G_fg' Sigma_g grad log p_g(y | x),
+   G_fg the gradient of b1_std(f) in theta_g (:func:`std_gradients`), and a contrast's openness
+   counts the stopping rule's margin, 2 Phi(-(|d| + margin) / sd) (:func:`_information_std`).
+   With no answers the
    priorities are space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
    A wave is chosen greedily (:func:`plan_wave`): after each pick the cells it lands in count
    it, and the information term of every example sharing them shrinks as (n / (n + added))^2,
    the rate at which a cell's variance contribution falls, so a wave does not pile onto one spot.
-3. **A stopping rule** (:func:`settle`): see its docstring for exactly what it controls.
+3. **A stopping rule** (:func:`settle`): bootstrap comparisons of the leader with every other
+   formulation up to an indifference margin (Bechhofer 1954), alpha spending over looks; on
+   b1_std its replicates refit the Akaike weights (:func:`std_replicates`). See its docstring for
+   exactly what it controls.
 
 :func:`simulate_adaptive_study` runs a whole study in simulation (waves, a simulated crowd with
 worker effects, new workers every wave, the calibration and the rule after every wave), for the
@@ -48,6 +57,8 @@ Biometrika 70(3).
 Gupta, S. S. (1965). On some multiple decision (selection and ranking) rules. Technometrics 7(2).
 Jennison, C. and Turnbull, B. W. (2000). Group Sequential Methods with Applications to Clinical
 Trials. Chapman and Hall/CRC.
+Bechhofer, R. E. (1954). A single-sample multiple decision procedure for ranking means of normal
+populations with known variances. Annals of Mathematical Statistics 25(1).
 """
 from __future__ import annotations
 
@@ -545,10 +556,11 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
     The criterion of the module docstring: examples landing in a cell with fewer than
     ``min_depth`` answers first (by how short their cells are, summed over formulations); the
     others by the expected reduction, from one more answer, of the variance of the differences
-    b1_joint(c) - b1_joint(leader) between the leader (least b1_joint) and its open contenders,
+    b1(c) - b1(leader) (``target``: b1_std by default, or b1_joint) between the leader (least
+    b1) and its open contenders,
     relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is) and
     averaged over the contenders, plus
-    ``spread`` times the mean relative reduction of each formulation's own b1_joint variance.
+    ``spread`` times the mean relative reduction of each formulation's own b1 variance.
     The information term is scaled into [0, 1), below the short-cell offset of 1000.
 
     Parameters
