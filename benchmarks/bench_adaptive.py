@@ -10,24 +10,30 @@ fixed coverage design (``satcal generate``, method optimal, ``min_per_cell`` M),
 A simulated crowd with worker effects (simulate.py's user model: satisfaction expit(-2.5 + u_w
 + 5 phi) under the truth formulation, u_w ~ N(0, 0.5^2), undecided users prefer the higher list with
 probability 0.2 x 0.8, lapses 0.05, position bias 0.05, 5% spammers; each wave answered by new
-workers, one answer per example). The truth each study is scored against is b1_joint in the limit
-of infinitely many answers to the pool's examples (``population_truth``); the true least-biased
-formulation is its argmin.
+workers, one answer per example). Two truths: b1_std, the standardised b1 of the crowd's own
+satisfaction over the reference population every calibration of the run shares
+(``standardised_truth``; the default, design-free), and b1_joint in the limit of infinitely many
+answers to the pool's examples (``population_truth``); the true least-biased formulation is each
+one's argmin.
 
 Each replicate runs both arms wave by wave (10 waves of N/10 answers, N the fixed design's size),
 calibrating with the joint model and a bootstrap over workers (B replicates) after each wave:
 
 - fixed: the coverage design's examples in a random order;
-- adaptive: ``plan_wave`` (first wave space-filling, then the criterion), ``min_depth`` 10.
+- adaptive: ``plan_wave`` (first wave space-filling, then the criterion on b1_std, or on
+  ``--indicator``), ``min_depth`` 10.
 
-Printed per shape: the answers the adaptive arm needs to reach the fixed design's median b1_joint
-interval width (median over formulations, then over replicates), and its share of right picks there
-against the fixed design's at N; the decisions of ``settle`` (95%, O'Brien-Fleming spending over 10
-looks): how many studies settle, when, and how often rightly; the coverage of the 95% b1_joint
-intervals at the last look, in both arms. Last, the cost of ``example_priorities`` at ECIR size
-(36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
+Printed per shape and per estimand: the answers the adaptive arm needs to reach the fixed
+design's median interval width (median over formulations, then over replicates; for b1_std the
+intervals of the replicates that refit the Akaike weights), and its share of right picks (exact,
+and within the margin) there and at N; the decisions of ``settle`` (95%, O'Brien-Fleming spending
+over 10 looks, indifference margin ``--margin``, default 0.005): how many studies settle, when,
+and how often rightly; the coverage of the 95% intervals at the last look, in both arms. Then
+settled decisions with four separated formulations. Last, the cost of ``example_priorities`` at
+ECIR size (36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
+        [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
 """
 import argparse
 import time
