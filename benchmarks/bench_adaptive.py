@@ -10,24 +10,30 @@ fixed coverage design (``satcal generate``, method optimal, ``min_per_cell`` M),
 A simulated crowd with worker effects (simulate.py's user model: satisfaction expit(-2.5 + u_w
 + 5 phi) under the truth formulation, u_w ~ N(0, 0.5^2), undecided users prefer the higher list with
 probability 0.2 x 0.8, lapses 0.05, position bias 0.05, 5% spammers; each wave answered by new
-workers, one answer per example). The truth each study is scored against is b1_joint in the limit
-of infinitely many answers to the pool's examples (``population_truth``); the true least-biased
-formulation is its argmin.
+workers, one answer per example). Two truths: b1_std, the standardised b1 of the crowd's own
+satisfaction over the reference population every calibration of the run shares
+(``standardised_truth``; the default, design-free), and b1_joint in the limit of infinitely many
+answers to the pool's examples (``population_truth``); the true least-biased formulation is each
+one's argmin.
 
 Each replicate runs both arms wave by wave (10 waves of N/10 answers, N the fixed design's size),
 calibrating with the joint model and a bootstrap over workers (B replicates) after each wave:
 
 - fixed: the coverage design's examples in a random order;
-- adaptive: ``plan_wave`` (first wave space-filling, then the criterion), ``min_depth`` 10.
+- adaptive: ``plan_wave`` (first wave space-filling, then the criterion on b1_std, or on
+  ``--indicator``), ``min_depth`` 10.
 
-Printed per shape: the answers the adaptive arm needs to reach the fixed design's median b1_joint
-interval width (median over formulations, then over replicates), and its share of right picks there
-against the fixed design's at N; the decisions of ``settle`` (95%, O'Brien-Fleming spending over 10
-looks): how many studies settle, when, and how often rightly; the coverage of the 95% b1_joint
-intervals at the last look, in both arms. Last, the cost of ``example_priorities`` at ECIR size
-(36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
+Printed per shape and per estimand: the answers the adaptive arm needs to reach the fixed
+design's median interval width (median over formulations, then over replicates; for b1_std the
+intervals of the replicates that refit the Akaike weights), and its share of right picks (exact,
+and within the margin) there and at N; the decisions of ``settle`` (95%, O'Brien-Fleming spending
+over 10 looks, indifference margin ``--margin``, default 0.005): how many studies settle, when,
+and how often rightly; the coverage of the 95% intervals at the last look, in both arms. Then
+settled decisions with four separated formulations. Last, the cost of ``example_priorities`` at
+ECIR size (36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
+        [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
 """
 import argparse
 import time
@@ -36,7 +42,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from satcal.analysis.adaptive import (candidate_pool, example_priorities, population_truth,
+from satcal.analysis.adaptive import (MARGIN, candidate_pool, example_priorities, population_truth,
                                       simulate_adaptive_study, standardised_truth)
 from satcal.datasets import load_ecir2015, recover_judgments
 from satcal.generate import Design, generate
@@ -46,12 +52,18 @@ from satcal.simulate import UserModel
 FORMS = ["lin-const", "lin-log5", "lin-log3", "lin-log2", "exp2-log2", "exp2-zipf", "bin1-const", "lin-zipf"]
 WAVES = 10
 SPREAD = 1.0
-#: The indicator settle decides on (``--indicator``); both are reported on the same studies.
-INDICATOR = "b1_joint"
-INDICATORS = ("b1_joint", "b1_std")
-#: Indifference zone of a "right" pick (Bechhofer 1954): a formulation whose true b1_joint is within
-#: this of the least is as good a pick for any practical purpose.
-ZONE = 0.005
+#: The indicator settle decides on and the criterion targets (``--indicator``); both are reported
+#: on the same studies.
+INDICATOR = "b1_std"
+INDICATORS = ("b1_std", "b1_joint")
+#: The stopping rule's indifference margin (``--margin``), also the zone of a "right" pick
+#: (Bechhofer 1954): a formulation whose true indicator is within it of the least is as good a
+#: pick for any practical purpose.
+ZONE = MARGIN
+#: The arms of the settled-decisions part (``--arm``).
+ARMS = ("fixed", "adaptive")
+#: Where to pickle each shape's studies as they finish (``--save``); None: nowhere.
+SAVE = None
 
 
 def synthetic_judgments(seed=7):
@@ -83,19 +95,25 @@ def model_truth(judgments, pool, truth_form, forms, k, levels):
 
 
 def view(table, ind, truth, truth_form):
-    """The study's looks judged by ``ind`` (its suffixed columns under the plain names)."""
-    cols = ("leader", "width_median", "se_median", "right", "covered", "settled")
+    """The study's looks judged by ``ind`` (its suffixed columns under the plain names); the
+    last look's coverage from the intervals the study judged by (for b1_std, those of the
+    replicates that refit the Akaike weights)."""
+    cols = ("leader", "width_median", "se_median", "right", "covered", "settled", "right_margin",
+            "width_median_calib", "covered_calib")
     out = table.drop(columns=[c for c in cols if c in table.columns]).rename(
         columns={f"{c}_{ind}": c for c in cols})
     out["right_zone"] = [truth[f] <= truth.min() + ZONE for f in out["leader"]]
     out["right"] = [f == truth.idxmin() for f in out["leader"]]   # against the truth given here
     bias = table.attrs["bias"].set_index("formulation")
     tb = truth.reindex(bias.index).to_numpy(float)
+    lo, hi = table.attrs["intervals"][ind]
     out["covered"] = np.nan
-    out.loc[out.index[-1], "covered"] = float(np.mean((bias[f"{ind}_lo"].to_numpy() <= tb)
-                                                      & (tb <= bias[f"{ind}_hi"].to_numpy())))
-    out.attrs["covered_truth_form"] = bool(bias.at[truth_form, f"{ind}_lo"] <= truth[truth_form]
-                                           <= bias.at[truth_form, f"{ind}_hi"])
+    out.loc[out.index[-1], "covered"] = float(np.mean((lo <= tb) & (tb <= hi)))
+    out["covered_calib"] = np.nan
+    out.loc[out.index[-1], "covered_calib"] = float(np.mean((bias[f"{ind}_lo"].to_numpy() <= tb)
+                                                            & (tb <= bias[f"{ind}_hi"].to_numpy())))
+    j = list(bias.index).index(truth_form)
+    out.attrs["covered_truth_form"] = bool(lo[j] <= truth[truth_form] <= hi[j])
     return out
 
 
@@ -124,8 +142,12 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
-                                            indicator=INDICATOR)
+                                            indicator=INDICATOR, margin=ZONE)
             runs[arm].append(table)
+            if SAVE:   # every finished study, so that a run cut short can still be summarised
+                import pickle
+                with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
+                    pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form}, fh)
             if r == 0 and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
                 print("  b1_joint's limit on study 1's adaptive examples (its own estimand): "
@@ -188,12 +210,15 @@ def report(runs, n_fixed, best, truth_form, ind="b1_joint"):
         settled = [first(t, t["settled"]) for t in tables]
         done = [row for row in settled if row is not None]
         right = sum(bool(row["right"]) for row in done)
+        right_zone = sum(bool(row["right_zone"]) for row in done)
         when = np.median([row["n_answers"] for row in done]) if done else np.nan
         cover = np.mean([t["covered"].iloc[-1] for t in tables])
+        cover_c = np.mean([t["covered_calib"].iloc[-1] for t in tables])
         cover_t = np.mean([t.attrs["covered_truth_form"] for t in tables])
-        print(f"{arm:<8} settle (95%): {len(done)} of {len(tables)} studies settled (median at {when:.0f} answers), "
-              f"{right} of {len(done)} rightly; 95% {ind} intervals at the last look cover the truth "
-              f"{cover:.3f} of the time (all formulations), {cover_t:.2f} for the generating {truth_form}")
+        print(f"{arm:<8} settle (95%, margin {ZONE}): {len(done)} of {len(tables)} studies settled (median at "
+              f"{when:.0f} answers), {right_zone} of {len(done)} right within the margin ({right} exactly); 95% "
+              f"{ind} intervals at the last look cover the truth {cover:.3f} of the time (all formulations; "
+              f"the calibration's own intervals {cover_c:.3f}), {cover_t:.2f} for the generating {truth_form}")
 
 
 def settle_shape(judgments, studies, boot):
@@ -208,11 +233,11 @@ def settle_shape(judgments, studies, boot):
     print(f"\n== settled decisions (ECIR 2015 judgments, {', '.join(forms)}; fixed design {len(fixed)})")
     for ind in INDICATORS:
         print(f"true {ind}: " + ", ".join(f"{f} {v:.4f}" for f, v in truths[ind].sort_values().items()))
-    for arm in ("fixed", "adaptive"):
+    for arm in ARMS:
         tables = [simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
                                           budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
                                           fixed=fixed, bootstrap=boot, max_looks=15, stop=False, truth_b1=truths,
-                                          spread=SPREAD, indicator=INDICATOR) for r in range(studies)]
+                                          spread=SPREAD, indicator=INDICATOR, margin=ZONE) for r in range(studies)]
         for ind in INDICATORS:
             rows = []
             for t in tables:
@@ -220,9 +245,12 @@ def settle_shape(judgments, studies, boot):
                 rows.append((hit is not None, hit is not None and bool(hit[f"right_{ind}"]),
                              int(hit["n_answers"]) if hit is not None else 0))
             done = [r for r in rows if r[0]]
+            zone = sum(1 for t in tables if first(t, t[f"settled_{ind}"]) is not None
+                       and bool(first(t, t[f"settled_{ind}"])[f"right_margin_{ind}"]))
             print(f"{arm:<8} by {ind:<8}: {len(done)} of {studies} settled, median at "
                   f"{np.median([r[2] for r in done]) if done else float('nan'):.0f} answers; "
-                  f"{sum(r[1] for r in done)} of {len(done)} settled decisions right (stated confidence 0.95)",
+                  f"{zone} of {len(done)} settled decisions right within the margin {ZONE} "
+                  f"({sum(r[1] for r in done)} exactly; stated confidence 0.95)",
                   flush=True)
 
 
@@ -249,9 +277,12 @@ def main():
     ap.add_argument("--boot", type=int, default=None)
     ap.add_argument("--spread", type=float, default=1.0, help="weight of the per-formulation precision term")
     ap.add_argument("--skip-cost", action="store_true", help="leave out the example_priorities timing")
-    ap.add_argument("--indicator", choices=INDICATORS, default="b1_joint",
-                    help="the indicator settle decides on (both are reported on the same studies)")
-    ap.add_argument("--only", choices=("shapes", "settle"), default=None, help="run one part")
+    ap.add_argument("--indicator", choices=INDICATORS, default="b1_std",
+                    help="the indicator settle decides on and the criterion targets (both are reported)")
+    ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
+    ap.add_argument("--arm", choices=("fixed", "adaptive"), default=None, help="one arm of the settled-decisions part")
+    ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
+    ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
     studies = args.studies or (2 if args.quick else 3)
     boot = args.boot or (50 if args.quick else 100)
@@ -262,14 +293,17 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR
-    SPREAD, INDICATOR = args.spread, args.indicator
+    global SPREAD, INDICATOR, ZONE, SAVE, ARMS
+    SPREAD, INDICATOR, ZONE, SAVE = args.spread, args.indicator, args.margin, args.save
+    ARMS = (args.arm,) if args.arm else ARMS
+    print(f"settle and the criterion on {INDICATOR}, margin {ZONE}, {studies} studies per shape, B = {boot}")
     if not args.skip_cost:
         priority_cost()
-    if args.only != "settle":
+    if args.only in (None, "shapes", "ecir"):
         run_shape("ECIR 2015 judgments", recover_judgments(), 5, (0, 1, 2), "lin-const", m, studies, boot)
+    if args.only in (None, "shapes", "synthetic"):
         run_shape("synthetic judgments", synthetic_judgments(), 10, (0, 1, 2, 3), "lin-log2", m, studies, boot)
-    if args.only != "shapes":
+    if args.only in (None, "settle"):
         settle_shape(recover_judgments(), studies + (1 if args.quick else 2), boot)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; load average at end: {os.getloadavg()[0]:.1f}")
 

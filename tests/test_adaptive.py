@@ -14,6 +14,7 @@ import pytest
 from satcal.analysis.adaptive import (Settlement, _b1_and_gradient, _information, _levels, alpha_spending,
                                       candidate_pool, example_priorities, plan_wave, settle)
 from satcal.answers import StudyData
+from satcal.errors import SatcalError
 from satcal.generate import Design, generate
 from satcal.judgments import Judgments
 from satcal.measures import bin_index, formulation, score_lists
@@ -202,7 +203,7 @@ def test_settle_boundary_equals_hand_computation():
     rng = np.random.default_rng(0)
     est = np.array([0.10, 0.30, 0.12])
     reps = est + rng.normal(0, 0.01, (400, 3))
-    s = settle(_fake_result(est, reps), confidence=0.95, look=2, max_looks=4)
+    s = settle(_fake_result(est, reps), confidence=0.95, look=2, max_looks=4, margin=0.0)
     nd = NormalDist()
     spend = lambda t: 2 * (1 - nd.cdf(nd.inv_cdf(0.975) / math.sqrt(t)))
     level = (spend(0.5) - spend(0.25)) / 3
@@ -211,10 +212,55 @@ def test_settle_boundary_equals_hand_computation():
     assert s.z["f2"] == pytest.approx(0.02 / np.std(reps[:, 2] - reps[:, 0], ddof=1), rel=1e-9)
     assert s.leaders == ("f0",) and s.settled == (s.z["f2"] > s.critical)
     d = s.to_dict()
-    assert json.loads(json.dumps(d)) == d and d["leaders"] == ["f0"]
+    assert json.loads(json.dumps(d)) == d and d["leaders"] == ["f0"] and d["margin"] == 0.0
     assert "look 2" in s.summary()
-    top2 = settle(_fake_result(est, reps), top_m=2, look=4, max_looks=4)
+    top2 = settle(_fake_result(est, reps), top_m=2, look=4, max_looks=4, margin=0.0)
     assert top2.leaders == ("f0", "f2") and top2.settled  # 0.30 is far from both
+    # with an indifference margin delta (default 0.005): z = (d + delta) / sd, and a tie within
+    # the margin is no error, so the increment is shared by m (F - m) = 2 events only
+    m = settle(_fake_result(est, reps), confidence=0.95, look=2, max_looks=4)
+    assert m.margin == 0.005
+    assert m.critical == pytest.approx(nd.inv_cdf(1 - (spend(0.5) - spend(0.25)) / 2), rel=1e-9)
+    assert m.z["f2"] == pytest.approx(0.025 / np.std(reps[:, 2] - reps[:, 0], ddof=1), rel=1e-9)
+    assert "within 0.005" in m.reason
+    with pytest.raises(SatcalError, match="margin"):
+        settle(_fake_result(est, reps), margin=-0.001)
+
+
+def _sequential_errors(true_b1, margin, rng, studies=1000, looks=5, alpha=0.10, sd1=0.01):
+    """Share of sequential studies (5 looks, estimates a running mean of new answers, normal
+    replicates of the right spread) whose first settlement picks a leader whose true b1 exceeds
+    the least by more than ``margin``; and the share that settle at all."""
+    n_f = len(true_b1)
+    errors = settled = 0
+    for _ in range(studies):
+        total = np.zeros(n_f)
+        for look in range(1, looks + 1):
+            total += rng.normal(0, 1, n_f)
+            est = true_b1 + sd1 * total / look
+            reps = est + rng.normal(0, sd1 / np.sqrt(look), (100, n_f))
+            s = settle(_fake_result(est, reps), confidence=1 - alpha, look=look, max_looks=looks, margin=margin)
+            if s.settled:
+                settled += 1
+                errors += true_b1[int(s.leaders[0][1:])] > true_b1.min() + margin
+                break
+    return errors / studies, settled / studies
+
+
+@pytest.mark.parametrize("n_f", [2, 4])
+def test_settle_with_a_margin_errs_at_most_alpha_at_the_edge_of_the_zone(n_f):
+    """The least favourable case of the indifference zone (Bechhofer 1954): one formulation best,
+    the others just beyond the margin (any of them is a wrong pick). Wrong settlements at most at
+    alpha (0.10), up to Monte Carlo error. And the margin's point: formulations tied exactly
+    settle (on any of them, all right) once the spread is well below the margin."""
+    rng = np.random.default_rng(10 + n_f)
+    alpha, margin = 0.10, 0.01
+    true_b1 = np.r_[0.2, np.full(n_f - 1, 0.2 + margin * 1.001)]
+    rate, _ = _sequential_errors(true_b1, margin, rng, alpha=alpha)
+    assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / 1000), rate
+    tied = np.full(n_f, 0.2)
+    wrong, settled = _sequential_errors(tied, margin, rng, studies=200, alpha=alpha, sd1=0.002)
+    assert wrong == 0 and settled > 0.9
 
 
 @pytest.mark.parametrize("n_f", [2, 4])
@@ -233,7 +279,7 @@ def test_settle_error_rate_under_a_null_at_most_alpha(n_f):
             est = 0.2 + 0.01 * total / look
             sd = 0.01 / np.sqrt(look)
             reps = est + rng.normal(0, sd, (100, n_f))
-            if settle(_fake_result(est, reps), confidence=1 - alpha, look=look, max_looks=looks).settled:
+            if settle(_fake_result(est, reps), confidence=1 - alpha, look=look, max_looks=looks, margin=0.0).settled:
                 errors += 1
                 break
     rate = errors / studies
@@ -342,7 +388,7 @@ def test_settle_on_b1_std_uses_its_bootstrap_replicates(judgments, pool):
     ref = reference_scores(judgments, [formulation(f) for f in FORMS], 4, 4, size=1000, seed=0)
     res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref,
                     standardised_intervals=True)
-    s = settle(res, indicator="b1_std", look=3, max_looks=5)
+    s = settle(res, indicator="b1_std", look=3, max_looks=5, margin=0.0)
     est = res.bias["b1_std"].to_numpy(float)
     reps = res.bootstrap.joint["std_indicators"][:, :, 0]
     lead, other = np.argmin(est), np.argmax(est)
@@ -350,5 +396,110 @@ def test_settle_on_b1_std_uses_its_bootstrap_replicates(judgments, pool):
     d = d[np.isfinite(d)]
     assert s.indicator == "b1_std" and s.leaders == (FORMS[lead],)
     assert s.z[FORMS[other]] == pytest.approx((est[other] - est[lead]) / np.std(d, ddof=1), rel=1e-9)
-    joint = settle(res, indicator="b1_joint", look=3, max_looks=5)
+    joint = settle(res, indicator="b1_joint", look=3, max_looks=5, margin=0.0)
     assert joint.z[FORMS[other]] != pytest.approx(s.z[FORMS[other]], rel=1e-3) or joint.leaders != s.leaders
+
+
+def test_std_replicates_refit_the_akaike_weights_per_replicate(judgments, pool):
+    """std_replicates against independent computations: (a) with the full-sample weights it
+    gives the calibration's own standardised replicates; (b) its resampling weights are the
+    calibration's (the k-step replicates recomputed from them are the stored ones); (c) replicate
+    by replicate, the weights are exp(l - max l) / sum of the replicate's log-likelihoods
+    (joint._negloglik on its resampled rows) and b1_std is standardise's with those weights; (d)
+    settle(study=...) decides on these replicates."""
+    from satcal.analysis.adaptive import _replicate_rows, std_replicates
+    from satcal.analysis.calibration import calibrate
+    from satcal.analysis.joint import _negloglik, bootstrap_thetas, fit_joint
+    from satcal.analysis.standardise import reference_scores, standardised_indicators
+    rows = pool.iloc[:300].reset_index(drop=True)
+    study = StudyData(_answers(rows, 4).examples, k=4, n_levels=4, judgments=judgments)
+    forms = [formulation(f) for f in FORMS]
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref,
+                    standardised_intervals=True)
+    est, fixed = std_replicates(res, study, refit_weights=False)
+    np.testing.assert_allclose(fixed, res.bootstrap.joint["std_indicators"][:, :, 0], atol=1e-9)
+    est, reps = std_replicates(res, study)
+    np.testing.assert_allclose(est, res.bias["b1_std"].to_numpy(float))
+    thetas = res.bootstrap.joint["thetas"]
+    types, code, W = _replicate_rows(res, study, forms, thetas.shape[0])
+    for g in range(2):
+        fit = fit_joint(types.phi_a[:, g], types.phi_b[:, g], types.answers, types.counts)
+        again = bootstrap_thetas(fit, types.phi_a[:, g], types.phi_b[:, g], code, W)
+        np.testing.assert_allclose(again, thetas[:, g], atol=1e-5)
+    sat_range = res.meta["support"]["sat_joint"]
+    spread = []
+    for b in (0, 7, 23):
+        ll = np.array([-_negloglik(thetas[b, g], types.phi_a[:, g], types.phi_b[:, g], code, W[b]) for g in range(2)])
+        w = np.exp(ll - ll.max()) / np.exp(ll - ll.max()).sum()
+        spread.append(w)
+        hand = standardised_indicators(thetas[b], ref, w, sat_range=sat_range)["b1_std"]
+        np.testing.assert_allclose(reps[b], hand, rtol=1e-6, atol=1e-9)
+    s = settle(res, indicator="b1_std", study=study, look=3, max_looks=5, margin=0.0)
+    lead, other = np.argmin(est), np.argmax(est)
+    d = reps[:, other] - reps[:, lead]
+    assert s.z[FORMS[other]] == pytest.approx((est[other] - est[lead]) / np.std(d[np.isfinite(d)], ddof=1), rel=1e-9)
+    # b1_std by default, once replicates can be had (the calibration's, or the joint's with the study)
+    assert settle(res, look=3, max_looks=5).indicator == "b1_std"
+
+
+def _brute_std(types, fits, pa, pb, i, ref, weights, pair=None, weight=1.0):
+    """E_y[(change of b1_std(c) - b1_std(L))^2] after one more answer y to example i, by refitting
+    every joint model of weight above 0.01 with the example added and recomputing b1_std with
+    standardise (the weights held, as the criterion holds them); y from the weighted models'
+    answer probabilities. ``pair`` None: the only formulation's own b1_std."""
+    from satcal.analysis.joint import CODES, fit_joint, joint_probabilities
+    from satcal.analysis.standardise import standardised_indicators
+    models = [g for g in range(len(fits)) if weights[g] > 0.01]
+    thetas = np.stack([f.theta for f in fits])
+    p = sum(weights[g] * joint_probabilities(fits[g].theta, pa[i:i + 1, g], pb[i:i + 1, g])[0] for g in models)
+    p = p / sum(weights[g] for g in models)
+    before = standardised_indicators(thetas, ref, weights)["b1_std"]
+    out = 0.0
+    for o, code in enumerate(CODES):
+        new = thetas.copy()
+        for g in models:
+            new[g] = fit_joint(np.r_[types.phi_a[:, g], pa[i, g]], np.r_[types.phi_b[:, g], pb[i, g]],
+                               np.append(types.answers, np.array([code], dtype=object)),
+                               np.r_[types.counts, weight]).theta
+        change = (standardised_indicators(new, ref, weights)["b1_std"] - before) / weight
+        out += p[o] * ((change[pair[1]] - change[pair[0]]) ** 2 if pair else change[0] ** 2)
+    return out
+
+
+def test_b1_std_criterion_matches_brute_force_refits(judgments, pool):
+    """The b1_std criterion's terms are expected squared changes after one more answer, through
+    the joint models that carry the satisfaction model's weight: of one formulation's b1_std (the
+    spread term) and of b1_std(c) - b1_std(L) (the contrast term). Brute force: refit those models
+    with the example added under each answer and recompute b1_std with standardise. The
+    criterion orders the examples as the refits do, ratios within a factor of 2."""
+    from satcal.analysis.adaptive import _information_std
+    from satcal.analysis.core import collapse_study
+    from satcal.analysis.joint import fit_joint
+    from satcal.analysis.standardise import akaike_weights, reference_scores
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in FORMS]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    types = collapse_study(study, forms)
+    fits = [fit_joint(types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts) for j in range(2)]
+    # one formulation: its own model is the satisfaction model; the spread term alone
+    info, _, _ = _information_std(pa[:, 1:], pb[:, 1:], study, forms[1:], None, 1.0, ref[:, 1:], 0.0)
+    picks = np.argsort(info)[[len(info) // 4, len(info) // 2, -1]]
+    alone = collapse_study(study, forms[1:])
+    brute = np.array([_brute_std(alone, fits[1:], pa[:, 1:], pb[:, 1:], i, ref[:, 1:], np.array([1.0])) for i in picks])
+    assert np.all(np.diff(brute) > 0)
+    ratio = (info[picks] / info[picks[-1]]) / (brute / brute[-1])
+    assert np.all((ratio > 0.5) & (ratio < 2)), ratio
+    # two formulations: the contrast term alone (no margin, so the contrast stays open)
+    weights = akaike_weights([f.loglik for f in fits])
+    info, leader, contenders = _information_std(pa, pb, study, forms, 2, 0.0, ref, 0.0)
+    lead = FORMS.index(leader)
+    assert contenders == (FORMS[1 - lead],)
+    picks = np.argsort(info)[[len(info) // 4, len(info) // 2, -1]]
+    brute = np.array([_brute_std(types, fits, pa, pb, i, ref, weights, pair=(lead, 1 - lead)) for i in picks])
+    assert np.all(np.diff(brute) > 0)
+    ratio = (info[picks] / info[picks[-1]]) / (brute / brute[-1])
+    assert np.all((ratio > 0.5) & (ratio < 2)), ratio

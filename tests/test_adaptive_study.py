@@ -40,14 +40,18 @@ class Verdict:
 
 def settle_at(n: int, calls: list | None = None):
     """A rule that settles once the fitted result holds ``n`` answers, naming the formulation
-    ranked first; it records the look and the planned looks it was asked at."""
-    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None):
+    ranked first; it records the look and the planned looks it was asked at (and in
+    ``settle.asked`` the margin and whether it got the answers)."""
+    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None, margin=None,
+               study=None):
+        settle.asked.append((margin, None if study is None else len(study.examples)))
         answers = int(result.meta["n_examples"])
         if calls is not None:
             calls.append((answers, look, max_looks, confidence, top_m))
         leaders = list(result.ranking["formulation"].head(top_m))
         return Verdict(answers >= n, leaders, confidence, look, 0.05 * look / max_looks, answers,
                        "enough answers" if answers >= n else "too few answers")
+    settle.asked = []
     return settle
 
 
@@ -349,7 +353,8 @@ def _take_part(http, code, study, ws):
 
 def settle_at_look(first: int, calls: list):
     """A rule that settles from look ``first`` on, naming the formulation ranked first."""
-    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None):
+    def settle(result, *, confidence=0.95, top_m=1, look=1, max_looks=10, information=None, margin=None,
+               study=None):
         calls.append((int(result.meta["n_examples"]), look))
         return Verdict(look >= first, list(result.ranking["formulation"].head(top_m)), confidence, look, 0.01,
                        int(result.meta["n_examples"]), f"look {look}")
@@ -483,7 +488,11 @@ def test_calibration_record_and_report_say_what_is_settled(adaptive_ws):
     n = len(study.examples)
     result.meta["crowd"] = {"answers": n}
     calls = []
-    record = calibration_record(ws, result, settle=settle_at(n + 1, calls))
+    rule = settle_at(n + 1, calls)
+    record = calibration_record(ws, result, settle=rule)
+    # the declared margin (design.margin, default 0.005) and the answers the analysis fitted
+    # (the study's own, read again from its directory) reach the rule
+    assert rule.asked == [(0.005, n)] and ws["design.margin"] == 0.005
     leader = result.ranking["formulation"].iloc[0]
     assert (record["settled"], record["leaders"], record["n_answers"]) == (False, [leader], n)
     assert record["budget_answers"] == 40 and record["budget_reached"] is False

@@ -87,6 +87,7 @@ class AdaptiveSettings:
     wave_pages: int = 10
     confidence: float = 0.95
     top_m: int = 1
+    margin: float = 0.005
     min_depth: int = 10
     budget: int = 0
     budget_unit: str = "answers"
@@ -108,7 +109,7 @@ class AdaptiveSettings:
         """
         d = ws.config["design"]
         return cls(adaptive=d["adaptive"], wave_pages=d["wave_pages"], confidence=float(d["confidence"]),
-                   top_m=d["top_m"], min_depth=d["min_depth"], budget=d["budget"],
+                   top_m=d["top_m"], margin=float(d["margin"]), min_depth=d["min_depth"], budget=d["budget"],
                    budget_unit=d["budget_unit"], pool_size=d["pool_size"],
                    refit_seconds=float(ws["serve.refit_seconds"]))
 
@@ -444,8 +445,11 @@ def settlement(ws, study, result=None, settle=None, n_answers: int | None = None
     n = len(study.examples) if n_answers is None else n_answers
     look, planned = look if look is not None else budget(ws).looks(n)
     info = budget(ws).information(n)
+    extra = {"information": info} if info is not None else {}
+    if study is not None:   # b1_std's replicates then refit the Akaike weights (std_replicates)
+        extra["study"] = study
     return settle(result, confidence=s.confidence, top_m=s.top_m, look=look, max_looks=planned,
-                  **({"information": info} if info is not None else {}))
+                  margin=s.margin, **extra)
 
 
 def calibration_record(ws, result, settle=None) -> dict:
@@ -467,7 +471,15 @@ def calibration_record(ws, result, settle=None) -> dict:
     """
     answers = _ingested(ws)
     n = int(result.meta.get("crowd", {}).get("answers", 0)) or int(result.meta.get("n_examples", 0))
-    verdict = settlement(ws, None, result=result, settle=settle, n_answers=n, look=look_of(ws, n, answers))
+    study = None   # the answers the analysis fitted: b1_std's replicates then refit the weights
+    if hasattr(ws, "study_data"):
+        try:
+            study = ws.study_data()
+        except SatcalError:
+            study = None
+        if study is not None and len(study.examples) != int(result.meta.get("n_examples", -1)):
+            study = None
+    verdict = settlement(ws, study, result=result, settle=settle, n_answers=n, look=look_of(ws, n, answers))
     b = budget(ws)
     record = dict(verdict.to_dict())
     record.update(budget_answers=b.answers, budget_reached=b.reached(n), summary=verdict.summary())
@@ -540,7 +552,8 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     if plan_wave is None:
         from functools import partial
         from .analysis.adaptive import plan_wave
-        plan_wave = partial(plan_wave, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
+        plan_wave = partial(plan_wave, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]),
+                            margin=s.margin, reference_seed=ws.seed)
     pool = read_pool(ws)
     keys = _keys(ws)
     asked = set(keys.loc[keys["is_trap"].astype(str) != "True", "source_id"].astype(str))
@@ -673,7 +686,8 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         from .analysis.adaptive import example_priorities
         # the cache keeps each refit's fits: the next starts from them (a warm start)
         priorities = partial(example_priorities, n_bins=ws["generator.n_bins"],
-                             top_level=max(ws["study.levels"]), cache={})
+                             top_level=max(ws["study.levels"]), cache={}, margin=_settings(ws).margin,
+                             reference_seed=ws.seed)
     from .serve.priority import Plan
     s = _require(ws, "serve")
     key = ws.table("key.csv")

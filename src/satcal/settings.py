@@ -291,6 +291,10 @@ class DesignSection:
                                         "over repeated looks; every phi and |dphi| cell keeps min_depth answered examples first.")
     top_m: int = setting(1, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
                          "Size of the least-biased set the adaptive study settles.", required=False)
+    margin: float = setting(0.005, _NUMBER, lambda v: 0 <= v <= 1, "a number in [0, 1]",
+                            "Indifference margin of the stopping rule, in b1 units.", required=False,
+                            comment="Formulations whose b1_std differ by less than this count as tied: the study settles on\n"
+                                    "one within margin of the best (0: only an exact ranking settles; ties then never do).")
     min_depth: int = setting(10, int, lambda v: 0 <= v <= MAX_PER_CELL, f"an integer from 0 to {MAX_PER_CELL:,}",
                              "Answers every cell gets before the criterion may pass it by.", required=False)
     budget: int = setting(0, int, lambda v: 0 <= v <= 10 ** 9, "an integer >= 0 (0: no budget)",

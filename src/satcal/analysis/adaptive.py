@@ -26,12 +26,21 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
    2 Phi(-|d_c| / sd_c); plus ``spread`` (default 1) times the mean relative reduction of every
    formulation's own b1 variance, so that every curve keeps improving. Examples that land in a
    cell (phi or |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before
-   all others, so every curve stays estimable and the model can be checked. With no answers the
+   all others, so every curve stays estimable and the model can be checked. By default the
+   target is the standardised b1_std (:mod:`.standardise`), whose estimand does not depend on
+   the design: b1_std(f) moves with the curve parameters of the joint models that carry the
+   satisfaction model's Akaike weight, so psi_f(y; x) = sum_g G_fg' Sigma_g grad log p_g(y | x),
+   G_fg the gradient of b1_std(f) in theta_g (:func:`std_gradients`), and a contrast's openness
+   counts the stopping rule's margin, 2 Phi(-(|d| + margin) / sd) (:func:`_information_std`).
+   With no answers the
    priorities are space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
    A wave is chosen greedily (:func:`plan_wave`): after each pick the cells it lands in count
    it, and the information term of every example sharing them shrinks as (n / (n + added))^2,
    the rate at which a cell's variance contribution falls, so a wave does not pile onto one spot.
-3. **A stopping rule** (:func:`settle`): see its docstring for exactly what it controls.
+3. **A stopping rule** (:func:`settle`): bootstrap comparisons of the leader with every other
+   formulation up to an indifference margin (Bechhofer 1954), alpha spending over looks; on
+   b1_std its replicates refit the Akaike weights (:func:`std_replicates`). See its docstring for
+   exactly what it controls.
 
 :func:`simulate_adaptive_study` runs a whole study in simulation (waves, a simulated crowd with
 worker effects, new workers every wave, the calibration and the rule after every wave), for the
@@ -48,6 +57,8 @@ Biometrika 70(3).
 Gupta, S. S. (1965). On some multiple decision (selection and ranking) rules. Technometrics 7(2).
 Jennison, C. and Turnbull, B. W. (2000). Group Sequential Methods with Applications to Clinical
 Trials. Chapman and Hall/CRC.
+Bechhofer, R. E. (1954). A single-sample multiple decision procedure for ranking means of normal
+populations with known variances. Annals of Mathematical Statistics 25(1).
 """
 from __future__ import annotations
 
@@ -65,6 +76,7 @@ from ..measures import bin_index, resolve_formulations, score_lists
 from .core import GRID
 
 __all__ = ["candidate_pool", "example_priorities", "plan_wave", "Settlement", "settle", "alpha_spending",
+           "std_replicates", "default_indicator", "MARGIN",
            "population_truth", "standardised_truth", "simulate_adaptive_study", "SPENDING"]
 
 #: Priority offset of an example landing in a cell below ``min_depth``: it ranks first.
@@ -74,6 +86,15 @@ MIN_DEPTH = 10
 #: At most this many contenders when ``contenders`` is None (those whose contrast with the
 #: leader is still open, 2 Phi(-|d| / sd) > OPEN).
 MAX_CONTENDERS, OPEN = 8, 1e-3
+#: The criterion for b1_std follows the joint models whose Akaike weight exceeds this.
+MODEL_WEIGHT = 0.01
+#: What the criterion targets by default: the standardised b1 (design-free), or b1_joint.
+TARGETS = ("b1_std", "b1_joint")
+#: Default indifference margin of the stopping rule, in b1 units (a mean absolute gap between
+#: phi and the satisfaction curve): formulations whose indicators differ by less count as tied.
+#: Half a percentage point of satisfaction probability averaged over [0, 1]; on the ECIR 2015
+#: answers lin-const, lin-log5 and lin-log3 differ by less (docs/adaptive.md).
+MARGIN = 0.005
 #: Alpha-spending families (Lan and DeMets 1983).
 SPENDING = ("obrien-fleming", "pocock")
 
@@ -332,6 +353,135 @@ def _information(pool_a, pool_b, study: StudyData, forms, contenders, spread: fl
     return info, names[lead], tuple(names[c] for _, c, _ in chosen)
 
 
+def _jacobian(theta, phi_a, phi_b, eps: float = 1e-5):
+    """(n, 4) outcome probabilities p and their Jacobian (n, 4, 7) in the joint parameters
+    (central differences)."""
+    from .joint import joint_probabilities
+    theta = np.asarray(theta, float)
+    p = joint_probabilities(theta, phi_a, phi_b)
+    jac = np.empty(p.shape + (theta.size,))
+    for i in range(theta.size):
+        e = np.zeros(theta.size)
+        e[i] = eps
+        jac[..., i] = (joint_probabilities(theta + e, phi_a, phi_b) - joint_probabilities(theta - e, phi_a, phi_b)) / (2 * eps)
+    return np.maximum(p, 1e-12), jac
+
+
+def std_gradients(thetas, ref_phi, weights, *, min_weight: float = MODEL_WEIGHT, step: float = 1e-4):
+    """b1_std of every formulation and its gradient in the curve parameters of each joint model
+    that carries weight in the satisfaction model S = sum_g w_g s_g.
+
+    b1_std(f) depends on the data through S only, so through the curve parameters (b0, b1, b2)
+    of the models g with w_g > 0 (the weights' own dependence on the data is left out: with
+    thousands of answers they move little at first order). Central differences of
+    :func:`~satcal.analysis.standardise.standardised_curves` over the whole batch of perturbed
+    parameters at once; b1 over [0, 1].
+
+    Parameters
+    ----------
+    thetas : array_like
+        Joint-model parameters (F, 7).
+    ref_phi : numpy.ndarray
+        Reference lists' scores (N, F).
+    weights : array_like
+        Akaike weights (F,).
+    min_weight : float, optional
+        Models of smaller weight get no gradient (default :data:`MODEL_WEIGHT`).
+    step : float, optional
+        Finite-difference step (default 1e-4).
+
+    Returns
+    -------
+    tuple
+        b1_std (F,), and a dict {model index g: gradient (F, 7) of every formulation's b1_std in
+        theta_g}.
+    """
+    from .core import bias_indicators
+    from .standardise import standardised_curves
+    thetas = np.asarray(thetas, float)
+    weights = np.asarray(weights, float)
+    models = [int(g) for g in np.flatnonzero(weights > min_weight)]
+    batch = [thetas]
+    for g in models:
+        for i in range(3):
+            for sign in (1.0, -1.0):
+                t = thetas.copy()
+                t[g, i] += sign * step
+                batch.append(t)
+    curves, _ = standardised_curves(np.stack(batch), ref_phi, weights)
+    b1 = np.asarray(bias_indicators(curves, curves)["b1"], float)                   # (1 + 6M, F)
+    grads = {}
+    for m, g in enumerate(models):
+        grad = np.zeros((thetas.shape[0], thetas.shape[1]))
+        for i in range(3):
+            up, down = b1[1 + 6 * m + 2 * i], b1[2 + 6 * m + 2 * i]
+            grad[:, i] = (up - down) / (2 * step)
+        grads[g] = grad
+    return b1[0], grads
+
+
+def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
+                     margin: float, fits=None, cache=None):
+    """The information term for the standardised b1_std (docs/adaptive.md): as
+    :func:`_information`, but every formulation's b1_std moves through the joint models that
+    carry the satisfaction model's weight, so an answer's influence on b1_std(f) is
+
+        psi_f(y; x) = sum_g G_fg' Sigma_g grad log p_g(y | x),
+
+    G_fg the gradient of b1_std(f) in theta_g (:func:`std_gradients`), and y ~ the weighted
+    mixture of the models' answer probabilities. Openness of a contrast counts the margin:
+    2 Phi(-(d + margin) / sd)."""
+    from .standardise import akaike_weights
+    types, code, fits_ = _fit_all(study, forms, cache) if fits is None else (*_types_code(study, forms), fits)
+    n_f = len(forms)
+    thetas = np.stack([f.theta for f in fits_])
+    weights = akaike_weights([f.loglik for f in fits_])
+    b1, grads = std_gradients(thetas, reference, weights)
+    rows = np.arange(code.size)
+    psi_obs = np.zeros((code.size, n_f))
+    psi_pool = np.zeros((pool_a.shape[0], 4, n_f))
+    p_mix, total = 0.0, 0.0
+    for g, grad in grads.items():
+        cov = fits_[g].cov
+        if not np.isfinite(cov).all():
+            continue
+        A = cov @ grad.T                                                              # (7, F)
+        p, jac = _jacobian(fits_[g].theta, types.phi_a[:, g], types.phi_b[:, g])
+        psi_obs += (jac[rows, code] / p[rows, code][:, None]) @ A
+        pp, pj = _jacobian(fits_[g].theta, pool_a[:, g], pool_b[:, g])
+        psi_pool += (pj / pp[..., None]) @ A
+        p_mix, total = p_mix + weights[g] * pp, total + weights[g]
+    info = np.zeros(pool_a.shape[0])
+    if total == 0:
+        return info, None, ()
+    p_mix = p_mix / total
+    w_rows = types.counts
+    var = (w_rows[:, None] * psi_obs ** 2).sum(axis=0)                               # (F,)
+    ok = np.isfinite(b1) & (var > 0)
+    if not ok.any():
+        return info, None, ()
+    lead = int(np.argsort(np.where(ok, b1, np.inf), kind="stable")[0])
+    if spread > 0:
+        own = (p_mix[..., None] * psi_pool[:, :, ok] ** 2).sum(axis=1) / var[ok]       # (P, F ok)
+        info += spread * own.mean(axis=1)
+    diffs = []
+    for c in np.flatnonzero(ok):
+        if c == lead:
+            continue
+        var_d = float((w_rows * (psi_obs[:, c] - psi_obs[:, lead]) ** 2).sum())
+        if var_d <= 0:
+            continue
+        openness = min(1.0, 2 * norm.sf((abs(b1[c] - b1[lead]) + margin) / np.sqrt(var_d)))
+        diffs.append((openness, c, var_d))
+    diffs.sort(key=lambda t: -t[0])
+    limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
+    chosen = [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
+    for openness, c, var_d in chosen:
+        info += openness * (p_mix * (psi_pool[:, :, c] - psi_pool[:, :, lead]) ** 2).sum(axis=1) / var_d / len(chosen)
+    names = [f.id for f in forms]
+    return info, names[lead], tuple(names[c] for _, c, _ in chosen)
+
+
 def _types_code(study, forms):
     from .core import collapse_study
     from .joint import CODES
@@ -339,9 +489,29 @@ def _types_code(study, forms):
     return types, np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
 
 
+def _reference_for(study: StudyData, forms, reference, reference_seed: int, cache):
+    """The reference population's scores for the b1_std criterion: ``reference`` when given,
+    else drawn from the study's judgments (seed ``reference_seed``, kept in ``cache``); None
+    when the study has no judgments."""
+    if reference is not None:
+        return np.asarray(reference, float)
+    if study is None or study.judgments is None:
+        return None
+    from .standardise import reference_scores
+    key = ("reference", reference_seed, tuple(f.id for f in forms), study.k, study.n_levels)
+    if cache is not None and key in cache:
+        return cache[key]
+    ref = reference_scores(study.judgments, forms, study.k, study.n_levels, seed=reference_seed)
+    if cache is not None:
+        cache[key] = ref
+    return ref
+
+
 def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
-           cache=None) -> _Parts:
+           cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0) -> _Parts:
     forms = resolve_formulations(formulations)
+    if target not in TARGETS:
+        raise SatcalError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     if min_depth < 0:
         raise SatcalError(f"min_depth must be >= 0, got {min_depth}")
     if contenders is not None and contenders < 2:
@@ -356,9 +526,12 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     empty = study is None or len(study.examples) == 0
     counts = np.zeros(n_cells) if empty else _study_cells(study, forms, n_bins, n_cells)
     jitter = np.random.default_rng([seed, 24, 1]).random(len(pool)) * 1e-9
+    ref = None if empty or target != "b1_std" else _reference_for(study, forms, reference, reference_seed, cache)
     if empty:
         info, leader, cont = np.zeros(len(pool)), None, ()
-    else:
+    elif ref is not None:
+        info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
+    else:   # b1_joint asked for, or no judgments to draw the reference population from
         info, leader, cont = _information(pa, pb, study, forms, contenders, spread, fits, cache)
     return _Parts(pool["example_id"].astype(str).to_numpy(), cells, counts, info, min_depth, jitter, leader, cont)
 
@@ -380,16 +553,18 @@ def _score(parts: _Parts, added: np.ndarray | None = None) -> np.ndarray:
 def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations, *, seed: int,
                        min_depth: int = MIN_DEPTH, contenders: int | None = None, spread: float = 1.0,
                        n_bins: int = 10, top_level: int | None = None, fits=None,
-                       cache: dict | None = None) -> pd.Series:
+                       cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
+                       reference=None, reference_seed: int = 0) -> pd.Series:
     """How soon to ask each pool example (higher = sooner), from the answers so far.
 
     The criterion of the module docstring: examples landing in a cell with fewer than
     ``min_depth`` answers first (by how short their cells are, summed over formulations); the
     others by the expected reduction, from one more answer, of the variance of the differences
-    b1_joint(c) - b1_joint(leader) between the leader (least b1_joint) and its open contenders,
+    b1(c) - b1(leader) (``target``: b1_std by default, or b1_joint) between the leader (least
+    b1) and its open contenders,
     relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is) and
     averaged over the contenders, plus
-    ``spread`` times the mean relative reduction of each formulation's own b1_joint variance.
+    ``spread`` times the mean relative reduction of each formulation's own b1 variance.
     The information term is scaled into [0, 1), below the short-cell offset of 1000.
 
     Parameters
@@ -425,11 +600,26 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         instead of the multi-start fit (on the ECIR 2015 answers, 36 formulations, about ten
         times faster; docs/benchmarks.md).
 
+    target : {"b1_std", "b1_joint"}, optional
+        The indicator whose ranking the criterion works to settle (default ``b1_std``, the
+        standardised b1 over a reference population of lists: :func:`_information_std`, which
+        falls back to ``b1_joint`` when the study has no judgments and no ``reference`` is
+        given).
+    margin : float, optional
+        The stopping rule's indifference margin: a contrast counts as open by
+        2 Phi(-(d + margin) / sd) (b1_std only; default :data:`MARGIN`).
+    reference : array (N, F), optional
+        The reference population's scores (as ``calibrate(reference=...)``); None draws it from
+        the study's judgments with seed ``reference_seed`` (kept in ``cache``).
+    reference_seed : int, optional
+        Seed of that draw (default 0; a study passes the seed its calibrations use).
+
     Returns
     -------
     Series of floats indexed by ``example_id``; ``attrs`` holds ``leader`` and ``contenders``.
     """
-    parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache)
+    parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
+                   target, margin, reference, reference_seed)
     out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
     out.attrs.update(leader=parts.leader, contenders=list(parts.contenders))
     return out
@@ -438,7 +628,8 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
 def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int, *, seed: int,
               min_depth: int = MIN_DEPTH, exclude: Iterable[str] = (), contenders: int | None = None,
               spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
-              cache: dict | None = None) -> pd.DataFrame:
+              cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
+              reference=None, reference_seed: int = 0) -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
     After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
@@ -458,7 +649,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         Examples to choose (at most the free ones).
     seed : int
         Seeds the tie-breaker.
-    min_depth, contenders, spread, n_bins, top_level, fits, cache
+    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
@@ -475,7 +666,8 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     """
     if n < 0:
         raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
-    parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache)
+    parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
+                   target, margin, reference, reference_seed)
     asked = set(map(str, exclude))
     if study is not None and "example_id" in study.examples.columns:
         asked |= set(study.examples["example_id"].astype(str))
@@ -555,6 +747,8 @@ class Settlement:
         Each comparison's statistic (contender -> z) at this look; ``critical`` the bound it
         must pass.
     critical : float
+    margin : float
+        The indifference margin: formulations within it of the leader count as tied.
     """
 
     settled: bool
@@ -564,9 +758,10 @@ class Settlement:
     alpha_spent: float
     n_answers: int
     reason: str
-    indicator: str = "b1_joint"
+    indicator: str = "b1_std"
     z: dict = field(default_factory=dict)
     critical: float = float("nan")
+    margin: float = 0.0
 
     def summary(self) -> str:
         head = "settled" if self.settled else "not settled"
@@ -579,7 +774,153 @@ class Settlement:
         return {"settled": bool(self.settled), "leaders": list(self.leaders), "confidence": float(self.confidence),
                 "looks": int(self.looks), "alpha_spent": num(self.alpha_spent), "n_answers": int(self.n_answers),
                 "reason": self.reason, "indicator": self.indicator,
-                "z": {k: num(v) for k, v in self.z.items()}, "critical": num(self.critical)}
+                "z": {k: num(v) for k, v in self.z.items()}, "critical": num(self.critical),
+                "margin": float(self.margin)}
+
+
+def std_replicates(result, study: StudyData, *, refit_weights: bool = True):
+    """b1_std's point estimates (F,) and bootstrap replicates (B, F), the Akaike weights of the
+    satisfaction model refitted in every replicate.
+
+    The calibration's standardised replicates (``standardised_intervals=True``) keep the weights
+    w_g of the full sample, so they leave out the uncertainty of which formulation's joint model
+    drives the fitted satisfaction S. Here replicate b gets its own weights
+
+        w_bg = exp(l_bg - max_g l_bg) / sum_g exp(l_bg - max_g l_bg),
+        l_bg = sum_rows W_b,row log p_g(answer_row | theta_bg),
+
+    with W_b the replicate's resampling weights (the calibration's: the same seed, clusters and
+    distinct rows, :func:`~satcal.analysis.bootstrap.replicate_weights`) and theta_bg its joint
+    parameters (the k-step replicates the calibration kept). S_b = sum_g w_bg s_g(phi_g; theta_bg)
+    over the reference lists, then the standardised curves and b1 as
+    :func:`~satcal.analysis.standardise.standardised_indicators` computes them. A model whose
+    full-sample weight is below exp(-``LL_SPAN``) gets weight 0 in every replicate.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+        A calibration with the joint model, the standardised indicators and a bootstrap.
+    study : satcal.answers.StudyData
+        The answers it was fitted to.
+    refit_weights : bool, optional
+        False keeps the full-sample weights (what the calibration's replicates do).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``b1_std`` of the bias table (F,) and the replicates (B, F); (est, None) when the
+        calibration has no joint bootstrap or no standardisation.
+    """
+    est = result.bias["b1_std"].to_numpy(float) if "b1_std" in result.bias.columns else None
+    std = result.meta.get("standardisation")
+    boot = result.bootstrap
+    if est is None or std is None or boot is None or boot.joint is None or "thetas" not in boot.joint:
+        return est, None
+    # settle and the figures of one look ask for the same replicates: computed once per
+    # calibration, study and choice (kept with the joint replicates they come from)
+    key = ("std_replicates", id(study), len(study.examples), bool(refit_weights))
+    memo = boot.joint.setdefault("_memo", {})
+    if key not in memo:
+        memo.clear()
+        memo[key] = _std_replicates(result, study, refit_weights, std, boot)
+    return est, memo[key]
+
+
+def _replicate_rows(result, study, forms, n_b):
+    """The calibration's answer rows (collapsed, :func:`~satcal.analysis.core.collapse_study`),
+    their answer codes and the bootstrap's resampling weights (B, rows): the same seed, clusters
+    (workers and examples, as ``calibrate`` derives them) and rows, so the same weights the
+    joint replicates were fitted with."""
+    from .bootstrap import cluster_codes, replicate_weights, resampling_clusters
+    n_fit = result.meta.get("n_examples")
+    if n_fit is not None and len(study.examples) != int(n_fit):
+        raise SatcalError(f"std_replicates: the calibration fitted {n_fit} answers, the study given has "
+                          f"{len(study.examples)}")
+    types, code = _types_code(study, forms)
+    ex = study.examples
+    _, clusters = resampling_clusters(len(ex), *(ex[c] if c in ex.columns else None
+                                                 for c in ("worker_id", "example_id")))
+    if clusters is not None:
+        clusters = tuple(cluster_codes(c) for c in clusters)
+    W = replicate_weights(types.n_answers, n_b, result.bootstrap.seed, types.inverse, types.counts.size, clusters)
+    return types, code, W
+
+
+def _std_replicates(result, study, refit_weights, std, boot):
+    """The replicates of :func:`std_replicates` (B, F)."""
+    from .core import bias_indicators, design
+    from .joint import joint_probabilities
+    from .standardise import _fit_grouped, _groups, _s, akaike_weights
+    thetas = np.asarray(boot.joint["thetas"], float)                                  # (B, F, 7)
+    ref_phi, w_full = std["reference_phi"], np.asarray(std["weights"], float)
+    forms = resolve_formulations(list(result.bias["formulation"].astype(str)))
+    n_b, n_f = thetas.shape[:2]
+    if refit_weights:
+        types, code, W = _replicate_rows(result, study, forms, n_b)
+        rows = np.arange(code.size)
+        ll = np.full((n_b, n_f), -np.inf)
+        # log w_g = l_g - max l - log sum: the models within LL_SPAN of the best
+        live = np.flatnonzero(w_full > np.exp(-LL_SPAN))
+        for g in live:
+            for b in range(n_b):
+                th = thetas[b, g]
+                if not np.isfinite(th).all():
+                    continue
+                p = joint_probabilities(th, types.phi_a[:, g], types.phi_b[:, g])[rows, code]
+                ll[b, g] = float(W[b] @ np.log(np.maximum(p, 1e-300)))
+        weights = np.stack([akaike_weights(row) for row in ll])                       # (B, F)
+    else:
+        weights = np.broadcast_to(w_full, (n_b, n_f))
+    S = 0.0
+    for g in np.flatnonzero((weights > 0).any(axis=0)):
+        th = np.nan_to_num(thetas[:, g, :])
+        S = S + weights[:, g, None] * _s(th, ref_phi[:, g])                            # (B, N)
+    Y = np.broadcast_to(np.asarray(S)[:, None, :], (n_b, n_f, ref_phi.shape[0]))
+    beta = _fit_grouped(_groups(ref_phi.T), Y)                                         # (B, F, 3)
+    curves = expit(beta @ design(GRID).T)
+    sat_range = _std_range(result)
+    reps = np.asarray(bias_indicators(curves, curves, sat_range=sat_range)["b1"], float)
+    reps[~np.isfinite(thetas).all(axis=2).any(axis=1)] = np.nan   # a failed replicate stays out
+    return reps
+
+
+#: Models whose full-sample log-likelihood trails the best by more than this keep weight 0 in
+#: every replicate of :func:`std_replicates`.
+LL_SPAN = 30.0
+
+
+def _std_range(result):
+    """The range of phi b1_std averages over in this calibration (None: [0, 1])."""
+    prov = result.meta.get("provenance", {})
+    if prov.get("indicator_range", "data") != "data":
+        return None
+    support = result.meta.get("support", {})
+    return support.get("sat_joint")
+
+
+def default_indicator(result, study: StudyData | None = None) -> str:
+    """What :func:`settle` decides on when not told: ``b1_std`` (design-free) when the
+    calibration has it with bootstrap replicates (its own, or the joint replicates
+    :func:`std_replicates` turns into them given ``study``), else ``b1_joint``, else ``b1``.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    study : satcal.answers.StudyData, optional
+        The answers it was fitted to.
+
+    Returns
+    -------
+    str
+    """
+    cols = result.bias.columns
+    boot = result.bootstrap
+    joint = getattr(boot, "joint", None) if boot is not None else None
+    if "b1_std" in cols and joint is not None and (
+            joint.get("std_indicators") is not None
+            or (study is not None and "thetas" in joint and result.meta.get("standardisation") is not None)):
+        return "b1_std"
+    return "b1_joint" if "b1_joint" in cols else "b1"
 
 
 def _replicates(result, indicator: str):
@@ -602,39 +943,52 @@ def _replicates(result, indicator: str):
 
 def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, max_looks: int = 10,
            indicator: str | None = None, spending: str = "obrien-fleming",
-           information: float | None = None) -> Settlement:
-    """Is the least-biased formulation (or the top-m set) determined at ``confidence``?
+           information: float | None = None, margin: float = MARGIN,
+           study: StudyData | None = None) -> Settlement:
+    """Is the least-biased formulation (or the top-m set) determined at ``confidence``, up to an
+    indifference margin?
 
     The leader set S is the ``top_m`` formulations with the least ``indicator`` (default
-    ``b1_joint``, the per-list b1; ``b1`` when the joint model did not run). Every member i of S
-    is compared with every formulation j outside it by z_ij = (est_j - est_i) / sd*(j - i), sd*
-    the bootstrap standard deviation of the difference (the calibration's replicates, which
-    resample workers and examples). The study is settled at this look when every z_ij exceeds
-    z_{1 - a}, with
+    ``b1_std``, the standardised b1 whose estimand does not depend on the design, when it has
+    bootstrap replicates (:func:`default_indicator`); else ``b1_joint``, or ``b1`` when the joint
+    model did not run). Every member i of S is compared with every formulation j outside it by
 
-        a = (alpha(t_look) - alpha(t_{look-1})) / (m (F - m) + 1),   alpha = 1 - confidence,
+        z_ij = (est_j - est_i + margin) / sd*(j - i),
+
+    sd* the bootstrap standard deviation of the difference (the calibration's replicates, which
+    resample workers and examples; for b1_std with ``study`` given, the Akaike weights of the
+    satisfaction model refitted in every replicate, :func:`std_replicates`). The study is settled
+    at this look when every z_ij exceeds z_{1 - a}, with
+
+        a = (alpha(t_look) - alpha(t_{look-1})) / (m (F - m) + [margin == 0]),
+        alpha = 1 - confidence,
 
     alpha(t) the O'Brien-Fleming-type (or Pocock-type) spending function of Lan and DeMets
     (1983), t = look / max_looks (or ``information``, e.g. answers / budget).
 
     What is controlled: the probability that a study that looks up to ``max_looks`` times ever
-    declares a wrong settlement (a top-m set that is not the true one, or any set when the true
-    m-th and (m+1)-th tie) is at most 1 - ``confidence``, to the accuracy of the normal
-    approximation of the bootstrapped differences. The argument: fix a true top-m set S*. A wrong
-    settlement at a look needs either some T in S* left out and some N outside S* taken in, so
-    that N was declared better than T (at most m (F - m) such pairs), or, when S* is tied at its
-    boundary, one fixed tied pair declared apart (one more event); each such event has
-    probability at most a (Bonferroni; the selection of S from the data is covered, as in
-    Gupta's 1965 subset selection), so a look errs with probability at most its increment of
-    alpha(t), and the looks together at most alpha(1) = alpha (a union bound over looks, which
-    needs no assumption on how the looks' statistics are correlated, and so holds whatever the
-    adaptive design did between them). Holm's step-down is not used within a look: the leader is
-    chosen because it looks best, so its last Holm step would be a one-sided test of a selected
-    direction, which errs at up to twice its level when two formulations tie. The rule is
-    conservative: the union bounds ignore the positive correlation between looks and between
-    comparisons that exact group-sequential boundaries (Jennison and Turnbull 2000) would use,
-    but those need the canonical joint distribution of the looks, which an adaptive design does
-    not keep.
+    declares a wrong settlement is at most 1 - ``confidence``, to the accuracy of the normal
+    approximation of the bootstrapped differences. With ``margin`` delta > 0 a settlement is
+    wrong when some true top-m member j is left out while a member i taken in is worse than j by
+    more than delta (for m = 1: the settled leader's true indicator exceeds the true least by
+    more than delta). Bechhofer's (1954) indifference zone: formulations within delta of each
+    other count as tied, and either is a right pick. The argument: fix the true top-m set S*.
+    A wrong settlement needs, for some j in S* and some i outside S* with true b1_i - b1_j >
+    delta, z_ij > z_{1 - a} (if the wrong member i is itself in S*, the member taken in from
+    outside S* to make room is worse still); under b1_j - b1_i < -delta, z_ij is at most a
+    standard normal, so each of the m (F - m) events has probability at most a (Bonferroni; the
+    selection of S from the data is covered, as in Gupta's 1965 subset selection). With
+    ``margin`` = 0 a wrong settlement is any set other than S*, and a true tie at S*'s boundary
+    adds one event (one fixed tied pair declared apart). A look errs with probability at most
+    its increment of alpha(t), and the looks together at most alpha(1) = alpha (a union bound
+    over looks, which needs no assumption on how the looks' statistics are correlated, and so
+    holds whatever the adaptive design did between them). Holm's step-down is not used within a
+    look: the leader is chosen because it looks best, so its last Holm step would be a one-sided
+    test of a selected direction, which errs at up to twice its level when two formulations tie.
+    The rule is conservative: the union bounds ignore the positive correlation between looks and
+    between comparisons that exact group-sequential boundaries (Jennison and Turnbull 2000)
+    would use, but those need the canonical joint distribution of the looks, which an adaptive
+    design does not keep.
 
     Parameters
     ----------
@@ -645,27 +999,47 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     look, max_looks : int
         This look's number and the most looks the study plans (the budget / the wave size).
     indicator : str, optional
-        A column of ``result.bias`` with bootstrap replicates (b1_joint..b3_joint, b1..b3, or the
-        standardised b1_std..b3_std, whose estimand does not depend on the design; see
-        docs/adaptive.md for why b1_joint stays the default: near ties, b1_std's settlements
-        erred in simulation).
+        A column of ``result.bias`` with bootstrap replicates (b1_std..b3_std, b1_joint..b3_joint,
+        b1..b3).
     spending : {"obrien-fleming", "pocock"}
     information : float, optional
         The information fraction of this look in (0, 1] instead of look / max_looks (the previous
         look's is then taken as (look - 1) / look of it).
+    margin : float, optional
+        The indifference margin delta >= 0 in the indicator's units (default :data:`MARGIN`,
+        ``design.margin`` in study.toml).
+    study : satcal.answers.StudyData, optional
+        The answers ``result`` was fitted to: with ``indicator`` b1_std, the replicates refit the
+        Akaike weights (:func:`std_replicates`); without it (or when the calibration kept no
+        joint replicates) the calibration's standardised replicates, which keep the full-sample
+        weights and understate the spread of near-tied differences (docs/adaptive.md).
+
+    Returns
+    -------
+    Settlement
+
+    Raises
+    ------
+    SatcalError
+        A confidence outside (0, 1), a negative margin, a look below 1, an unknown indicator or
+        a top_m that leaves no formulation outside.
 
     References
     ----------
     Lan, K. K. G. and DeMets, D. L. (1983). Discrete sequential boundaries for clinical trials.
     Biometrika 70(3). Gupta, S. S. (1965). On some multiple decision (selection and ranking)
-    rules. Technometrics 7(2).
+    rules. Technometrics 7(2). Bechhofer, R. E. (1954). A single-sample multiple decision
+    procedure for ranking means of normal populations with known variances. Annals of
+    Mathematical Statistics 25(1).
     """
     if not 0 < confidence < 1:
         raise SatcalError(f"confidence must be in (0, 1), got {confidence}")
     if look < 1 or max_looks < 1:
         raise SatcalError(f"look and max_looks must be >= 1, got {look} and {max_looks}")
+    if not margin >= 0:
+        raise SatcalError(f"margin must be >= 0, got {margin}")
     bias = result.bias
-    indicator = indicator or ("b1_joint" if "b1_joint" in bias.columns else "b1")
+    indicator = indicator or default_indicator(result, study)
     if indicator not in bias.columns:
         raise SatcalError(f"settle: no {indicator!r} in this calibration's bias table")
     names = bias["formulation"].astype(str).to_numpy()
@@ -678,15 +1052,18 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     spent, before = float(alpha_spending(t_now, alpha, spending)), float(alpha_spending(t_before, alpha, spending))
     n_answers = int(result.meta.get("n_examples", 0))
     est, reps = _replicates(result, indicator)
+    if indicator == "b1_std" and study is not None:
+        est, refit = std_replicates(result, study)
+        reps = refit if refit is not None else reps
     order = np.argsort(np.where(np.isfinite(est), est, np.inf), kind="stable")
     inside, outside = order[:top_m], order[top_m:]
     leaders = tuple(names[inside])
     common = dict(leaders=leaders, confidence=confidence, looks=look, alpha_spent=spent, n_answers=n_answers,
-                  indicator=indicator)
+                  indicator=indicator, margin=float(margin))
     if reps is None:
         return Settlement(False, reason=f"no bootstrap replicates of {indicator}: run the calibration with a "
                                         "bootstrap to decide whether the ranking is settled", **common)
-    level = (spent - before) / (top_m * (n_f - top_m) + 1)
+    level = (spent - before) / (top_m * (n_f - top_m) + (margin == 0))
     critical = float(norm.isf(level)) if level > 0 else float("inf")
     z = {}
     worst = (np.inf, "", "")
@@ -695,13 +1072,15 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
             d = reps[:, j] - reps[:, i]
             d = d[np.isfinite(d)]   # replicates whose fit failed are left out, as in the intervals
             sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
-            zij = (est[j] - est[i]) / sd if sd > 0 else -np.inf   # no spread: nothing is shown
+            zij = (est[j] - est[i] + margin) / sd if sd > 0 else -np.inf   # no spread: nothing is shown
             key = names[j] if top_m == 1 else f"{names[i]}<{names[j]}"
             z[key] = float(zij)
             if zij < worst[0]:
                 worst = (zij, names[i], names[j])
     settled = bool(np.isfinite(critical) and worst[0] > critical)
     what = f"the least-biased formulation by {indicator}" if top_m == 1 else f"the top {top_m} by {indicator}"
+    if margin > 0:
+        what += f" (within {margin:g})"
     who = leaders[0] if top_m == 1 else "{" + ", ".join(leaders) + "}"
     if settled:
         reason = (f"{what} is {who}: every comparison passes z > {critical:.2f} (closest: {worst[2]}, "
@@ -905,29 +1284,39 @@ def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.D
     return rows.assign(answer=canonical, worker_id=[f"v{wave}-w{w}" for w in who])
 
 
-def _se_median(result, indicator: str = "b1_joint") -> float:
-    """Median over formulations of ``indicator``'s bootstrap standard error (steadier from look to
-    look than the BC intervals' widths, which jump when the estimate sits in a tail of its
-    replicates)."""
-    _, reps = _replicates(result, indicator)
-    if reps is None:
-        return float("nan")
-    return float(np.nanmedian([np.std(r[np.isfinite(r)], ddof=1) if np.isfinite(r).sum() > 1 else np.nan
-                               for r in reps.T]))
-
-
-def _look_figures(result, indicator: str, truth: pd.Series | None) -> dict:
+def _look_figures(result, indicator: str, truth: pd.Series | None, study=None, margin: float = MARGIN) -> dict:
     """One look judged by ``indicator``: its leader, the median 95% interval width and bootstrap
-    SE over formulations, and with ``truth`` whether the leader is right and the share of
-    intervals covering the truth."""
+    SE over formulations, and with ``truth`` whether the leader is right (the true least, and
+    within ``margin`` of it) and the share of intervals covering the truth. For b1_std with
+    ``study`` the replicates refit the Akaike weights (:func:`std_replicates`) and the intervals
+    are their bias-corrected percentile intervals (as the calibration's, Efron 1981); the
+    calibration's own intervals (full-sample weights) give ``width_median_calib`` and
+    ``covered_calib``."""
+    from .bootstrap import _bc_interval
     bias = result.bias
     lo, hi = bias[f"{indicator}_lo"].to_numpy(float), bias[f"{indicator}_hi"].to_numpy(float)
-    leader = str(bias.loc[bias[indicator].idxmin(), "formulation"])
-    out = {"leader": leader, "width_median": float(np.nanmedian(hi - lo)), "se_median": _se_median(result, indicator)}
+    est, reps = _replicates(result, indicator)
+    extra = {}
+    if indicator == "b1_std" and study is not None:
+        est, refit = std_replicates(result, study)
+        if refit is not None:
+            extra = {"width_median_calib": float(np.nanmedian(hi - lo)), "lo_calib": lo, "hi_calib": hi}
+            reps = refit
+            lo, hi = _bc_interval(reps, est)
+    leader = str(bias["formulation"].iloc[int(np.nanargmin(est))])
+    se = float("nan") if reps is None else float(np.nanmedian(
+        [np.std(r[np.isfinite(r)], ddof=1) if np.isfinite(r).sum() > 1 else np.nan for r in reps.T]))
+    out = {"leader": leader, "width_median": float(np.nanmedian(hi - lo)), "se_median": se}
+    if "width_median_calib" in extra:
+        out["width_median_calib"] = extra["width_median_calib"]
     if truth is not None:
         tb = truth.reindex(bias["formulation"]).to_numpy(float)
         out["right"] = leader == str(truth.idxmin())
+        out["right_margin"] = bool(truth[leader] <= truth.min() + margin)
         out["covered"] = float(np.mean((lo <= tb) & (tb <= hi)))
+        if "lo_calib" in extra:
+            out["covered_calib"] = float(np.mean((extra["lo_calib"] <= tb) & (tb <= extra["hi_calib"])))
+    out["_intervals"] = (lo, hi)
     return out
 
 
@@ -937,7 +1326,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             bootstrap: int = 100, confidence: float = 0.95, top_m: int = 1,
                             max_looks: int | None = None, stop: bool = True, contenders: int | None = None,
                             spread: float = 1.0, first_wave: int | None = None,
-                            truth_b1=None, indicator: str = "b1_joint", reference_seed: int = 0) -> pd.DataFrame:
+                            truth_b1=None, indicator: str = "b1_std", reference_seed: int = 0,
+                            margin: float = MARGIN, target: str | None = None) -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
     Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
@@ -992,17 +1382,27 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     truth_b1 : pandas.Series, dict or None, optional
         The truth, for the ``right`` and ``covered`` columns.
     indicator : str, optional
-        The indicator settled on (default ``"b1_joint"``).
+        The indicator settled on (default ``"b1_std"``; its replicates refit the Akaike weights,
+        :func:`std_replicates`).
     reference_seed : int, optional
         Seed of the reference population (default 0).
+    margin : float, optional
+        The stopping rule's indifference margin (default :data:`MARGIN`); ``right_margin`` judges
+        a leader right when its truth is within it of the least.
+    target : str or None, optional
+        The criterion's target (:func:`example_priorities`); None: ``indicator`` when it is one of
+        :data:`TARGETS`, else ``b1_joint``.
 
     Returns
     -------
-    DataFrame, one row per look: ``look, n_answers, settled, leader`` (least b1_joint),
-    ``leaders, alpha_spent, width_median`` (median over formulations of the 95% b1_joint
-    interval's width), ``se_median`` (the same of b1_joint's bootstrap standard error), ``reason``, and with ``truth_b1``: ``right`` (the leader is the true
-    least-biased) and ``covered`` (share of formulations whose b1_joint interval holds the
-    truth). ``attrs["bias"]`` holds the last look's bias table.
+    DataFrame, one row per look: ``look, n_answers, settled, leader`` (least ``indicator``),
+    ``leaders, alpha_spent, width_median`` (median over formulations of the 95% interval's
+    width), ``se_median`` (the same of the bootstrap standard error), ``reason``, and with
+    ``truth_b1``: ``right`` (the leader is the true least-biased), ``right_margin`` (its truth
+    is within ``margin`` of the least) and ``covered`` (share of formulations whose interval
+    holds the truth); for b1_std also ``width_median_calib`` and ``covered_calib``, the
+    calibration's own intervals (full-sample Akaike weights). ``attrs["bias"]`` holds the last
+    look's bias table, ``attrs["intervals"]`` {indicator: (lo, hi)} its intervals as judged.
 
     ``indicator`` is the one :func:`settle` decides on and the unsuffixed columns describe
     (``b1_joint`` or ``b1_std``). Every calibration gets the same reference population
@@ -1022,6 +1422,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     from .calibration import calibrate
     from .standardise import reference_scores
     forms = resolve_formulations(formulations)
+    target = target or (indicator if indicator in TARGETS else "b1_joint")
     rng = np.random.default_rng([seed, 24, 2])
     max_looks = max_looks or int(np.ceil(budget / wave_size))
     n_levels = int(max(levels)) + 1   # the scale's top level is n_levels - 1, as calibrate scores it
@@ -1047,7 +1448,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
             break
         if adaptive:
             wave = plan_wave(pool, study, forms, size, seed=seed + look, min_depth=min_depth,
-                             contenders=contenders, spread=spread, cache=cache).drop(columns="priority")
+                             contenders=contenders, spread=spread, cache=cache, target=target, margin=margin,
+                             reference=reference).drop(columns="priority")
         else:
             wave = fixed.iloc[n_now:n_now + size]
         asked.append(_answer(wave, truth, k, kw, rng, look))
@@ -1056,20 +1458,27 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         result = calibrate(study, forms, sat_model="both", bootstrap=bootstrap, seed=seed + look,
                            model_check_folds=0, reference=reference,
                            standardised_intervals=reference is not None)
-        s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator)
+        s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator,
+                   margin=margin, study=study)
         bias = result.bias
         row = {"look": look, "n_answers": len(examples), "settled": s.settled,
                "leaders": ",".join(s.leaders), "alpha_spent": s.alpha_spent, "reason": s.reason}
-        row.update(_look_figures(result, indicator, truths.get(indicator)))
+        figures = _look_figures(result, indicator, truths.get(indicator), study, margin)
+        intervals = {indicator: figures.pop("_intervals")}
+        row.update(figures)
         for ind, tb in truths.items():
             verdict = s if ind == indicator else settle(result, confidence=confidence, top_m=top_m, look=look,
-                                                        max_looks=max_looks, indicator=ind)
-            row.update({f"{key}_{ind}": v for key, v in _look_figures(result, ind, tb).items()})
+                                                        max_looks=max_looks, indicator=ind, margin=margin,
+                                                        study=study)
+            figures = _look_figures(result, ind, tb, study, margin)
+            intervals[ind] = figures.pop("_intervals")
+            row.update({f"{key}_{ind}": v for key, v in figures.items()})
             row[f"settled_{ind}"] = verdict.settled
         rows.append(row)
         if stop and s.settled:
             break
     out = pd.DataFrame(rows)
     out.attrs["bias"] = bias
+    out.attrs["intervals"] = intervals if rows else {}
     out.attrs["examples"] = study.examples if study is not None else None
     return out
