@@ -69,6 +69,9 @@ class AdaptiveSettings:
         ``design.confidence``: the confidence, in [0.5, 1), at which the study is settled.
     top_m : int
         ``design.top_m``: size of the least-biased set the study settles.
+    margin : float
+        ``design.margin``: the indifference margin of the stopping rule; a formulation whose
+        b1 is within it of the leader's counts as tied (>= 0).
     min_depth : int
         ``design.min_depth``: answered examples every phi and |dphi| cell gets before the
         criterion may pass it by.
