@@ -1,14 +1,19 @@
-"""Built-in traps and the straight-lining test on TREC-like graded judgments: how many honest
-simulated workers they exclude and how many spammers they catch (issue 21).
+"""Built-in traps, the straight-lining test and the judgment-consistency test on TREC-like graded
+judgments: how many honest simulated workers they exclude and how many spammers they catch
+(issue 21).
 
 For each judgments shape (levels -2..4 with a rare top level as in TREC Web 2011-2014, 0-3 as
 TREC DL 2019, 0-2), spammer kind and seed: init (k = 10), generate (4 formulations,
 min_per_cell 1), export to Toloka, simulate 60 workers (15% spammers, the template's user
 model; spammers answering at random, or "mixed": random, "both bad" to everything and always
 the side shown first, in turn), ingest with the template's settings (trust threshold 0.7,
-straight_lining_alpha 0.001). Prints, per shape and kind, the honest workers excluded and the
-spammers caught over the seeds (by kind), and the lowest per-trap accuracy among otherwise
-trusted workers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
+straight_lining_alpha 0.001, consistency_alpha 0.01), and again with consistency_alpha 0 (the
+test off). Prints, per shape and kind, the honest workers excluded (by straight-lining, by
+preferring dominated lists) and the spammers caught over the seeds (by kind; those only the
+consistency test caught), the lowest per-trap accuracy among otherwise trusted workers and the
+example answers per worker. The two done-when shapes again with examples besides the traps
+(min_per_cell 5, each example answered by 20 workers). ``--timing``: worker_table and the
+consistency test on a million answers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
 import re
 import sys
@@ -25,18 +30,24 @@ from test_trap_validity import SHAPES, trec_like  # noqa: E402
 SEEDS = range(5)
 
 
-def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random"):
+def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", min_per_cell: int = 1,
+        per_example: int = 1, consistency_alpha: float = None):
     """One simulated Toloka study; returns (honest excluded, honest, {kind: (caught, spammers)},
-    lowest trusted trap accuracy, honest workers excluded for straight-lining)."""
+    lowest trusted trap accuracy, honest workers excluded for straight-lining, honest workers
+    excluded for preferring dominated lists, example answers per worker, spammers excluded for
+    preferring dominated lists (and by no earlier rule))."""
     from satcal.workspace import Workspace
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         qrels = trec_like(tmp / "qrels.txt", SHAPES[shape], n_queries=12, top_in_every=top_in_every, seed=seed)
-        ws = Workspace.init(tmp / "study", qrels, k=10, min_per_cell=1, platform="toloka", seed=seed)
+        ws = Workspace.init(tmp / "study", qrels, k=10, min_per_cell=min_per_cell, platform="toloka", seed=seed)
         text = (ws.path / "study.toml").read_text()
         text = re.sub(r"(?m)^gains = .*$", 'gains = ["lin", "exp2"]', text)
         text = re.sub(r"(?m)^discounts = .*$", 'discounts = ["log2", "const"]', text)
         text = re.sub(r'(?m)^spammer_kind = .*$', f'spammer_kind = "{spammer_kind}"', text)
+        text = re.sub(r"(?m)^answers_per_example = .*$", f"answers_per_example = {per_example}", text)
+        if consistency_alpha is not None:  # the template's level otherwise (0: the test off)
+            text = re.sub(r"(?m)^consistency_alpha = .*$", f"consistency_alpha = {consistency_alpha}", text)
         (ws.path / "study.toml").write_text(text)
         ws = Workspace.open(ws.path)
         ws.generate()
@@ -47,6 +58,7 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random"):
         spam = w["worker_id"].isin(truth["spammers"])
         excluded = w["excluded"] == "True"
         lined = w["straight_lining"] == "True"
+        dominated = excluded & w["reason"].astype(str).str.startswith("prefers the dominated")
         kinds = truth["spammer_kinds"]
         by_kind = {}
         for kind in sorted(set(kinds.values())):
@@ -54,23 +66,33 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random"):
             by_kind[kind] = (int((excluded & ids).sum()), int(ids.sum()))
         traps = ws.table("traps_report.csv")
         return (int((excluded & ~spam).sum()), int((~spam).sum()), by_kind,
-                float(traps["trusted_accuracy"].astype(float).min()), int((lined & ~spam).sum()))
+                float(traps["trusted_accuracy"].astype(float).min()), int((lined & ~spam).sum()),
+                int((dominated & ~spam).sum()), float(w["examples_answered"].astype(float).mean()),
+                int((dominated & spam).sum()))
 
 
 CASES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random", "mixed")),
          ("0-3", 1, "0-3 (DL 2019)", ("random", "mixed")),
          ("0-3", 99, "0-3, level 3 rare", ("random", "mixed")),
          ("0-2", 1, "0-2", ("random", "mixed")))
+#: The done-when shapes again with examples to answer besides the traps (min_per_cell 5, each
+#: example answered by EXAMPLE_ANSWERS of the 60 workers): the evidence the judgment-consistency
+#: test adds.
+EXAMPLE_ANSWERS = 20
+CASES_EXAMPLES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random",)),
+                  ("0-3", 1, "0-3 (DL 2019)", ("random",)))
 
 
-def main():
+def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_alpha: float = None):
     warnings.simplefilter("ignore")
-    print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds x 60 workers (15% spammers)")
-    print(f"{'judgments':<28} {'spammers':<8} {'honest excluded':>17} {'(straight-l.)':>13}  "
-          f"{'spammers caught, by kind':<44} {'min trap acc.':>13}")
-    for shape, top_in_every, label, kinds in CASES:
+    print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds x 60 workers (15% spammers); "
+          f"min_per_cell {min_per_cell}, {per_example} answer(s) an example; consistency_alpha "
+          f"{'as the template' if consistency_alpha is None else consistency_alpha}")
+    print(f"{'judgments':<28} {'spammers':<8} {'honest excluded':>17} {'(straight-l., dominated)':>24}  "
+          f"{'spammers caught, by kind':<44} {'(dominated)':>11} {'min trap acc.':>13} {'examples/worker':>15}")
+    for shape, top_in_every, label, kinds in cases:
         for kind in kinds:
-            rows = [run(shape, s, top_in_every, kind) for s in SEEDS]
+            rows = [run(shape, s, top_in_every, kind, min_per_cell, per_example, consistency_alpha) for s in SEEDS]
             honest_ex, honest = sum(r[0] for r in rows), sum(r[1] for r in rows)
             caught = {}
             for r in rows:
@@ -79,7 +101,8 @@ def main():
                     caught[k] = (got[0] + c, got[1] + n)
             text = ", ".join(f"{k} {c} of {n}" for k, (c, n) in caught.items())
             print(f"{label:<28} {kind:<8} {honest_ex:>6} of {honest:<4} ({100 * honest_ex / honest:3.1f}%) "
-                  f"{sum(r[4] for r in rows):>5}         {text:<44} {min(r[3] for r in rows):>13.3f}", flush=True)
+                  f"{sum(r[4] for r in rows):>12}, {sum(r[5] for r in rows):<10} {text:<44} {sum(r[7] for r in rows):>11} "
+                  f"{min(r[3] for r in rows):>13.3f} {np.mean([r[6] for r in rows]):>15.1f}", flush=True)
 
 
 def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int = 10):
@@ -147,7 +170,46 @@ def main_hosted():
                   f"{n[6]:>5} of {n[7]:<5}", flush=True)
 
 
+def timing(n_answers: int = 1_000_000, workers: int = 5_000, repeats: int = 3, seed: int = 0):
+    """Seconds of quality.worker_table on ``n_answers`` synthetic answers (10% traps, a fifth
+    of the pairs with list A dominant and a fifth with B) and of quality.judgment_consistency within it (best of
+    ``repeats``): the consistency test's share of worker_table's time."""
+    import time
+    from satcal.quality import judgment_consistency, worker_table
+    rng = np.random.default_rng(seed)
+    codes = np.array(["a_better", "b_better", "both_good", "both_bad"], dtype=object)
+    is_trap = rng.random(n_answers) < 0.1
+    a = pd.DataFrame({"worker_id": np.char.add("w", rng.integers(0, workers, n_answers).astype(str)).astype(object),
+                      "example_id": np.char.add("ex", rng.integers(0, 50_000, n_answers).astype(str)).astype(object),
+                      "is_trap": is_trap, "correct": is_trap & (rng.random(n_answers) < 0.8),
+                      "expected": np.where(is_trap, "a_better;both_bad", ""),
+                      "answer_shown": codes[rng.integers(0, 4, n_answers)], "answer": codes[rng.integers(0, 4, n_answers)],
+                      "dominant": rng.choice([-1, 0, 0, 0, 1], n_answers)})
+    best = lambda f: min((lambda t0: (f(), time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(repeats))  # noqa: E731
+    whole = best(lambda: worker_table(a, 0.7, 5))
+    part = best(lambda: judgment_consistency(a, reference=pd.Series(True, index=a["worker_id"].unique())))
+    print(f"worker_table on {n_answers:,} answers ({workers:,} workers): {whole:.2f} s; judgment_consistency "
+          f"{part:.3f} s, {100 * part / whole:.1f}% of it (best of {repeats})")
+
+
+def main_examples():
+    """The done-when shapes with examples besides the traps, with the judgment-consistency
+    test and without it (consistency_alpha 0: traps and straight-lining alone)."""
+    for alpha in (None, 0):
+        main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS, consistency_alpha=alpha)
+
+
 if __name__ == "__main__":
-    if "--hosted-only" not in sys.argv:
+    # --timing: worker_table at 1M answers; --examples-only, --hosted-only, --no-hosted: parts
+    if "--timing" in sys.argv:
+        timing()
+    elif "--examples-only" in sys.argv:
+        main_examples()
+    elif "--hosted-only" in sys.argv:
+        main_hosted()
+    else:
         main()
-    main_hosted()
+        main(CASES, consistency_alpha=0)
+        main_examples()
+        if "--no-hosted" not in sys.argv:
+            main_hosted()

@@ -18,7 +18,7 @@ def _normalise_shown_per_row(values: pd.Series) -> pd.Series:
 
 
 def resolve_rows_per_row(rows, key, example_ids, threshold, min_traps, screen=None, reading=None,
-                         attention_limit=None):
+                         attention_limit=None, dominant=None):
     from satcal.platforms import swap_answer
     from satcal.platforms.ecir2015 import PREFIX
     from satcal.quality import attention_failures, exclude_failed_attention, worker_table
@@ -73,7 +73,15 @@ def resolve_rows_per_row(rows, key, example_ids, threshold, min_traps, screen=No
     r["correct"] = [a in e.split(";") if t else "" for a, e, t in zip(r["answer_canonical"], expected, r["is_trap"])]
     r["expected"] = expected  # the trust rule weighs a trap by its accepted codes (stats-qc's per-row code)
     r["answer_shown"] = shown
-    accepted = r[ok]
+    # the dominant list, row by row: a trap's expected answers naming one list better, else the example's
+    def dominant_of(e, t, ex):
+        if t:
+            accepted = e.split(";")
+            return 1 if "a_better" in accepted and "b_better" not in accepted else \
+                -1 if "b_better" in accepted and "a_better" not in accepted else 0
+        return int(dominant.get(ex, 0)) if dominant is not None else 0
+    r["dominant"] = [dominant_of(e, t, x) for e, t, x in zip(expected, r["is_trap"], r["example_id"])]
+    accepted = r[ok].assign(answer=r.loc[ok, "answer_canonical"])
     if reading is not None:
         accepted = accepted.assign(reading_seconds=accepted["item_id"].map(reading))
     workers = worker_table(accepted.assign(correct=accepted["correct"].replace("", False)),
@@ -150,8 +158,11 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold):
     rows, key, example_ids = _varied(seed)
     screen = {"screen_seconds": 2.0, "screen_same_side": 0.9, "drop_traps": ("t15",)}
     reading = pd.Series(np.linspace(1, 9, 60), index=key["item_id"])
-    new = resolve_rows(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2)
-    old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2)
+    # which list dominates in each example (+1 A, -1 B, 0 neither), for the judgment-consistency test
+    dominant = pd.Series(np.random.default_rng(seed).choice([-1, 0, 1], 40), index=[f"ex{i}" for i in range(40)])
+    new = resolve_rows(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2,
+                               dominant=dominant)
     for got, want in zip(new, old):
         assert_same_frame(got, want)
     answers, rejects, before = new[0], new[1], new[3]

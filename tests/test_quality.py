@@ -248,3 +248,58 @@ def test_straight_lining_is_an_exact_binomial_test_against_the_other_workers():
     pair = pd.concat([worker("line", {"both_bad": 20}), worker("o", {"a_better": 8})], ignore_index=True)
     alone = straight_lining(pair).loc["line"]
     assert np.isnan(alone["straight_lining_p"]) and not alone["straight_lining"]
+
+
+def test_dominance_rank_by_rank_by_the_levels_order():
+    """Hand-worked pairs (k = 3): A dominates where every rank is at least B's and one is
+    higher; the levels' order decides (-2 < 0), not a gain; equal lists, crossing lists and a
+    rank empty in one list only are incomparable; a rank empty in both compares equal."""
+    from satcal.quality import dominance, trap_dominance
+    nan = np.nan
+    ra = [[2, 1, 0], [0, 0, 0], [0, 0, -2], [1, 1, 1], [2, 0, 1], [2, 1, nan], [2, 1, nan], [-2, -2, -2]]
+    rb = [[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1], [1, 1, 0], [1, 0, nan], [1, 0, 0], [-2, -2, -1]]
+    assert dominance(ra, rb).tolist() == [1, -1, -1, 0, 0, 1, 0, -1]
+    assert dominance(rb, ra).tolist() == [-1, 1, 1, 0, 0, -1, 0, 1]  # antisymmetric
+    # traps: the list the expected answers name better, alone or with "both bad"
+    assert trap_dominance(["a_better", "b_better;both_bad", "both_bad", "both_good", "a_better;b_better", "",
+                           "a_better;both_bad"]).tolist() == [1, -1, 0, 0, 0, 0, 1]
+
+
+def test_judgment_consistency_is_an_exact_binomial_test_against_the_other_workers():
+    """On pairs with a dominant list (``dominant`` +1 A, -1 B), 'guess' names the dominated list
+    in 5 of its 10 decisive answers (its 4 'both bad' answers are not decisive, nor those on
+    pairs without a dominant list); the others name it 1 + 2 + 0 times in 12 + 12 + 10
+    decisive answers, so q0 = (3 + 1) / (34 + 2) and p = P(Bin(10, q0) >= 5), scipy's exact
+    test. 'h1' (1 of 12) is tested against the others including 'guess'."""
+    from scipy.stats import binomtest
+    from satcal.quality import judgment_consistency
+
+    def worker(w, right, wrong, undecided=0, free=0):
+        # right: the dominant list named (half on A-dominant pairs, half on B-dominant ones)
+        rows = ([("a_better", 1), ("b_better", -1)] * right)[:right] + ([("b_better", 1), ("a_better", -1)] * wrong)[:wrong]
+        rows += [("both_bad", 1)] * undecided + [("a_better", 0)] * free
+        return pd.DataFrame({"worker_id": w, "answer": [r[0] for r in rows], "dominant": [r[1] for r in rows]})
+    a = pd.concat([worker("guess", 5, 5, undecided=4, free=6), worker("h1", 11, 1, free=3),
+                   worker("h2", 10, 2, undecided=7), worker("h3", 10, 0)], ignore_index=True)
+    c = judgment_consistency(a, alpha=0.01)
+    decisive, against = {"guess": 10, "h1": 12, "h2": 12, "h3": 10}, {"guess": 5, "h1": 1, "h2": 2, "h3": 0}
+    for w in decisive:
+        n_o = sum(v for x, v in decisive.items() if x != w)
+        y_o = sum(v for x, v in against.items() if x != w)
+        q0 = (y_o + 1) / (n_o + 2)
+        assert c.loc[w, "dominance_decisive"] == decisive[w] and c.loc[w, "dominated_preferred"] == against[w]
+        assert c.loc[w, "dominated_crowd_share"] == pytest.approx(q0)
+        assert c.loc[w, "consistency_p"] == pytest.approx(binomtest(against[w], decisive[w], q0, alternative="greater").pvalue)
+    assert c.loc["guess", "dominated_crowd_share"] == pytest.approx(4 / 36)
+    assert c["inconsistent"].to_dict() == {"guess": True, "h1": False, "h2": False, "h3": False}
+    # a reference crowd leaves the excluded out of the others' share
+    ref = judgment_consistency(a, 0.01, reference=pd.Series({"guess": True, "h1": False, "h2": True, "h3": True}))
+    assert ref.loc["guess", "dominated_crowd_share"] == pytest.approx((2 + 0 + 1) / (22 + 2))
+    assert ref.loc["h1", "dominated_crowd_share"] == pytest.approx((5 + 2 + 0 + 1) / (32 + 2))
+    # in worker_table (no traps: trust unknown, kept by the traps): excluded with the reason
+    w = worker_table(a.assign(is_trap=False, correct=""), 0.7, 3).set_index("worker_id")
+    assert w.loc["guess", "excluded"] and not w.loc[["h1", "h2", "h3"], "excluded"].any()
+    assert w.loc["guess", "reason"].startswith("prefers the dominated list: in 5 of 10 decisive answers")
+    assert not worker_table(a.assign(is_trap=False, correct=""), 0.7, 3, consistency_alpha=0)["excluded"].any()
+    # without the columns nobody is tested
+    assert not judgment_consistency(a[["worker_id", "answer"]])["inconsistent"].any()

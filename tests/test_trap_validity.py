@@ -197,6 +197,34 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
         p = min(1.0, 4 * binomtest(int((own == code).sum()), len(own), rate, alternative="greater").pvalue)
         assert w.loc[worker, "top_answer"] == code
         assert float(w.loc[worker, "straight_lining_p"]) == pytest.approx(p, rel=1e-6, abs=1e-300)
+    # the judgment-consistency p-values, recomputed with scipy: the dominant list of each example
+    # from its levels rank by rank, of each trap from its expected answers, here in plain Python
+    k = 10
+    dominant = {}
+    for row in ws.table("examples.csv").to_dict("records"):
+        a, b = [int(row[f"ra{i}"]) for i in range(1, k + 1)], [int(row[f"rb{i}"]) for i in range(1, k + 1)]
+        ge, le = all(x >= y for x, y in zip(a, b)), all(x <= y for x, y in zip(a, b))
+        dominant[row["example_id"]] = 1 if ge and a != b else -1 if le and a != b else 0
+    for row in ws.table("traps.csv").to_dict("records"):
+        accepted = row["expected"].split(";")
+        dominant[row["trap_id"]] = ("a_better" in accepted) - ("b_better" in accepted)
+    side = before["answer"].map({"a_better": 1, "b_better": -1}).fillna(0)
+    dom = before["example_id"].map(dominant).fillna(0)
+    decisive, against = (dom != 0) & (side != 0), (dom != 0) & (side != 0) & (side != dom)
+    # the crowd: workers kept by the traps and straight-lining (those this test excluded count)
+    crowd = set(w.index[(w["excluded"] == "False") | w["reason"].fillna("").str.startswith("prefers the dominated")])
+    for worker in sorted(kinds)[:3] + sorted(honest)[:3]:
+        mine, others = before["worker_id"] == worker, before["worker_id"].isin(crowd - {worker})
+        n, y = int(decisive[mine].sum()), int(against[mine].sum())
+        q0 = (int(against[others].sum()) + 1) / (int(decisive[others].sum()) + 2)
+        assert int(w.loc[worker, "dominance_decisive"]) == n and int(w.loc[worker, "dominated_preferred"]) == y
+        assert float(w.loc[worker, "dominated_crowd_share"]) == pytest.approx(q0)
+        if n:
+            p = binomtest(y, n, q0, alternative="greater").pvalue
+            assert float(w.loc[worker, "consistency_p"]) == pytest.approx(p, rel=1e-6, abs=1e-300)
+    # both paths are exercised: decisive answers against the dominant list, examples with one
+    examples_answered = before["is_trap"].astype(str) != "True"
+    assert against.sum() > 0 and (decisive & examples_answered).sum() > 0
     traps = ws.table("traps_report.csv")
     assert len(traps) == 20 and set(traps["trap_id"]) == set(ws.table("traps.csv")["trap_id"])
     # each trap's answers and accuracy, recomputed from answers.csv (kept and excluded workers)

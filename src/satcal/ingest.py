@@ -213,8 +213,10 @@ class IngestReport(ResultTables):
         excl = self.workers[self.workers["excluded"]]
         reason = excl["reason"].astype(str) if len(excl) else pd.Series(dtype=str)
         attention, lined = int(reason.str.startswith("failed").sum()), int(reason.str.startswith("straight").sum())
-        parts = [f"{len(excl) - attention - lined} trust below threshold"]
+        dominated = int(reason.str.startswith("prefers the dominated").sum())
+        parts = [f"{len(excl) - attention - lined - dominated} trust below threshold"]
         parts += [f"{lined} straight-lining"] if lined else []
+        parts += [f"{dominated} preferring dominated lists"] if dominated else []
         parts += [f"{attention} failed attention checks"] if attention else []
         why = ", ".join(parts) if len(parts) > 1 else "trust below threshold"
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
@@ -426,8 +428,12 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
                  min_traps: int, screen: dict | None = None, reading: pd.Series | None = None,
-                 attention_limit: int | None = None):
+                 attention_limit: int | None = None, dominant: pd.Series | None = None):
     """Raw rows -> (answers, rejects, workers), in canonical orientation.
+
+    ``dominant`` (by example id: +1 where list A dominates by the judged levels, -1 where B
+    does, :func:`satcal.quality.dominance`) and the traps' expected answers
+    (:func:`satcal.quality.trap_dominance`) feed the judgment-consistency test.
 
     ``reading`` (seconds to skim each item, by item id: :func:`satcal.quality.reading_seconds`)
     calibrates the "too fast" flag to each page's reading load; ``attention_limit`` excludes
@@ -462,13 +468,15 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         Reading seconds by item id.
     attention_limit : int or None, optional
         Failed attention checks that exclude a worker; None keeps them.
+    dominant : pandas.Series or None, optional
+        The dominant list of each example (+1 A, -1 B, 0 neither), by example id.
 
     Returns
     -------
     tuple of four pandas.DataFrame
         answers, rejects, workers and the answers before exclusion.
     """
-    from .quality import attention_failures, exclude_failed_attention, worker_table
+    from .quality import attention_failures, exclude_failed_attention, trap_dominance, worker_table
 
     # text stays Python strings in object arrays: selecting rows is then a copy of pointers
     r = rows.reset_index(drop=True)
@@ -517,6 +525,13 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     # worker_table copies what it is given: only the columns it reads
     scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "expected", "trust", "answer_shown",
                                     "seconds", "submitted_at") if c in r.columns]]
+    # which list dominates: the examples' levels, the traps' expected answers
+    dom = trap_dominance(expected_text)[codes] * keyed["is_trap"]
+    if dominant is not None and len(dominant):
+        ex = pd.Series(dominant.to_numpy(), index=dominant.index.astype(str))
+        ex = ex[~ex.index.duplicated()]
+        dom = np.where(dom != 0, dom, ex.reindex(r["example_id"].astype(str)).fillna(0).to_numpy())
+    scored = scored.assign(answer=canonical[ok], dominant=dom[ok])
     if reading is not None:  # looked up once per distinct item, spread by the item codes
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
@@ -525,7 +540,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
-                 "straight_lining_p", "straight_lining"])
+                 "straight_lining_p", "straight_lining", "dominance_decisive", "dominated_preferred",
+                 "dominated_crowd_share", "consistency_p", "inconsistent"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:
@@ -739,12 +755,19 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     screen = {"screen_seconds": float(quality.screen_seconds_per_answer),
               "screen_same_side": float(quality.screen_same_side),
               "straight_alpha": float(quality.straight_lining_alpha),
+              "consistency_alpha": float(quality.consistency_alpha),
               "drop_traps": tuple(quality.drop_traps)}
     reading = reading_seconds(items, k) if items is not None and len(items) else None
     attention_limit = None if serve.keep_failed_attention else int(serve.attention_fail_limit)
+    dominant = None
+    if examples is not None and len(examples) and f"ra{k}" in examples.columns:
+        from .quality import dominance
+        ranks = [f"r{s}{i}" for s in "ab" for i in range(1, k + 1)]
+        lv = examples[ranks].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+        dominant = pd.Series(dominance(lv[:, :k], lv[:, k:]), index=examples["example_id"].astype(str))
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
                                                                quality.min_traps, screen, reading,
-                                                               attention_limit)
+                                                               attention_limit, dominant)
     traps = _trap_report(key, before_exclusion, threshold, quality.min_traps, screen["drop_traps"])
     per_file = []
     fresh = set(parsed)

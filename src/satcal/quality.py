@@ -21,6 +21,14 @@ often than the other workers answer it" at level ``STRAIGHT_ALPHA``. Traps alone
 such a worker where every trap accepts the code they repeat (a "both bad" straight-liner passes
 every trap when no query has k top-level documents, see :mod:`satcal.traps`).
 
+Workers who prefer the dominated list are excluded (:func:`judgment_consistency`): among
+their decisive answers ("A is better" or "B is better") to comparisons where one list
+dominates the other by the judged levels (:func:`dominance`; traps whose expected answer
+names one list better count with that list dominant), an exact one-sided binomial test
+rejects "prefers the dominated list no more often than the other workers do" at level
+``CONSISTENCY_ALPHA``. It uses every answer, not only the traps: a worker answering at random
+prefers the dominated list in half their decisive answers, an attentive one rarely.
+
 Workers who failed instructional attention checks (the hosted study's) are excluded at the
 study's limit (:func:`exclude_failed_attention`).
 
@@ -43,7 +51,8 @@ from .errors import SatcalError
 
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
-           "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS"]
+           "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
+           "dominance", "trap_dominance", "judgment_consistency", "CONSISTENCY_ALPHA"]
 
 #: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
 #: and the answers a worker needs before the side is judged.
@@ -68,6 +77,9 @@ N_ANSWER_CODES = 4
 STRAIGHT_SHARE = 0.8
 STRAIGHT_MIN_ANSWERS = 10
 STRAIGHT_ALPHA = 0.001
+#: Judgment consistency (:func:`judgment_consistency`): level of the exact one-sided binomial
+#: test of "prefers the dominated list no more often than the other workers do".
+CONSISTENCY_ALPHA = 0.01
 
 
 def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
@@ -152,7 +164,7 @@ def binom_cdf(k, n, p: float) -> np.ndarray:
 
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
                  screen_seconds: float = None, screen_same_side: float = None,
-                 drop_traps=(), straight_alpha: float = None) -> pd.DataFrame:
+                 drop_traps=(), straight_alpha: float = None, consistency_alpha: float = None) -> pd.DataFrame:
     """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
     the screening columns (see :func:`screening`).
 
@@ -163,7 +175,8 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     summed :func:`trap_evidence` and ``binomial_p`` the one-sided p of "accuracy >= threshold";
     the module docstring gives the exclusion rule. Workers kept by their traps are then excluded
     when they straight-line (:func:`straight_lining`, on ``answer_shown``; its columns are
-    added).
+    added), and then when they prefer the dominated list (:func:`judgment_consistency`, on
+    ``answer`` and ``dominant``; its columns are added).
 
     Parameters
     ----------
@@ -181,6 +194,9 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         Trap ids left out of trust.
     straight_alpha : float or None, optional
         Level of the straight-lining test (default ``STRAIGHT_ALPHA``; 0 excludes nobody).
+    consistency_alpha : float or None, optional
+        Level of the judgment-consistency test (default ``CONSISTENCY_ALPHA``; 0 excludes
+        nobody).
 
     Returns
     -------
@@ -257,6 +273,15 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
                                             table.loc[lined, "answers"], table.loc[lined, "crowd_share"],
                                             table.loc[lined, "straight_lining_p"])]
     table["excluded"] = table["excluded"] | table["straight_lining"]
+    table = table.join(judgment_consistency(a, consistency_alpha, reference=~table["excluded"]))
+    against = table["inconsistent"] & ~table["excluded"]
+    level = CONSISTENCY_ALPHA if consistency_alpha is None else consistency_alpha
+    table.loc[against, "reason"] = [
+        f"prefers the dominated list: in {y} of {n} decisive answers where one list's levels dominate the "
+        f"other's, the other workers {q:.0%} (binomial p = {p:.2g} < {level:g})"
+        for y, n, q, p in zip(table.loc[against, "dominated_preferred"], table.loc[against, "dominance_decisive"],
+                              table.loc[against, "dominated_crowd_share"], table.loc[against, "consistency_p"])]
+    table["excluded"] = table["excluded"] | table["inconsistent"]
     return table.join(screening(a, screen_seconds, screen_same_side)).reset_index()
 
 
@@ -328,6 +353,129 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
     out["crowd_share"] = p0
     out["straight_lining_p"] = p
     out["straight_lining"] = (n >= min_answers) & (own >= share) & (p < alpha)
+    return out
+
+
+def dominance(ra, rb) -> np.ndarray:
+    """Which list of each pair dominates the other by the judged levels, rank by rank: +1 where
+    list A does, -1 where list B does, 0 where neither (or the lists are equal).
+
+    A dominates B when at every rank i A's level is at least B's (the levels' own order, so
+    -2 < -1 < 0 < 1 ...) and at some rank above it. Every user whose satisfaction does not
+    fall when a document is replaced by a higher-judged one at the same rank (any gain
+    increasing in the level, any discount, any cascade model) finds A at least as good as B.
+    A rank empty in both lists (NaN: a list shorter than k) compares equal; a rank empty in one
+    list only makes the pair incomparable (0), since nothing says whether no document is
+    better than a non-relevant one.
+
+    Parameters
+    ----------
+    ra, rb : array_like, shape (n, k)
+        The levels of lists A and B by rank (NaN for an empty rank).
+
+    Returns
+    -------
+    numpy.ndarray of int8, shape (n,)
+    """
+    ra, rb = np.atleast_2d(np.asarray(ra, float)), np.atleast_2d(np.asarray(rb, float))
+    na, nb = np.isnan(ra), np.isnan(rb)
+    comparable = ~(na ^ nb).any(axis=1)
+    both = na & nb
+    ge, le = ((ra >= rb) | both).all(axis=1), ((ra <= rb) | both).all(axis=1)
+    gt, lt = (ra > rb).any(axis=1), (ra < rb).any(axis=1)
+    return np.where(comparable & ge & gt, 1, np.where(comparable & le & lt, -1, 0)).astype(np.int8)
+
+
+def trap_dominance(expected) -> np.ndarray:
+    """The dominant list of traps from their expected answers: +1 where the accepted answers
+    include "a_better" but not "b_better" (A is the better list, alone or with "both bad"), -1
+    the other way round, 0 otherwise ("both good", "both bad", or not given).
+
+    Parameters
+    ----------
+    expected : array_like of str
+        Each trap's accepted answers, ``;``-separated.
+
+    Returns
+    -------
+    numpy.ndarray of int8
+    """
+    codes, distinct = pd.factorize(pd.Series(expected, dtype=object).fillna("").astype(str), use_na_sentinel=False)
+    sides = []
+    for v in distinct:
+        accepted = {x.strip() for x in str(v).replace("|", ";").split(";")}
+        a, b = "a_better" in accepted, "b_better" in accepted
+        sides.append(1 if a and not b else -1 if b and not a else 0)
+    return np.asarray(sides, dtype=np.int8)[codes] if len(distinct) else np.zeros(0, dtype=np.int8)
+
+
+def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=None) -> pd.DataFrame:
+    """Per worker: decisive answers to comparisons where one list dominates, how many of them
+    prefer the dominated list, the other workers' share of such answers, the p-value and
+    whether the worker is excluded for it.
+
+    Over worker w's answers to pairs with a dominant list (``dominant`` +1 for A, -1 for B,
+    :func:`dominance`), let n be the decisive ones ("a_better" or "b_better", canonical
+    orientation) and y those naming the dominated list; over the other workers of the
+    reference crowd (``reference``: in :func:`worker_table`, those the traps and the
+    straight-lining test keep, so that the spammers they caught do not raise the share a
+    spammer is tested against), Y' of N'. With q0 = (Y' + 1) / (N' + 2) (the others' share,
+    kept off 0 by one
+    pseudo-answer each way, so that one slip against a crowd that never slipped is not proof),
+    the p-value is P(Bin(n, q0) >= y): an exact one-sided binomial test of "w prefers the
+    dominated list no more often than the others". A worker answering at random prefers it in
+    half their decisive answers; attentive workers rarely do, whatever their leniency (a
+    lenient or strict user changes how often they are decisive, not which list they prefer).
+    Excluded when p < ``alpha``.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        Answers with ``worker_id``, ``answer`` (canonical) and ``dominant`` (without the last
+        two nobody is tested).
+    alpha : float or None, optional
+        Level of the test (default ``CONSISTENCY_ALPHA``; 0 excludes nobody).
+    reference : pandas.Series of bool or None, optional
+        By worker id, the workers whose answers make the crowd's share (default all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``dominance_decisive, dominated_preferred, dominated_crowd_share, consistency_p,
+        inconsistent``, indexed by ``worker_id``.
+    """
+    from scipy.stats import binom
+    alpha = CONSISTENCY_ALPHA if alpha is None else float(alpha)
+    who, names = pd.factorize(answers["worker_id"], sort=True)  # codes in sorted order: the index
+    workers = pd.Index(names, name="worker_id")
+    out = pd.DataFrame(index=workers)
+    out["dominance_decisive"] = 0
+    out["dominated_preferred"] = 0
+    out["dominated_crowd_share"] = np.nan
+    out["consistency_p"] = np.nan
+    out["inconsistent"] = False
+    if not {"answer", "dominant"} <= set(answers.columns) or not len(answers):
+        return out
+    dom = pd.to_numeric(answers["dominant"], errors="coerce").fillna(0).to_numpy()
+    rows = np.flatnonzero(dom != 0)  # only pairs with a dominant list are read further
+    code, names = pd.factorize(answers["answer"])  # once per distinct answer, not per row
+    named = np.array([1 if v == "a_better" else -1 if v == "b_better" else 0 for v in names] + [0], dtype=np.int8)
+    side = named[code[rows]]  # a missing answer (code -1) takes the trailing 0
+    decisive = side != 0
+    who = who[rows]
+    n = np.bincount(who[decisive], minlength=len(workers))
+    y = np.bincount(who[decisive & (side != dom[rows])], minlength=len(workers))
+    ref = (np.ones(len(workers), dtype=bool) if reference is None
+           else pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool))
+    big_n, big_y = n[ref].sum() - n * ref, y[ref].sum() - y * ref  # the reference crowd without w
+    q0 = (big_y + 1) / (big_n + 2)
+    # P(Y >= y) = sf(y - 1); a worker without decisive answers on such pairs is not tested
+    p = np.where(n > 0, bdtrc(y - 1, n, q0), np.nan)
+    out["dominance_decisive"] = n
+    out["dominated_preferred"] = y
+    out["dominated_crowd_share"] = q0
+    out["consistency_p"] = p
+    out["inconsistent"] = (n > 0) & (p < alpha)
     return out
 
 

@@ -549,9 +549,10 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         out = workers["excluded"].astype(str) == "True"
         reason = workers["reason"].astype(str) if "reason" in workers.columns else pd.Series("", index=workers.index)
         lined, failed = int((out & reason.str.startswith("straight")).sum()), int((out & reason.str.startswith("failed")).sum())
+        dominated = int((out & reason.str.startswith("prefers the dominated")).sum())
         context["workers"] = {
             "count": len(workers), "excluded": int(out.sum()), "straight_lining": lined, "attention": failed,
-            "by_trust": int(out.sum()) - lined - failed,
+            "dominated": dominated, "by_trust": int(out.sum()) - lined - failed - dominated,
             "rejected_rows": meta.get("rejected_rows"),
             "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
             "ds": _dawid_skene_summary(workers)}

@@ -379,6 +379,13 @@ class QualitySection:
                                            comment="Straight-liners are excluded: one answer (as shown) in at least 80% of 10 or more\n"
                                                    "answers, far more often than the other workers give it (exact one-sided binomial\n"
                                                    "test, Bonferroni over the four answers, at this level; 0 excludes nobody).")
+    consistency_alpha: float = setting(0.01, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
+                                       "Level of the test that excludes workers preferring dominated lists.",
+                                       required=False,
+                                       comment="Workers who prefer the dominated list are excluded: among their decisive answers to pairs\n"
+                                               "where one list's levels are at least the other's at every rank (traps naming a better list\n"
+                                               "count too), the dominated list named far more often than the other workers name it (exact\n"
+                                               "one-sided binomial test at this level; 0 excludes nobody).")
     drop_traps: tuple = setting(kind=list, check=lambda v: all(isinstance(x, str) for x in v),
                                 what='a list of trap ids, e.g. ["trap03"]', factory=tuple, required=False,
                                 help="Traps left out of trust.",
