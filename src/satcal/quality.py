@@ -444,7 +444,7 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
         ``dominance_decisive, dominated_preferred, dominated_crowd_share, consistency_p,
         inconsistent``, indexed by ``worker_id``.
     """
-    from scipy.stats import binom
+    from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
     alpha = CONSISTENCY_ALPHA if alpha is None else float(alpha)
     who, names = pd.factorize(answers["worker_id"], sort=True)  # codes in sorted order: the index
     workers = pd.Index(names, name="worker_id")
