@@ -137,3 +137,67 @@ def test_a_write_inside_another_on_the_same_thread_is_refused_not_a_deadlock(tmp
     with engine.connect() as conn:
         assert dict(conn.execute(text("SELECT k, v FROM t")).all()) == {2: 2}
     engine.dispose()
+
+
+def test_a_block_returns_only_after_an_fsync_of_the_log_that_began_after_its_commit(tmp_path, monkeypatch):
+    """The group's connection commits without syncing (``synchronous=NORMAL``); a block is
+    stored only once the write-ahead log is fsynced after its COMMIT: the order of COMMIT
+    (SQLite's statement trace), the fsync of ``g.db-wal`` (the system call, by the file its
+    descriptor names) and the block's return, logged as they happen, also inside
+    ``deferred_commits`` (the server's way, waiting on the event loop). The pool's other
+    connections keep ``synchronous=FULL`` (2)."""
+    import asyncio
+    import os
+    from sqlalchemy import event, text
+    from satcal.serve import db
+    engine = db.connect(f"sqlite:///{tmp_path / 'g.db'}")
+    log = []
+
+    @event.listens_for(engine, "connect")
+    def _trace(dbapi_conn, _record):
+        dbapi_conn.set_trace_callback(lambda sql: log.append("COMMIT") if sql == "COMMIT" else None)
+
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        log.append(f"fsync {name} start")
+        real_fsync(fd)
+        log.append(f"fsync {name} end")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with db.writer(engine).begin() as conn:
+        conn.execute(text("CREATE TABLE t (k INTEGER PRIMARY KEY)"))
+    log.append("returned")
+    for k in range(3):
+        with db.writer(engine).begin() as conn:
+            conn.execute(text("INSERT INTO t VALUES (:k)"), {"k": k})
+        log.append("returned")
+
+    async def deferred():
+        with db.deferred_commits() as pending:
+            db.writer(engine).run(lambda conn: conn.execute(text("INSERT INTO t VALUES (9)")))
+        log.append("ran")
+        for batch in pending:
+            await batch.durable()
+        log.append("returned")
+
+    asyncio.run(deferred())
+    monkeypatch.undo()
+    # each block: COMMIT, then an fsync of the log started and ended, then the return
+    blocks, current = [], []
+    for entry in log:
+        if entry != "ran":
+            current.append(entry)
+        if entry == "returned":
+            blocks.append(current)
+            current = []
+    assert len(blocks) == 5
+    for events in blocks:
+        c = events.index("COMMIT")
+        assert events[c + 1:c + 3] == ["fsync g.db-wal start", "fsync g.db-wal end"], events
+        assert events[-1] == "returned"
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+        assert sorted(conn.execute(text("SELECT k FROM t")).scalars()) == [0, 1, 2, 9]
+    engine.dispose()

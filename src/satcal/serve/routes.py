@@ -3,14 +3,13 @@
 :class:`StudyRoutes` holds what the handlers share (the study, the templates, the rate
 limiter) and has one method per endpoint, Starlette's ``async def endpoint(request)``;
 :func:`satcal.serve.app.create_app` mounts them. Each handler does its database work in one
-call to a small pool of database threads (:func:`on_db_thread`; the event loop never waits on
+call to the database threads (:class:`DatabaseThreads`; the event loop never waits on
 the database), and a page's items are
 rendered once, when the server starts (:meth:`StudyRoutes.item_html`).
 """
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import threading
 import time
@@ -36,23 +35,73 @@ _EXPIRED = "This form has expired; please go back and reload the page."
 _TOO_MANY = "Too many requests; please wait a minute and reload."
 
 
-#: Threads that run the database work of requests. SQLite takes one writer at a time (and the
-#: writes of a process share commits), so more threads would only contend for the interpreter
-#: lock with the event loop; a fixed pool also spares starting threads under load.
+#: Threads that run the database work of requests. On SQLite their writes take turns and share
+#: commits (:class:`satcal.serve.db.GroupCommit`); fewer threads lost more to the machine's other
+#: processes under load (1 or 2 threads: page submissions queued for them 200-500 ms at the
+#: median), more queued longer for their turn.
 DB_THREADS = 8
-_POOL = None
-_POOL_LOCK = threading.Lock()
 
 
-async def on_db_thread(func, *args):
-    """``func(*args)`` on one of the database threads, awaited without blocking the event loop."""
-    global _POOL
-    if _POOL is None:
-        with _POOL_LOCK:
-            if _POOL is None:
-                from concurrent.futures import ThreadPoolExecutor
-                _POOL = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="satcal-db")
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(func, *args))
+class DatabaseThreads:
+    """The threads that run the database work of requests (:meth:`run`), started together
+    when made (a thread started under load waits for the interpreter lock and holds up the
+    event loop). A request's writes are committed before :meth:`run` returns, but its thread
+    does not wait for the commit (:func:`satcal.serve.db.deferred_commits`): the request waits
+    on the event loop, the thread is free for other requests' work meanwhile.
+
+    Parameters
+    ----------
+    engine : sqlalchemy.engine.Engine or None, optional
+        The study's database (the threads serve any).
+    """
+
+    _shared = None
+    _lock = threading.Lock()
+
+    def __init__(self, engine=None):
+        # one pool for every study of the process (tests make many applications)
+        with DatabaseThreads._lock:
+            if DatabaseThreads._shared is None:
+                from concurrent.futures import ThreadPoolExecutor, wait
+                pool = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="satcal-db")
+                started = threading.Barrier(DB_THREADS, timeout=30)
+                wait([pool.submit(started.wait) for _ in range(DB_THREADS)])
+                DatabaseThreads._shared = pool
+        self.pool = DatabaseThreads._shared
+
+    @staticmethod
+    def _call(func, args):
+        """``(func(*args), the commits its writes wait for)``, on a database thread."""
+        from . import db
+        with db.deferred_commits() as pending:
+            try:
+                result = func(*args)
+            except BaseException:
+                for batch in pending:  # nothing is told of a failed request; still, leave no write behind
+                    batch.committed.wait()
+                raise
+        return result, pending
+
+    async def run(self, func, *args):
+        """``func(*args)`` on a database thread, awaited without blocking the event loop; it
+        returns once the writes it made are on disk.
+
+        Parameters
+        ----------
+        func : callable
+            The database work.
+        *args
+            Its arguments.
+
+        Returns
+        -------
+        object
+            What ``func`` returned.
+        """
+        result, pending = await asyncio.get_running_loop().run_in_executor(self.pool, self._call, func, args)
+        for batch in pending:
+            await batch.durable()
+        return result
 
 
 class MovingWindow:
@@ -185,6 +234,7 @@ class StudyRoutes:
         self.limiter = MovingWindow()
         self.per_participant, self.per_entry = parse(participant_rate), parse(entry_rate)
         self._items = self._render_items()
+        self.db = DatabaseThreads(study.engine)
 
     def routes(self) -> list:
         from starlette.routing import Mount, Route
@@ -306,18 +356,24 @@ class StudyRoutes:
         entry, in one trip to a database thread."""
         study = self.study
         before = study.known(kind, ident)
-        if (before is not None and kind == "prolific" and before["study_id"] != study_id
-                and before["finished_at"] is not None and before["outcome"] in ("completed", "failed_attention")):
-            return "done elsewhere", None, None
-        pid = study.enter(kind, ident, study_id, session_id, simulated)
-        return None, pid, study.participant(pid)
+        if before is not None:
+            if (kind == "prolific" and before["study_id"] != study_id and before["finished_at"] is not None
+                    and before["outcome"] in ("completed", "failed_attention")):
+                return "done elsewhere", None, None
+            return None, int(before["id"]), before
+        # a newcomer: one write, no read after it (the write's commit is awaited after this
+        # returns, and a read through another connection would not see it before)
+        pid, created = study.register(kind, ident, study_id, session_id, simulated, look_first=False)
+        row = study.participant(pid) if not created else None  # entered a moment ago by a concurrent request
+        # (whose row may not be committed yet: then they have not consented either)
+        return None, pid, row or {"id": pid, "kind": kind, "external_id": ident, "consented_at": None}
 
     async def start_as(self, request, kind, ident, study_id, session_id, simulated=False):
         """Enter as this participant (created on first entry) and go to their next step;
         ``simulated``: the simulated crowd's dry run (its entry carries the batch's simulation
         token, see :func:`satcal.serve.study.simulation_token`)."""
         from starlette.responses import RedirectResponse
-        refusal, pid, participant = await on_db_thread(self._enter, kind, ident, study_id, session_id,
+        refusal, pid, participant = await self.db.run(self._enter, kind, ident, study_id, session_id,
                                                             simulated)
         if refusal is not None:
             # one Prolific id is one participant across the study's STUDY_IDs: done is done
@@ -339,7 +395,7 @@ class StudyRoutes:
             return self.render(request, "entry.html", 400, error=error) if kind == "lab" else \
                 self.message(request, 400, error)
         current = self.participant_of(request)
-        running = await on_db_thread(self.study.participant, current) if current is not None else None
+        running = await self.db.run(self.study.participant, current) if current is not None else None
         if (running is not None and running["finished_at"] is None
                 and (running["kind"], running["external_id"]) != (kind, ident)):
             # a link (perhaps on another site) must not silently swap the participant in the
@@ -384,7 +440,7 @@ class StudyRoutes:
             return self.message(request, 403, _EXPIRED)
         if form.get("consent") != "yes":
             return self.render(request, "consent.html", 422, error="Please tick the box to take part.", **context)
-        await on_db_thread(self.study.consent, pid)
+        await self.db.run(self.study.consent, pid)
         return RedirectResponse("/page", 303)
 
     def _page(self, pid, form):
@@ -412,10 +468,10 @@ class StudyRoutes:
             form = await self.checked_form(request, pid)
             if form is None:
                 # the CSRF check comes after the session's participant is known to exist
-                participant = await on_db_thread(self.study.participant, pid)
+                participant = await self.db.run(self.study.participant, pid)
                 if participant is not None and participant["consented_at"] is not None:
                     return self.message(request, 403, _EXPIRED)
-        participant, outcome, view = await on_db_thread(self._page, pid, form)
+        participant, outcome, view = await self.db.run(self._page, pid, form)
         if participant is None:
             request.session.clear()
             return self.message(request, 403, _NO_SESSION)
@@ -450,7 +506,7 @@ class StudyRoutes:
         pid = self.participant_of(request)
         if pid is None:
             return self.message(request, 403, _NO_SESSION)
-        view, outcome, participant, at = await on_db_thread(self._done, pid)
+        view, outcome, participant, at = await self.db.run(self._done, pid)
         if view is not None:
             return RedirectResponse("/page", 303)
         settings = self.settings
@@ -486,7 +542,7 @@ class StudyRoutes:
         from starlette.responses import JSONResponse
         if not same_token(request.path_params["token"], self.study.status_token):
             return self.message(request, 404, "Not found.")
-        progress = await on_db_thread(self.study.progress)
+        progress = await self.db.run(self.study.progress)
         if request.query_params.get("format") == "json":
             return JSONResponse(progress)
         return self.render(request, "status.html", p=progress, title="Study status (researcher's page)")
