@@ -234,7 +234,10 @@ class _Batch:
             self.committed.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except RuntimeError:
+                pass  # its event loop is closed (the server stopped): no one is waiting there
 
     def on_commit(self, callback) -> None:
         """Call ``callback()`` (from the committing thread) once the commit is done."""
