@@ -14,7 +14,6 @@ the threads of one server process take turns writing and share commits (:class:`
 """
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from ..errors import SatcalError
 
-__all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url", "writer", "reader", "deferred_commits"]
+__all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url", "writer", "reader"]
 
 #: Version of the schema this code writes; older databases are migrated on start.
 SCHEMA_VERSION = 2
@@ -224,69 +223,11 @@ class _Batch:
     def __init__(self):
         self.committed = threading.Event()
         self.error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._callbacks: list = []
 
     def finish(self, error: BaseException | None = None) -> None:
-        """Mark the commit done (``error``: it failed) and call what waits for it."""
-        with self._lock:
-            self.error = error
-            self.committed.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except RuntimeError:
-                pass  # its event loop is closed (the server stopped): no one is waiting there
-
-    def on_commit(self, callback) -> None:
-        """Call ``callback()`` (from the committing thread) once the commit is done."""
-        with self._lock:
-            if not self.committed.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
-
-    async def durable(self) -> None:
-        """Wait, on the running event loop, until the commit is done; raise its error if it failed."""
-        if not self.committed.is_set():
-            import asyncio
-            loop = asyncio.get_running_loop()
-            done = loop.create_future()
-            self.on_commit(lambda: loop.call_soon_threadsafe(_resolve, done))
-            await done
-        if self.error is not None:
-            raise self.error
-
-
-def _resolve(future) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-_DEFERRED = threading.local()
-
-
-@contextmanager
-def deferred_commits():
-    """Within this block (on this thread) a write block returns when its writes are in the
-    shared transaction, without waiting for the commit: the commits to wait for are appended
-    to the yielded list, and the caller must wait for each (:meth:`_Batch.durable`) before
-    telling anyone the writes are stored. The server's database threads run requests this way,
-    so a thread does the next request's work while a commit's fsync runs and the request waits
-    on the event loop. Reads through other connections do not see the writes until then.
-
-    Yields
-    ------
-    list
-        The pending commits.
-    """
-    prior = getattr(_DEFERRED, "pending", None)
-    _DEFERRED.pending = pending = []
-    try:
-        yield pending
-    finally:
-        _DEFERRED.pending = prior
+        """Mark the commit done (``error``: it failed)."""
+        self.error = error
+        self.committed.set()
 
 
 class GroupCommit:
@@ -298,11 +239,9 @@ class GroupCommit:
     thread is waiting for its turn (or after ``max_blocks`` blocks, or once it has been open as
     long as a commit takes, a moving average: so a group's first block waits for at most about
     two commits however heavy the load, and the groups grow with the load; or when a block
-    fails), and
-    a block's ``with`` returns only once its commit is on disk, so nothing a caller was told
-    is stored can be lost, and one fsync serves every block that queued meanwhile. Inside
-    :func:`deferred_commits` the block returns at once and its caller waits for the commit
-    later (the server's requests wait on the event loop, not on a database thread). Waiting on
+    fails; a group's first block runs without a savepoint, and if it fails the transaction is
+    rolled back), and a block's ``with`` returns only once its commit is on disk, so nothing a caller was told
+    is stored can be lost, and one fsync serves every block that queued meanwhile. Waiting on
     a lock of our own also spares the threads SQLite's way of waiting for its lock (polling
     with sleeps of up to 100 ms), which made the slowest responses under load.
     This is the group commit of database servers (Gawlick & Kinkade 1985, "Varieties of
@@ -320,10 +259,6 @@ class GroupCommit:
         self._owner = None
         self._opened = 0.0
         self._commit_time = 0.005
-        self._own = None
-        path = engine.url.database
-        self._syncer = _Syncer(os.path.abspath(path)) if path and path != ":memory:" and \
-            not path.startswith("file:") else None
 
     @contextmanager
     def transaction(self):
@@ -358,11 +293,6 @@ class GroupCommit:
                 self._commit()
             self._owner = None
             self._turn.release()
-        pending = getattr(_DEFERRED, "pending", None)
-        if pending is not None:
-            if batch not in pending:
-                pending.append(batch)  # the caller waits for it (deferred_commits)
-            return
         batch.committed.wait()
         if batch.error is not None:
             raise batch.error
@@ -387,31 +317,12 @@ class GroupCommit:
         with self.transaction() as conn:
             return func(conn)
 
-    def _connection(self):
-        """The connection of a group: its own, kept, with ``synchronous=NORMAL`` when a
-        :class:`_Syncer` makes commits durable; else one of the pool's."""
-        if self._syncer is None:
-            return self.engine.connect()
-        if self._own is None:
-            conn = self.engine.connect()
-            conn.connection.driver_connection.execute("PRAGMA synchronous=NORMAL")
-            self._own = conn
-        return self._own
-
-    def _release(self, conn, broken: bool = False):
-        if conn is not self._own:
-            conn.close()
-        elif broken:
-            self._own = None
-            conn.invalidate()  # not back to the pool, with its synchronous=NORMAL
-            conn.close()
-
     def _open(self):
-        conn = self._connection()
+        conn = self.engine.connect()
         try:
             self._txn = conn.begin()  # BEGIN IMMEDIATE: the database's write lock
         except BaseException:
-            self._release(conn, broken=True)
+            conn.close()
             raise
         self._conn, self._batch, self._blocks = conn, _Batch(), 0
         self._opened = time.perf_counter()
@@ -419,13 +330,12 @@ class GroupCommit:
     def _rollback(self):
         batch, txn, conn = self._batch, self._txn, self._conn
         self._txn = self._conn = self._batch = None
-        broken = False
         try:
             txn.rollback()
         except Exception:
-            broken = True
+            conn.invalidate()
         finally:
-            self._release(conn, broken)
+            conn.close()
             batch.finish(None)  # nothing of it is stored; its one block raises its own error
 
     def _commit(self):
@@ -442,85 +352,10 @@ class GroupCommit:
             except Exception:
                 pass
         finally:
-            self._release(conn, broken=error is not None)
+            conn.close()
             # how long a commit takes (moving average): a group stays open no longer than that
             self._commit_time += 0.2 * (time.perf_counter() - start - self._commit_time)
-            if error is None and self._syncer is not None:
-                self._syncer.sync(batch)  # finished once the log is on disk
-            else:
-                batch.finish(error)
-
-
-class _Syncer:
-    """The thread that makes a SQLite database's committed groups durable: an fsync of its
-    write-ahead log after their commits, one for every group committed meanwhile.
-
-    With ``synchronous=FULL`` SQLite fsyncs the log inside ``COMMIT``, holding the database's
-    write lock, so the next group cannot start until the disk has answered (p95 50 ms, at
-    times 300 ms, on this shared machine). The group's connection commits with
-    ``synchronous=NORMAL`` instead (the log is written, not synced: the commit returns at once
-    and the lock is free), and this thread fsyncs the log file before any block of the group
-    is told it is stored. Everything a commit wrote is in the log, or, if a checkpoint has
-    moved it into the database file and the log was restarted or removed, in the database
-    file, which SQLite syncs after every checkpoint; the log (or the database file, when there
-    is no log) is synced here, and the directory the first time a log file is seen, so a
-    power cut after the fsync keeps the group as ``synchronous=FULL`` does.
-    """
-
-    def __init__(self, path: str):
-        self.path, self.wal = path, path + "-wal"
-        self._ready = threading.Condition()
-        self._waiting: list = []
-        self._thread = None
-        self._wal_inode = None
-
-    def sync(self, batch) -> None:
-        """Finish ``batch`` (:meth:`_Batch.finish`) once an fsync that began after its commit returns."""
-        with self._ready:
-            self._waiting.append(batch)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="satcal-fsync", daemon=True)
-                self._thread.start()
-            self._ready.notify()
-
-    def _loop(self):
-        while True:
-            with self._ready:
-                if not self._waiting:
-                    self._ready.wait(1.0)
-                if not self._waiting:
-                    self._thread = None  # idle: end (a new one starts with the next commit)
-                    return
-                batches, self._waiting = self._waiting, []
-            error = None
-            try:
-                self._fsync()
-            except OSError as exc:
-                error = exc
-            for batch in batches:
-                batch.finish(error)
-
-    def _fsync(self):
-        import os
-        try:
-            fd = os.open(self.wal, os.O_RDONLY)
-        except FileNotFoundError:
-            fd = os.open(self.path, os.O_RDONLY)  # checkpointed into the database and removed
-            inode = None
-        else:
-            inode = os.fstat(fd).st_ino
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if inode is not None and inode != self._wal_inode:
-            # a new log file: its directory entry too
-            dfd = os.open(os.path.dirname(self.wal) or ".", os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-            self._wal_inode = inode
+            batch.finish(error)
 
 
 _GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -10,6 +10,7 @@ rendered once, when the server starts (:meth:`StudyRoutes.item_html`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import threading
 import time
@@ -36,18 +37,20 @@ _TOO_MANY = "Too many requests; please wait a minute and reload."
 
 
 #: Threads that run the database work of requests. On SQLite their writes take turns and share
-#: commits (:class:`satcal.serve.db.GroupCommit`); fewer threads lost more to the machine's other
-#: processes under load (1 or 2 threads: page submissions queued for them 200-500 ms at the
-#: median), more queued longer for their turn.
+#: commits (:class:`satcal.serve.db.GroupCommit`); 1 or 2 threads (tried with the commit waited
+#: for on the event loop) queued page submissions 200-500 ms at the median under load, 16 or 32
+#: queued longer for their turn.
 DB_THREADS = 8
 
 
 class DatabaseThreads:
     """The threads that run the database work of requests (:meth:`run`), started together
     when made (a thread started under load waits for the interpreter lock and holds up the
-    event loop). A request's writes are committed before :meth:`run` returns, but its thread
-    does not wait for the commit (:func:`satcal.serve.db.deferred_commits`): the request waits
-    on the event loop, the thread is free for other requests' work meanwhile.
+    event loop). A request's writes are on disk when :meth:`run` returns: its thread waits for
+    the group's commit (:class:`satcal.serve.db.GroupCommit`). Letting the thread go on while the request waited for the commit on the event loop was
+    tried: the pages were no faster, and a static file was several times slower at p50 and
+    about twice at p95 (the queue moved from the database threads to the interpreter lock,
+    which every request shares; docs/benchmarks.md).
 
     Parameters
     ----------
@@ -69,22 +72,8 @@ class DatabaseThreads:
                 DatabaseThreads._shared = pool
         self.pool = DatabaseThreads._shared
 
-    @staticmethod
-    def _call(func, args):
-        """``(func(*args), the commits its writes wait for)``, on a database thread."""
-        from . import db
-        with db.deferred_commits() as pending:
-            try:
-                result = func(*args)
-            except BaseException:
-                for batch in pending:  # nothing is told of a failed request; still, leave no write behind
-                    batch.committed.wait()
-                raise
-        return result, pending
-
     async def run(self, func, *args):
-        """``func(*args)`` on a database thread, awaited without blocking the event loop; it
-        returns once the writes it made are on disk.
+        """``func(*args)`` on a database thread, awaited without blocking the event loop.
 
         Parameters
         ----------
@@ -98,10 +87,7 @@ class DatabaseThreads:
         object
             What ``func`` returned.
         """
-        result, pending = await asyncio.get_running_loop().run_in_executor(self.pool, self._call, func, args)
-        for batch in pending:
-            await batch.durable()
-        return result
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(func, *args))
 
 
 class MovingWindow:
@@ -361,11 +347,11 @@ class StudyRoutes:
                     and before["outcome"] in ("completed", "failed_attention")):
                 return "done elsewhere", None, None
             return None, int(before["id"]), before
-        # a newcomer: one write, no read after it (the write's commit is awaited after this
-        # returns, and a read through another connection would not see it before)
+        # a newcomer: one write, and their row as written (no read after it)
         pid, created = study.register(kind, ident, study_id, session_id, simulated, look_first=False)
-        row = study.participant(pid) if not created else None  # entered a moment ago by a concurrent request
-        # (whose row may not be committed yet: then they have not consented either)
+        # not created: entered a moment ago by a concurrent request of theirs, whose row may still
+        # be in an uncommitted group (then they have not consented either)
+        row = study.participant(pid) if not created else None
         return None, pid, row or {"id": pid, "kind": kind, "external_id": ident, "consented_at": None}
 
     async def start_as(self, request, kind, ident, study_id, session_id, simulated=False):
