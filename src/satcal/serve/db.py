@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import SatcalError
 
-__all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url"]
+__all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url", "writer", "reader"]
 
 #: Version of the schema this code writes; older databases are migrated on start.
 SCHEMA_VERSION = 2
@@ -158,9 +158,30 @@ def connect(url: str):
 
         @event.listens_for(engine, "begin")
         def _begin(conn):
-            immediate = conn.get_execution_options().get("sqlite_immediate")
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            options = conn.get_execution_options()
+            if options.get("sqlite_single_statement"):
+                return  # db.reader: the statement is its own transaction (autocommit)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get("sqlite_immediate") else "BEGIN")
     return engine
+
+
+def reader(engine):
+    """``engine`` for reads of one statement each: on SQLite no ``BEGIN`` before it and no
+    ``ROLLBACK`` after (a statement outside a transaction reads one consistent snapshot by
+    itself). Each SQLite call lets go of the interpreter lock and waits for it again, which
+    under load costs more than the call: a read this way makes one call instead of three.
+    Not for several statements that must see one snapshot.
+
+    Parameters
+    ----------
+    engine : sqlalchemy.engine.Engine
+        The database.
+
+    Returns
+    -------
+    sqlalchemy.engine.Engine
+    """
+    return engine.execution_options(sqlite_single_statement=True)
 
 
 class _Writer:
@@ -175,11 +196,38 @@ class _Writer:
         committed when it ends, or rolled back if it raises."""
         return self.engine.begin() if self.group is None else self.group.transaction()
 
+    def run(self, func):
+        """``func(conn)`` in a write transaction, its result returned once committed (or
+        rolled back, and its exception raised, if it raises). On SQLite a block of the
+        group commit (:meth:`GroupCommit.transaction`).
+
+        Parameters
+        ----------
+        func : callable
+            ``func(conn)``, ``conn`` a SQLAlchemy connection.
+
+        Returns
+        -------
+        object
+            What ``func`` returned.
+        """
+        if self.group is not None:
+            return self.group.run(func)
+        with self.engine.begin() as conn:
+            return func(conn)
+
 
 class _Batch:
+    """One group's commit: an event set once it is on disk (or failed, ``error``)."""
+
     def __init__(self):
         self.committed = threading.Event()
         self.error: BaseException | None = None
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Mark the commit done (``error``: it failed)."""
+        self.error = error
+        self.committed.set()
 
 
 class GroupCommit:
@@ -188,8 +236,11 @@ class GroupCommit:
     SQLite has one writer at a time, and with ``synchronous=FULL`` each commit waits for the
     disk (an fsync, about 5 ms here). The threads of one process take turns on one connection,
     each block in a savepoint of a shared transaction; the transaction commits when no other
-    thread is waiting for its turn (or after ``max_blocks`` blocks, or when a block fails), and
-    a block's ``with`` returns only once its commit is on disk, so nothing a caller was told
+    thread is waiting for its turn (or after ``max_blocks`` blocks, or once it has been open as
+    long as a commit takes, a moving average: so a group's first block waits for at most about
+    two commits however heavy the load, and the groups grow with the load; or when a block
+    fails; a group's first block runs without a savepoint, and if it fails the transaction is
+    rolled back), and a block's ``with`` returns only once its commit is on disk, so nothing a caller was told
     is stored can be lost, and one fsync serves every block that queued meanwhile. Waiting on
     a lock of our own also spares the threads SQLite's way of waiting for its lock (polling
     with sleeps of up to 100 ms), which made the slowest responses under load.
@@ -217,6 +268,8 @@ class GroupCommit:
         self._conn = self._txn = self._batch = None
         self._blocks = 0
         self._owner = None
+        self._opened = 0.0
+        self._commit_time = 0.005
 
     @contextmanager
     def transaction(self):
@@ -231,23 +284,49 @@ class GroupCommit:
             self._waiting -= 1
         failed = True
         try:
-            if self._txn is None:
+            first = self._txn is None
+            if first:
                 self._open()
             batch = self._batch
-            with self._conn.begin_nested():  # a savepoint: a failing block undoes only itself
+            if first:  # alone in its transaction: if it fails, the transaction is rolled back
                 yield self._conn
+            else:
+                with self._conn.begin_nested():  # a savepoint: a failing block undoes only itself
+                    yield self._conn
             self._blocks += 1
             failed = False
         finally:
+            if failed and self._txn is not None and self._blocks == 0:
+                self._rollback()
             # a failed block commits at once, so that what its caller reads next (with another
             # connection) includes the blocks before it
-            if self._txn is not None and (failed or self._waiting == 0 or self._blocks >= self.max_blocks):
+            elif self._txn is not None and (failed or self._waiting == 0 or self.due()):
                 self._commit()
             self._owner = None
             self._turn.release()
         batch.committed.wait()
         if batch.error is not None:
             raise batch.error
+
+    def due(self) -> bool:
+        """Whether the open group is to commit now: ``max_blocks`` long, or as old as a commit takes."""
+        return self._txn is not None and (self._blocks >= self.max_blocks
+                                          or time.perf_counter() - self._opened >= self._commit_time)
+
+    def run(self, func):
+        """``func(conn)`` as a block of :meth:`transaction`; its result.
+
+        Parameters
+        ----------
+        func : callable
+            ``func(conn)``.
+
+        Returns
+        -------
+        object
+        """
+        with self.transaction() as conn:
+            return func(conn)
 
     def _open(self):
         conn = self.engine.connect()
@@ -257,21 +336,37 @@ class GroupCommit:
             conn.close()
             raise
         self._conn, self._batch, self._blocks = conn, _Batch(), 0
+        self._opened = time.perf_counter()
+
+    def _rollback(self):
+        batch, txn, conn = self._batch, self._txn, self._conn
+        self._txn = self._conn = self._batch = None
+        try:
+            txn.rollback()
+        except Exception:
+            conn.invalidate()
+        finally:
+            conn.close()
+            batch.finish(None)  # nothing of it is stored; its one block raises its own error
 
     def _commit(self):
         batch, txn, conn = self._batch, self._txn, self._conn
         self._txn = self._conn = self._batch = None
+        error = None
+        start = time.perf_counter()
         try:
             txn.commit()
         except BaseException as exc:
-            batch.error = exc
+            error = exc
             try:
                 txn.rollback()
             except Exception:
                 pass
         finally:
             conn.close()
-            batch.committed.set()
+            # how long a commit takes (moving average): a group stays open no longer than that
+            self._commit_time += 0.2 * (time.perf_counter() - start - self._commit_time)
+            batch.finish(error)
 
 
 _GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -3,7 +3,7 @@
 :class:`StudyRoutes` holds what the handlers share (the study, the templates, the rate
 limiter) and has one method per endpoint, Starlette's ``async def endpoint(request)``;
 :func:`satcal.serve.app.create_app` mounts them. Each handler does its database work in one
-call to a small pool of database threads (:func:`on_db_thread`; the event loop never waits on
+call to the database threads (:class:`DatabaseThreads`; the event loop never waits on
 the database), and a page's items are
 rendered once, when the server starts (:meth:`StudyRoutes.item_html`).
 """
@@ -36,36 +36,58 @@ _EXPIRED = "This form has expired; please go back and reload the page."
 _TOO_MANY = "Too many requests; please wait a minute and reload."
 
 
-#: Threads that run the database work of requests. SQLite takes one writer at a time (and the
-#: writes of a process share commits), so more threads would only contend for the interpreter
-#: lock with the event loop; a fixed pool also spares starting threads under load.
+#: Threads that run the database work of requests. On SQLite their writes take turns and share
+#: commits (:class:`satcal.serve.db.GroupCommit`); 1 or 2 threads (tried with the commit waited
+#: for on the event loop) queued page submissions 200-500 ms at the median under load, 16 or 32
+#: queued longer for their turn.
 DB_THREADS = 8
-_POOL = None
-_POOL_LOCK = threading.Lock()
 
 
-async def on_db_thread(func, *args):
-    """``func(*args)`` on one of the database threads, awaited without blocking the event loop.
+class DatabaseThreads:
+    """The threads that run the database work of requests (:meth:`run`), started together
+    when made (a thread started under load waits for the interpreter lock and holds up the
+    event loop). A request's writes are on disk when :meth:`run` returns: its thread waits for
+    the group's commit (:class:`satcal.serve.db.GroupCommit`). Letting the thread go on while the request waited for the commit on the event loop was
+    tried: the pages were no faster, and a static file was several times slower at p50 and
+    about twice at p95 (the queue moved from the database threads to the interpreter lock,
+    which every request shares; docs/benchmarks.md).
 
     Parameters
     ----------
-    func : callable
-        The database work (blocking).
-    *args
-        Its arguments.
-
-    Returns
-    -------
-    object
-        What ``func`` returns (what it raises is raised here).
+    engine : sqlalchemy.engine.Engine or None, optional
+        The study's database (the threads serve any).
     """
-    global _POOL
-    if _POOL is None:
-        with _POOL_LOCK:
-            if _POOL is None:
-                from concurrent.futures import ThreadPoolExecutor
-                _POOL = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="satcal-db")
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(func, *args))
+
+    _shared = None
+    _lock = threading.Lock()
+
+    def __init__(self, engine=None):
+        # one pool for every study of the process (tests make many applications)
+        with DatabaseThreads._lock:
+            if DatabaseThreads._shared is None:
+                from concurrent.futures import ThreadPoolExecutor, wait
+                pool = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="satcal-db")
+                started = threading.Barrier(DB_THREADS, timeout=30)
+                wait([pool.submit(started.wait) for _ in range(DB_THREADS)])
+                DatabaseThreads._shared = pool
+        self.pool = DatabaseThreads._shared
+
+    async def run(self, func, *args):
+        """``func(*args)`` on a database thread, awaited without blocking the event loop.
+
+        Parameters
+        ----------
+        func : callable
+            The database work.
+        *args
+            Its arguments.
+
+        Returns
+        -------
+        object
+            What ``func`` returned.
+        """
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(func, *args))
 
 
 class MovingWindow:
@@ -75,13 +97,7 @@ class MovingWindow:
     library's memory storage starts a timer thread to expire its entries, again and again
     under load; starting threads took a fifth of the event loop's time at 50 participants at
     once. Here a key's old hits go when the key is next hit, and idle keys every ``sweep``
-    hits.
-
-    Parameters
-    ----------
-    sweep : int, default 10,000
-        Hits between two sweeps of the idle keys.
-    """
+    hits."""
 
     def __init__(self, sweep: int = 10_000):
         self._hits: dict = {}
@@ -190,17 +206,7 @@ def shown_id(participant) -> str:
 
 
 class StudyRoutes:
-    """The endpoints of one hosted study (see the module docstring).
-
-    Parameters
-    ----------
-    study : HostedStudy
-        The study served.
-    participant_rate : str, default "120/minute"
-        Requests a participant may make in a moving window (``limits`` notation).
-    entry_rate : str, default "600/minute"
-        Entries one client address may make in a moving window.
-    """
+    """The endpoints of one hosted study (see the module docstring)."""
 
     def __init__(self, study: HostedStudy, participant_rate: str = PARTICIPANT_RATE,
                  entry_rate: str = ENTRY_RATE):
@@ -214,6 +220,7 @@ class StudyRoutes:
         self.limiter = MovingWindow()
         self.per_participant, self.per_entry = parse(participant_rate), parse(entry_rate)
         self._items = self._render_items()
+        self.db = DatabaseThreads(study.engine)
 
     def routes(self) -> list:
         from starlette.routing import Mount, Route
@@ -323,15 +330,7 @@ class StudyRoutes:
         return pid, None
 
     async def checked_form(self, request, pid):
-        """The form of a POST, or None when its CSRF token is not this participant's.
-
-        Parameters
-        ----------
-        request : starlette.requests.Request
-            The POST (no files, at most 500 fields of :data:`MAX_BODY` bytes each).
-        pid : int
-            The session's participant id, whose token the form must carry.
-        """
+        """The form of a POST, or None when its CSRF token is not this participant's."""
         form = await request.form(max_files=0, max_fields=500, max_part_size=MAX_BODY)
         if not same_token(form.get("csrf", ""), self.study.csrf_token(pid)):
             return None
@@ -343,32 +342,24 @@ class StudyRoutes:
         entry, in one trip to a database thread."""
         study = self.study
         before = study.known(kind, ident)
-        if (before is not None and kind == "prolific" and before["study_id"] != study_id
-                and before["finished_at"] is not None and before["outcome"] in ("completed", "failed_attention")):
-            return "done elsewhere", None, None
-        pid = study.enter(kind, ident, study_id, session_id, simulated)
-        return None, pid, study.participant(pid)
+        if before is not None:
+            if (kind == "prolific" and before["study_id"] != study_id and before["finished_at"] is not None
+                    and before["outcome"] in ("completed", "failed_attention")):
+                return "done elsewhere", None, None
+            return None, int(before["id"]), before
+        # a newcomer: one write, and their row as written (no read after it)
+        pid, created = study.register(kind, ident, study_id, session_id, simulated, look_first=False)
+        # not created: entered a moment ago by a concurrent request of theirs, whose row may still
+        # be in an uncommitted group (then they have not consented either)
+        row = study.participant(pid) if not created else None
+        return None, pid, row or {"id": pid, "kind": kind, "external_id": ident, "consented_at": None}
 
     async def start_as(self, request, kind, ident, study_id, session_id, simulated=False):
         """Enter as this participant (created on first entry) and go to their next step;
         ``simulated``: the simulated crowd's dry run (its entry carries the batch's simulation
-        token, see :func:`satcal.serve.study.simulation_token`).
-
-        Parameters
-        ----------
-        request : starlette.requests.Request
-            The entry request; its session is cleared and given the participant.
-        kind : str
-            ``"prolific"`` or ``"lab"`` (:data:`KINDS`).
-        ident : str
-            The Prolific id or the participant code.
-        study_id, session_id : str
-            Prolific's STUDY_ID and SESSION_ID ("" for a lab participant).
-        simulated : bool, default False
-            The simulated crowd's dry run.
-        """
+        token, see :func:`satcal.serve.study.simulation_token`)."""
         from starlette.responses import RedirectResponse
-        refusal, pid, participant = await on_db_thread(self._enter, kind, ident, study_id, session_id,
+        refusal, pid, participant = await self.db.run(self._enter, kind, ident, study_id, session_id,
                                                             simulated)
         if refusal is not None:
             # one Prolific id is one participant across the study's STUDY_IDs: done is done
@@ -390,7 +381,7 @@ class StudyRoutes:
             return self.render(request, "entry.html", 400, error=error) if kind == "lab" else \
                 self.message(request, 400, error)
         current = self.participant_of(request)
-        running = await on_db_thread(self.study.participant, current) if current is not None else None
+        running = await self.db.run(self.study.participant, current) if current is not None else None
         if (running is not None and running["finished_at"] is None
                 and (running["kind"], running["external_id"]) != (kind, ident)):
             # a link (perhaps on another site) must not silently swap the participant in the
@@ -435,7 +426,7 @@ class StudyRoutes:
             return self.message(request, 403, _EXPIRED)
         if form.get("consent") != "yes":
             return self.render(request, "consent.html", 422, error="Please tick the box to take part.", **context)
-        await on_db_thread(self.study.consent, pid)
+        await self.db.run(self.study.consent, pid)
         return RedirectResponse("/page", 303)
 
     def _page(self, pid, form):
@@ -463,10 +454,10 @@ class StudyRoutes:
             form = await self.checked_form(request, pid)
             if form is None:
                 # the CSRF check comes after the session's participant is known to exist
-                participant = await on_db_thread(self.study.participant, pid)
+                participant = await self.db.run(self.study.participant, pid)
                 if participant is not None and participant["consented_at"] is not None:
                     return self.message(request, 403, _EXPIRED)
-        participant, outcome, view = await on_db_thread(self._page, pid, form)
+        participant, outcome, view = await self.db.run(self._page, pid, form)
         if participant is None:
             request.session.clear()
             return self.message(request, 403, _NO_SESSION)
@@ -501,7 +492,7 @@ class StudyRoutes:
         pid = self.participant_of(request)
         if pid is None:
             return self.message(request, 403, _NO_SESSION)
-        view, outcome, participant, at = await on_db_thread(self._done, pid)
+        view, outcome, participant, at = await self.db.run(self._done, pid)
         if view is not None:
             return RedirectResponse("/page", 303)
         settings = self.settings
@@ -537,7 +528,7 @@ class StudyRoutes:
         from starlette.responses import JSONResponse
         if not same_token(request.path_params["token"], self.study.status_token):
             return self.message(request, 404, "Not found.")
-        progress = await on_db_thread(self.study.progress)
+        progress = await self.db.run(self.study.progress)
         if request.query_params.get("format") == "json":
             return JSONResponse(progress)
         return self.render(request, "status.html", p=progress, title="Study status (researcher's page)")

@@ -338,6 +338,8 @@ class HostedStudy:
         self.settings = settings
         self.engine = engine
         self.writer = db.writer(engine)
+        #: single-statement reads (on SQLite without BEGIN and ROLLBACK around them, see db.reader)
+        self.reader = db.reader(engine)
         self.stored = db.prepare(engine, key_digest, sorted(pages), settings.answers_per_example)
         self.secret = self.stored["secret"]
         self.status_token = self.stored["status_token"]
@@ -417,28 +419,55 @@ class HostedStudy:
         SatcalError
             The participant could not be registered after three tries.
         """
+        return self.register(kind, external_id, study_id, session_id, simulated)[0]
+
+    def register(self, kind: str, external_id: str, study_id: str = "", session_id: str = "",
+                 simulated: bool = False, look_first: bool = True) -> tuple[int, bool]:
+        """:meth:`enter`, saying also whether the participant was created now.
+
+        Parameters
+        ----------
+        kind, external_id, study_id, session_id, simulated
+            As for :meth:`enter`.
+        look_first : bool, optional
+            Look for the participant before taking the write lock (default True); False when
+            the caller has just looked (:meth:`known`) and found no one.
+
+        Returns
+        -------
+        tuple of (int, bool)
+            The participant's id, and True when this call created them.
+
+        Raises
+        ------
+        SatcalError
+            The participant could not be registered after three tries.
+        """
         from sqlalchemy import insert, select
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
         p, meta = t["participants"], t["meta"]
         where = (p.c.kind == kind) & (p.c.external_id == external_id)
         first = select(p.c.id).where(where).order_by(p.c.id).limit(1)
-        for _ in range(3):
-            with self.engine.connect() as conn:
-                found = conn.execute(first).scalar()
-            if found is not None:
-                return int(found)
-            try:
-                with self.writer.begin() as conn:
-                    # entries queue here (SQLite: BEGIN IMMEDIATE; PostgreSQL: this row lock), so the
-                    # same person entering under two STUDY_IDs at once gets one row, not two
-                    conn.execute(select(meta.c.name).where(meta.c.name == "schema_version").with_for_update())
+        for attempt in range(3):
+            if look_first or attempt:
+                with self.reader.connect() as conn:
                     found = conn.execute(first).scalar()
-                    if found is not None:
-                        return int(found)
-                    return int(conn.execute(insert(p).values(
-                        kind=kind, external_id=external_id, study_id=study_id, session_id=session_id,
-                        created_at=time.time(), outcome="", simulated=bool(simulated))).inserted_primary_key[0])
+                if found is not None:
+                    return int(found), False
+            def create(conn):
+                # entries queue here (SQLite: one writer; PostgreSQL: this row lock), so the
+                # same person entering under two STUDY_IDs at once gets one row, not two
+                if conn.dialect.name != "sqlite":
+                    conn.execute(select(meta.c.name).where(meta.c.name == "schema_version").with_for_update())
+                found = conn.execute(first).scalar()
+                if found is not None:
+                    return int(found), False
+                return int(conn.execute(insert(p).values(
+                    kind=kind, external_id=external_id, study_id=study_id, session_id=session_id,
+                    created_at=time.time(), outcome="", simulated=bool(simulated))).inserted_primary_key[0]), True
+            try:
+                return self.writer.run(create)
             except IntegrityError:
                 continue  # the same participant entered twice at once: the other insert won
         raise SatcalError("could not register the participant")
@@ -460,7 +489,7 @@ class HostedStudy:
         """
         from sqlalchemy import select
         p = db.tables()["participants"]
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             row = conn.execute(select(p).where((p.c.kind == kind) & (p.c.external_id == external_id))
                                .order_by(p.c.id).limit(1)).mappings().first()
         return dict(row) if row else None
@@ -479,7 +508,7 @@ class HostedStudy:
         """
         from sqlalchemy import select
         p = db.tables()["participants"]
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             row = conn.execute(select(p).where(p.c.id == pid)).mappings().first()
         return dict(row) if row else None
 
@@ -492,9 +521,8 @@ class HostedStudy:
             The participant's id.
         """
         p = db.tables()["participants"]
-        with self.writer.begin() as conn:
-            conn.execute(p.update().where((p.c.id == pid) & p.c.consented_at.is_(None))
-                         .values(consented_at=time.time()))
+        self.writer.run(lambda conn: conn.execute(p.update().where((p.c.id == pid) & p.c.consented_at.is_(None))
+                                                  .values(consented_at=time.time())))
 
     # -- pages -----------------------------------------------------------------------------
     def next_page(self, pid: int) -> PageView | None:
@@ -510,12 +538,12 @@ class HostedStudy:
         -------
         PageView or None
         """
-        from sqlalchemy import func, select
+        from sqlalchemy import select
         a = db.tables()["assignments"]
-        with self.engine.connect() as conn:
-            open_row = conn.execute(select(a).where((a.c.participant_id == pid) & a.c.submitted_at.is_(None))
-                                    .order_by(a.c.position)).mappings().first()
-            done = conn.execute(select(func.count()).select_from(a).where(a.c.participant_id == pid)).scalar_one()
+        with self.reader.connect() as conn:  # one query: a participant has a few pages at most
+            mine = conn.execute(select(a).where(a.c.participant_id == pid).order_by(a.c.position)).mappings().all()
+        open_row = next((row for row in mine if row["submitted_at"] is None), None)
+        done = len(mine)
         if open_row is not None:
             return self._view(open_row)
         if done >= self.per_participant:
@@ -541,32 +569,33 @@ class HostedStudy:
             met_on = [page for page, traps in self.traps_on_page.items() if traps & traps_met]
             if met_on:
                 free = free & s.c.page.not_in(met_on)
+            def claim(conn, free=free, seen=seen, traps_met=traps_met, now=now):
+                slot = self._choose_slot(conn, free & s.c.page.not_in(seen))
+                if slot is None:
+                    return None
+                token = secrets.token_hex(16)
+                attention = position in self._attention_at
+                values = dict(token=token, participant_id=pid, position=position, page=slot.page,
+                              slot_id=slot.id, created_at=now,
+                              expires_at=now + 60 * self.settings.assignment_timeout_minutes,
+                              attention_item=secrets.token_hex(8) if attention else "",
+                              attention_expected=secrets.choice(SHOWN_CODES) if attention else "",
+                              extra_items=" ".join(self._extra_traps(pid, position, slot.page, traps_met)))
+                aid = conn.execute(insert(a).values(**values)).inserted_primary_key[0]
+                won = conn.execute(update(s).where((s.c.id == slot.id) & free)
+                                   .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
+                if won != 1:
+                    raise _Lost  # another participant took this slot first: try the next
+                if position == 0:  # a newcomer told to come back has a page now
+                    conn.execute(update(p).where((p.c.id == pid) & (p.c.outcome == WAITING)).values(outcome=""))
+                return {**values, "id": aid, "submitted_at": None}
             try:
-                with self.writer.begin() as conn:
-                    slot = self._choose_slot(conn, free & s.c.page.not_in(seen))
-                    if slot is None:
-                        return None
-                    token = secrets.token_hex(16)
-                    attention = position in self._attention_at
-                    values = dict(token=token, participant_id=pid, position=position, page=slot.page,
-                                  slot_id=slot.id, created_at=now,
-                                  expires_at=now + 60 * self.settings.assignment_timeout_minutes,
-                                  attention_item=secrets.token_hex(8) if attention else "",
-                                  attention_expected=secrets.choice(SHOWN_CODES) if attention else "",
-                                  extra_items=" ".join(self._extra_traps(pid, position, slot.page, traps_met)))
-                    aid = conn.execute(insert(a).values(**values)).inserted_primary_key[0]
-                    won = conn.execute(update(s).where((s.c.id == slot.id) & free)
-                                       .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
-                    if won != 1:
-                        raise _Lost  # another participant took this slot first: try the next
-                    if position == 0:  # a newcomer told to come back has a page now
-                        conn.execute(update(p).where((p.c.id == pid) & (p.c.outcome == WAITING)).values(outcome=""))
-                    return {**values, "id": aid, "submitted_at": None}
+                return self.writer.run(claim)
             except _Lost:
                 continue
             except IntegrityError:
                 # this participant asked twice at once; the other request made the assignment
-                with self.engine.connect() as conn:
+                with self.reader.connect() as conn:
                     row = conn.execute(select(a).where((a.c.participant_id == pid) & (a.c.position == position))
                                        ).mappings().first()
                 if row is not None:
@@ -601,7 +630,7 @@ class HostedStudy:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
         from sqlalchemy import select
         a = db.tables()["assignments"]
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             rows = conn.execute(select(a.c.page, a.c.extra_items).where(a.c.participant_id == pid)).all()
         met = set()
         for page, extra in rows:
@@ -654,7 +683,7 @@ class HostedStudy:
         s = db.tables()["slots"]
         open_slot = (s.c.done.is_(False) & (s.c.replicate <= self.settings.answers_per_example)
                      & s.c.page.not_in(self._seen(pid)))
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             n, earliest = conn.execute(select(func.count(), func.min(func.coalesce(s.c.held_until, 0.0)))
                                        .where(open_slot)).one()
         return max(float(earliest), time.time()) if n else None
@@ -696,7 +725,7 @@ class HostedStudy:
         a, s, r = t["assignments"], t["slots"], t["responses"]
         if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
             return "unknown"  # nothing malformed reaches the database (PostgreSQL refuses NUL bytes)
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             row = conn.execute(select(a).where((a.c.token == token) & (a.c.participant_id == pid))).mappings().first()
         if row is None:
             return "unknown"
@@ -711,17 +740,18 @@ class HostedStudy:
                     "answer": answers[it["item_id"]], "submitted_at": now,
                     "correct": (answers[it["item_id"]] == it["expected"]) if it["kind"] == "attention" else None}
                    for it in view.items]
+        def store(conn):
+            first = conn.execute(update(a).where((a.c.id == row["id"]) & a.c.submitted_at.is_(None))
+                                 .values(submitted_at=now)).rowcount
+            if first != 1:
+                raise _Lost
+            conn.execute(insert(r), records)
+            # the slot is done if this page still holds it (a late page, whose slot went
+            # to someone else meanwhile, is stored all the same: an extra answer)
+            conn.execute(update(s).where((s.c.id == row["slot_id"]) & (s.c.assignment_id == row["id"]))
+                         .values(done=True))
         try:
-            with self.writer.begin() as conn:
-                first = conn.execute(update(a).where((a.c.id == row["id"]) & a.c.submitted_at.is_(None))
-                                     .values(submitted_at=now)).rowcount
-                if first != 1:
-                    raise _Lost
-                conn.execute(insert(r), records)
-                # the slot is done if this page still holds it (a late page, whose slot went
-                # to someone else meanwhile, is stored all the same: an extra answer)
-                conn.execute(update(s).where((s.c.id == row["slot_id"]) & (s.c.assignment_id == row["id"]))
-                             .values(done=True))
+            self.writer.run(store)
         except (IntegrityError, _Lost):
             return "already"  # a concurrent submission of the same page stored it
         return "stored"
@@ -741,7 +771,7 @@ class HostedStudy:
         from sqlalchemy import func, select
         t = db.tables()
         r, a = t["responses"], t["assignments"]
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(r.join(a, r.c.assignment_id == a.c.id))
                                     .where((a.c.participant_id == pid) & (r.c.kind == "attention")
                                            & r.c.correct.is_(False))).scalar_one())
@@ -764,13 +794,12 @@ class HostedStudy:
         from sqlalchemy import func, select
         t = db.tables()
         p, a = t["participants"], t["assignments"]
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             answered = conn.execute(select(func.count()).select_from(a).where(
                 (a.c.participant_id == pid) & a.c.submitted_at.is_not(None))).scalar_one()
         if answered == 0 and not self.closed() and self.first_release(pid) is not None:
-            with self.writer.begin() as conn:
-                conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
-                             .values(outcome=WAITING))
+            self.writer.run(lambda conn: conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
+                                                      .values(outcome=WAITING)))
             return WAITING
         if answered == 0:
             outcome = "full"
@@ -778,9 +807,8 @@ class HostedStudy:
             outcome = "failed_attention"
         else:
             outcome = "completed"
-        with self.writer.begin() as conn:
-            conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
-                         .values(finished_at=time.time(), outcome=outcome))
+        self.writer.run(lambda conn: conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
+                                                  .values(finished_at=time.time(), outcome=outcome)))
         return outcome
 
     # -- the researcher's view -------------------------------------------------------------
