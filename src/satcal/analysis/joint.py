@@ -44,7 +44,8 @@ from scipy.special import expit, log_expit
 from .._threads import one_blas_thread
 
 __all__ = ["JointFit", "fit_joint", "fit_flags", "joint_probabilities", "bootstrap_thetas",
-           "implied_preference", "PARAMETERS"]
+           "implied_preference", "PARAMETERS", "SharedFit", "fit_joint_shared",
+           "shared_probabilities", "shared_nodes", "shared_node_thetas"]
 
 PARAMETERS = ("b0", "b1", "b2", "c0", "c1", "delta", "lambda")
 #: Order of the answer codes in the probability matrix.
@@ -643,3 +644,206 @@ def _covariance(hess: np.ndarray) -> np.ndarray:
         return np.full((size, size), np.nan)
     cov = np.linalg.pinv((hess + hess.T) / 2, hermitian=True)
     return cov if np.all(np.diag(cov)[:3] > 0) else np.full((size, size), np.nan)
+
+
+# --- A shared answer-level random effect (prototype; not yet an option of fit_joint) -------------
+#
+# satcal's simulated crowd, like real ones, gives each worker an intercept u_w that both lists
+# of an answer share, so sat_A and sat_B are positively correlated within an answer and the
+# independence above misreads them (on the ECIR reference population, b2 of the standardised
+# curves is 0.008 too high at infinite sample size with u_w ~ N(0, 0.5^2):
+# benchmarks/bench_joint_shared_effect.py). The extension integrates the answer probabilities
+# over v ~ N(0, tau^2) shifting both logits; its s(phi) is the population-averaged curve
+# E_v expit(b0 + v + b1 phi + b2 phi^2).
+
+#: Gauss-Hermite nodes of the shared effect's integral.
+SHARED_NODES = 10
+#: Box of tau (the shared effect's standard deviation on the logit scale).
+TAU_BOUNDS = (0.0, 5.0)
+#: Starting values of tau: tau = 0 is a stationary point of the likelihood whatever the data (the
+#: score of tau vanishes there by the symmetry of v), so a fit started at 0 stays at 0.
+TAU_STARTS = (0.0, 0.3, 0.8, 1.5)
+#: Where the extra starts put logit(delta) and logit(2 lambda) that the independent fit left
+#: beyond it (see :func:`fit_joint_shared`).
+SATURATED = 3.0
+
+
+def shared_nodes(nodes: int = SHARED_NODES):
+    """Probabilists' Gauss-Hermite nodes z_k and weights w_k summing to 1, so that
+    E f(Z) ~ sum_k w_k f(z_k) for Z ~ N(0, 1) (exact for polynomials of degree 2 nodes - 1).
+
+    Parameters
+    ----------
+    nodes : int
+
+    Returns
+    -------
+    z, w : numpy.ndarray, shape (nodes,)
+    """
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    return z, w / w.sum()
+
+
+def shared_node_thetas(theta, nodes: int = SHARED_NODES) -> np.ndarray:
+    """The joint model's parameters at each node, (K, 7): ``theta`` (8,) is the 7 of
+    :data:`PARAMETERS` (fitting scale) and tau; node k shifts b0 by tau z_k. Mixed with the
+    weights of :func:`shared_nodes`, these K models are the shared-effect model (both lists of
+    one answer at the same node), which is how the standardised indicators read it.
+
+    Parameters
+    ----------
+    theta : array-like, shape (8,)
+    nodes : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, 7)
+    """
+    theta = np.asarray(theta, float)
+    z, _ = shared_nodes(nodes)
+    out = np.repeat(theta[None, :7], z.size, axis=0)
+    out[:, 0] += theta[7] * z
+    return out
+
+
+def shared_probabilities(theta, phi_a, phi_b, nodes: int = SHARED_NODES) -> np.ndarray:
+    """(n, 4) answer probabilities of the shared-effect model,
+
+        P(answer) = E_v P_joint(answer; b0 + v, b1, b2, c0, c1, delta, lambda),  v ~ N(0, tau^2),
+
+    by Gauss-Hermite quadrature (:func:`shared_nodes`). tau = 0 gives
+    :func:`joint_probabilities`.
+
+    Parameters
+    ----------
+    theta : array-like, shape (8,)
+        b0, b1, b2, c0, c1, logit(delta), logit(2 lambda), tau.
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+    nodes : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, 4)
+    """
+    _, w = shared_nodes(nodes)
+    return sum(wk * joint_probabilities(t, phi_a, phi_b)
+               for wk, t in zip(w, shared_node_thetas(theta, nodes)))
+
+
+def _shared_negloglik_and_gradient(theta, phi_a, phi_b, code, counts, nodes=SHARED_NODES):
+    """-sum_i c_i log P_i with P_i = sum_k w_k p_ik, and its gradient in the 8 parameters:
+    the gradient of :func:`_gradient` at node k under counts c_i w_k p_ik / P_i is node k's
+    share g_k (that function divides by p_ik), so d/dtheta = sum_k g_k and d/dtau =
+    sum_k z_k g_k[b0]."""
+    z, w = shared_nodes(nodes)
+    t = _answer_terms(shared_node_thetas(theta, nodes), phi_a, phi_b, code)     # p: (K, n)
+    P = w @ t["p"]
+    share = np.where(P > _EPS, w[:, None] * t["p"] / np.maximum(P, _EPS), 0.0)
+    g = _gradient(t, phi_a, phi_b, counts * share)                              # (K, 7)
+    return -float(np.sum(counts * np.log(np.maximum(P, _EPS)))), np.append(g.sum(0), z @ g[:, 0])
+
+
+@dataclass
+class SharedFit:
+    """A fitted shared-effect joint model (:func:`fit_joint_shared`).
+
+    Attributes
+    ----------
+    theta : numpy.ndarray
+        (8,): b0, b1, b2, c0, c1, logit(delta), logit(2 lambda), tau.
+    loglik : float
+        Maximised log-likelihood.
+    independent : JointFit
+        The tau = 0 fit (:func:`fit_joint`) it started from.
+    ends : numpy.ndarray
+        Log-likelihood at the end of each start (:func:`fit_joint_shared`).
+    gradient : float
+        Largest absolute gradient in a parameter not at its box bound, at the end.
+    converged : bool
+        Whether the best run reported convergence.
+    """
+
+    theta: np.ndarray
+    loglik: float
+    independent: JointFit
+    ends: np.ndarray
+    gradient: float
+    converged: bool
+
+    @property
+    def tau(self) -> float:
+        """The shared effect's standard deviation (logit scale)."""
+        return float(self.theta[7])
+
+    def curve(self, x, nodes: int = SHARED_NODES) -> np.ndarray:
+        """The population-averaged satisfaction curve E_v expit(b0 + v + b1 x + b2 x^2).
+
+        Parameters
+        ----------
+        x : array-like of float
+        nodes : int
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        x = np.asarray(x, float)
+        _, w = shared_nodes(nodes)
+        return sum(wk * expit(t[0] + t[1] * x + t[2] * x ** 2)
+                   for wk, t in zip(w, shared_node_thetas(self.theta, nodes)))
+
+
+@one_blas_thread
+def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NODES) -> SharedFit:
+    """Maximum-likelihood fit of the shared-effect joint model (prototype, not wired into the
+    analysis): :func:`fit_joint`'s best fit, then L-BFGS-B (analytic gradient) on the 8
+    parameters from it with tau at each of :data:`TAU_STARTS`, and, when its delta or lambda is
+    beyond :data:`SATURATED` on the logit scale, from it with those pulled back to it and tau at
+    each positive start; the best end is kept.
+
+    Parameters
+    ----------
+    phi_a, phi_b : numpy.ndarray, shape (n,)
+    answers : sequence of str, length n
+    counts : array-like, optional
+    nodes : int
+        Gauss-Hermite nodes of the integral over v.
+
+    Returns
+    -------
+    SharedFit
+
+    References
+    ----------
+    Liu, Q. and Pierce, D. A. (1994). A note on Gauss-Hermite quadrature. Biometrika 81(3),
+    624-629.
+    """
+    from scipy.optimize import minimize
+
+    phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
+    answers = np.asarray(answers, dtype=object)
+    counts = np.ones(answers.size) if counts is None else np.asarray(counts, float)
+    independent = fit_joint(phi_a, phi_b, answers, counts)
+    code = np.full(answers.size, -1)
+    for i, c in enumerate(CODES):
+        code[answers == c] = i
+    args = (*_collapse_rows(phi_a, phi_b, code, counts), nodes)
+    bounds = BOUNDS + [TAU_BOUNDS]
+    # delta or lambda at a boundary of the independent fit sit where their logit's gradient
+    # vanishes, so a start there keeps them there even when tau > 0 moves the maximum inside:
+    # each tau > 0 also starts with those logits pulled back to +-SATURATED
+    pulled = independent.theta.copy()
+    pulled[5:7] = np.clip(pulled[5:7], -SATURATED, SATURATED)
+    starts = [np.append(independent.theta, tau) for tau in TAU_STARTS]
+    if not np.array_equal(pulled, independent.theta):
+        starts += [np.append(pulled, tau) for tau in TAU_STARTS if tau > 0]
+    runs = [minimize(_shared_negloglik_and_gradient, start, args=args, jac=True,
+                     method="L-BFGS-B", bounds=bounds,
+                     options={"maxiter": 3000, "ftol": 1e-14, "gtol": 1e-8})
+            for start in starts]
+    best = min(runs, key=lambda r: r.fun)
+    low, high = np.array(bounds).T
+    free = (best.x > low + BOUND_TOL) & (best.x < high - BOUND_TOL)
+    grad = _shared_negloglik_and_gradient(best.x, *args)[1]
+    return SharedFit(best.x, -float(best.fun), independent, -np.array([r.fun for r in runs]),
+                     float(np.abs(grad[free]).max()) if free.any() else 0.0, bool(best.success))
