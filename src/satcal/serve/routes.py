@@ -97,7 +97,13 @@ class MovingWindow:
     library's memory storage starts a timer thread to expire its entries, again and again
     under load; starting threads took a fifth of the event loop's time at 50 participants at
     once. Here a key's old hits go when the key is next hit, and idle keys every ``sweep``
-    hits."""
+    hits.
+
+    Parameters
+    ----------
+    sweep : int, default 10,000
+        Hits between two sweeps of the idle keys.
+    """
 
     def __init__(self, sweep: int = 10_000):
         self._hits: dict = {}
@@ -206,7 +212,17 @@ def shown_id(participant) -> str:
 
 
 class StudyRoutes:
-    """The endpoints of one hosted study (see the module docstring)."""
+    """The endpoints of one hosted study (see the module docstring).
+
+    Parameters
+    ----------
+    study : HostedStudy
+        The study served.
+    participant_rate : str, default "120/minute"
+        Requests a participant may make in a moving window (``limits`` notation).
+    entry_rate : str, default "600/minute"
+        Entries one client address may make in a moving window.
+    """
 
     def __init__(self, study: HostedStudy, participant_rate: str = PARTICIPANT_RATE,
                  entry_rate: str = ENTRY_RATE):
@@ -330,7 +346,15 @@ class StudyRoutes:
         return pid, None
 
     async def checked_form(self, request, pid):
-        """The form of a POST, or None when its CSRF token is not this participant's."""
+        """The form of a POST, or None when its CSRF token is not this participant's.
+
+        Parameters
+        ----------
+        request : starlette.requests.Request
+            The POST (no files, at most 500 fields of :data:`MAX_BODY` bytes each).
+        pid : int
+            The session's participant id, whose token the form must carry.
+        """
         form = await request.form(max_files=0, max_fields=500, max_part_size=MAX_BODY)
         if not same_token(form.get("csrf", ""), self.study.csrf_token(pid)):
             return None
@@ -357,7 +381,21 @@ class StudyRoutes:
     async def start_as(self, request, kind, ident, study_id, session_id, simulated=False):
         """Enter as this participant (created on first entry) and go to their next step;
         ``simulated``: the simulated crowd's dry run (its entry carries the batch's simulation
-        token, see :func:`satcal.serve.study.simulation_token`)."""
+        token, see :func:`satcal.serve.study.simulation_token`).
+
+        Parameters
+        ----------
+        request : starlette.requests.Request
+            The entry request; its session is cleared and given the participant.
+        kind : str
+            ``"prolific"`` or ``"lab"`` (:data:`KINDS`).
+        ident : str
+            The Prolific id or the participant code.
+        study_id, session_id : str
+            Prolific's STUDY_ID and SESSION_ID ("" for a lab participant).
+        simulated : bool, default False
+            The simulated crowd's dry run.
+        """
         from starlette.responses import RedirectResponse
         refusal, pid, participant = await self.db.run(self._enter, kind, ident, study_id, session_id,
                                                             simulated)
