@@ -18,7 +18,11 @@ def demo(tmp_path_factory):
 def test_truth_is_recovered(demo):
     out, s, _ = demo
     assert s["band_coverage"] >= 0.8          # the true curve lies in the fitted 95% band
-    assert s["truth_rank"] <= 5                # the generating formulation is among the least biased
+    # the standardised estimand of the simulated users, computed from the crowd itself (not from
+    # the fit): the estimate ranks its least-biased formulation near the top and orders the 36 as
+    # the truth does (the formulation users follow need not be the least biased: b1 = |phi - s*|)
+    assert s["true_least_biased_rank"] <= 3
+    assert s["b1_std_spearman"] >= 0.9
     truth = json.loads((out / "study" / "simulated" / "appen-truth.json").read_text())
     assert s["spammers_caught"] == len(truth["spammers"]) > 0
 
