@@ -190,7 +190,8 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None"
     weights : numpy.ndarray, shape (B, n)
         Each replicate's weight of each row.
     fit : JointFit, optional
-        The full-sample fit: the second-order form above; None: the exact sum.
+        The full-sample fit: the second-order form above; None, or a fit whose covariance is
+        not finite (a degenerate fit), the exact sum.
     block : int, default 100
         Replicates at a time (exact sum).
 
@@ -200,10 +201,11 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None"
     """
     thetas, weights = np.asarray(thetas, float), np.asarray(weights, float)
     phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
-    if fit is not None:
+    cov = None if fit is None else np.asarray(fit.cov, float)
+    if cov is not None and np.isfinite(cov).all():  # a degenerate fit's covariance: the exact sum
         p = joint_probabilities(fit.theta, phi_a, phi_b)[np.arange(code.size), code]
         D = thetas - fit.theta
-        gain = 0.5 * np.einsum("bi,ij,bj->b", D, np.linalg.pinv(fit.cov), D)
+        gain = 0.5 * np.einsum("bi,ij,bj->b", D, np.linalg.pinv(cov), D)
         return weights @ np.log(np.maximum(p, _EPS)) + gain
     d = phi_a - phi_b
     is_a, is_b, is_good = code == 0, code == 1, code == 2
