@@ -541,7 +541,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
                  "straight_lining_p", "straight_lining", "dominance_decisive", "dominated_preferred",
-                 "dominated_crowd_share", "consistency_p", "inconsistent"])
+                 "dominated_crowd_share", "consistency_p", "inconsistent", "crowd_answers",
+                 "random_evidence", "random_like"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:
@@ -756,6 +757,7 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
               "screen_same_side": float(quality.screen_same_side),
               "straight_alpha": float(quality.straight_lining_alpha),
               "consistency_alpha": float(quality.consistency_alpha),
+              "crowd_alpha": float(quality.crowd_alpha),
               "drop_traps": tuple(quality.drop_traps)}
     reading = reading_seconds(items, k) if items is not None and len(items) else None
     attention_limit = None if serve.keep_failed_attention else int(serve.attention_fail_limit)
