@@ -561,7 +561,7 @@ def crowd_likelihood(answers: pd.DataFrame, alpha: float = None, reference=None)
     code, distinct = pd.factorize(answers["answer"])  # once per distinct answer, not per row
     known = np.array([ANSWER_CODES.index(v) if v in ANSWER_CODES else -1 for v in distinct] + [-1], dtype=np.int64)
     code = known[code]  # a missing answer (-1) takes the trailing -1
-    item, _ = pd.factorize(answers["example_id"].astype(str))
+    item, _ = pd.factorize(answers["example_id"])  # ingest's ids are text already: no copy as str
     ref = (np.ones(len(workers), dtype=bool) if reference is None
            else pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool))
     given = code >= 0
