@@ -137,7 +137,7 @@ def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int 
     ok = [a in e.split(";") for a, e in zip(canonical, answers["expected"])]
     out = pd.DataFrame({"worker_id": answers["worker_id"].to_numpy(), "example_id": answers["source_id"].to_numpy(),
                         "is_trap": True, "correct": ok,
-                        "expected": answers["expected"].to_numpy()})
+                        "expected": answers["expected"].to_numpy(), "answer": canonical})
     return out, set(truth["spammers"])
 
 
@@ -146,7 +146,9 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
     simulated worker answers all 20 built-in traps (satcal.simulate's user model, as
     tests/test_trap_validity.py), then ``draws`` random subsets of ``per_participant`` of their
     answers stand for as many participants. Returns (honest excluded, honest, spammers caught,
-    spammers) under the raw-share rule (trust < 0.7) and under quality.worker_table's rule."""
+    spammers) under the raw-share rule (trust < 0.7), under quality.worker_table's trap rule
+    (crowd_alpha 0) and under worker_table with the crowd-likelihood rule (each participant's
+    trap answers against the other participants' answers to the same traps)."""
     from satcal.quality import worker_table
     answers, spammers = _simulate_answers_per_trap(shape, top_in_every, seed)
     rng = np.random.default_rng(seed)
@@ -158,10 +160,12 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
     sub = pd.concat(rows, ignore_index=True)
     spam = sub.groupby("worker_id")["spam"].first()
     old = sub.groupby("worker_id")["correct"].mean() < 0.7
-    new = worker_table(sub[["worker_id", "example_id", "is_trap", "correct", "expected"]], 0.7, per_participant)
+    cols = ["worker_id", "example_id", "is_trap", "correct", "expected", "answer"]
+    new = worker_table(sub[cols], 0.7, per_participant, crowd_alpha=0)
     new = new.set_index("worker_id")["excluded"].reindex(spam.index)
+    crowd = worker_table(sub[cols], 0.7, per_participant).set_index("worker_id")["excluded"].reindex(spam.index)
     count = lambda ex: (int((ex & ~spam).sum()), int((~spam).sum()), int((ex & spam).sum()), int(spam.sum()))
-    return count(old) + count(new.astype(bool))
+    return count(old) + count(new.astype(bool)) + count(crowd.astype(bool))
 
 
 def main_hosted():
@@ -169,14 +173,15 @@ def main_hosted():
     print(f"\nhosted-study shape: participants meeting few traps, random spammers (k = 10; {len(SEEDS)} seeds x 60 "
           "workers x 10 draws; min_traps = the traps met)")
     print(f"{'judgments':<28} {'traps':>5} {'raw share: honest excl.':>24} {'caught':>14} "
-          f"{'evidence: honest excl.':>24} {'caught':>14}")
+          f"{'evidence: honest excl.':>24} {'caught':>14} {'+ crowd rule: honest excl.':>27} {'caught':>14}")
     for shape, top_in_every, label in (("-2..4", 99, "-2..4, level 4 rare (Web)"), ("0-3", 1, "0-3 (DL 2019)"),
                                        ("0-3", 99, "0-3, level 3 rare"), ("0-2", 1, "0-2")):
         for per in (3, 5):
             n = np.array([hosted(shape, top_in_every, s, per) for s in SEEDS]).sum(axis=0)
             print(f"{label:<28} {per:>5} {n[0]:>10} of {n[1]:<6} ({100 * n[0] / n[1]:4.1f}%) "
                   f"{n[2]:>5} of {n[3]:<5} {n[4]:>10} of {n[5]:<6} ({100 * n[4] / n[5]:4.1f}%) "
-                  f"{n[6]:>5} of {n[7]:<5}", flush=True)
+                  f"{n[6]:>5} of {n[7]:<5} {n[8]:>13} of {n[9]:<6} ({100 * n[8] / n[9]:4.1f}%) "
+                  f"{n[10]:>5} of {n[11]:<5}", flush=True)
 
 
 def timing(n_answers: int = 1_000_000, workers: int = 5_000, repeats: int = 3, seed: int = 0):
