@@ -214,9 +214,11 @@ class IngestReport(ResultTables):
         reason = excl["reason"].astype(str) if len(excl) else pd.Series(dtype=str)
         attention, lined = int(reason.str.startswith("failed").sum()), int(reason.str.startswith("straight").sum())
         dominated = int(reason.str.startswith("prefers the dominated").sum())
-        parts = [f"{len(excl) - attention - lined - dominated} trust below threshold"]
+        at_random = int(reason.str.startswith("answers likelier at random").sum())
+        parts = [f"{len(excl) - attention - lined - dominated - at_random} trust below threshold"]
         parts += [f"{lined} straight-lining"] if lined else []
         parts += [f"{dominated} preferring dominated lists"] if dominated else []
+        parts += [f"{at_random} answering as at random"] if at_random else []
         parts += [f"{attention} failed attention checks"] if attention else []
         why = ", ".join(parts) if len(parts) > 1 else "trust below threshold"
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
