@@ -7,13 +7,14 @@ TREC DL 2019, 0-2), spammer kind and seed: init (k = 10), generate (4 formulatio
 min_per_cell 1), export to Toloka, simulate 60 workers (15% spammers, the template's user
 model; spammers answering at random, or "mixed": random, "both bad" to everything and always
 the side shown first, in turn), ingest with the template's settings (trust threshold 0.7,
-straight_lining_alpha 0.001, consistency_alpha 0.01), and again with consistency_alpha 0 (the
-test off). Prints, per shape and kind, the honest workers excluded (by straight-lining, by
+straight_lining_alpha 0.001, consistency_alpha 0.01, crowd_alpha 0.01), and again with
+consistency_alpha 0 (that test off) and with crowd_alpha 0 (the crowd-likelihood rule off: the
+rules before it). Prints, per shape and kind, the honest workers excluded (by straight-lining, by
 preferring dominated lists) and the spammers caught over the seeds (by kind; those only the
 consistency test caught), the lowest per-trap accuracy among otherwise trusted workers and the
 example answers per worker. The two done-when shapes again with examples besides the traps
-(min_per_cell 5, each example answered by 20 workers). ``--timing``: worker_table and the
-consistency test on a million answers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
+(min_per_cell 5, each example answered by 20 workers). ``--timing``: worker_table, the
+consistency test and the crowd-likelihood rule on a million answers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
 import re
 import sys
@@ -31,11 +32,12 @@ SEEDS = range(5)
 
 
 def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", min_per_cell: int = 1,
-        per_example: int = 1, consistency_alpha: float = None):
+        per_example: int = 1, consistency_alpha: float = None, crowd_alpha: float = None):
     """One simulated Toloka study; returns (honest excluded, honest, {kind: (caught, spammers)},
     lowest trusted trap accuracy, honest workers excluded for straight-lining, honest workers
     excluded for preferring dominated lists, example answers per worker, spammers excluded for
-    preferring dominated lists (and by no earlier rule))."""
+    preferring dominated lists (and by no earlier rule), honest workers and spammers excluded
+    as likelier at random than like the crowd (and by no earlier rule))."""
     from satcal.workspace import Workspace
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -48,6 +50,8 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", 
         text = re.sub(r"(?m)^answers_per_example = .*$", f"answers_per_example = {per_example}", text)
         if consistency_alpha is not None:  # the template's level otherwise (0: the test off)
             text = re.sub(r"(?m)^consistency_alpha = .*$", f"consistency_alpha = {consistency_alpha}", text)
+        if crowd_alpha is not None:  # likewise (0: the crowd-likelihood rule off)
+            text = re.sub(r"(?m)^crowd_alpha = .*$", f"crowd_alpha = {crowd_alpha}", text)
         (ws.path / "study.toml").write_text(text)
         ws = Workspace.open(ws.path)
         ws.generate()
@@ -59,6 +63,7 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", 
         excluded = w["excluded"] == "True"
         lined = w["straight_lining"] == "True"
         dominated = excluded & w["reason"].astype(str).str.startswith("prefers the dominated")
+        at_random = excluded & w["reason"].astype(str).str.startswith("answers likelier at random")
         kinds = truth["spammer_kinds"]
         by_kind = {}
         for kind in sorted(set(kinds.values())):
@@ -68,7 +73,7 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", 
         return (int((excluded & ~spam).sum()), int((~spam).sum()), by_kind,
                 float(traps["trusted_accuracy"].astype(float).min()), int((lined & ~spam).sum()),
                 int((dominated & ~spam).sum()), float(w["examples_answered"].astype(float).mean()),
-                int((dominated & spam).sum()))
+                int((dominated & spam).sum()), int((at_random & ~spam).sum()), int((at_random & spam).sum()))
 
 
 CASES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random", "mixed")),
@@ -83,16 +88,19 @@ CASES_EXAMPLES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random",)),
                   ("0-3", 1, "0-3 (DL 2019)", ("random",)))
 
 
-def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_alpha: float = None):
+def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_alpha: float = None,
+         crowd_alpha: float = None):
     warnings.simplefilter("ignore")
     print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds x 60 workers (15% spammers); "
           f"min_per_cell {min_per_cell}, {per_example} answer(s) an example; consistency_alpha "
-          f"{'as the template' if consistency_alpha is None else consistency_alpha}")
+          f"{'as the template' if consistency_alpha is None else consistency_alpha}; crowd_alpha "
+          f"{'as the template' if crowd_alpha is None else crowd_alpha}")
     print(f"{'judgments':<28} {'spammers':<8} {'honest excluded':>17} {'(straight-l., dominated)':>24}  "
           f"{'spammers caught, by kind':<44} {'(dominated)':>11} {'min trap acc.':>13} {'examples/worker':>15}")
     for shape, top_in_every, label, kinds in cases:
         for kind in kinds:
-            rows = [run(shape, s, top_in_every, kind, min_per_cell, per_example, consistency_alpha) for s in SEEDS]
+            rows = [run(shape, s, top_in_every, kind, min_per_cell, per_example, consistency_alpha, crowd_alpha)
+                    for s in SEEDS]
             honest_ex, honest = sum(r[0] for r in rows), sum(r[1] for r in rows)
             caught = {}
             for r in rows:
@@ -102,7 +110,8 @@ def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_a
             text = ", ".join(f"{k} {c} of {n}" for k, (c, n) in caught.items())
             print(f"{label:<28} {kind:<8} {honest_ex:>6} of {honest:<4} ({100 * honest_ex / honest:3.1f}%) "
                   f"{sum(r[4] for r in rows):>12}, {sum(r[5] for r in rows):<10} {text:<44} {sum(r[7] for r in rows):>11} "
-                  f"{min(r[3] for r in rows):>13.3f} {np.mean([r[6] for r in rows]):>15.1f}", flush=True)
+                  f"{min(r[3] for r in rows):>13.3f} {np.mean([r[6] for r in rows]):>15.1f} "
+                  f"{sum(r[8] for r in rows):>12}, {sum(r[9] for r in rows):<10}", flush=True)
 
 
 def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int = 10):
@@ -128,7 +137,7 @@ def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int 
     ok = [a in e.split(";") for a, e in zip(canonical, answers["expected"])]
     out = pd.DataFrame({"worker_id": answers["worker_id"].to_numpy(), "example_id": answers["source_id"].to_numpy(),
                         "is_trap": True, "correct": ok,
-                        "expected": answers["expected"].to_numpy()})
+                        "expected": answers["expected"].to_numpy(), "answer": canonical})
     return out, set(truth["spammers"])
 
 
@@ -137,7 +146,9 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
     simulated worker answers all 20 built-in traps (satcal.simulate's user model, as
     tests/test_trap_validity.py), then ``draws`` random subsets of ``per_participant`` of their
     answers stand for as many participants. Returns (honest excluded, honest, spammers caught,
-    spammers) under the raw-share rule (trust < 0.7) and under quality.worker_table's rule."""
+    spammers) under the raw-share rule (trust < 0.7), under quality.worker_table's trap rule
+    (crowd_alpha 0) and under worker_table with the crowd-likelihood rule (each participant's
+    trap answers against the other participants' answers to the same traps)."""
     from satcal.quality import worker_table
     answers, spammers = _simulate_answers_per_trap(shape, top_in_every, seed)
     rng = np.random.default_rng(seed)
@@ -149,10 +160,12 @@ def hosted(shape: str, top_in_every: int, seed: int, per_participant: int, draws
     sub = pd.concat(rows, ignore_index=True)
     spam = sub.groupby("worker_id")["spam"].first()
     old = sub.groupby("worker_id")["correct"].mean() < 0.7
-    new = worker_table(sub[["worker_id", "example_id", "is_trap", "correct", "expected"]], 0.7, per_participant)
+    cols = ["worker_id", "example_id", "is_trap", "correct", "expected", "answer"]
+    new = worker_table(sub[cols], 0.7, per_participant, crowd_alpha=0)
     new = new.set_index("worker_id")["excluded"].reindex(spam.index)
+    crowd = worker_table(sub[cols], 0.7, per_participant).set_index("worker_id")["excluded"].reindex(spam.index)
     count = lambda ex: (int((ex & ~spam).sum()), int((~spam).sum()), int((ex & spam).sum()), int(spam.sum()))
-    return count(old) + count(new.astype(bool))
+    return count(old) + count(new.astype(bool)) + count(crowd.astype(bool))
 
 
 def main_hosted():
@@ -160,14 +173,15 @@ def main_hosted():
     print(f"\nhosted-study shape: participants meeting few traps, random spammers (k = 10; {len(SEEDS)} seeds x 60 "
           "workers x 10 draws; min_traps = the traps met)")
     print(f"{'judgments':<28} {'traps':>5} {'raw share: honest excl.':>24} {'caught':>14} "
-          f"{'evidence: honest excl.':>24} {'caught':>14}")
+          f"{'evidence: honest excl.':>24} {'caught':>14} {'+ crowd rule: honest excl.':>27} {'caught':>14}")
     for shape, top_in_every, label in (("-2..4", 99, "-2..4, level 4 rare (Web)"), ("0-3", 1, "0-3 (DL 2019)"),
                                        ("0-3", 99, "0-3, level 3 rare"), ("0-2", 1, "0-2")):
         for per in (3, 5):
             n = np.array([hosted(shape, top_in_every, s, per) for s in SEEDS]).sum(axis=0)
             print(f"{label:<28} {per:>5} {n[0]:>10} of {n[1]:<6} ({100 * n[0] / n[1]:4.1f}%) "
                   f"{n[2]:>5} of {n[3]:<5} {n[4]:>10} of {n[5]:<6} ({100 * n[4] / n[5]:4.1f}%) "
-                  f"{n[6]:>5} of {n[7]:<5}", flush=True)
+                  f"{n[6]:>5} of {n[7]:<5} {n[8]:>13} of {n[9]:<6} ({100 * n[8] / n[9]:4.1f}%) "
+                  f"{n[10]:>5} of {n[11]:<5}", flush=True)
 
 
 def timing(n_answers: int = 1_000_000, workers: int = 5_000, repeats: int = 3, seed: int = 0):
@@ -175,7 +189,7 @@ def timing(n_answers: int = 1_000_000, workers: int = 5_000, repeats: int = 3, s
     of the pairs with list A dominant and a fifth with B) and of quality.judgment_consistency within it (best of
     ``repeats``): the consistency test's share of worker_table's time."""
     import time
-    from satcal.quality import judgment_consistency, worker_table
+    from satcal.quality import crowd_likelihood, judgment_consistency, worker_table
     rng = np.random.default_rng(seed)
     codes = np.array(["a_better", "b_better", "both_good", "both_bad"], dtype=object)
     is_trap = rng.random(n_answers) < 0.1
@@ -188,15 +202,18 @@ def timing(n_answers: int = 1_000_000, workers: int = 5_000, repeats: int = 3, s
     best = lambda f: min((lambda t0: (f(), time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(repeats))  # noqa: E731
     whole = best(lambda: worker_table(a, 0.7, 5))
     part = best(lambda: judgment_consistency(a, reference=pd.Series(True, index=a["worker_id"].unique())))
+    crowd = best(lambda: crowd_likelihood(a, reference=pd.Series(True, index=a["worker_id"].unique())))
     print(f"worker_table on {n_answers:,} answers ({workers:,} workers): {whole:.2f} s; judgment_consistency "
-          f"{part:.3f} s, {100 * part / whole:.1f}% of it (best of {repeats})")
+          f"{part:.3f} s, {100 * part / whole:.1f}% of it; crowd_likelihood {crowd:.3f} s, "
+          f"{100 * crowd / whole:.1f}% (best of {repeats})")
 
 
 def main_examples():
     """The done-when shapes with examples besides the traps, with the judgment-consistency
-    test and without it (consistency_alpha 0: traps and straight-lining alone)."""
-    for alpha in (None, 0):
-        main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS, consistency_alpha=alpha)
+    test and without it (consistency_alpha 0: traps and straight-lining alone), and without the
+    crowd-likelihood rule (crowd_alpha 0: the rules before it)."""
+    for alpha, crowd in ((None, None), (0, None), (None, 0)):
+        main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS, consistency_alpha=alpha, crowd_alpha=crowd)
 
 
 if __name__ == "__main__":
@@ -210,6 +227,7 @@ if __name__ == "__main__":
     else:
         main()
         main(CASES, consistency_alpha=0)
+        main(CASES, crowd_alpha=0)
         main_examples()
         if "--no-hosted" not in sys.argv:
             main_hosted()

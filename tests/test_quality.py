@@ -303,3 +303,68 @@ def test_judgment_consistency_is_an_exact_binomial_test_against_the_other_worker
     assert not worker_table(a.assign(is_trap=False, correct=""), 0.7, 3, consistency_alpha=0)["excluded"].any()
     # without the columns nobody is tested
     assert not judgment_consistency(a[["worker_id", "answer"]])["inconsistent"].any()
+
+
+def test_crowd_likelihood_by_hand_against_scipy_multinomial():
+    """Three items; 'g' answers against the crowd on each. For each of w's answers the crowd is
+    the other reference workers' answers to that item, one pseudo-answer a code: p = (n_c + 1) /
+    (N + 4), the probability scipy's multinomial (one draw) gives the answer; the evidence is
+    sum log(1/4) - log p. An item only w answered counts 0."""
+    from scipy.stats import multinomial
+    from satcal.quality import ANSWER_CODES, crowd_likelihood
+    honest = [pd.DataFrame([("i1", "a_better"), ("i2", "both_bad"), ("i3", "b_better")],
+                           columns=["example_id", "answer"]).assign(worker_id=f"h{j}") for j in range(5)]
+    honest[4].loc[1, "answer"] = "both_good"  # one honest disagreement
+    guess = pd.DataFrame([("i1", "b_better"), ("i2", "both_good"), ("i3", "a_better"), ("i4", "a_better")],
+                         columns=["example_id", "answer"]).assign(worker_id="g")
+    a = pd.concat(honest + [guess], ignore_index=True)
+    out = crowd_likelihood(a, alpha=0.01)
+
+    def by_hand(w, ref):
+        total, n = 0.0, 0
+        for row in a[a["worker_id"] == w].itertuples():
+            others = a[(a["example_id"] == row.example_id) & (a["worker_id"] != w) & a["worker_id"].isin(ref)]
+            counts = np.array([(others["answer"] == c).sum() for c in ANSWER_CODES]) + 1
+            x = np.array([c == row.answer for c in ANSWER_CODES], dtype=int)
+            total += np.log(0.25) - multinomial.logpmf(x, 1, counts / counts.sum())
+            n += len(others) > 0
+        return total, n
+    everyone = set(a["worker_id"])
+    for w in everyone:
+        e, n = by_hand(w, everyone)
+        assert out.loc[w, "random_evidence"] == pytest.approx(e) and out.loc[w, "crowd_answers"] == n
+    # g: p = 1/9 on i1 and i3 (no other worker's answer + 1 over 5 + 4), 2/9 on i2 (h4's), i4 nobody else
+    assert out.loc["g", "random_evidence"] == pytest.approx(2 * np.log(9 / 4) + np.log(9 / 8))
+    assert out["random_like"].to_dict() == {**{f"h{j}": False for j in range(5)}, "g": False}  # 1.74 < log 100
+    assert crowd_likelihood(a, alpha=0.2)["random_like"]["g"]  # 1.74 >= log 5
+    # a reference crowd: g's answers leave the honest workers' crowd
+    ref = pd.Series({**{f"h{j}": True for j in range(5)}, "g": False})
+    out = crowd_likelihood(a, 0.01, reference=ref)
+    for w in everyone:
+        assert out.loc[w, "random_evidence"] == pytest.approx(by_hand(w, {f"h{j}" for j in range(5)})[0])
+    assert not crowd_likelihood(a, alpha=0)["random_like"].any()
+    assert not crowd_likelihood(a[["worker_id", "answer"]])["random_like"].any()
+
+
+def test_crowd_likelihood_excludes_a_crowd_like_worker_at_most_alpha_of_the_time():
+    """Markov's bound: a worker answering each item from the crowd's distribution (here the
+    reference crowd is large, so its smoothed shares are the truth) reaches 1/alpha at most
+    alpha of the time; a guesser on 20 items the crowd agrees on is caught."""
+    from satcal.quality import ANSWER_CODES, crowd_likelihood
+    rng = np.random.default_rng(3)
+    items, crowd_n = 20, 400
+    probs = rng.dirichlet([2, 0.5, 0.5, 1], size=items)
+    crowd = pd.DataFrame([(f"c{w}", f"i{j}", ANSWER_CODES[rng.choice(4, p=probs[j])])
+                          for w in range(crowd_n) for j in range(items)], columns=["worker_id", "example_id", "answer"])
+    testers = 400
+    tested = pd.DataFrame([(f"t{w}", f"i{j}", ANSWER_CODES[rng.choice(4, p=probs[j])])
+                           for w in range(testers) for j in range(items)], columns=["worker_id", "example_id", "answer"])
+    guess = pd.DataFrame([(f"g{w}", f"i{j}", ANSWER_CODES[rng.integers(4)]) for w in range(50) for j in range(items)],
+                         columns=["worker_id", "example_id", "answer"])
+    a = pd.concat([crowd, tested, guess], ignore_index=True)
+    ref = pd.Series(True, index=a["worker_id"].unique())
+    ref[ref.index.str.startswith(("t", "g"))] = False
+    out = crowd_likelihood(a, 0.05, reference=ref)
+    share = out.loc[out.index.str.startswith("t"), "random_like"].mean()
+    assert share <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / testers)
+    assert out.loc[out.index.str.startswith("g"), "random_like"].mean() > 0.5

@@ -214,9 +214,11 @@ class IngestReport(ResultTables):
         reason = excl["reason"].astype(str) if len(excl) else pd.Series(dtype=str)
         attention, lined = int(reason.str.startswith("failed").sum()), int(reason.str.startswith("straight").sum())
         dominated = int(reason.str.startswith("prefers the dominated").sum())
-        parts = [f"{len(excl) - attention - lined - dominated} trust below threshold"]
+        at_random = int(reason.str.startswith("answers likelier at random").sum())
+        parts = [f"{len(excl) - attention - lined - dominated - at_random} trust below threshold"]
         parts += [f"{lined} straight-lining"] if lined else []
         parts += [f"{dominated} preferring dominated lists"] if dominated else []
+        parts += [f"{at_random} answering as at random"] if at_random else []
         parts += [f"{attention} failed attention checks"] if attention else []
         why = ", ".join(parts) if len(parts) > 1 else "trust below threshold"
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
@@ -541,7 +543,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                  "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
                  "straight_lining_p", "straight_lining", "dominance_decisive", "dominated_preferred",
-                 "dominated_crowd_share", "consistency_p", "inconsistent"])
+                 "dominated_crowd_share", "consistency_p", "inconsistent", "crowd_answers",
+                 "random_evidence", "random_like"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
     if "simulated" in r.columns:
@@ -756,6 +759,7 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
               "screen_same_side": float(quality.screen_same_side),
               "straight_alpha": float(quality.straight_lining_alpha),
               "consistency_alpha": float(quality.consistency_alpha),
+              "crowd_alpha": float(quality.crowd_alpha),
               "drop_traps": tuple(quality.drop_traps)}
     reading = reading_seconds(items, k) if items is not None and len(items) else None
     attention_limit = None if serve.keep_failed_attention else int(serve.attention_fail_limit)

@@ -29,6 +29,14 @@ rejects "prefers the dominated list no more often than the other workers do" at 
 ``CONSISTENCY_ALPHA``. It uses every answer, not only the traps: a worker answering at random
 prefers the dominated list in half their decisive answers, an attentive one rarely.
 
+Workers whose answers are likelier at random than like the crowd are excluded
+(:func:`crowd_likelihood`): over their answers to items (traps and examples) that other kept
+workers answered too, the likelihood ratio of "answers uniformly over the four codes" against
+"answers as the other kept workers answer that item" reaches ``1 / CROWD_ALPHA``. It reads the
+whole answer, not only right or wrong: a guesser who names the non-relevant list or "both good"
+on a trap the crowd answers "A is better or both bad" loses more than a miss counts in the trap
+rule.
+
 Workers who failed instructional attention checks (the hosted study's) are excluded at the
 study's limit (:func:`exclude_failed_attention`).
 
@@ -52,7 +60,8 @@ from .errors import SatcalError
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
-           "dominance", "trap_dominance", "judgment_consistency", "CONSISTENCY_ALPHA"]
+           "dominance", "trap_dominance", "judgment_consistency", "CONSISTENCY_ALPHA",
+           "crowd_likelihood", "CROWD_ALPHA"]
 
 #: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
 #: and the answers a worker needs before the side is judged.
@@ -80,6 +89,12 @@ STRAIGHT_ALPHA = 0.001
 #: Judgment consistency (:func:`judgment_consistency`): level of the exact one-sided binomial
 #: test of "prefers the dominated list no more often than the other workers do".
 CONSISTENCY_ALPHA = 0.01
+#: Crowd likelihood (:func:`crowd_likelihood`): a worker is excluded when their answers are at
+#: least 1 / CROWD_ALPHA times likelier at random than as the other kept workers answer; a
+#: worker answering as the crowd does reaches it with probability at most CROWD_ALPHA.
+CROWD_ALPHA = 0.01
+#: The canonical answer codes, in the order of crowd_likelihood's counts.
+ANSWER_CODES = ("a_better", "b_better", "both_good", "both_bad")
 
 
 def trap_evidence(correct, chance, threshold: float) -> np.ndarray:
@@ -164,7 +179,8 @@ def binom_cdf(k, n, p: float) -> np.ndarray:
 
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
                  screen_seconds: float = None, screen_same_side: float = None,
-                 drop_traps=(), straight_alpha: float = None, consistency_alpha: float = None) -> pd.DataFrame:
+                 drop_traps=(), straight_alpha: float = None, consistency_alpha: float = None,
+                 crowd_alpha: float = None) -> pd.DataFrame:
     """One row per worker: answers, traps seen / correct, trust and its source, exclusion, and
     the screening columns (see :func:`screening`).
 
@@ -175,8 +191,10 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     summed :func:`trap_evidence` and ``binomial_p`` the one-sided p of "accuracy >= threshold";
     the module docstring gives the exclusion rule. Workers kept by their traps are then excluded
     when they straight-line (:func:`straight_lining`, on ``answer_shown``; its columns are
-    added), and then when they prefer the dominated list (:func:`judgment_consistency`, on
-    ``answer`` and ``dominant``; its columns are added).
+    added), then when they prefer the dominated list (:func:`judgment_consistency`, on
+    ``answer`` and ``dominant``; its columns are added), and then when their answers are
+    likelier at random than like the crowd (:func:`crowd_likelihood`, on ``example_id`` and
+    ``answer``; its columns are added).
 
     Parameters
     ----------
@@ -197,6 +215,8 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     consistency_alpha : float or None, optional
         Level of the judgment-consistency test (default ``CONSISTENCY_ALPHA``; 0 excludes
         nobody).
+    crowd_alpha : float or None, optional
+        Level of the crowd-likelihood rule (default ``CROWD_ALPHA``; 0 excludes nobody).
 
     Returns
     -------
@@ -282,6 +302,13 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         for y, n, q, p in zip(table.loc[against, "dominated_preferred"], table.loc[against, "dominance_decisive"],
                               table.loc[against, "dominated_crowd_share"], table.loc[against, "consistency_p"])]
     table["excluded"] = table["excluded"] | table["inconsistent"]
+    table = table.join(crowd_likelihood(a, crowd_alpha, reference=~table["excluded"]))
+    random_like = table["random_like"] & ~table["excluded"]
+    table.loc[random_like, "reason"] = [
+        f"answers likelier at random than like the other workers: likelihood ratio {np.exp(e):.3g} "
+        f"over {n} answers (>= 1/{CROWD_ALPHA if crowd_alpha is None else crowd_alpha:g})"
+        for e, n in zip(table.loc[random_like, "random_evidence"], table.loc[random_like, "crowd_answers"])]
+    table["excluded"] = table["excluded"] | table["random_like"]
     return table.join(screening(a, screen_seconds, screen_same_side)).reset_index()
 
 
@@ -476,6 +503,80 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     out["dominated_crowd_share"] = q0
     out["consistency_p"] = p
     out["inconsistent"] = (n > 0) & (p < alpha)
+    return out
+
+
+def crowd_likelihood(answers: pd.DataFrame, alpha: float = None, reference=None) -> pd.DataFrame:
+    """Per worker: the answers scored against the crowd, the log likelihood ratio of answering
+    at random against answering like the crowd, and whether the worker is excluded for it.
+
+    For worker w's answer c to item j (an example or a trap, ``example_id``; canonical codes),
+    let n_jc of N_j answers to j by the other workers of the reference crowd (``reference``: in
+    :func:`worker_table`, those the earlier rules keep) be c, and p_jc = (n_jc + 1) / (N_j + 4)
+    (one pseudo-answer a code: an item nobody else answered gives 1/4, no evidence either way).
+    The evidence is
+
+        L_w = sum_j log((1/4) / p_jc),
+
+    the log likelihood ratio of "w answers uniformly over the four codes" against "w answers
+    item j as the crowd does" (Neyman and Pearson 1933). The worker is excluded when
+    L_w >= log(1 / alpha). Under the second hypothesis exp(L_w) has expectation 1, so by
+    Markov's inequality a worker answering as the crowd does is excluded with probability at
+    most ``alpha``, however many answers (Ville 1939; the universal bound of a likelihood
+    ratio). Honest workers differ from the crowd (leniency, position bias), so the bound is a
+    guide there, not a guarantee; a guesser's L_w grows with every item the crowd agrees on.
+
+    Parameters
+    ----------
+    answers : pandas.DataFrame
+        Answers with ``worker_id``, ``example_id`` and ``answer`` (canonical; without the last
+        two nobody is tested).
+    alpha : float or None, optional
+        Level of the rule (default ``CROWD_ALPHA``; 0 excludes nobody).
+    reference : pandas.Series of bool or None, optional
+        By worker id, the workers whose answers make the crowd (default all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``crowd_answers`` (answers to items the reference crowd answered, w aside),
+        ``random_evidence`` (L_w) and ``random_like``, indexed by ``worker_id``.
+
+    References
+    ----------
+    Neyman, J. and Pearson, E. S. (1933). On the problem of the most efficient tests of
+    statistical hypotheses. Philosophical Transactions of the Royal Society A 231, 289-337.
+
+    Ville, J. (1939). Étude critique de la notion de collectif. Gauthier-Villars, Paris.
+    """
+    alpha = CROWD_ALPHA if alpha is None else float(alpha)
+    who, names = pd.factorize(answers["worker_id"], sort=True)
+    workers = pd.Index(names, name="worker_id")
+    out = pd.DataFrame(index=workers)
+    out["crowd_answers"] = 0
+    out["random_evidence"] = 0.0
+    out["random_like"] = False
+    if not {"answer", "example_id"} <= set(answers.columns) or not len(answers):
+        return out
+    code, distinct = pd.factorize(answers["answer"])  # once per distinct answer, not per row
+    known = np.array([ANSWER_CODES.index(v) if v in ANSWER_CODES else -1 for v in distinct] + [-1], dtype=np.int64)
+    code = known[code]  # a missing answer (-1) takes the trailing -1
+    item, _ = pd.factorize(answers["example_id"])  # ingest's ids are text already: no copy as str
+    ref = (np.ones(len(workers), dtype=bool) if reference is None
+           else pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool))
+    given = code >= 0
+    own = (ref[who] & given).astype(float)  # the row counts in its item's crowd: taken out for w
+    m = len(ANSWER_CODES)
+    n_items = int(item.max()) + 1
+    cell = item * m + np.maximum(code, 0)
+    counts = np.bincount(cell, weights=own, minlength=n_items * m)
+    totals = np.bincount(item, weights=own, minlength=n_items)
+    others = totals[item] - own
+    p = (counts[cell] - own + 1) / (others + m)
+    evidence = np.where(given, np.log((1 / m) / p), 0.0)
+    out["crowd_answers"] = np.bincount(who, weights=given & (others > 0), minlength=len(workers)).astype(int)
+    out["random_evidence"] = np.bincount(who, weights=evidence, minlength=len(workers))
+    out["random_like"] = (out["random_evidence"] >= np.log(1 / alpha)) if alpha > 0 else False
     return out
 
 

@@ -386,6 +386,12 @@ class QualitySection:
                                                "where one list's levels are at least the other's at every rank (traps naming a better list\n"
                                                "count too), the dominated list named far more often than the other workers name it (exact\n"
                                                "one-sided binomial test at this level; 0 excludes nobody).")
+    crowd_alpha: float = setting(0.01, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
+                                 "Level of the rule that excludes workers answering as at random.",
+                                 required=False,
+                                 comment="Workers whose answers are at least 1/crowd_alpha times likelier at random than as the\n"
+                                         "other workers answer the same items are excluded (a likelihood ratio over every\n"
+                                         "item others answered too; 0 excludes nobody).")
     drop_traps: tuple = setting(kind=list, check=lambda v: all(isinstance(x, str) for x in v),
                                 what='a list of trap ids, e.g. ["trap03"]', factory=tuple, required=False,
                                 help="Traps left out of trust.",
