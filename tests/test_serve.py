@@ -429,7 +429,11 @@ def test_simulated_crowd_through_the_server_is_analysable(served_ws):
     import json
     import zlib
     from satcal.serve.client import ServerProcess, drive
-    ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2, traps_on_top=True)
+    # the rules this test recomputes are traps, straight-lining and attention checks; the
+    # judgment-consistency and crowd-likelihood rules (tests in test_quality) would read the
+    # careful participants' hash-chosen example answers as guesses, so they are off here
+    ws = _configure(served_ws, answers_per_example=1, pages_per_participant=2, traps_on_top=True,
+                    consistency_alpha=0, crowd_alpha=0)
     with ServerProcess(ws.path) as server:
         # two careful people first (right on traps and attention checks), one whose id looks
         # like the simulated crowd's but who enters without its token
