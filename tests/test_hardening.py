@@ -285,13 +285,20 @@ def test_a_new_batch_keeps_every_earlier_answer(ws, tmp_path):
     report2 = ws.ingest([second])
     assert len(report2.answers) + len(report2.rejects) == int(report2.files["rows"].sum())
     assert not report2.rejects["reason"].str.startswith("unknown item").any()
-    # batch 1's rows: an answer or the reject they were before, or a duplicate of the same
-    # simulated worker's answer to the same example in batch 2; never an unknown item
+    # batch 1's rows: an answer or the reject they were before, a duplicate of the same
+    # simulated worker's answer to the same example in batch 2, or the answer of a worker whom
+    # the screening, reading the new batch's answers too, now excludes; never an unknown item
     appen = report1.files["source_file"].iloc[0]
     before = report1.rejects.set_index("row_id")["reason"]
     now = report2.rejects[report2.rejects["source_file"] == appen].set_index("row_id")["reason"]
     fresh = now[~now.index.isin(before.index)]
-    assert fresh.str.contains("duplicate").all() and len(fresh) > 0
+    rows = report2.rejects[report2.rejects["source_file"] == appen].set_index("row_id")
+    newly = set(report2.workers.loc[report2.workers["excluded"], "worker_id"]) - set(
+        report1.workers.loc[report1.workers["excluded"], "worker_id"])
+    dropped = ~fresh.str.contains("duplicate")
+    assert fresh.str.contains("duplicate").sum() > 0
+    assert fresh[dropped].str.startswith("excluded worker: ").all()
+    assert set(rows.loc[fresh.index[dropped], "worker_id"]) <= newly
     assert now.reindex(before.index).notna().all()  # earlier rejects stay rejects
 
 
