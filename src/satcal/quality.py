@@ -436,6 +436,14 @@ def trap_dominance(expected) -> np.ndarray:
     return np.asarray(sides, dtype=np.int8)[codes] if len(distinct) else np.zeros(0, dtype=np.int8)
 
 
+def _reference_mask(reference, workers: pd.Index) -> np.ndarray:
+    """Which of ``workers`` make the reference crowd: ``reference`` (bool by worker id; a worker
+    it does not name is left out) or, when None, all of them."""
+    if reference is None:
+        return np.ones(len(workers), dtype=bool)
+    return pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool)
+
+
 def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=None) -> pd.DataFrame:
     """Per worker: decisive answers to comparisons where one list dominates, how many of them
     prefer the dominated list, the other workers' share of such answers, the p-value and
@@ -492,8 +500,7 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     who = who[rows]
     n = np.bincount(who[decisive], minlength=len(workers))
     y = np.bincount(who[decisive & (side != dom[rows])], minlength=len(workers))
-    ref = (np.ones(len(workers), dtype=bool) if reference is None
-           else pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool))
+    ref = _reference_mask(reference, workers)
     big_n, big_y = n[ref].sum() - n * ref, y[ref].sum() - y * ref  # the reference crowd without w
     q0 = (big_y + 1) / (big_n + 2)
     # P(Y >= y) = sf(y - 1); a worker without decisive answers on such pairs is not tested
@@ -562,8 +569,7 @@ def crowd_likelihood(answers: pd.DataFrame, alpha: float = None, reference=None)
     known = np.array([ANSWER_CODES.index(v) if v in ANSWER_CODES else -1 for v in distinct] + [-1], dtype=np.int64)
     code = known[code]  # a missing answer (-1) takes the trailing -1
     item, _ = pd.factorize(answers["example_id"])  # ingest's ids are text already: no copy as str
-    ref = (np.ones(len(workers), dtype=bool) if reference is None
-           else pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool))
+    ref = _reference_mask(reference, workers)
     given = code >= 0
     own = (ref[who] & given).astype(float)  # the row counts in its item's crowd: taken out for w
     m = len(ANSWER_CODES)
