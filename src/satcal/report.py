@@ -550,9 +550,11 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         reason = workers["reason"].astype(str) if "reason" in workers.columns else pd.Series("", index=workers.index)
         lined, failed = int((out & reason.str.startswith("straight")).sum()), int((out & reason.str.startswith("failed")).sum())
         dominated = int((out & reason.str.startswith("prefers the dominated")).sum())
+        at_random = int((out & reason.str.startswith("answers likelier at random")).sum())
         context["workers"] = {
             "count": len(workers), "excluded": int(out.sum()), "straight_lining": lined, "attention": failed,
-            "dominated": dominated, "by_trust": int(out.sum()) - lined - failed - dominated,
+            "dominated": dominated, "at_random": at_random,
+            "by_trust": int(out.sum()) - lined - failed - dominated - at_random,
             "rejected_rows": meta.get("rejected_rows"),
             "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
             "ds": _dawid_skene_summary(workers)}
