@@ -497,7 +497,9 @@ def reading_guide(result) -> list[Markup]:
             parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
                          f"formulations{interval} ({test})")
         if parts:
-            out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
+            # one line per indicator: nine of them run together were unreadable
+            out.append(Markup("Gain and discount effects:<ul>{}</ul>").format(
+                Markup("").join(Markup("<li>{}</li>").format(part) for part in parts)))
     c = result.curves
     model = {"per_list": "joint", "standardised": "standardised"}.get(verdict.estimator, "published")
     if "sat_model" in c.columns:
@@ -525,11 +527,24 @@ def reading_guide(result) -> list[Markup]:
     if "monotone" in result.fits.columns:
         bent = result.fits[~result.fits["monotone"].astype(bool)]
         if len(bent):
-            names = ", ".join(f"{r.formulation} ({r.curve})" for r in bent.head(8).itertuples())
+            # name the estimator: the standardised P* curves bend where the paper's do not
+            model = (bent["sat_model"].fillna("published") if "sat_model" in bent.columns
+                     else pd.Series("published", index=bent.index))
+            label = {"published": "paper's", "joint": "per-list", "standardised": "standardised"}
+            names = ", ".join(f"{r.formulation} ({r.curve}, {label.get(m, m)})"
+                              for r, m in zip(bent.head(8).itertuples(), model.head(8)))
+            std_pref = int(((model == "standardised") & (bent["curve"] == "pref")).sum())
             out.append(Markup("{} fitted curve(s) decrease somewhere on [0, 1], which a probability of "
-                              "satisfaction should not: {}{}. Read them with care; satcal evaluate maps "
-                              "scores through their monotone (isotonic) fit instead.")
-                       .format(len(bent), names, " ..." if len(bent) > 8 else ""))
+                              "satisfaction or agreement should not: {}{}. Read them with care; satcal "
+                              "evaluate maps scores through a monotone version instead (the isotonic fit "
+                              "of the paper's curves, the running maximum of the others).{}")
+                       .format(len(bent), names, " ..." if len(bent) > 8 else "",
+                               Markup(" {} of them are standardised preference curves P*(|dphi|): "
+                                      "quadratic logits bent by the tied reference pairs (|dphi| = 0, which "
+                                      "never agree, as in the paper), falling where the mean agreement they "
+                                      "are fitted to rises (Figure 0's circles), so their b3_std measures "
+                                      "that misfit as well as the formulation's bias.").format(std_pref)
+                               if std_pref else ""))
     other = _beyond_dcg_paragraph(result)
     if other:
         out.append(other)
@@ -652,8 +667,8 @@ _CAPTIONS = {"fig0_standardised": ("Figure 0. The standardised curves s*(phi) an
              "fig1_sat": "Figure 1. P(Sat | phi), the paper's estimator",
              "fig2_pref": "Figure 2. P(Pref | dphi), the paper's estimator",
              "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
-             "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
-             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias "
+             "fig3_bias": "Figure 3. The paper's bias indicators b1-b3 by gain and by discount",
+             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias by the paper's b1-b3 "
                                 "(a red cross marks an interval that lies wholly on one side of its "
                                 "estimate; its bar is clipped at the estimate)")}
 
@@ -697,7 +712,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "figures": [figure(name, path) for name, path in figure_paths.items() if name != "fig0_standardised"],
         "lead_figure": (figure("fig0_standardised", figure_paths["fig0_standardised"])
                         if "fig0_standardised" in figure_paths else None),
-        "ranking": _table_html(ranking), "pairs": None, "p_floor": None,
+        "ranking": _table_html(_ranking_view(result, ranking)), "pairs": None, "p_floor": None,
         "anova": _table_html(result.anova, na_rep=""), "model_check": None,
         "crowd": meta.get("crowd"), "screening": None, "workers": None,
         "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
@@ -730,6 +745,17 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(**context)
+
+
+def _ranking_view(result, ranking: pd.DataFrame) -> pd.DataFrame:
+    """The ranking as the report shows it: what a reader reads first (formulation, mean rank,
+    p_best and the rank interval, the lead estimator's indicators) on the left, where a wide
+    table does not hide it behind its scroll bar; every column of ranking.csv follows."""
+    from .analysis.ranking import estimator_columns
+    lead = ["formulation", "mean_rank", "p_best", "rank_lo", "rank_hi"] + list(
+        estimator_columns(result.bias, result.estimator))
+    first = [c for c in dict.fromkeys(lead) if c in ranking.columns]
+    return ranking[first + [c for c in ranking.columns if c not in first]]
 
 
 def _trap_section(traps: pd.DataFrame | None) -> dict | None:
