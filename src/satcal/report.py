@@ -167,8 +167,7 @@ def _reference_points(result, n_bins: int = 10) -> dict | None:
     """Per formulation and curve, the reference population's binned targets of the standardised
     fits (:func:`satcal.analysis.standardise.standardised_targets`): bins holding at least
     ``SUPPORT_MIN_COUNT`` lists (pairs), each at its lists' mean score, with their mean S
-    (agreement). None when the result does not carry its reference population (read back from
-    disk)."""
+    (agreement). None when the result does not carry its reference population."""
     std = result.meta.get("standardisation")
     if not std:
         return None
