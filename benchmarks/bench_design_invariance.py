@@ -27,7 +27,7 @@ on each design's lists (no noise): for formulations other than the truth it too 
 lists a design holds, so it bounds what any estimator of that estimand can reach.
 
     python benchmarks/bench_design_invariance.py [--seeds 5] [--answers 4115] [--worker-sd 0.5]
-        [--indicator-range full|data] [--truth exp2-zipf] [--intercept -2] [--slope 4]
+        [--indicator-range full|data] [--truth exp2-zipf] [--intercept -2] [--slope 4] [--save DIR]
 """
 import argparse
 import time
@@ -128,6 +128,8 @@ def main():
     parser.add_argument("--truth", default="exp2-zipf", help="the formulation users follow")
     parser.add_argument("--intercept", type=float, default=-2.0)
     parser.add_argument("--slope", type=float, default=4.0)
+    parser.add_argument("--save", default=None, help="write each seed's three bias tables and the users' "
+                        "own standardised indicators as CSV into this directory (for analyses across seeds)")
     args = parser.parse_args()
     study = load_ecir2015()
     forms = study_formulations()
@@ -148,6 +150,10 @@ def main():
     gap = truth_std.set_index("formulation").loc[order.index[1]] - truth_std.set_index("formulation").loc[true_best]
     print(f"least biased {true_best}; runner-up {order.index[1]}: mean-rank gap {order.iloc[1] - order.iloc[0]:.2f}, "
           f"indicator gaps {', '.join(f'{k} {v:+.4f}' for k, v in gap.drop('formulation', errors='ignore').items())}")
+    if args.save:
+        from pathlib import Path
+        Path(args.save).mkdir(parents=True, exist_ok=True)
+        truth_std.to_csv(Path(args.save) / "truth_std.csv", index=False)
     rows = []
     for seed in range(args.seeds):
         t = time.perf_counter()
@@ -175,6 +181,9 @@ def main():
             kinds = fits["flags"].fillna("").str.split("; ").explode()
             bias[name].attrs["kinds"] = sorted({k.split(":")[0] for k in kinds if k})
             bias[name].attrs["pairing"] = float(np.median(pairing_correlation(pa, pb)))
+        if args.save:
+            for name, table in bias.items():
+                table.to_csv(Path(args.save) / f"bias_seed{seed}_{name}.csv", index=False)
         oracle = {name: oracle_b1(pa, pb, truth, args.worker_sd, **user) for name, (pa, pb) in designs.items()}
         o_rho = spearmanr(oracle["ecir"], oracle["generated"]).statistic
         ids = np.array([f.id for f in forms])

@@ -147,6 +147,14 @@ def test_the_papers_estimator_on_an_unlike_design_is_flagged(ecir_result):
     r_hand = np.corrcoef(phi_a[:, 0], phi_b[:, 0])[0, 1]
     assert r.meta["provenance"]["pairing_correlation"]["median"] == pytest.approx(r_hand, abs=1e-4)
     assert len(r.meta["design_warnings"]) == 1 and f"{r_hand:+.2f}" in r.meta["design_warnings"][0]
+    # the warning names the estimator the ranking leads with: the standardised one when there is
+    # a reference population, the per-list one without
+    for reference, lead in ((None, "the ranking leads with the per-list estimator"),
+                            (np.c_[rng.random(400)], "the ranking leads with the standardised per-list estimator")):
+        r = calibrate(phi_a=phi_a, phi_b=phi_b, answers=answers, formulations=["lin-const"], model_check_folds=0,
+                      bootstrap=0, seed=0, sat_model="both", reference=reference)
+        assert r.estimator == ("standardised" if reference is not None else "per_list")
+        assert lead in r.meta["design_warnings"][0]
 
 
 def test_pairwise_differences_of_the_per_list_indicators(ecir_study):

@@ -56,3 +56,25 @@ def test_report_sections_figures_and_width(driver, report):
         assert driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) > 300
     page = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     assert page[0] <= page[1]  # wide tables scroll in their box; the page never does
+
+
+def test_standardised_figure_comes_first(driver, ecir_study, tmp_path):
+    """With the standardised estimator the report shows Figure 0 (fig0_standardised) drawn,
+    right after the reading guide and above the paper's figures, and the ranking table's
+    first columns are what a reader reads first."""
+    from selenium.webdriver.common.by import By
+    from satcal.analysis import calibrate
+    from satcal.report import write_analysis
+    r = calibrate(ecir_study, ["lin-const", "lin-log3", "bin2-zipf"], bootstrap=0, seed=0, model_check_folds=0)
+    write_analysis(r, tmp_path)
+    driver.get((tmp_path / "report.html").as_uri())
+    images = driver.find_elements(By.CSS_SELECTOR, "img")
+    assert images[0].get_attribute("alt") == "fig0_standardised"
+    assert driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", images[0]) > 300
+    order = driver.execute_script(
+        "const y = e => e.getBoundingClientRect().top;"
+        "return [y(document.getElementById('guide')), y(arguments[0]), y(document.getElementById('figures'))];",
+        images[0])
+    assert order[0] < order[1] < order[2]
+    heads = [th.get_attribute("textContent") for th in driver.find_elements(By.CSS_SELECTOR, "#bias + p + .scroll th")]
+    assert heads[:5] == ["formulation", "mean_rank", "b1_std", "b2_std", "b3_std"]   # no bootstrap: no p_best

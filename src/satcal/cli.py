@@ -88,7 +88,7 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
                                                            into WORKSPACE/analysis/
 
     Output: bias.csv, anova.csv, fits.csv, curves.csv, points.csv, model_check.csv,
-    ranking.csv, figures/ (fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
+    ranking.csv, figures/ (fig0_standardised, fig1_sat, fig2_pref, fig3_bias; PNG and PDF) and report.html.
     """
     from .pipeline import analysis_text, analyze_any
     result, out = analyze_any(workspace, dataset, answers, out, force, judgments, k, levels, unjudged, scores,

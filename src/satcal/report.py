@@ -12,8 +12,8 @@ from .measures import STUDY_DISCOUNTS, STUDY_GAINS
 from ._results import write_table
 from .fileio import atomic_write_text, gain_colour, panel_axes, save_figure as _save_figure
 
-__all__ = ["write_analysis", "figure_sat", "figure_sat_joint", "figure_pref", "figure_bias", "figure_intervals",
-           "render_report", "reading_guide"]
+__all__ = ["write_analysis", "figure_standardised", "figure_sat", "figure_sat_joint", "figure_pref", "figure_bias",
+           "figure_intervals", "render_report", "reading_guide"]
 
 FIGURES = ("fig1_sat", "fig2_pref", "fig3_bias")
 
@@ -137,6 +137,155 @@ def figure_sat_joint(result, ax=None, discounts=None):
     return _curve_figure(result, "sat", "s(phi): probability that a list with score phi satisfies a user "
                          "(joint model, all four answers)", "phi", "s(phi)", diagonal=True, sat_model="joint",
                          ax=ax, discounts=discounts, show_points=False)
+
+
+def _standardised_choice(result, top: int = 3) -> list[str]:
+    """The formulations Figure 0 draws by default: the ``top`` first of the standardised
+    ranking, lin-const (the paper's least-biased) and the last, in rank order."""
+    order = result.ranking_by("standardised")["formulation"].tolist()
+    chosen = order[:top] + [f for f in ("lin-const", order[-1]) if f in order]
+    return sorted(dict.fromkeys(chosen), key=order.index)
+
+
+def _support_mask(result, rows: pd.DataFrame, formulation: str, curve: str) -> np.ndarray:
+    """Where a standardised curve has data under it: the range ``calibration.json`` records
+    for the formulation's per-list curve (every answered list's phi) or its preference curve
+    (the answers' |dphi|), whatever range the indicators were computed over; else the
+    ``supported`` column."""
+    from .analysis.indicators import supported_mask
+    ranges = result.meta.get("provenance", {}).get("support", {}).get("ranges", {})
+    bounds = ranges.get(formulation, {}).get({"sat": "sat_joint", "pref": "pref"}[curve])
+    if bounds is not None:
+        lo, hi = (np.nan if v is None else float(v) for v in bounds)
+        return supported_mask(np.array([lo, hi]), rows["x"].to_numpy(float))
+    if "supported" in rows.columns:
+        return rows["supported"].astype(bool).to_numpy()
+    return np.ones(len(rows), bool)
+
+
+def _reference_points(result, n_bins: int = 10) -> dict | None:
+    """Per formulation and curve, the reference population's binned targets of the standardised
+    fits (:func:`satcal.analysis.standardise.standardised_targets`): bins holding at least
+    ``SUPPORT_MIN_COUNT`` lists (pairs), each at its lists' mean score, with their mean S
+    (agreement). None when the result does not carry its reference population."""
+    std = result.meta.get("standardisation")
+    if not std:
+        return None
+    from .analysis.indicators import SUPPORT_MIN_COUNT
+    from .measures import bin_index
+    from .analysis.standardise import standardised_targets
+    targets = standardised_targets(std["thetas"], std["reference_phi"], std["weights"])
+    forms = list(result.bias["formulation"])
+    out = {}
+    for curve, rows in targets.items():
+        for f, (x, n, y) in zip(forms, rows):
+            b = bin_index(x, n_bins)
+            count = np.bincount(b, weights=n, minlength=n_bins)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mx = np.bincount(b, weights=n * x, minlength=n_bins) / count
+                my = np.bincount(b, weights=n * y, minlength=n_bins) / count
+            keep = count >= SUPPORT_MIN_COUNT
+            out[(f, curve)] = (mx[keep], my[keep])
+    return out
+
+
+def figure_standardised(result, ax=None, formulations=None):
+    """Figure 0: the standardised curves the ranking leads with, for a few formulations.
+
+    Left, s*_f(phi) (``curves.csv`` rows ``sat_model = standardised``, ``curve = sat``) with the
+    diagonal s* = phi: b1_std is the curve's mean vertical distance from it over the solid part
+    (the indicators' range), b2_std the gaps at its ends. Right, the preference curve the model
+    implies, P*_f(|dphi|), against the ideal P = 1 (b3_std is the mean gap). Bands are the 95%
+    bootstrap percentile bands when the analysis was bootstrapped. A curve is solid where the
+    study's answers hold data (the supported range recorded in ``calibration.json``: every
+    answered list's phi_f, every answer's |dphi_f|) and dotted, without a band, beyond it.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+        A calibration with the standardised estimator (the joint model on a study with
+        judgments or a given reference population).
+    ax : array of two matplotlib Axes, optional
+        Draw into these instead of a new figure.
+    formulations : list of str, optional
+        The formulations to draw; default the first three of the standardised ranking,
+        lin-const (the paper's least-biased) and the last-ranked.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        The result has no standardised curves, or ``formulations`` names one it lacks.
+    """
+    c = result.curves
+    if "sat_model" not in c.columns or not (c["sat_model"] == "standardised").any():
+        raise ValueError("no standardised curves in this result: run the joint model "
+                         "(sat_model='both') on a study with judgments")
+    c = c[c["sat_model"] == "standardised"]
+    known = list(dict.fromkeys(c["formulation"]))
+    shown = _standardised_choice(result) if formulations is None else list(formulations)
+    unknown = [f for f in shown if f not in known]
+    if unknown:
+        raise ValueError(f"formulations: {unknown} not in this result (it has {', '.join(known)})")
+    ranking = result.ranking_by("standardised").set_index("formulation")
+    banded = "boot_lo" in c.columns and c["boot_lo"].notna().any()
+    points = _reference_points(result)
+    fig, axes, new = panel_axes(ax, 2, 1, 2, figsize=(11, 6.6))
+    extrapolated = False
+    panels = (("sat", "phi", "s*(phi)", ("b1_std", "b2_std"), "s* = phi (ideal)"),
+              ("pref", "|dphi|", "P*(|dphi|)", ("b3_std",), "P = 1 (ideal)"))
+    for panel, (curve, xlabel, ylabel, inds, ideal) in zip(axes, panels):
+        if curve == "sat":
+            panel.plot([0, 1], [0, 1], color="0.45", ls="--", lw=1, label=ideal)
+        else:
+            panel.axhline(1.0, color="0.45", ls="--", lw=1, label=ideal)
+        for i, f in enumerate(shown):
+            rows = c[(c["formulation"] == f) & (c["curve"] == curve)].sort_values("x")
+            x, p = rows["x"].to_numpy(float), rows["p"].to_numpy(float)
+            sup = _support_mask(result, rows, f, curve)
+            extrapolated = extrapolated or not sup.all()
+            col = f"C{i % 10}"
+            label = f
+            if f in ranking.index:
+                r = ranking.loc[f]
+                label += f" (mean rank {r['mean_rank']:.2f}; " + ", ".join(f"{k} {r[k]:.3f}" for k in inds) + ")"
+            if banded:
+                panel.fill_between(x, rows["boot_lo"], rows["boot_hi"], where=sup, color=col, alpha=0.15,
+                                   lw=0)
+            panel.plot(np.where(sup, x, np.nan), np.where(sup, p, np.nan), color=col, lw=2.0, label=label)
+            if not sup.all():
+                panel.plot(np.where(sup, np.nan, x), np.where(sup, np.nan, p), color=col, lw=1.0, ls=":")
+            if points is not None:
+                px, py = points[(f, curve)]
+                inside = np.interp(px, x, sup.astype(float)) > 0.5   # beyond: S extrapolated too
+                for keep, alpha in ((inside, 1.0), (~inside, 0.35)):
+                    panel.scatter(px[keep], py[keep], color=col, s=16, marker="o", facecolors="none", lw=1.0,
+                                  alpha=alpha, zorder=3)
+        panel.set_xlim(0, 1)
+        panel.set_ylim(0, 1.02)
+        panel.grid(alpha=0.25)
+        panel.set_xlabel(xlabel, fontsize=11)
+        panel.set_ylabel(ylabel, fontsize=11)
+        panel.set_title("s*(phi): probability that a list\nwith score phi satisfies a user" if curve == "sat"
+                        else "P*(|dphi|): probability that an answer\nsides with the higher-scored list", fontsize=11)
+        panel.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False,
+                     title="formulation (mean rank over b1_std-b3_std; 1 = least biased)" if curve == "sat"
+                     else "formulation", title_fontsize=9)
+    if new:
+        note = ("lines: standardised fits over the reference population of lists"
+                + ("; bands: 95% bootstrap interval" if banded else ""))
+        if points is not None or extrapolated:
+            note += "\n" + "; ".join(
+                ([("circles: the reference population's mean per bin, what the line is fitted to")]
+                 if points is not None else [])
+                + (["dotted: beyond the range the answers cover"] if extrapolated else []))
+        fig.suptitle("The standardised curves the ranking leads with", fontsize=13, y=0.99, va="top")
+        fig.text(0.5, 0.945, note, ha="center", va="top", fontsize=9.5, linespacing=1.4)
+        fig.tight_layout(rect=(0, 0, 1, 0.89))
+    return fig
 
 
 def figure_pref(result, ax=None, discounts=None):
@@ -347,7 +496,9 @@ def reading_guide(result) -> list[Markup]:
             parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
                          f"formulations{interval} ({test})")
         if parts:
-            out.append(Markup("Gain and discount effects: {}.").format("; ".join(parts)))
+            # one line per indicator: nine of them run together were unreadable
+            out.append(Markup("Gain and discount effects:<ul>{}</ul>").format(
+                Markup("").join(Markup("<li>{}</li>").format(part) for part in parts)))
     c = result.curves
     model = {"per_list": "joint", "standardised": "standardised"}.get(verdict.estimator, "published")
     if "sat_model" in c.columns:
@@ -375,11 +526,24 @@ def reading_guide(result) -> list[Markup]:
     if "monotone" in result.fits.columns:
         bent = result.fits[~result.fits["monotone"].astype(bool)]
         if len(bent):
-            names = ", ".join(f"{r.formulation} ({r.curve})" for r in bent.head(8).itertuples())
+            # name the estimator: the standardised P* curves bend where the paper's do not
+            model = (bent["sat_model"].fillna("published") if "sat_model" in bent.columns
+                     else pd.Series("published", index=bent.index))
+            label = {"published": "paper's", "joint": "per-list", "standardised": "standardised"}
+            names = ", ".join(f"{r.formulation} ({r.curve}, {label.get(m, m)})"
+                              for r, m in zip(bent.head(8).itertuples(), model.head(8)))
+            std_pref = int(((model == "standardised") & (bent["curve"] == "pref")).sum())
             out.append(Markup("{} fitted curve(s) decrease somewhere on [0, 1], which a probability of "
-                              "satisfaction should not: {}{}. Read them with care; satcal evaluate maps "
-                              "scores through their monotone (isotonic) fit instead.")
-                       .format(len(bent), names, " ..." if len(bent) > 8 else ""))
+                              "satisfaction or agreement should not: {}{}. Read them with care; satcal "
+                              "evaluate maps scores through a monotone version instead (the isotonic fit "
+                              "of the paper's curves, the running maximum of the others).{}")
+                       .format(len(bent), names, " ..." if len(bent) > 8 else "",
+                               Markup(" {} of them are standardised preference curves P*(|dphi|): "
+                                      "quadratic logits bent by the tied reference pairs (|dphi| = 0, which "
+                                      "never agree, as in the paper), falling where the mean agreement they "
+                                      "are fitted to rises (Figure 0's circles), so their b3_std measures "
+                                      "that misfit as well as the formulation's bias.").format(std_pref)
+                               if std_pref else ""))
     other = _beyond_dcg_paragraph(result)
     if other:
         out.append(other)
@@ -464,6 +628,18 @@ def _simulated_text(prov: dict) -> str:
     return "yes" if share is None or share >= 1 else f"yes, {100 * share:.0f}% of the answers"
 
 
+#: What a figure's caption cannot say in a line, shown under its heading.
+_DESCRIPTIONS = {
+    "fig0_standardised": (
+        "Drawn for the ranking's first three formulations, lin-const (the paper's least-biased, when "
+        "calibrated) and its last. Left, s*(phi) against the diagonal s* = phi: b1_std is the mean "
+        "vertical distance between them over the solid part, b2_std the gaps at its ends. Right, the "
+        "preference curve the model implies, P*(|dphi|), against the ideal P = 1: b3_std is the mean "
+        "gap. The circles are what each line is fitted to, the reference population's mean "
+        "satisfaction (agreement) per bin: where a line leaves its circles the quadratic does not "
+        "fit, and the indicator measures that misfit as much as the formulation's bias."),
+}
+
 _ESTIMATOR_TEXT = {
     "standardised": Markup("the standardised per-list estimator (<code>b1_std</code>, <code>b2_std</code>, "
                            "<code>b3_std</code>): the joint models' per-list curves, mixed by how well "
@@ -485,10 +661,13 @@ _ESTIMATOR_TEXT = {
                     "analysis with the joint model (<code>--sat-model both</code>) for the per-list "
                     "estimator, which does not depend on the design's pairs")}
 
-_CAPTIONS = {"fig1_sat": "Figure 1. P(Sat | phi)", "fig2_pref": "Figure 2. P(Pref | dphi)",
+_CAPTIONS = {"fig0_standardised": ("Figure 0. The standardised curves s*(phi) and P*(|dphi|), what the "
+                                   "ranking leads with"),
+             "fig1_sat": "Figure 1. P(Sat | phi), the paper's estimator",
+             "fig2_pref": "Figure 2. P(Pref | dphi), the paper's estimator",
              "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
-             "fig3_bias": "Figure 3. Bias indicators by gain and by discount",
-             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias "
+             "fig3_bias": "Figure 3. The paper's bias indicators b1-b3 by gain and by discount",
+             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias by the paper's b1-b3 "
                                 "(a red cross marks an interval that lies wholly on one side of its "
                                 "estimate; its bar is clipped at the estimate)")}
 
@@ -514,6 +693,9 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     if result.bootstrap is not None:
         extra = [c for c in result.bias.columns if c == "formulation" or c not in ranking.columns]
         ranking = ranking.merge(result.bias[extra].drop(columns=["family"], errors="ignore"), on="formulation")
+    figure = lambda name, path: {"caption": _CAPTIONS.get(name, name), "alt": path.stem,
+                                 "description": _DESCRIPTIONS.get(name),
+                                 "data": base64.b64encode(path.read_bytes()).decode("ascii")}
     context = {
         "name": str(meta.get("name") or "study"), "n_examples": meta.get("n_examples", 0),
         "answer_counts": ", ".join(f"{k}: {v}" for k, v in meta.get("answer_counts", {}).items()),
@@ -526,10 +708,10 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "estimator": _ESTIMATOR_TEXT[result.estimator],
         "joint_gap": _joint_gap(result) if "b1_joint" in result.bias.columns else None,
         "joint_bootstrapped": "b1_joint_lo" in result.bias.columns,
-        "figures": [{"caption": _CAPTIONS.get(name, name), "alt": path.stem,
-                     "data": base64.b64encode(path.read_bytes()).decode("ascii")}
-                    for name, path in figure_paths.items()],
-        "ranking": _table_html(ranking), "pairs": None, "p_floor": None,
+        "figures": [figure(name, path) for name, path in figure_paths.items() if name != "fig0_standardised"],
+        "lead_figure": (figure("fig0_standardised", figure_paths["fig0_standardised"])
+                        if "fig0_standardised" in figure_paths else None),
+        "ranking": _table_html(_ranking_view(result, ranking)), "pairs": None, "p_floor": None,
         "anova": _table_html(result.anova, na_rep=""), "model_check": None,
         "crowd": meta.get("crowd"), "screening": None, "workers": None,
         "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
@@ -562,6 +744,17 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html").render(**context)
+
+
+def _ranking_view(result, ranking: pd.DataFrame) -> pd.DataFrame:
+    """The ranking as the report shows it: what a reader reads first (formulation, mean rank,
+    p_best and the rank interval, the lead estimator's indicators) on the left, where a wide
+    table does not hide it behind its scroll bar; every column of ranking.csv follows."""
+    from .analysis.ranking import estimator_columns
+    lead = ["formulation", "mean_rank", "p_best", "rank_lo", "rank_hi"] + list(
+        estimator_columns(result.bias, result.estimator))
+    first = [c for c in dict.fromkeys(lead) if c in ranking.columns]
+    return ranking[first + [c for c in ranking.columns if c not in first]]
 
 
 def _trap_section(traps: pd.DataFrame | None) -> dict | None:
@@ -645,7 +838,10 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
     if figures or report:
         fig_dir = out / "figures"
         fig_dir.mkdir(exist_ok=True)
-        makers = {"fig1_sat": figure_sat}
+        makers = {}
+        if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "standardised").any():
+            makers["fig0_standardised"] = figure_standardised   # what the ranking leads with
+        makers["fig1_sat"] = figure_sat
         if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "joint").any():
             makers["fig1b_sat_joint"] = figure_sat_joint
         makers.update(fig2_pref=figure_pref, fig3_bias=figure_bias)

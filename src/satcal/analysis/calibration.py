@@ -514,7 +514,9 @@ def design_warnings(result: "CalibrationResult") -> list[str]:
     r = result.meta.get("provenance", {}).get("pairing_correlation", {}).get("median")
     if r is None or abs(r - PAPER) <= PAIRING_TOLERANCE:
         return []
-    lead = ("the ranking leads with the per-list estimator, which does not depend on it"
+    lead = ("the ranking leads with the standardised per-list estimator, which does not depend on it"
+            if "b1_std" in result.bias.columns else
+            "the ranking leads with the per-list estimator, which does not depend on it"
             if "b1_joint" in result.bias.columns else
             "run the analysis with the joint model (--sat-model both) for the per-list estimator, "
             "which does not depend on it")

@@ -42,7 +42,7 @@ from ..measures import score_lists
 from .core import GRID, bias_indicators, design, fit_logit_batch
 
 __all__ = ["reference_lists", "reference_scores", "REFERENCE_RULE", "akaike_weights",
-           "standardised_curves", "standardised_indicators"]
+           "standardised_curves", "standardised_indicators", "standardised_targets"]
 
 #: The reference population's definition, in the words calibration.json records.
 REFERENCE_RULE = ("for each judged query, lists of k documents whose level at each rank is drawn "
@@ -529,3 +529,34 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
         parts.append(part)
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return {k: v[0] for k, v in out.items()} if single else out
+
+
+def standardised_targets(thetas, ref_phi, weights) -> dict:
+    """What each formulation's standardised curves are fitted to, row by row: the reference
+    lists' distinct (rounded, :data:`DECIMALS`) scores phi_f with their counts and mean S
+    (``sat``), and the reference pairs' distinct |dphi_f| with their counts and mean
+    probability that an answer prefers the higher-phi_f list (``pref``). The fractional logits
+    of :func:`standardised_indicators` are fitted to exactly these rows (counts as weights), so
+    binned, they are the points a figure draws beside s*_f and P*_f.
+
+    Parameters
+    ----------
+    thetas : array_like
+        Joint-model parameters, (F, 7).
+    ref_phi : numpy.ndarray
+        Reference lists' scores, (N, F).
+    weights : array_like
+        Model weights, (F,) (:func:`akaike_weights`).
+
+    Returns
+    -------
+    dict
+        ``sat`` and ``pref``: lists (one per formulation) of (values, counts, means) arrays.
+    """
+    std = _Standardiser(ref_phi)
+    ys, yp = std.targets(np.asarray(thetas, float)[None], np.asarray(weights, float))
+    out = {}
+    for name, lay, y in (("sat", std.sat, ys[0]), ("pref", std.pref, yp[0])):
+        ends = np.append(lay.starts, lay.values.size)
+        out[name] = [(lay.values[a:b], lay.counts[a:b], y[a:b]) for a, b in zip(ends[:-1], ends[1:])]
+    return out

@@ -1,0 +1,160 @@
+"""Figure 0 (satcal.report.figure_standardised): the lines it draws are the standardised curves,
+recomputed here from fits.csv's joint models with statsmodels, and nothing is drawn solid (or
+banded) where the study's answers hold no data."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+
+from satcal.analysis.core import GRID, TIE_TOLERANCE
+
+FORMS = 3
+
+
+def _answers(phi_a, phi_b, rng):
+    """SPEC 7.1's answer process on formulation 0's scores: s = expit(-2 + 4 phi), pi = 0.3,
+    delta = 0.8, lambda = 0.1."""
+    n = len(phi_a)
+    sa = rng.random(n) < expit(-2 + 4 * phi_a[:, 0])
+    sb = rng.random(n) < expit(-2 + 4 * phi_b[:, 0])
+    out = np.where(sa & sb, "both_good", np.where(~sa & ~sb, "both_bad", "")).astype(object)
+    one = sa != sb
+    lapse = rng.random(n) < 0.1
+    out[one] = np.where(sa[one] != lapse[one], "a_better", "b_better")
+    states = ~one & (rng.random(n) < 0.3)
+    higher_a = phi_a[:, 0] >= phi_b[:, 0]
+    pick_a = (rng.random(n) < 0.8) == higher_a
+    out[states] = np.where(pick_a[states], "a_better", "b_better")
+    return out
+
+
+@pytest.fixture(scope="module")
+def partial():
+    """A study whose lists reach phi < 0.6 under every formulation (the reference population
+    reaches 1), so the standardised curves are unsupported beyond; indicators over [0, 1]
+    (``full``), so the curves' ``supported`` column does not mark it and the figure has to."""
+    from satcal.analysis import calibrate
+    from satcal.measures import study_formulations
+    rng = np.random.default_rng(7)
+    forms = study_formulations()[:FORMS]
+    n = 2500
+    base_a, base_b = rng.random(n) * 0.59, rng.random(n) * 0.59
+    jitter = lambda base: np.clip(base[:, None] + rng.normal(0, 0.05, (n, FORMS)) * [0, 1, 1], 0, 0.59)
+    phi_a, phi_b = np.round(jitter(base_a), 3), np.round(jitter(base_b), 3)
+    ref_base = rng.random(4000)
+    ref = np.round(np.clip(ref_base[:, None] + rng.normal(0, 0.05, (4000, FORMS)) * [0, 1, 1], 0, 1), 3)
+    return calibrate(None, forms, phi_a=phi_a, phi_b=phi_b, answers=_answers(phi_a, phi_b, rng),
+                     sat_model="both", model_check_folds=0, indicator_range="full", reference=ref,
+                     bootstrap=20, seed=3)
+
+
+def _lines(ax, name):
+    """(x, y) of the solid and of the dotted line of one formulation (NaN where not drawn)."""
+    lines = [l for l in ax.get_lines() if l.get_color() == name]
+    solid = next(l for l in lines if l.get_linestyle() == "-")
+    dotted = [l for l in lines if l.get_linestyle() == ":"]
+    return solid.get_xydata(), (dotted[0].get_xydata() if dotted else None)
+
+
+def _independent(result):
+    """s*_f and P*_f on GRID from fits.csv's joint rows, the recorded Akaike weights and the
+    reference lists: S = sum_g w_g s_g(phi_g) and each reference pair's probability of an answer
+    siding with its higher-phi_f list (SPEC 7.1 written out), each fitted by statsmodels'
+    fractional-response binomial GLM on (phi_f, phi_f^2), scores grouped to 0.001."""
+    import statsmodels.api as sm
+    std = result.meta["standardisation"]
+    ref, w = std["reference_phi"], std["weights"]
+    joint = result.fits[(result.fits.sat_model == "joint") & (result.fits.curve == "sat")].set_index("formulation")
+    forms = list(result.bias.formulation)
+    X = lambda x: np.stack([np.ones_like(x), x, x ** 2], axis=1)
+    s_of = lambda g, phi: expit(X(phi) @ joint.loc[forms[g], ["beta0", "beta1", "beta2"]].to_numpy(float))
+    S = sum(w[g] * s_of(g, ref[:, g]) for g in range(len(forms)))
+    x, y = ref[0::2], ref[1::2]
+    to_x, to_y = np.zeros(len(x)), np.zeros(len(x))
+    for g in range(len(forms)):
+        row = joint.loc[forms[g]]
+        sx, sy = s_of(g, x[:, g]), s_of(g, y[:, g])
+        d = x[:, g] - y[:, g]
+        d = np.where(np.abs(d) < TIE_TOLERANCE, 0.0, d)
+        pi = expit(row.joint_c0 + row.joint_c1 * np.abs(d))
+        lam, delta = row.joint_lambda, row.joint_delta
+        t = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
+        same = sx * sy + (1 - sx) * (1 - sy)
+        to_x += w[g] * (sx * (1 - sy) * (1 - lam) + sy * (1 - sx) * lam + same * pi * t)
+        to_y += w[g] * (sy * (1 - sx) * (1 - lam) + sx * (1 - sy) * lam + same * pi * (1 - t))
+    out = {}
+    for j, f in enumerate(forms):
+        phi = np.round(ref[:, j], 3)
+        out[(f, "sat")] = sm.GLM(S, X(phi), family=sm.families.Binomial()).fit(tol=1e-12).predict(X(GRID))
+        d = x[:, j] - y[:, j]
+        agree = np.where(np.abs(d) < TIE_TOLERANCE, 0.0, np.where(d > 0, to_x, to_y))
+        ad = np.round(np.abs(d), 3)
+        out[(f, "pref")] = sm.GLM(agree, X(ad), family=sm.families.Binomial()).fit(tol=1e-12).predict(X(GRID))
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.PerfectSeparationWarning")   # agreement 0 at every tie
+def test_figure_draws_the_standardised_curves(partial):
+    """Each formulation's line, read back from the Axes (solid and dotted parts together), is
+    s*_f (left) and P*_f (right) recomputed independently, to 1e-6."""
+    from satcal.report import figure_standardised
+    forms = list(partial.bias.formulation)
+    fig = figure_standardised(partial, formulations=forms)
+    expected = _independent(partial)
+    for ax, curve in zip(fig.axes[:2], ("sat", "pref")):
+        for i, f in enumerate(forms):
+            solid, dotted = _lines(ax, f"C{i}")
+            both = solid if dotted is None else np.where(np.isnan(solid), dotted, solid)
+            np.testing.assert_allclose(both[:, 0], GRID)
+            y = both[:, 1]
+            assert np.abs(y - expected[(f, curve)]).max() < 1e-6, (f, curve)
+    # and they are curves.csv's rows
+    c = partial.curves[partial.curves.sat_model == "standardised"]
+    np.testing.assert_allclose(c[(c.formulation == forms[1]) & (c.curve == "sat")].p, expected[(forms[1], "sat")],
+                               atol=1e-6)
+
+
+def test_nothing_solid_or_banded_beyond_the_data(partial):
+    """The study's lists reach phi < 0.6 (and |dphi| < 0.6): the solid line and the band stop
+    at the supported range calibration.json records, the dotted line covers the rest, though
+    with indicators over [0, 1] curves.csv calls every point supported."""
+    from satcal.report import figure_standardised
+    forms = list(partial.bias.formulation)
+    ranges = partial.meta["provenance"]["support"]["ranges"]
+    c = partial.curves[partial.curves.sat_model == "standardised"]
+    assert c.supported.all()
+    fig = figure_standardised(partial, formulations=forms)
+    for ax, curve, key in zip(fig.axes[:2], ("sat", "pref"), ("sat_joint", "pref")):
+        bands = [p for p in ax.collections if type(p).__name__ in ("PolyCollection", "FillBetweenPolyCollection")]
+        assert len(bands) == FORMS
+        for i, f in enumerate(forms):
+            lo, hi = ranges[f][key]
+            assert lo == 0.0 and (hi == pytest.approx(0.6) if curve == "sat" else 0.4 <= hi <= 0.6)
+            solid, dotted = _lines(ax, f"C{i}")
+            drawn = solid[~np.isnan(solid[:, 1]), 0]
+            assert drawn.min() >= lo - 1e-9 and drawn.max() <= hi + 1e-9
+            assert drawn.size == np.sum((GRID >= lo - 1e-12) & (GRID <= hi + 1e-12))
+            rest = dotted[~np.isnan(dotted[:, 1]), 0]
+            assert rest.min() > hi and rest.max() == 1.0
+            verts = np.concatenate([p.vertices for p in bands[i].get_paths()])
+            assert verts[:, 0].max() <= hi + 1e-9
+
+
+def test_report_leads_with_figure_0_and_same_bytes(partial, tmp_path):
+    """write_analysis draws fig0_standardised (PNG and PDF, the same bytes twice) and the report
+    shows it before the paper's Figure 1."""
+    from satcal.fileio import save_figure
+    from satcal.report import figure_standardised, write_analysis
+    written = write_analysis(partial, tmp_path / "a")
+    again = save_figure(figure_standardised(partial), tmp_path / "again")
+    for path in again:
+        assert path.read_bytes() == (tmp_path / "a" / "figures" / f"fig0_standardised{path.suffix}").read_bytes()
+    html = open(written["report"]).read()
+    assert html.index("Figure 0.") < html.index("Figure 1.") < html.index("Figure 2.")
+    assert "fig0_standardised" in written["fig0_standardised.png"]
+
+
+def test_figure_refuses_a_result_without_standardised_curves(ecir_result):
+    from satcal.report import figure_standardised
+    with pytest.raises(ValueError, match="no standardised curves"):
+        figure_standardised(ecir_result)
