@@ -6,17 +6,26 @@ pages of ten items as a browser without JavaScript (every request a real HTTP re
 real server process), against SQLite (one server process) and PostgreSQL (two processes
 sharing the database; Debian's postgresql, started privately as the tests do). Printed per
 page kind: requests, p50 and p95 latency; errors; and whether the stored answers equal the
-submitted ones (none lost, none doubled). The peer is the same server's static stylesheet,
+submitted ones (none lost, none doubled). The first peer is the same server's static stylesheet,
 fetched under the same load by the same client (httpx; by default a thread of the process
-whose threads are the participants): the ratio says what a page costs above serving a file.
+whose threads are the participants): the ratio says what a page costs above serving a file. A page submission is stored on disk
+before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
+``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
+same way (:func:`durable_peer`), so the second ratio says what a page costs above the fsync
+any durable answer pays on this machine.
 A client of one process measures its own interpreter lock as well: the faster the server
 answers the participants, the longer the peer's thread waits for the lock, so the ratio falls
 without the pages getting faster. ``--client-processes K`` spreads the participants over K
-processes and gives the peer a process of its own. On a shared
+processes and gives the peer a process of its own. ``--think S`` has each participant spend S seconds on a form before submitting it (the first
+50 arriving over S seconds): without it the 50 participants submit as fast as the server
+answers, a closed loop that keeps the server saturated, where a page's latency is mostly its
+wait in the server's queue (Little's law: 50 / throughput) and the ratio to a file that skips
+that queue says where the queue is rather than how fast a page is. On a shared
 machine one run says little, so SQLite runs ``--runs`` times (a fresh database each time), and
 the ratios of each run and their median are printed with the load average.
 
-    python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4] [--no-postgres]
+    python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
+                                     [--think 1] [--no-postgres]
     python benchmarks/bench_serve.py --adaptive [--refit-seconds 2]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
@@ -81,6 +90,77 @@ def static_latencies(url: str, stop: threading.Event) -> list[float]:
     return out
 
 
+def durable_peer(port: int, path: str) -> None:
+    """The second peer's server: uvicorn and Starlette as ``satcal serve`` runs them, one route
+    that stores a row in SQLite (WAL, ``synchronous=FULL``: one fsync a commit, as the study
+    database) and answers once it is committed. What any durable answer costs on this machine,
+    with none of satcal's work."""
+    import sqlite3
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, at REAL NOT NULL)")
+    lock = threading.Lock()
+
+    def store(request):  # a sync endpoint: Starlette runs it on its threads, as a file's read
+        with lock:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (at) VALUES (?)", (time.time(),))
+            conn.execute("COMMIT")
+        return PlainTextResponse("stored")
+
+    uvicorn.run(Starlette(routes=[Route("/store", store, methods=["POST"])]), host="127.0.0.1", port=port,
+                log_level="warning")
+
+
+def durable_latencies(url: str, stop: threading.Event) -> list[float]:
+    """The second peer: a row stored durably by a minimal server (:func:`durable_peer`), every
+    20 ms (unpaced, a loop of them took a core and the disk from the server measured)."""
+    import httpx
+    out = []
+    with httpx.Client() as http:
+        while not stop.wait(0.02):
+            start = time.perf_counter()
+            http.post(url + "/store")
+            out.append(time.perf_counter() - start)
+    return out
+
+
+class DurablePeer:
+    """:func:`durable_peer` in a process of its own, for the length of a ``with``."""
+
+    def __init__(self, directory: Path):
+        from satcal.serve.client import free_port
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.path = directory / "durable-peer.db"
+
+    def __enter__(self):
+        import subprocess
+
+        import httpx
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        self.process = subprocess.Popen([sys.executable, __file__, "--durable-peer", str(self.port), str(self.path)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.post(self.url + "/store", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("the durable peer did not start")
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
 def _peer_process(url: str, stop, out) -> None:
     """The peer in a process of its own (no interpreter lock shared with the participants)."""
     out.send(static_latencies(url, stop))
@@ -88,20 +168,20 @@ def _peer_process(url: str, stop, out) -> None:
 
 def _drive_part(job):
     from satcal.serve.client import drive
-    url, ids, concurrency = job
-    return drive(url, ids, concurrency=concurrency, choose=honest)
+    url, ids, concurrency, think = job
+    return drive(url, ids, concurrency=concurrency, choose=honest, think=think)
 
 
-def drive_in_processes(url: str, ids: list, concurrency: int, processes: int) -> list:
+def drive_in_processes(url: str, ids: list, concurrency: int, processes: int, think: float = 0.0) -> list:
     """``drive`` with the participants spread over ``processes`` client processes (their
     visits in the order of ``ids``)."""
     import multiprocessing
     if processes <= 1:
         from satcal.serve.client import drive
-        return drive(url, ids, concurrency=concurrency, choose=honest)
+        return drive(url, ids, concurrency=concurrency, choose=honest, think=think)
     parts = [ids[i::processes] for i in range(processes)]
     with multiprocessing.get_context("fork").Pool(processes) as pool:
-        results = pool.map(_drive_part, [(url, part, max(1, concurrency // processes)) for part in parts])
+        results = pool.map(_drive_part, [(url, part, max(1, concurrency // processes), think) for part in parts])
     visits = [None] * len(ids)
     for i, part in enumerate(results):
         visits[i::processes] = part
@@ -109,7 +189,7 @@ def drive_in_processes(url: str, ids: list, concurrency: int, processes: int) ->
 
 
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
-        client_processes: int = 1):
+        client_processes: int = 1, think: float = 0.0):
     from satcal.serve import db
     from satcal.serve.client import ServerProcess
     ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
@@ -117,7 +197,11 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         for suffix in ("", "-wal", "-shm"):
             Path(str(ws.path / "serve.db") + suffix).unlink(missing_ok=True)
     load = os.getloadavg()
-    with ServerProcess(ws.path, db_url, workers=workers) as server:
+    durable: list[float] = []
+    with ServerProcess(ws.path, db_url, workers=workers) as server, DurablePeer(ws.path.parent) as second:
+        second_stop = threading.Event()
+        second_side = threading.Thread(target=lambda: durable.extend(durable_latencies(second.url, second_stop)))
+        second_side.start()
         peer: list[float] = []
         if client_processes > 1:
             import multiprocessing
@@ -129,12 +213,14 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop)))
         side.start()
         start = time.perf_counter()
-        visits = drive_in_processes(server.url, ids, concurrency, client_processes)
+        visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
         wall = time.perf_counter() - start
         stop.set()
+        second_stop.set()
         if client_processes > 1:
             peer = receive.recv()
         side.join()
+        second_side.join()
     engine = db.connect(db_url or db.default_url(ws.path))
     stored = db.snapshot(engine)
     engine.dispose()
@@ -151,7 +237,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     errors = [e for v in visits for e in v.errors]
     completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
     print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
-          f"process(es), {client_processes} client process(es); wall {wall:.1f} s; {completed} reached the completion redirect; load average "
+          f"process(es), {client_processes} client process(es), {think:g} s on each form; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
           f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     kinds: dict[str, list[float]] = {}
     for v in visits:
@@ -164,12 +250,19 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             print(f"{kind:<14} {values.size:>8} {np.percentile(values, 50):>8.1f} {np.percentile(values, 95):>8.1f}")
     peer_ms = np.array(peer) * 1000
     print(f"{'static (peer)':<14} {peer_ms.size:>8} {np.percentile(peer_ms, 50):>8.1f} {np.percentile(peer_ms, 95):>8.1f}")
+    durable_ms = np.array(durable) * 1000
+    print(f"{'durable write (second peer)':<14} {durable_ms.size:>8} {np.percentile(durable_ms, 50):>8.1f} "
+          f"{np.percentile(durable_ms, 95):>8.1f}")
     for kind in ("entry", "page (post)"):
         ms = np.array(kinds[kind]) * 1000
         p50, p95 = np.percentile(ms, 50) / np.percentile(peer_ms, 50), np.percentile(ms, 95) / np.percentile(peer_ms, 95)
-        print(f"{kind} / static file: p50 {p50:.2f}x, p95 {p95:.2f}x (goal p95 <= 1.5x)")
+        d50 = np.percentile(ms, 50) / np.percentile(durable_ms, 50)
+        d95 = np.percentile(ms, 95) / np.percentile(durable_ms, 95)
+        print(f"{kind} / static file: p50 {p50:.2f}x, p95 {p95:.2f}x (goal p95 <= 1.5x); "
+              f"/ durable write: p50 {d50:.2f}x, p95 {d95:.2f}x")
         if ratios is not None:
             ratios.setdefault(kind, []).append((p50, p95))
+            ratios.setdefault(kind + " durable", []).append((d50, d95))
     if ratios is not None:
         ratios.setdefault("load", []).append((load[0], os.getloadavg()[0]))
     print(f"errors: {len(errors)}{' (first: ' + errors[0] + ')' if errors else ''}")
@@ -211,7 +304,13 @@ def main():
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--adaptive", action="store_true", help="fixed against adaptive study, SQLite")
     parser.add_argument("--refit-seconds", type=float, default=2.0)
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="seconds each participant spends on a form before submitting it, the first "
+                             "wave arriving over as many seconds (default 0: as fast as the server answers)")
+    parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.durable_peer:
+        return durable_peer(int(args.durable_peer[0]), args.durable_peer[1])
     ok = True
     if args.adaptive:
         with tempfile.TemporaryDirectory() as tmp:
@@ -221,14 +320,20 @@ def main():
         ratios: dict = {}
         for i in range(args.runs):
             ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
-                      ratios=ratios, client_processes=args.client_processes) is not None
-        print(f"\nSQLite, {args.runs} runs: p95 of each / p95 of the static file in the same run (goal <= 1.5x)")
+                      ratios=ratios, client_processes=args.client_processes, think=args.think) is not None
+        print(f"\nSQLite, {args.runs} runs, {args.think:g} s on each form: p95 of each / p95 of the static file in the same run (goal <= 1.5x)")
         print("load average before -> after: " + ", ".join(f"{a:.1f} -> {b:.1f}" for a, b in ratios["load"]))
         for kind in ("entry", "page (post)"):
             p95 = [r[1] for r in ratios[kind]]
             p50 = [r[0] for r in ratios[kind]]
             print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in p95)}; median {np.median(p95):.2f}x, "
                   f"met in {sum(x <= 1.5 for x in p95)} of {len(p95)}; p50 ratio median {np.median(p50):.2f}x")
+        print("p95 of each / p95 of the durable write (second peer) in the same run:")
+        for kind in ("entry", "page (post)"):
+            d95 = [r[1] for r in ratios[kind + " durable"]]
+            d50 = [r[0] for r in ratios[kind + " durable"]]
+            print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in d95)}; median {np.median(d95):.2f}x; "
+                  f"p50 ratio median {np.median(d50):.2f}x")
         if not args.no_postgres:
             from pg import ensure_postgres, temporary_postgres
             reason = ensure_postgres()
@@ -237,7 +342,8 @@ def main():
             else:
                 ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
                 with temporary_postgres() as url:
-                    ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2) is not None
+                    ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2,
+                              think=args.think) is not None
     sys.exit(0 if ok else 1)
 
 

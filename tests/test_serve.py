@@ -708,6 +708,27 @@ def test_redirects_never_follow_the_host_header(served_ws):
             loc.startswith("https://app.prolific.com/"), loc
 
 
+def test_a_thinking_participant_pauses_before_each_submission_only(served_ws, monkeypatch):
+    """``think`` (the load benchmark's reading time): one pause of that length right before
+    each form the participant submits (consent and three pages, counted from the requests the
+    server received), none before a GET."""
+    import types
+
+    from satcal.serve import client
+    events = []
+    monkeypatch.setattr(client, "time", types.SimpleNamespace(
+        perf_counter=time.perf_counter, sleep=lambda s: events.append(("think", s))))
+    http = _client(_study(served_ws))
+    http.event_hooks["request"].append(lambda r: events.append((r.method, r.url.path)))
+    visit = client.Participant("http://testserver", http).run("PROLIFIC_PID=think1&STUDY_ID=s&SESSION_ID=s",
+                                                              attentive, think=2.5)
+    assert visit.pages == 3 and visit.end_url.endswith(f"cc={CODE}")
+    posts = [i for i, e in enumerate(events) if e[0] == "POST"]
+    thinks = [i for i, e in enumerate(events) if e[0] == "think"]
+    assert [events[i][1] for i in posts] == ["/consent", "/page", "/page", "/page"]
+    assert thinks == [i - 1 for i in posts] and all(events[i][1] == 2.5 for i in thinks)
+
+
 def test_a_link_never_swaps_a_running_participant_without_their_confirmation(served_ws):
     from satcal.serve.client import parse_form
     study = _study(served_ws)

@@ -194,7 +194,7 @@ class Participant:
         visit.latencies.setdefault(kind, []).append(time.perf_counter() - start)
         return response
 
-    def run(self, entry_query: str, choose=None, max_steps: int = 10_000) -> Visit:
+    def run(self, entry_query: str, choose=None, max_steps: int = 10_000, think: float = 0.0) -> Visit:
         """Enter with ``entry_query`` (e.g. ``PROLIFIC_PID=...&STUDY_ID=...``) and go through.
 
         Parameters
@@ -205,6 +205,9 @@ class Participant:
             ``choose(form) -> {name: value}``; None picks the first option of each group.
         max_steps : int, optional
             Requests at most (default 10,000).
+        think : float, default 0
+            Seconds spent on each form before submitting it (reading it; not part of any
+            latency); 0 submits at once.
 
         Returns
         -------
@@ -238,6 +241,8 @@ class Participant:
                 visit.submitted[form.hidden.get("assignment", "")] = answers
             url = urljoin(url, form.action or url)
             method, data = "POST", fields
+            if think > 0:
+                time.sleep(think)
             kind = (urlparse(url).path.strip("/") or "entry") + " (post)"
         visit.errors.append("too many steps")
         return visit
@@ -371,7 +376,7 @@ class ServerProcess:
 
 
 def drive(url: str, participants: list[str], concurrency: int = 50, choose=None, choose_for=None,
-          study_id: str = "load", progress: bool = False, simulated: str = "") -> list[Visit]:
+          study_id: str = "load", progress: bool = False, simulated: str = "", think: float = 0.0) -> list[Visit]:
     """Send Prolific participants (ids ``participants``) through the study at ``url``,
     ``concurrency`` at a time, each as a browser without JavaScript. Each answers with
     ``choose`` (a form -> answers function), or with ``choose_for(participant)`` when given.
@@ -396,6 +401,10 @@ def drive(url: str, participants: list[str], concurrency: int = 50, choose=None,
         Show progress (default False).
     simulated : str, optional
         The simulation token; empty (default) sends none.
+    think : float, default 0
+        Seconds each participant spends on a form before submitting it (:meth:`Participant.run`);
+        with it, the first ``concurrency`` participants also arrive spread over that many
+        seconds instead of all at once. 0 (default): as fast as the server answers.
 
     Returns
     -------
@@ -407,6 +416,12 @@ def drive(url: str, participants: list[str], concurrency: int = 50, choose=None,
     import httpx
     from tqdm.auto import tqdm
     limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
+    # one TLS context for every participant: httpx makes one per client otherwise, loading the
+    # CA bundle each time (19 ms of CPU holding the interpreter lock, 40% of a load test's
+    # client CPU, stalling every other participant's thread and the latencies they time)
+    tls = httpx.create_ssl_context()
+
+    first = {pid: i for i, pid in enumerate(participants[:concurrency])}
 
     def one(pid):
         """Send the participant ``pid`` through the study; an HTTP error ends the visit with its text.
@@ -420,12 +435,14 @@ def drive(url: str, participants: list[str], concurrency: int = 50, choose=None,
         -------
         Visit
         """
-        with httpx.Client(timeout=120, follow_redirects=False, limits=limits) as http:
+        with httpx.Client(timeout=120, follow_redirects=False, limits=limits, verify=tls) as http:
             try:
                 query = f"PROLIFIC_PID={pid}&STUDY_ID={study_id}&SESSION_ID={pid}"
                 query += f"&SATCAL_SIMULATED={simulated}" if simulated else ""
-                return Participant(url, http).run(query,
-                                                  choose_for(pid) if choose_for else choose)
+                if think > 0 and pid in first:
+                    time.sleep(think * first[pid] / concurrency)
+                return Participant(url, http).run(query, choose_for(pid) if choose_for else choose,
+                                                  think=think)
             except httpx.HTTPError as exc:
                 visit = Visit()
                 visit.errors.append(f"{type(exc).__name__}: {exc}")
