@@ -895,12 +895,12 @@ def write_csv_safe(path: "str | os.PathLike", table) -> Path:
     A large table is written through pyarrow's CSV writer when pyarrow (the ``fast`` extra,
     14 or later) is importable, in blocks of :data:`ARROW_BLOCK_ROWS` rows: each cell is
     rendered as pandas renders it (text as it is, ``str`` of other objects, an integer's
-    digits, numpy's text of each float and ``str`` of each bool, once per distinct value;
-    missing cells empty), the cells a spreadsheet would run are marked as
-    :func:`spreadsheet_safe` marks them, and the rows are written unquoted, so the file is the
-    one pandas writes. A table with a cell the csv module would quote (a comma, a quote or a
-    line end in it), a cell Arrow refuses, a column of another dtype, a single column, or no
-    pyarrow, is written by pandas.
+    digits, numpy's text of each float and ``str`` of each bool, once per distinct value; a
+    categorical text column once per category; missing cells empty), the cells a spreadsheet
+    would run are marked as :func:`spreadsheet_safe` marks them, the cells holding a comma or
+    a quote are quoted as the csv module quotes them, and each row's cells are joined by Arrow,
+    so the file is the one pandas writes. A table with a line end in a cell, a cell Arrow
+    refuses, a column of another dtype, a single column, or no pyarrow, is written by pandas.
 
     Parameters
     ----------
@@ -967,24 +967,34 @@ def _write_blocks(table, fh) -> bool:
     first = _arrow_columns(table.iloc[:ARROW_BLOCK_ROWS])
     if first is None:
         return False
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
     fh.write(to_csv_safe(table.iloc[:0]).encode("utf-8"))  # the header, as pandas writes it
-    options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=",")
-    names = [str(i) for i in range(table.shape[1])]
     for at in range(0, len(table), ARROW_BLOCK_ROWS):
         columns = first if at == 0 else _arrow_columns(table.iloc[at:at + ARROW_BLOCK_ROWS])
         if columns is None:
             return False
-        pacsv.write_csv(pa.table(columns, names=names), fh, options)
+        fh.write(_joined_rows(columns))
         first = None
     return True
 
 
+def _joined_rows(columns) -> memoryview:
+    """The CSV lines of a block: each row's cells (Arrow text arrays, already rendered, safe
+    and quoted) joined by commas, each line ended by ``\n``, as one buffer."""
+    import numpy as np
+    import pyarrow.compute as pc
+    rows = pc.binary_join_element_wise(*columns, ",")
+    rows = pc.binary_join_element_wise(rows, "", "\n")  # the row, "\n", and nothing
+    offsets, data = _text_buffers(rows)
+    if data is None:
+        return memoryview(b"")
+    return memoryview(data)[int(offsets[0]):int(offsets[-1])]
+
+
 def _arrow_columns(table):
     """Each column of ``table`` as an Arrow text array holding the cells as pandas writes
-    them (spreadsheet-safe), or None when the table must be written by pandas (no pyarrow 14,
-    a dtype other than text, bool, integer and float, or a cell that would be quoted)."""
+    them (spreadsheet-safe, quoted as the csv module quotes them), or None when the table
+    must be written by pandas (no pyarrow 14, a dtype other than text, categorical text, bool,
+    integer and float, or a cell holding a line end)."""
     try:
         import pyarrow as pa
     except ImportError:
@@ -999,6 +1009,22 @@ def _arrow_columns(table):
     for j in range(table.shape[1]):
         values = table.iloc[:, j]
         dtype = values.dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            column = _arrow_categorical(values)
+            if column is None:
+                return None
+            out.append(column)
+            continue
+        if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+            # Arrow's own text: no Python string per cell (a missing cell is written empty)
+            column = pa.array(values.array)
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            column = _safe_text(column.cast(pa.string()).fill_null(""))
+            if column is None:
+                return None
+            out.append(column)
+            continue
         text_like = dtype == object or isinstance(dtype, pd.StringDtype)
         if not (text_like or (isinstance(dtype, np.dtype) and dtype.kind in "biuf")):
             return None
@@ -1036,9 +1062,23 @@ def _arrow_columns(table):
             text = np.array([str(v) for v in uniques.astype(object)], dtype=object)
         dictionary = pa.array(list(text), type=pa.string())
         out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
-    if any(_text_holds(column, b',"\r\n') for column in out):
-        return None
     return out
+
+
+def _arrow_categorical(values):
+    """A categorical column of text as Arrow text, each category rendered, made safe and
+    quoted once and spread by the codes (a missing cell empty); None for other categories."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    categories = pd.Series(np.asarray(values.cat.categories, dtype=object), dtype=object)
+    if pd.api.types.infer_dtype(categories.to_numpy(), skipna=False) not in ("string", "empty"):
+        return None
+    dictionary = _arrow_text(categories)
+    if dictionary is None:
+        return None
+    codes = values.cat.codes.to_numpy()
+    return dictionary.take(pa.array(codes, mask=codes < 0)).fill_null("")
 
 
 def _text_holds(column, characters: bytes) -> bool:
@@ -1078,8 +1118,8 @@ def _first_in(column, characters: str):
 
 def _arrow_text(values):
     """A text column (every cell a string or missing) as an Arrow array with the risky cells
-    marked (:func:`spreadsheet_safe`); None when a cell is not a string."""
-    import numpy as np
+    marked (:func:`spreadsheet_safe`) and the cells the csv module quotes quoted; None when a
+    cell is not a string or holds a line end."""
     import pandas as pd
     import pyarrow as pa
     cells = values.to_numpy(dtype=object)
@@ -1094,7 +1134,21 @@ def _arrow_text(values):
     if column.null_count:
         # a missing cell is written empty, as pandas' na_rep; a float NaN among strings is one
         column = column.fill_null("")
-    # a risky cell starts with a formula prefix or an apostrophe: only those are looked at
+    return _safe_text(column)
+
+
+def _safe_text(column):
+    """An Arrow text array (no missing cell) as pandas writes it: the cells a spreadsheet would
+    run marked as :func:`spreadsheet_safe` marks them, then the cells holding a comma or a
+    quote quoted as the csv module quotes them (in quotes, a quote doubled); None when a cell
+    holds a line end (left to pandas). Only the cells that start with a formula prefix or an
+    apostrophe, or hold a comma or a quote, are looked at in Python."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if _text_holds(column, b"\r\n"):
+        return None
     candidate = _first_in(column, "'=+-@\t\r")
     if candidate.any():
         rows = np.flatnonzero(candidate)
@@ -1102,8 +1156,15 @@ def _arrow_text(values):
         distinct = pd.Series(pd.unique(found.to_numpy(dtype=object)), dtype=object)
         risky = set(distinct[_risky_values(distinct).to_numpy()])
         if risky:
-            marked = ["'" + v if v in risky else v for v in found]
-            text = np.asarray(column.to_numpy(zero_copy_only=False), dtype=object).copy()
-            text[rows] = np.array(marked, dtype=object)
-            column = pa.array(text, type=pa.string())
+            hit = np.array([v in risky for v in found], dtype=bool)
+            mask = np.zeros(len(column), dtype=bool)
+            mask[rows[hit]] = True
+            column = pc.replace_with_mask(column, pa.array(mask),
+                                          pa.array(["'" + v for v in found[hit]], type=pa.string()))
+    if _text_holds(column, b',"'):
+        quote = pc.or_(pc.match_substring(column, ","), pc.match_substring(column, '"'))
+        quote = quote.to_numpy(zero_copy_only=False)
+        found = column.filter(pa.array(quote)).to_pylist()
+        column = pc.replace_with_mask(column, pa.array(quote),
+                                      pa.array(['"' + v.replace('"', '""') + '"' for v in found], type=pa.string()))
     return column
