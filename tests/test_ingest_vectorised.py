@@ -315,3 +315,35 @@ def test_regular_file_read_by_the_c_parser_equals_the_csv_module(tmp_path, delim
     assert list(got.columns) == [*header, "__line__"]
     assert got[header].values.tolist() == want
     assert got["__line__"].tolist() == where
+
+
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+@pytest.mark.parametrize("arrow", [True, False])
+def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tmp_path, monkeypatch,
+                                                                              delimiter, arrow):
+    """A file with no blank line is read by pyarrow's CSV reader when it is installed (by the
+    numpy check and pandas otherwise): the csv module's cells, line 2, 3, ... of each row; a
+    line with a field too few still goes to the row-by-row reader, which names it."""
+    import csv
+    import io
+    from satcal import fileio
+    from satcal.errors import InputFileError
+    if arrow:
+        pytest.importorskip("pyarrow")
+    else:
+        monkeypatch.setattr(fileio, "_read_regular_arrow", lambda *a: NotImplemented)  # as without pyarrow
+    rng = np.random.default_rng(8)
+    cells = ["007", " w1 ", "", "a_better", "ünï", "1.50", "True", "=x", "x y", "-", "#c"]
+    lines = [delimiter.join(["item_id", "worker_id", "answer"])]
+    for i in range(30_000):  # more than 20,000 rows: the mostly-distinct column is kept apart
+        lines.append(delimiter.join([f"r{i}", *rng.choice(cells, 2)]))
+    text = "\n".join(lines)  # no line end after the last row
+    got = fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    want = list(reader)
+    assert list(got.columns) == [*want[0], "__line__"]
+    assert got[want[0]].values.tolist() == want[1:]
+    assert got["__line__"].tolist() == list(range(2, len(want) + 1))
+    broken = text.replace(f"\nr2000{delimiter}", "\nr2000", 1)
+    with pytest.raises(InputFileError, match=r"f\.csv:2002: truncated line: 2 fields"):
+        fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=broken)
