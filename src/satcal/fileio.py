@@ -633,9 +633,15 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     from .errors import InputFileError
     text = read_utf8_text(path) if text is None else text
     layout = expected or f"a header with {', '.join(required)}"
-    if not text.strip():
+    if not text or text.isspace():  # not text.strip(), which copies the whole text
         raise InputFileError(path, f"is empty: expected {layout}")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    # the header alone when its line is plain (no quote, no carriage return): the row-by-row
+    # reader of the whole text is made only if the fast readers decline the file
+    end = text.find("\n")
+    head = text[:end + 1] if end >= 0 else text
+    if '"' in head or "\r" in head:
+        head = text
+    reader = csv.reader(io.StringIO(head, newline=""), delimiter=delimiter, strict=True)
     try:
         header = next(reader)
     except csv.Error as exc:
@@ -660,6 +666,9 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     fast = _read_regular(text, delimiter, header)
     if fast is not None:
         return fast
+    if head is not text:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        next(reader)  # the header, read above
     records, lines = [], []
     while True:
         start = reader.line_num + 1  # a quoted field may run over several lines: name the first
@@ -733,9 +742,9 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str]):
     import numpy as np
     import pandas as pd
     end = data.find(b"\n")
-    body = data[end + 1:] if end >= 0 else b""
-    if not body.strip(b"\n") or body.startswith(b"\n") or b"\n\n" in body:
-        return NotImplemented
+    if end < 0 or end + 1 == len(data) or data[end + 1:end + 2] == b"\n" or data.find(b"\n\n", end) >= 0:
+        return NotImplemented  # no row, or a blank line: lines counted by the numpy check
+    body = pa.py_buffer(data).slice(end + 1)  # the rows, not copied
     names = [str(i) for i in range(len(header))]
     try:
         table = pacsv.read_csv(
@@ -747,7 +756,7 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str]):
                                                  strings_can_be_null=False, check_utf8=False))
     except (pa.ArrowInvalid, ValueError):
         return None  # a line with another number of fields
-    n = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+    n = data.count(b"\n", end + 1) + (0 if data.endswith(b"\n") else 1)
     if table.num_rows != n:
         return None
     columns = {}
