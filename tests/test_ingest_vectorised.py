@@ -154,13 +154,24 @@ def assert_same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("threshold", [0.0, 0.6])
-def test_array_ingest_equals_the_per_row_code(seed, threshold):
+@pytest.mark.parametrize("categorical", [False, True])
+def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
+    """``categorical``: the text columns given as categoricals (as ``rebuild`` gives the source
+    file), read by their codes; the tables returned hold plain text all the same."""
     rows, key, example_ids = _varied(seed)
     screen = {"screen_seconds": 2.0, "screen_same_side": 0.9, "drop_traps": ("t15",)}
     reading = pd.Series(np.linspace(1, 9, 60), index=key["item_id"])
     # which list dominates in each example (+1 A, -1 B, 0 neither), for the judgment-consistency test
     dominant = pd.Series(np.random.default_rng(seed).choice([-1, 0, 1], 40), index=[f"ex{i}" for i in range(40)])
-    new = resolve_rows(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    given = rows
+    if categorical:
+        rows = rows.copy()
+        rows.loc[5, "worker_id"] = np.nan  # a missing cell: code -1
+        given = rows.assign(**{c: pd.Categorical(rows[c], categories=[*sorted(set(rows[c].dropna())), "unused"])
+                               for c in ("source_file", "item_id", "worker_id", "answer", "submitted_at", "status")})
+    new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    if categorical:
+        assert not any(isinstance(t[c].dtype, pd.CategoricalDtype) for t in new for c in t.columns)
     old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2,
                                dominant=dominant)
     for got, want in zip(new, old):

@@ -280,7 +280,16 @@ def _as_text(v) -> str:
 
 def _distinct(values) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct values) of a column, missing values among the distinct ones, so that
-    a per-value step runs once per distinct value and spreads back by ``distinct[codes]``."""
+    a per-value step runs once per distinct value and spreads back by ``distinct[codes]``.
+    A categorical column gives its own codes and categories (no hashing; a category no row
+    holds is one more distinct value, looked at for nothing)."""
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy().astype(np.intp)
+        uniques = np.asarray(values.cat.categories, dtype=object)
+        if (codes < 0).any():  # missing cells: one more distinct value, NaN
+            uniques = np.append(uniques, np.array([np.nan], dtype=object))
+            codes = np.where(codes < 0, len(uniques) - 1, codes)
+        return codes, uniques
     codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
     return codes, np.asarray(uniques, dtype=object)
 
@@ -310,6 +319,19 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
     mapped = np.array([ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")) for v in text],
                       dtype=object)
     return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each categorical column as an object column of its values (the tables
+    an ingest returns and what :func:`satcal.quality.worker_table` reads hold plain text)."""
+    cats = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    if not cats:
+        return frame
+    out = {}
+    for c in cats:
+        codes, uniques = _distinct(frame[c])
+        out[c] = pd.Series(uniques[codes], index=frame.index, dtype=object)
+    return frame.assign(**out)
 
 
 def _column(values) -> pd.Series:
@@ -499,8 +521,9 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     # text stays Python strings in object arrays: selecting rows is then a copy of pointers
     r = rows.reset_index(drop=True)
-    for c in r.columns:
-        if r[c].dtype != object and pd.api.types.is_string_dtype(r[c]):
+    for c in r.columns:  # (a categorical column stays one: its codes are its distinct values)
+        if r[c].dtype != object and not isinstance(r[c].dtype, pd.CategoricalDtype) \
+                and pd.api.types.is_string_dtype(r[c]):
             r[c] = _column(r[c])
     n = len(r)
     keyed = _key_columns(r["item_id"], key, example_ids)
@@ -566,6 +589,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if reading is not None:  # looked up once per distinct item, spread by the item codes
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
+    scored = _plain(scored)
     workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
@@ -575,11 +599,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                  "dominated_crowd_share", "consistency_p", "inconsistent", "crowd_answers",
                  "random_evidence", "random_like"])
     if "attention_passed" in r.columns:
-        workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
+        workers = exclude_failed_attention(workers, attention_failures(_plain(r)), attention_limit)
     if "simulated" in r.columns:
         marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
-    before_exclusion = r.loc[ok, ANSWER_TABLE_COLUMNS].assign(
+    before_exclusion = _plain(r.loc[ok, ANSWER_TABLE_COLUMNS]).assign(
         answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object)).reset_index(drop=True)
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
@@ -591,7 +615,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     # no worker was excluded (one copy of the largest table, not two)
     answers = before_exclusion.copy(deep=False) if kept.all() else before_exclusion[kept].reset_index(drop=True)
     ok = free
-    rejects = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].assign(
+    rejects = _plain(r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]]).assign(
         reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
     return answers, rejects.reset_index(drop=True), workers, before_exclusion
 
@@ -775,13 +799,19 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
         table = parsed.get(row.sha256)
         if table is None:
             table = get_platform(row.platform).read_results(raw_dir / row.file)
-        # one shared string, in an object column (a bare string would make pandas 3 build
-        # a million-cell Arrow column, turned back into Python strings by resolve_rows)
-        frames.append(table.assign(source_file=pd.Series(np.full(len(table), row.file, dtype=object),
-                                                         index=table.index, dtype=object)))
+        frames.append(table.drop(columns=["source_file"], errors="ignore"))
     # no file (the only one removed, say): empty tables with their columns, not an error
     rows = (pd.concat(frames, ignore_index=True) if frames
             else pd.DataFrame(columns=[*RAW_ANSWER_COLUMNS, "source_file"], dtype=object))
+    if frames:
+        # each row's archived file as a code into the files' names (a bare string would make
+        # pandas 3 build a million-cell Arrow column); resolve_rows reads the codes and
+        # returns the names as text
+        lengths = [len(t) for t in frames]
+        files = pd.Index(index["file"].tolist(), dtype=object)
+        codes = np.repeat(np.arange(len(frames)), lengths)
+        rows["source_file"] = (pd.Categorical.from_codes(codes, categories=files) if files.is_unique
+                               else pd.Series(files.to_numpy()[codes], dtype=object))
     example_ids = set(examples["example_id"]) if examples is not None else set()
     threshold = quality.trust_threshold if threshold is None else threshold
     screen = {"screen_seconds": float(quality.screen_seconds_per_answer),
@@ -806,7 +836,7 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     fresh = set(parsed)
     for row in index.itertuples():
         per_file.append({"source_file": row.file, "platform": row.platform,
-                         "rows": int((rows["source_file"] == row.file).sum()),
+                         "rows": lengths[len(per_file)],
                          "answers": int((answers["source_file"] == row.file).sum()),
                          "rejects": int((rejects["source_file"] == row.file).sum()),
                          "new": row.sha256 in fresh})
