@@ -591,7 +591,7 @@ def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
 
 
 def read_delimited(path, delimiter: str, required: list[str], *, text: str | None = None,
-                   expected: str | None = None, rows: str | None = None):
+                   expected: str | None = None, rows: str | None = None, coded: bool = False):
     """A delimited file with a header, every cell a string, checked row by row; the line in
     the file where each row starts is in the ``__line__`` column.
 
@@ -616,6 +616,10 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
         The layout, as errors describe it.
     rows : str or None, optional
         What rows are expected, making a file without rows an error.
+    coded : bool, default False
+        When pyarrow reads the file, give a column with few distinct values (ids, answers)
+        as a pandas Categorical of its strings: codes, not a Python string per cell. Its
+        values are the same; a file read another way has object columns.
 
     Returns
     -------
@@ -663,7 +667,7 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
                     f"delimiter, expected {'tabs' if delimiter == chr(9) else 'commas'})")
         raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}"
                                    + (f": expected {expected}" if expected else ""), 1)
-    fast = _read_regular(text, delimiter, header)
+    fast = _read_regular(text, delimiter, header, coded)
     if fast is not None:
         return fast
     if head is not text:
@@ -694,7 +698,7 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     return table
 
 
-def _read_regular(text: str, delimiter: str, header: list[str]):
+def _read_regular(text: str, delimiter: str, header: list[str], coded: bool = False):
     """The rows of a file in which every record is one line with the header's number of
     fields and nothing is quoted, read by pandas' C parser, with each row's line in
     ``__line__``; None for any other file (the row-by-row reader then reads it and names the
@@ -704,7 +708,7 @@ def _read_regular(text: str, delimiter: str, header: list[str]):
     if len(header) < 2 or len(set(header)) != len(header) or '"' in text or "\r" in text:
         return None
     data = text.encode("utf-8")
-    fast = _read_regular_arrow(data, delimiter, header)
+    fast = _read_regular_arrow(data, delimiter, header, coded)
     if fast is not NotImplemented:
         return fast
     raw = np.frombuffer(data, dtype=np.uint8)
@@ -726,12 +730,13 @@ def _read_regular(text: str, delimiter: str, header: list[str]):
     return table
 
 
-def _read_regular_arrow(data: bytes, delimiter: str, header: list[str]):
+def _read_regular_arrow(data: bytes, delimiter: str, header: list[str], coded: bool = False):
     """:func:`_read_regular` by pyarrow's CSV reader (the ``fast`` extra), for a file with no
     blank line: every line after the header is then one row, at line 2, 3, ...; Arrow refuses
     a line with another number of fields (None: the row-by-row reader names it).
     NotImplemented when pyarrow is absent or a blank line is in the body (the numpy check
-    then counts the lines). Cells come out as :func:`_strings_by_value` gives them."""
+    then counts the lines). Cells come out as :func:`_strings_by_value` gives them, or with
+    ``coded`` a column with few distinct values as a Categorical of its strings."""
     try:
         import pyarrow as pa
         import pyarrow.csv as pacsv
@@ -765,13 +770,17 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str]):
         if n > 20_000 and len(pa.compute.unique(cells[:10_000])) > 5_000:
             columns[name] = cells.to_numpy(zero_copy_only=False)  # mostly distinct (row ids)
             continue
-        coded = cells.dictionary_encode()
-        distinct = coded.dictionary.to_numpy(zero_copy_only=False)
-        if len(distinct) < n // 2:  # equal cells share one string object
-            columns[name] = distinct[coded.indices.to_numpy()]
+        indices = cells.dictionary_encode()
+        distinct = indices.dictionary.to_numpy(zero_copy_only=False)
+        if len(distinct) < n // 2 and coded:  # codes into the distinct strings
+            columns[name] = pd.Categorical.from_codes(
+                indices.indices.to_numpy(), dtype=pd.CategoricalDtype(pd.Index(distinct, dtype=object)))
+        elif len(distinct) < n // 2:  # equal cells share one string object
+            columns[name] = distinct[indices.indices.to_numpy()]
         else:
             columns[name] = cells.to_numpy(zero_copy_only=False)
-    out = pd.DataFrame({name: pd.Series(v, dtype=object, copy=False) for name, v in columns.items()})
+    out = pd.DataFrame({name: pd.Series(v, dtype=None if isinstance(v, pd.Categorical) else object, copy=False)
+                        for name, v in columns.items()})
     out["__line__"] = np.arange(2, n + 2)
     return out
 
