@@ -168,7 +168,8 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
         rows = rows.copy()
         rows.loc[5, "worker_id"] = np.nan  # a missing cell: code -1
         given = rows.assign(**{c: pd.Categorical(rows[c], categories=[*sorted(set(rows[c].dropna())), "unused"])
-                               for c in ("source_file", "item_id", "worker_id", "answer", "submitted_at", "status")})
+                               for c in ("source_file", "item_id", "worker_id", "answer", "submitted_at", "status")},
+                             row_id=rows["row_id"].astype("str"))  # Arrow text, as the fast reader gives it
     new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
     if categorical:
         assert not any(isinstance(t[c].dtype, pd.CategoricalDtype) for t in new for c in t.columns)
@@ -329,12 +330,13 @@ def test_regular_file_read_by_the_c_parser_equals_the_csv_module(tmp_path, delim
 
 
 @pytest.mark.parametrize("delimiter", [",", "\t"])
-@pytest.mark.parametrize("arrow", [True, False])
+@pytest.mark.parametrize("arrow,coded", [(True, False), (True, True), (False, True)])
 def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tmp_path, monkeypatch,
-                                                                              delimiter, arrow):
+                                                                              delimiter, arrow, coded):
     """A file with no blank line is read by pyarrow's CSV reader when it is installed (by the
-    numpy check and pandas otherwise): the csv module's cells, line 2, 3, ... of each row; a
-    line with a field too few still goes to the row-by-row reader, which names it."""
+    numpy check and pandas otherwise): the csv module's cells, line 2, 3, ... of each row
+    (``coded``: columns of few values as Categoricals, the row ids as Arrow text, the same
+    values); a line with a field too few still goes to the row-by-row reader, which names it."""
     import csv
     import io
     from satcal import fileio
@@ -349,11 +351,13 @@ def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tm
     for i in range(30_000):  # more than 20,000 rows: the mostly-distinct column is kept apart
         lines.append(delimiter.join([f"r{i}", *rng.choice(cells, 2)]))
     text = "\n".join(lines)  # no line end after the last row
-    got = fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=text)
+    got = fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=text, coded=coded)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     want = list(reader)
     assert list(got.columns) == [*want[0], "__line__"]
-    assert got[want[0]].values.tolist() == want[1:]
+    if coded and arrow:
+        assert isinstance(got["worker_id"].dtype, pd.CategoricalDtype) and got["item_id"].dtype == "str"
+    assert got[want[0]].astype(object).values.tolist() == want[1:]
     assert got["__line__"].tolist() == list(range(2, len(want) + 1))
     broken = text.replace(f"\nr2000{delimiter}", "\nr2000", 1)
     with pytest.raises(InputFileError, match=r"f\.csv:2002: truncated line: 2 fields"):

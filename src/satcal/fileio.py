@@ -618,8 +618,9 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
         What rows are expected, making a file without rows an error.
     coded : bool, default False
         When pyarrow reads the file, give a column with few distinct values (ids, answers)
-        as a pandas Categorical of its strings: codes, not a Python string per cell. Its
-        values are the same; a file read another way has object columns.
+        as a pandas Categorical of its strings, and a column of mostly distinct values (row
+        ids) as Arrow text (pandas' ``str`` dtype): no Python string per cell. The values
+        are the same; a file read another way has object columns.
 
     Returns
     -------
@@ -768,7 +769,8 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str], coded: b
     for name, c in zip(header, names):
         cells = table.column(c).combine_chunks()
         if n > 20_000 and len(pa.compute.unique(cells[:10_000])) > 5_000:
-            columns[name] = cells.to_numpy(zero_copy_only=False)  # mostly distinct (row ids)
+            # mostly distinct (row ids): Arrow's text itself (pandas' str dtype) when coded
+            columns[name] = cells.to_pandas() if coded else cells.to_numpy(zero_copy_only=False)
             continue
         indices = cells.dictionary_encode()
         distinct = indices.dictionary.to_numpy(zero_copy_only=False)
@@ -779,7 +781,8 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str], coded: b
             columns[name] = distinct[indices.indices.to_numpy()]
         else:
             columns[name] = cells.to_numpy(zero_copy_only=False)
-    out = pd.DataFrame({name: pd.Series(v, dtype=None if isinstance(v, pd.Categorical) else object, copy=False)
+    out = pd.DataFrame({name: v if isinstance(v, pd.Series) else
+                        pd.Series(v, dtype=None if isinstance(v, pd.Categorical) else object, copy=False)
                         for name, v in columns.items()})
     out["__line__"] = np.arange(2, n + 2)
     return out

@@ -521,8 +521,10 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     # text stays Python strings in object arrays: selecting rows is then a copy of pointers
     r = rows.reset_index(drop=True)
-    for c in r.columns:  # (a categorical column stays one: its codes are its distinct values)
-        if r[c].dtype != object and not isinstance(r[c].dtype, pd.CategoricalDtype) \
+    # (a categorical column stays one: its codes are its distinct values; the row ids, only
+    # ever selected into the tables, stay Arrow text if they are)
+    for c in r.columns:
+        if r[c].dtype != object and not isinstance(r[c].dtype, pd.CategoricalDtype) and c != "row_id" \
                 and pd.api.types.is_string_dtype(r[c]):
             r[c] = _column(r[c])
     n = len(r)

@@ -83,6 +83,8 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
         an object column (not re-encoded by pandas 3)."""
         if isinstance(v, (pd.Categorical, pd.Series)) and isinstance(v.dtype, pd.CategoricalDtype):
             return pd.Series(pd.Categorical(v), copy=False)
+        if isinstance(v, pd.Series) and _arrow_text(v):
+            return v.reset_index(drop=True)
         return pd.Series(v, dtype=object, copy=False)
     out = pd.DataFrame({
         "item_id": text(_text(item_id)),
@@ -103,6 +105,12 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
     return out[list(RAW_ANSWER_COLUMNS) + ["source_file"]]
 
 
+def _arrow_text(values: pd.Series) -> bool:
+    """Whether a column is Arrow-backed text with no missing cell (the fast reader's row ids)."""
+    dtype = values.dtype
+    return isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" and not values.isna().any()
+
+
 def _numbers(values) -> np.ndarray:
     """Values as floats, a non-number NaN (the cells as they were read, codes or not)."""
     return pd.to_numeric(pd.Series(np.asarray(values, dtype=object)), errors="coerce").to_numpy()
@@ -116,6 +124,8 @@ def _text(values) -> np.ndarray:
             pd.api.types.infer_dtype(np.asarray(values.cat.categories, dtype=object), skipna=False) in ("string", "empty") \
             and not values.isna().any():
         return values  # text already, held as codes
+    if isinstance(values, pd.Series) and _arrow_text(values):
+        return values  # text already, held by Arrow
     values = np.asarray(values, dtype=object)
     if pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty"):
         return values
