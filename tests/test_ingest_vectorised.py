@@ -362,3 +362,29 @@ def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tm
     broken = text.replace(f"\nr2000{delimiter}", "\nr2000", 1)
     with pytest.raises(InputFileError, match=r"f\.csv:2002: truncated line: 2 fields"):
         fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=broken)
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_ordinary_pages_restores_numpys_setting(setting):
+    """An ingest's stages run with numpy's huge-page advice off and give it back as it was,
+    also when the stage raises."""
+    from numpy._core.multiarray import _set_madvise_hugepage
+    from satcal.fileio import ordinary_pages
+    seen = []
+
+    @ordinary_pages
+    def stage(fail):
+        seen.append(_set_madvise_hugepage(False))  # the setting inside (set back just below)
+        if fail:
+            raise ValueError("stage failed")
+        return 7
+
+    previous = _set_madvise_hugepage(setting)
+    try:
+        assert stage(False) == 7
+        with pytest.raises(ValueError):
+            stage(True)
+        assert _set_madvise_hugepage(setting) == setting  # restored after each call
+    finally:
+        _set_madvise_hugepage(previous)
+    assert seen == [False, False]

@@ -18,6 +18,7 @@ import pandas as pd
 from .answers import ANSWER_ALIASES, ANSWER_CODES, StudyData, normalise_answers
 from ._results import ResultTables
 from .errors import InputFileError, SatcalError
+from .fileio import ordinary_pages
 from .judgments import Judgments
 
 __all__ = ["ANSWER_CODES", "ANSWER_ALIASES", "StudyData", "read_external_study", "normalise_answers"]
@@ -658,6 +659,7 @@ class ResultFile:
     rows: pd.DataFrame
 
 
+@ordinary_pages
 def read_result_files(files, platform: str | None, known: set[str]) -> list[ResultFile]:
     """Read and parse result files, skipping any whose content hash is in ``known`` or seen
     before in ``files``. A broken file raises (with its line) before anything is written.
@@ -767,6 +769,7 @@ INGEST_TABLES = {"answers.csv": "answers", "rejects.csv": "rejects", "workers.cs
                  "traps_report.csv": "traps"}
 
 
+@ordinary_pages
 def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame | None,
             examples: pd.DataFrame | None, items: pd.DataFrame | None, k: int, quality, serve,
             threshold: float | None = None) -> IngestReport:
