@@ -16,7 +16,7 @@
 Each figure is taken in a fresh interpreter, the two sides in turn (A B A B ...), the median
 of ``--repeat`` runs quoted; the BLAS setting and the machine load are printed beside it.
 
-    python benchmarks/bench_ingest.py [--rows N] [--answers N] [--repeat R] [--quick]
+    python benchmarks/bench_ingest.py [--rows N] [--answers N] [--repeat R] [--quick] [--against SRC]
     python benchmarks/bench_ingest.py --profile [--rows N]      # cProfile of one ingest
 
 The result file is the embedded ECIR 2015 batch's items answered by many workers (one per 400
@@ -119,14 +119,14 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _child(argv: list[str]) -> dict:
+def _child(argv: list[str], env: dict | None = None) -> dict:
     """Run ``argv`` to its end: its wall time, and its CPU time (user + system) as the
     operating system accounts the finished child (its peak resident set is not quoted: a
     forked child starts from this process's, which holds the generated file)."""
     import os
     import time
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -146,26 +146,36 @@ def arrow_writer() -> str:
         return "pyarrow absent: tables written by pandas"
     if int(pyarrow.__version__.split(".")[0]) < 14:
         return f"pyarrow {pyarrow.__version__} < 14: tables written by pandas"
-    return f"pyarrow {pyarrow.__version__}: large tables written by Arrow's CSV writer"
+    return f"pyarrow {pyarrow.__version__}: result file read and large tables written through Arrow"
 
 
-def bench_whole_process(ws: Path, results: Path, repeat: int) -> None:
-    """``satcal ingest`` and the peer as whole processes, in turn, a fresh workspace each."""
+def bench_whole_process(ws: Path, results: Path, repeat: int, against: str | None = None) -> None:
+    """``satcal ingest`` and the peer as whole processes, in turn, a fresh workspace each;
+    with ``against`` (another checkout's ``src``), that code's ingest in turn too."""
+    import os
     peer = [sys.executable, "-c", f"import pandas; pandas.read_csv({str(results)!r})"]
-    runs = {"peer": [], "ingest": []}
+    sides = {"ingest": None, **({"against": dict(os.environ, PYTHONPATH=str(against))} if against else {})}
+    runs = {"peer": [], **{name: [] for name in sides}}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             runs["peer"].append(_child(peer))
-            copy = Path(tmp) / f"ws{i}"
-            shutil.copytree(ws, copy)  # outside the timing: a second ingest of a file is a no-op
-            runs["ingest"].append(_child([sys.executable, "-m", "satcal", "ingest", str(copy), str(results),
-                                          "--platform", "csv", "--threshold", "0"]))
-            shutil.rmtree(copy)
-    for name, label in (("peer", 'python -c "import pandas; pandas.read_csv(FILE)"'),
-                        ("ingest", "python -m satcal ingest WS FILE")):
+            for name, env in sides.items():
+                copy = Path(tmp) / f"ws{i}-{name}"
+                shutil.copytree(ws, copy)  # outside the timing: a second ingest of a file is a no-op
+                runs[name].append(_child([sys.executable, "-m", "satcal", "ingest", str(copy), str(results),
+                                          "--platform", "csv", "--threshold", "0"], env))
+                shutil.rmtree(copy)
+    labels = {"peer": 'python -c "import pandas; pandas.read_csv(FILE)"', "ingest": "python -m satcal ingest WS FILE",
+              "against": f"the same with PYTHONPATH={against}"}
+    for name in runs:
         r = runs[name]
-        print(f"   {label}: {_median(r, 'cpu'):.2f} s CPU ({_median(r, 'user'):.2f} user + "
+        print(f"   {labels[name]}: {_median(r, 'cpu'):.2f} s CPU ({_median(r, 'user'):.2f} user + "
               f"{_median(r, 'sys'):.2f} system), {_median(r, 'wall'):.2f} s wall {note()}")
+    if against:
+        other = sorted(o["cpu"] / p["cpu"] for o, p in zip(runs["against"], runs["peer"]))
+        mine = sorted(o["cpu"] / a["cpu"] for o, a in zip(runs["ingest"], runs["against"]))
+        print(f"   ratio {against} / peer: {statistics.median(other):.2f}x CPU ({other[0]:.2f}-{other[-1]:.2f}); "
+              f"this ingest / that one: {statistics.median(mine):.2f}x CPU ({mine[0]:.2f}-{mine[-1]:.2f})")
     cpu = sorted(o["cpu"] / p["cpu"] for o, p in zip(runs["ingest"], runs["peer"]))
     wall = sorted(o["wall"] / p["wall"] for o, p in zip(runs["ingest"], runs["peer"]))
     print(f"   ratio ingest / peer, whole process: {statistics.median(cpu):.2f}x CPU "
@@ -239,6 +249,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="100,000 rows and 220,000 answers, 1 run")
     parser.add_argument("--profile", action="store_true", help="profile one ingest instead")
     parser.add_argument("--skip", choices=["ingest", "external"], help="leave one part out")
+    parser.add_argument("--against", metavar="SRC", help="another checkout's src/ (before a change): its whole-"
+                        "process ingest timed in turn with this one's and the peer's")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.answers, args.repeat = 100_000, 220_000, 1
@@ -252,7 +264,7 @@ def main(argv=None):
             print(f"1. ingest of a {args.rows:,}-row generic CSV result file, against pandas.read_csv "
                   "of the same file (fresh process each, medians)")
             print("   whole process (start-up and imports included):")
-            bench_whole_process(ws, results, args.repeat)
+            bench_whole_process(ws, results, args.repeat, args.against)
             print("   inside one process (the calls alone):")
             bench_ingest(ws, results, args.repeat)
         if args.skip != "external":

@@ -56,17 +56,37 @@ def test_every_value_alone_in_its_column():
         assert table_csv_bytes(table) == reference(table), value
 
 
-def test_cells_the_csv_module_quotes_fall_back_to_pandas():
+def test_cells_the_csv_module_quotes():
+    """A comma or a quote: quoted by the Arrow path as the csv module quotes (after the
+    spreadsheet rule, so a risky cell with a comma is marked, then quoted); a line end: the
+    table goes to pandas."""
     rng = np.random.default_rng(7)
-    for value in QUOTED:
+    for value in QUOTED + ['=a,b', '"', '""', ',', 'x",y']:
         table = tricky_table(rng, 50, text=TEXT + [value])
         table.loc[3, "text"] = value
-        assert fileio._arrow_columns(table) is None
+        table.loc[4, "str_dtype"] = value
+        assert (fileio._arrow_columns(table) is None) == ("\n" in value or "\r" in value)
         assert table_csv_bytes(table) == reference(table), value
 
 
+def test_categorical_text_written_by_its_categories():
+    """A categorical column of text (ingest's ids): each category rendered, made safe and quoted
+    once, the cells spread by code; a missing cell empty; categories not text go to pandas."""
+    rng = np.random.default_rng(5)
+    cats = np.array(TEXT + ['a,b', 'say "hi"'], dtype=object)
+    codes = rng.integers(-1, len(cats), 400)
+    table = pd.DataFrame({"c": pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object)),
+                          "n": np.arange(400)})
+    assert fileio._arrow_columns(table) is not None
+    assert table_csv_bytes(table) == reference(table)
+    numbers = pd.DataFrame({"c": pd.Categorical([1.5, 2.0, None] * 5), "n": np.arange(15)})
+    assert fileio._arrow_columns(numbers) is None
+    assert table_csv_bytes(numbers) == reference(numbers)
+
+
 def test_other_cells_and_shapes_fall_back_to_pandas():
-    """bytes, dates, categoricals, nullable integers, one column, no rows: pandas writes them."""
+    """bytes, dates, text categoricals (Arrow now), nullable integers, one column, no rows: the
+    bytes are pandas' whichever path writes them."""
     frames = [pd.DataFrame({"a": [b"x", "y"], "b": [1, 2]}),
               pd.DataFrame({"a": pd.to_datetime(["2026-01-01", None]), "b": [1, 2]}),
               pd.DataFrame({"a": pd.Categorical(["=x", "y"]), "b": [1, 2]}),
@@ -87,12 +107,14 @@ def test_ingest_tables_written_both_ways(tmp_path, monkeypatch):
 
 
 def test_blocks_written_one_by_one_and_a_late_quoted_cell(monkeypatch):
-    """Written in blocks, the file is the same; a cell to quote in a later block sends the whole
-    table to pandas (what the earlier blocks wrote is discarded)."""
+    """Written in blocks, the file is the same; a cell with a line end in a later block sends
+    the whole table to pandas (what the earlier blocks wrote is discarded)."""
     monkeypatch.setattr(fileio, "ARROW_BLOCK_ROWS", 70)
     table = tricky_table(np.random.default_rng(11), 300)
     assert table_csv_bytes(table) == reference(table)
     table.loc[290, "text"] = "late, quoted"
+    assert table_csv_bytes(table) == reference(table)
+    table.loc[295, "text"] = "late\nline"
     assert table_csv_bytes(table) == reference(table)
 
 

@@ -417,3 +417,26 @@ def test_labelstudio_lead_time_and_a_single_task(tmp_path):
     for raw in (full, flat):
         assert raw[["item_id", "worker_id", "answer", "row_id"]].values.tolist() == [["i1", "7", "both_bad", "31"]]
         assert raw["seconds"].tolist() == [12.5]
+
+
+def test_ingest_with_and_without_pyarrow_writes_the_same_tables(ws, tmp_path, monkeypatch):
+    """The fast paths (pyarrow's reader giving codes, the Arrow writer) and the core install's
+    (pandas' C parser or the csv module, pandas' writer) give the four tables byte for byte,
+    over two files (one answering the same items again, with a duplicate and a trap)."""
+    import shutil
+    from satcal import fileio
+    pytest.importorskip("pyarrow")
+    out, _ = ws.simulate("csv")
+    table = pd.read_csv(out, dtype=str, keep_default_na=False)
+    again = tmp_path / "again.csv"
+    table.head(40).assign(submitted_at="2026-11-02T09:00:00Z", row_id=lambda t: "x" + t["row_id"]).to_csv(again, index=False)
+    other = tmp_path / "core"
+    shutil.copytree(ws.path, other)
+    monkeypatch.setattr(fileio, "ARROW_MIN_ROWS", 0)  # the Arrow writer for these small tables too
+    ws.ingest([out, again], platform="csv", threshold=0.6)
+    monkeypatch.setattr(fileio, "_read_regular_arrow", lambda *a: NotImplemented)  # as without pyarrow
+    monkeypatch.setattr(fileio, "_arrow_columns", lambda t: None)
+    Workspace.open(other).ingest([out, again], platform="csv", threshold=0.6)
+    for name in ("answers.csv", "rejects.csv", "workers.csv", "traps_report.csv"):
+        assert (ws.path / name).read_bytes() == (other / name).read_bytes(), name
+    assert "duplicate" in (ws.path / "rejects.csv").read_text()

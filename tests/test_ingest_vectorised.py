@@ -154,13 +154,25 @@ def assert_same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("threshold", [0.0, 0.6])
-def test_array_ingest_equals_the_per_row_code(seed, threshold):
+@pytest.mark.parametrize("categorical", [False, True])
+def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
+    """``categorical``: the text columns given as categoricals (as ``rebuild`` gives the source
+    file), read by their codes; the tables returned hold plain text all the same."""
     rows, key, example_ids = _varied(seed)
     screen = {"screen_seconds": 2.0, "screen_same_side": 0.9, "drop_traps": ("t15",)}
     reading = pd.Series(np.linspace(1, 9, 60), index=key["item_id"])
     # which list dominates in each example (+1 A, -1 B, 0 neither), for the judgment-consistency test
     dominant = pd.Series(np.random.default_rng(seed).choice([-1, 0, 1], 40), index=[f"ex{i}" for i in range(40)])
-    new = resolve_rows(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    given = rows
+    if categorical:
+        rows = rows.copy()
+        rows.loc[5, "worker_id"] = np.nan  # a missing cell: code -1
+        given = rows.assign(**{c: pd.Categorical(rows[c], categories=[*sorted(set(rows[c].dropna())), "unused"])
+                               for c in ("source_file", "item_id", "worker_id", "answer", "submitted_at", "status")},
+                             row_id=rows["row_id"].astype("str"))  # Arrow text, as the fast reader gives it
+    new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    if categorical:
+        assert not any(isinstance(t[c].dtype, pd.CategoricalDtype) for t in new for c in t.columns)
     old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2,
                                dominant=dominant)
     for got, want in zip(new, old):
@@ -315,3 +327,64 @@ def test_regular_file_read_by_the_c_parser_equals_the_csv_module(tmp_path, delim
     assert list(got.columns) == [*header, "__line__"]
     assert got[header].values.tolist() == want
     assert got["__line__"].tolist() == where
+
+
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+@pytest.mark.parametrize("arrow,coded", [(True, False), (True, True), (False, True)])
+def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tmp_path, monkeypatch,
+                                                                              delimiter, arrow, coded):
+    """A file with no blank line is read by pyarrow's CSV reader when it is installed (by the
+    numpy check and pandas otherwise): the csv module's cells, line 2, 3, ... of each row
+    (``coded``: columns of few values as Categoricals, the row ids as Arrow text, the same
+    values); a line with a field too few still goes to the row-by-row reader, which names it."""
+    import csv
+    import io
+    from satcal import fileio
+    from satcal.errors import InputFileError
+    if arrow:
+        pytest.importorskip("pyarrow")
+    else:
+        monkeypatch.setattr(fileio, "_read_regular_arrow", lambda *a: NotImplemented)  # as without pyarrow
+    rng = np.random.default_rng(8)
+    cells = ["007", " w1 ", "", "a_better", "ünï", "1.50", "True", "=x", "x y", "-", "#c"]
+    lines = [delimiter.join(["item_id", "worker_id", "answer"])]
+    for i in range(30_000):  # more than 20,000 rows: the mostly-distinct column is kept apart
+        lines.append(delimiter.join([f"r{i}", *rng.choice(cells, 2)]))
+    text = "\n".join(lines)  # no line end after the last row
+    got = fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=text, coded=coded)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    want = list(reader)
+    assert list(got.columns) == [*want[0], "__line__"]
+    if coded and arrow:
+        assert isinstance(got["worker_id"].dtype, pd.CategoricalDtype) and got["item_id"].dtype == "str"
+    assert got[want[0]].astype(object).values.tolist() == want[1:]
+    assert got["__line__"].tolist() == list(range(2, len(want) + 1))
+    broken = text.replace(f"\nr2000{delimiter}", "\nr2000", 1)
+    with pytest.raises(InputFileError, match=r"f\.csv:2002: truncated line: 2 fields"):
+        fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=broken)
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_ordinary_pages_restores_numpys_setting(setting):
+    """An ingest's stages run with numpy's huge-page advice off and give it back as it was,
+    also when the stage raises."""
+    from numpy._core.multiarray import _set_madvise_hugepage
+    from satcal.fileio import ordinary_pages
+    seen = []
+
+    @ordinary_pages
+    def stage(fail):
+        seen.append(_set_madvise_hugepage(False))  # the setting inside (set back just below)
+        if fail:
+            raise ValueError("stage failed")
+        return 7
+
+    previous = _set_madvise_hugepage(setting)
+    try:
+        assert stage(False) == 7
+        with pytest.raises(ValueError):
+            stage(True)
+        assert _set_madvise_hugepage(setting) == setting  # restored after each call
+    finally:
+        _set_madvise_hugepage(previous)
+    assert seen == [False, False]

@@ -591,7 +591,7 @@ def read_csv_strings(path: "str | os.PathLike", what: str = "a CSV file"):
 
 
 def read_delimited(path, delimiter: str, required: list[str], *, text: str | None = None,
-                   expected: str | None = None, rows: str | None = None):
+                   expected: str | None = None, rows: str | None = None, coded: bool = False):
     """A delimited file with a header, every cell a string, checked row by row; the line in
     the file where each row starts is in the ``__line__`` column.
 
@@ -616,6 +616,11 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
         The layout, as errors describe it.
     rows : str or None, optional
         What rows are expected, making a file without rows an error.
+    coded : bool, default False
+        When pyarrow reads the file, give a column with few distinct values (ids, answers)
+        as a pandas Categorical of its strings, and a column of mostly distinct values (row
+        ids) as Arrow text (pandas' ``str`` dtype): no Python string per cell. The values
+        are the same; a file read another way has object columns.
 
     Returns
     -------
@@ -633,9 +638,15 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     from .errors import InputFileError
     text = read_utf8_text(path) if text is None else text
     layout = expected or f"a header with {', '.join(required)}"
-    if not text.strip():
+    if not text or text.isspace():  # not text.strip(), which copies the whole text
         raise InputFileError(path, f"is empty: expected {layout}")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    # the header alone when its line is plain (no quote, no carriage return): the row-by-row
+    # reader of the whole text is made only if the fast readers decline the file
+    end = text.find("\n")
+    head = text[:end + 1] if end >= 0 else text
+    if '"' in head or "\r" in head:
+        head = text
+    reader = csv.reader(io.StringIO(head, newline=""), delimiter=delimiter, strict=True)
     try:
         header = next(reader)
     except csv.Error as exc:
@@ -657,9 +668,12 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
                     f"delimiter, expected {'tabs' if delimiter == chr(9) else 'commas'})")
         raise InputFileError(path, f"missing column(s) {', '.join(missing)}{hint}"
                                    + (f": expected {expected}" if expected else ""), 1)
-    fast = _read_regular(text, delimiter, header)
+    fast = _read_regular(text, delimiter, header, coded)
     if fast is not None:
         return fast
+    if head is not text:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        next(reader)  # the header, read above
     records, lines = [], []
     while True:
         start = reader.line_num + 1  # a quoted field may run over several lines: name the first
@@ -685,7 +699,7 @@ def read_delimited(path, delimiter: str, required: list[str], *, text: str | Non
     return table
 
 
-def _read_regular(text: str, delimiter: str, header: list[str]):
+def _read_regular(text: str, delimiter: str, header: list[str], coded: bool = False):
     """The rows of a file in which every record is one line with the header's number of
     fields and nothing is quoted, read by pandas' C parser, with each row's line in
     ``__line__``; None for any other file (the row-by-row reader then reads it and names the
@@ -695,6 +709,9 @@ def _read_regular(text: str, delimiter: str, header: list[str]):
     if len(header) < 2 or len(set(header)) != len(header) or '"' in text or "\r" in text:
         return None
     data = text.encode("utf-8")
+    fast = _read_regular_arrow(data, delimiter, header, coded)
+    if fast is not NotImplemented:
+        return fast
     raw = np.frombuffer(data, dtype=np.uint8)
     ends = np.append(np.flatnonzero(raw == 10), raw.size)
     starts = np.concatenate(([0], ends[:-1] + 1))
@@ -712,6 +729,63 @@ def _read_regular(text: str, delimiter: str, header: list[str]):
     table.columns = header
     table["__line__"] = body + 1
     return table
+
+
+def _read_regular_arrow(data: bytes, delimiter: str, header: list[str], coded: bool = False):
+    """:func:`_read_regular` by pyarrow's CSV reader (the ``fast`` extra), for a file with no
+    blank line: every line after the header is then one row, at line 2, 3, ...; Arrow refuses
+    a line with another number of fields (None: the row-by-row reader names it).
+    NotImplemented when pyarrow is absent or a blank line is in the body (the numpy check
+    then counts the lines). Cells come out as :func:`_strings_by_value` gives them, or with
+    ``coded`` a column with few distinct values as a Categorical of its strings."""
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+    except ImportError:
+        return NotImplemented
+    if int(pa.__version__.split(".")[0]) < 14:
+        return NotImplemented
+    import numpy as np
+    import pandas as pd
+    end = data.find(b"\n")
+    if end < 0 or end + 1 == len(data) or data[end + 1:end + 2] == b"\n" or data.find(b"\n\n", end) >= 0:
+        return NotImplemented  # no row, or a blank line: lines counted by the numpy check
+    body = pa.py_buffer(data).slice(end + 1)  # the rows, not copied
+    names = [str(i) for i in range(len(header))]
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(body),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, escape_char=False,
+                                             newlines_in_values=False, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in names},
+                                                 strings_can_be_null=False, check_utf8=False))
+    except (pa.ArrowInvalid, ValueError):
+        return None  # a line with another number of fields
+    n = data.count(b"\n", end + 1) + (0 if data.endswith(b"\n") else 1)
+    if table.num_rows != n:
+        return None
+    columns = {}
+    for name, c in zip(header, names):
+        cells = table.column(c).combine_chunks()
+        if n > 20_000 and len(pa.compute.unique(cells[:10_000])) > 5_000:
+            # mostly distinct (row ids): Arrow's text itself (pandas' str dtype) when coded
+            columns[name] = cells.to_pandas() if coded else cells.to_numpy(zero_copy_only=False)
+            continue
+        indices = cells.dictionary_encode()
+        distinct = indices.dictionary.to_numpy(zero_copy_only=False)
+        if len(distinct) < n // 2 and coded:  # codes into the distinct strings
+            columns[name] = pd.Categorical.from_codes(
+                indices.indices.to_numpy(), dtype=pd.CategoricalDtype(pd.Index(distinct, dtype=object)))
+        elif len(distinct) < n // 2:  # equal cells share one string object
+            columns[name] = distinct[indices.indices.to_numpy()]
+        else:
+            columns[name] = cells.to_numpy(zero_copy_only=False)
+    out = pd.DataFrame({name: v if isinstance(v, pd.Series) else
+                        pd.Series(v, dtype=None if isinstance(v, pd.Categorical) else object, copy=False)
+                        for name, v in columns.items()})
+    out["__line__"] = np.arange(2, n + 2)
+    return out
 
 
 def _strings_by_value(data: bytes, **options):
@@ -888,6 +962,45 @@ def table_csv_bytes(table) -> bytes:
     return buffer.getvalue()
 
 
+def ordinary_pages(func):
+    """Run ``func`` with numpy's large arrays on ordinary pages, numpy's own setting restored
+    after (as ``NUMPY_MADVISE_HUGEPAGE=0`` would set it for the whole process). numpy asks the
+    kernel for huge pages on every large array; where the kernel then compacts memory on each
+    fault (transparent huge pages with ``defrag = madvise``, as here), an ingest, which makes
+    and frees many arrays of a million rows, spent a third of its CPU in the kernel: 1.44-1.50
+    s of system time against 0.82-0.99 s without (1M-row ingest, load 17). A numpy without the
+    switch runs ``func`` as it is.
+
+    Parameters
+    ----------
+    func : callable
+        The function to wrap.
+
+    Returns
+    -------
+    callable
+        ``func``, run so.
+    """
+    import functools
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        try:
+            from numpy._core.multiarray import _set_madvise_hugepage
+        except ImportError:
+            try:
+                from numpy.core.multiarray import _set_madvise_hugepage
+            except ImportError:
+                return func(*args, **kwargs)
+        previous = _set_madvise_hugepage(False)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _set_madvise_hugepage(previous)
+    return run
+
+
+@ordinary_pages
 def write_csv_safe(path: "str | os.PathLike", table) -> Path:
     """Write ``table`` atomically as the CSV file :func:`to_csv_safe` makes of it (no index,
     ``\\n`` line ends, spreadsheet-safe cells), byte for byte.
@@ -895,12 +1008,12 @@ def write_csv_safe(path: "str | os.PathLike", table) -> Path:
     A large table is written through pyarrow's CSV writer when pyarrow (the ``fast`` extra,
     14 or later) is importable, in blocks of :data:`ARROW_BLOCK_ROWS` rows: each cell is
     rendered as pandas renders it (text as it is, ``str`` of other objects, an integer's
-    digits, numpy's text of each float and ``str`` of each bool, once per distinct value;
-    missing cells empty), the cells a spreadsheet would run are marked as
-    :func:`spreadsheet_safe` marks them, and the rows are written unquoted, so the file is the
-    one pandas writes. A table with a cell the csv module would quote (a comma, a quote or a
-    line end in it), a cell Arrow refuses, a column of another dtype, a single column, or no
-    pyarrow, is written by pandas.
+    digits, numpy's text of each float and ``str`` of each bool, once per distinct value; a
+    categorical text column once per category; missing cells empty), the cells a spreadsheet
+    would run are marked as :func:`spreadsheet_safe` marks them, the cells holding a comma or
+    a quote are quoted as the csv module quotes them, and each row's cells are joined by Arrow,
+    so the file is the one pandas writes. A table with a line end in a cell, a cell Arrow
+    refuses, a column of another dtype, a single column, or no pyarrow, is written by pandas.
 
     Parameters
     ----------
@@ -967,24 +1080,34 @@ def _write_blocks(table, fh) -> bool:
     first = _arrow_columns(table.iloc[:ARROW_BLOCK_ROWS])
     if first is None:
         return False
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
     fh.write(to_csv_safe(table.iloc[:0]).encode("utf-8"))  # the header, as pandas writes it
-    options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=",")
-    names = [str(i) for i in range(table.shape[1])]
     for at in range(0, len(table), ARROW_BLOCK_ROWS):
         columns = first if at == 0 else _arrow_columns(table.iloc[at:at + ARROW_BLOCK_ROWS])
         if columns is None:
             return False
-        pacsv.write_csv(pa.table(columns, names=names), fh, options)
+        fh.write(_joined_rows(columns))
         first = None
     return True
 
 
+def _joined_rows(columns) -> memoryview:
+    """The CSV lines of a block: each row's cells (Arrow text arrays, already rendered, safe
+    and quoted) joined by commas, each line ended by ``\n``, as one buffer."""
+    import numpy as np
+    import pyarrow.compute as pc
+    rows = pc.binary_join_element_wise(*columns, ",")
+    rows = pc.binary_join_element_wise(rows, "", "\n")  # the row, "\n", and nothing
+    offsets, data = _text_buffers(rows)
+    if data is None:
+        return memoryview(b"")
+    return memoryview(data)[int(offsets[0]):int(offsets[-1])]
+
+
 def _arrow_columns(table):
     """Each column of ``table`` as an Arrow text array holding the cells as pandas writes
-    them (spreadsheet-safe), or None when the table must be written by pandas (no pyarrow 14,
-    a dtype other than text, bool, integer and float, or a cell that would be quoted)."""
+    them (spreadsheet-safe, quoted as the csv module quotes them), or None when the table
+    must be written by pandas (no pyarrow 14, a dtype other than text, categorical text, bool,
+    integer and float, or a cell holding a line end)."""
     try:
         import pyarrow as pa
     except ImportError:
@@ -999,6 +1122,22 @@ def _arrow_columns(table):
     for j in range(table.shape[1]):
         values = table.iloc[:, j]
         dtype = values.dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            column = _arrow_categorical(values)
+            if column is None:
+                return None
+            out.append(column)
+            continue
+        if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+            # Arrow's own text: no Python string per cell (a missing cell is written empty)
+            column = pa.array(values.array)
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            column = _safe_text(column.cast(pa.string()).fill_null(""))
+            if column is None:
+                return None
+            out.append(column)
+            continue
         text_like = dtype == object or isinstance(dtype, pd.StringDtype)
         if not (text_like or (isinstance(dtype, np.dtype) and dtype.kind in "biuf")):
             return None
@@ -1036,9 +1175,23 @@ def _arrow_columns(table):
             text = np.array([str(v) for v in uniques.astype(object)], dtype=object)
         dictionary = pa.array(list(text), type=pa.string())
         out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
-    if any(_text_holds(column, b',"\r\n') for column in out):
-        return None
     return out
+
+
+def _arrow_categorical(values):
+    """A categorical column of text as Arrow text, each category rendered, made safe and
+    quoted once and spread by the codes (a missing cell empty); None for other categories."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    categories = pd.Series(np.asarray(values.cat.categories, dtype=object), dtype=object)
+    if pd.api.types.infer_dtype(categories.to_numpy(), skipna=False) not in ("string", "empty"):
+        return None
+    dictionary = _arrow_text(categories)
+    if dictionary is None:
+        return None
+    codes = values.cat.codes.to_numpy()
+    return dictionary.take(pa.array(codes, mask=codes < 0)).fill_null("")
 
 
 def _text_holds(column, characters: bytes) -> bool:
@@ -1078,8 +1231,8 @@ def _first_in(column, characters: str):
 
 def _arrow_text(values):
     """A text column (every cell a string or missing) as an Arrow array with the risky cells
-    marked (:func:`spreadsheet_safe`); None when a cell is not a string."""
-    import numpy as np
+    marked (:func:`spreadsheet_safe`) and the cells the csv module quotes quoted; None when a
+    cell is not a string or holds a line end."""
     import pandas as pd
     import pyarrow as pa
     cells = values.to_numpy(dtype=object)
@@ -1094,7 +1247,21 @@ def _arrow_text(values):
     if column.null_count:
         # a missing cell is written empty, as pandas' na_rep; a float NaN among strings is one
         column = column.fill_null("")
-    # a risky cell starts with a formula prefix or an apostrophe: only those are looked at
+    return _safe_text(column)
+
+
+def _safe_text(column):
+    """An Arrow text array (no missing cell) as pandas writes it: the cells a spreadsheet would
+    run marked as :func:`spreadsheet_safe` marks them, then the cells holding a comma or a
+    quote quoted as the csv module quotes them (in quotes, a quote doubled); None when a cell
+    holds a line end (left to pandas). Only the cells that start with a formula prefix or an
+    apostrophe, or hold a comma or a quote, are looked at in Python."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if _text_holds(column, b"\r\n"):
+        return None
     candidate = _first_in(column, "'=+-@\t\r")
     if candidate.any():
         rows = np.flatnonzero(candidate)
@@ -1102,8 +1269,15 @@ def _arrow_text(values):
         distinct = pd.Series(pd.unique(found.to_numpy(dtype=object)), dtype=object)
         risky = set(distinct[_risky_values(distinct).to_numpy()])
         if risky:
-            marked = ["'" + v if v in risky else v for v in found]
-            text = np.asarray(column.to_numpy(zero_copy_only=False), dtype=object).copy()
-            text[rows] = np.array(marked, dtype=object)
-            column = pa.array(text, type=pa.string())
+            hit = np.array([v in risky for v in found], dtype=bool)
+            mask = np.zeros(len(column), dtype=bool)
+            mask[rows[hit]] = True
+            column = pc.replace_with_mask(column, pa.array(mask),
+                                          pa.array(["'" + v for v in found[hit]], type=pa.string()))
+    if _text_holds(column, b',"'):
+        quote = pc.or_(pc.match_substring(column, ","), pc.match_substring(column, '"'))
+        quote = quote.to_numpy(zero_copy_only=False)
+        found = column.filter(pa.array(quote)).to_pylist()
+        column = pc.replace_with_mask(column, pa.array(quote),
+                                      pa.array(['"' + v.replace('"', '""') + '"' for v in found], type=pa.string()))
     return column

@@ -18,6 +18,7 @@ import pandas as pd
 from .answers import ANSWER_ALIASES, ANSWER_CODES, StudyData, normalise_answers
 from ._results import ResultTables
 from .errors import InputFileError, SatcalError
+from .fileio import ordinary_pages
 from .judgments import Judgments
 
 __all__ = ["ANSWER_CODES", "ANSWER_ALIASES", "StudyData", "read_external_study", "normalise_answers"]
@@ -280,7 +281,16 @@ def _as_text(v) -> str:
 
 def _distinct(values) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct values) of a column, missing values among the distinct ones, so that
-    a per-value step runs once per distinct value and spreads back by ``distinct[codes]``."""
+    a per-value step runs once per distinct value and spreads back by ``distinct[codes]``.
+    A categorical column gives its own codes and categories (no hashing; a category no row
+    holds is one more distinct value, looked at for nothing)."""
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy().astype(np.intp)
+        uniques = np.asarray(values.cat.categories, dtype=object)
+        if (codes < 0).any():  # missing cells: one more distinct value, NaN
+            uniques = np.append(uniques, np.array([np.nan], dtype=object))
+            codes = np.where(codes < 0, len(uniques) - 1, codes)
+        return codes, uniques
     codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
     return codes, np.asarray(uniques, dtype=object)
 
@@ -310,6 +320,19 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
     mapped = np.array([ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")) for v in text],
                       dtype=object)
     return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each categorical column as an object column of its values (the tables
+    an ingest returns and what :func:`satcal.quality.worker_table` reads hold plain text)."""
+    cats = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    if not cats:
+        return frame
+    out = {}
+    for c in cats:
+        codes, uniques = _distinct(frame[c])
+        out[c] = pd.Series(uniques[codes], index=frame.index, dtype=object)
+    return frame.assign(**out)
 
 
 def _column(values) -> pd.Series:
@@ -362,7 +385,8 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     unknown_example = ecir & np.array([e not in wanted for e in example], dtype=bool)
     # the codes of the example ids' texts, per row, from the distinct items' ones
     example_codes = pd.factorize(np.array([_as_text(v) for v in example], dtype=object))[0]
-    return {"codes": codes, "items": items, "example_codes": example_codes[codes], "known": known[codes],
+    return {"codes": codes, "items": items, "item_example": np.array([_as_text(v) for v in example], dtype=object),
+            "example_codes": example_codes[codes], "known": known[codes],
             "ecir": ecir[codes], "example_id": example.astype(object)[codes],
             "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
@@ -409,7 +433,7 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
     blank = (when_text == "")[when_codes]
     source_codes, sources = _text_codes(r["source_file"], sort=True)
     line = pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy()
-    order = np.lexsort((line, source_codes, when, blank))
+    order = _stable_order(blank, when, source_codes, line)
     ordered_ok = order[ok[order]]
     later = pd.Index(ident[ordered_ok]).duplicated(keep="first")
     dup = np.zeros(n, dtype=bool)
@@ -426,6 +450,22 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
         text[rows] = np.where(same, "duplicate of " + where,
                               "conflicting duplicate: " + where + " said " + canonical[prev])
     return dup, text
+
+
+def _stable_order(*keys) -> np.ndarray:
+    """``np.lexsort(keys[::-1])``: the rows ordered by the first key, then the next, ties in
+    row order. When every key is a non-negative integer and their ranges multiply to less
+    than 2**62, one stable sort of a combined integer key (same order, a third of the time)."""
+    keys = [np.asarray(k) for k in keys]
+    if all(k.dtype.kind in "biu" or (k.dtype.kind == "f" and (k == np.floor(k)).all()) for k in keys) and \
+            all(not k.size or k.min() >= 0 for k in keys):
+        spans = [int(k.max()) + 1 if k.size else 1 for k in keys]
+        if np.prod([float(x) for x in spans]) < 2.0 ** 62:
+            combined = np.zeros(keys[0].size if keys else 0, dtype=np.int64)
+            for k, span in zip(keys, spans):
+                combined = combined * span + k.astype(np.int64)
+            return np.argsort(combined, kind="stable")
+    return np.lexsort(keys[::-1])
 
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
@@ -482,8 +522,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     # text stays Python strings in object arrays: selecting rows is then a copy of pointers
     r = rows.reset_index(drop=True)
+    # (a categorical column stays one: its codes are its distinct values; the row ids, only
+    # ever selected into the tables, stay Arrow text if they are)
     for c in r.columns:
-        if r[c].dtype != object and pd.api.types.is_string_dtype(r[c]):
+        if r[c].dtype != object and not isinstance(r[c].dtype, pd.CategoricalDtype) and c != "row_id" \
+                and pd.api.types.is_string_dtype(r[c]):
             r[c] = _column(r[c])
     n = len(r)
     keyed = _key_columns(r["item_id"], key, example_ids)
@@ -494,8 +537,9 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     r["answer_canonical"] = _column(canonical)
 
     reason = np.full(n, "", dtype=object)
+    free = np.ones(n, dtype=bool)  # rows with no reason yet (every reason is non-empty text)
 
-    def mark(mask, text):
+    def mark(mask, text, codes=None):
         """Give the rows of ``mask`` that have no reason yet the reason ``text``.
 
         Parameters
@@ -503,23 +547,32 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         mask : array of bool
             The rows.
         text : str or array of str
-            One reason, or one per row.
+            One reason, one per row, or (with ``codes``) one per distinct value.
+        codes : array of int, optional
+            Each row's index into ``text`` (a reason built once per distinct value).
         """
-        fresh = (reason == "") & np.asarray(mask, dtype=bool)
-        reason[fresh] = text if isinstance(text, str) else np.asarray(text, dtype=object)[fresh]
+        fresh = free & np.asarray(mask, dtype=bool)
+        if isinstance(text, str):
+            reason[fresh] = text
+        elif codes is not None:
+            reason[fresh] = np.asarray(text, dtype=object)[codes[fresh]]
+        else:
+            reason[fresh] = np.asarray(text, dtype=object)[fresh]
+        free[fresh] = False
 
-    status = _text_of(r["status"])
-    mark(status != "", "platform status: " + status)
+    scodes, suniq = _distinct(r["status"])
+    stext = np.array([_as_text(v) for v in suniq], dtype=object)
+    mark((stext != "")[scodes], "platform status: " + stext, scodes)
     wcodes, wuniq = _text_codes(r["worker_id"])
     mark(np.array([w.strip() == "" for w in wuniq], dtype=bool)[wcodes], "missing worker id")
     mark(~keyed["known"] & ~keyed["ecir"], "unknown item id (not in key.csv: another study or export?)")
     mark(keyed["unknown_example"], "unknown example id")
     if (shown == "").any():
         acodes, auniq = _distinct(r["answer"])
-        mark(shown == "", "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object)[acodes])
-    dup, dup_text = _duplicates(r, reason == "", canonical, wcodes, keyed["example_codes"])
+        mark(shown == "", "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object), acodes)
+    dup, dup_text = _duplicates(r, free.copy(), canonical, wcodes, keyed["example_codes"])
     mark(dup, dup_text)
-    ok = reason == ""
+    ok = free.copy()
     r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
     r["answer_shown"] = _column(shown)
     codes, expected_text = keyed["expected"]
@@ -532,11 +585,14 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if dominant is not None and len(dominant):
         ex = pd.Series(dominant.to_numpy(), index=dominant.index.astype(str))
         ex = ex[~ex.index.duplicated()]
-        dom = np.where(dom != 0, dom, ex.reindex(r["example_id"].astype(str)).fillna(0).to_numpy())
+        # once per distinct item (its example's), spread by the item codes
+        per_item = ex.reindex(pd.Index(keyed["item_example"], dtype=object)).fillna(0).to_numpy()
+        dom = np.where(dom != 0, dom, per_item[keyed["codes"]])
     scored = scored.assign(answer=canonical[ok], dominant=dom[ok])
     if reading is not None:  # looked up once per distinct item, spread by the item codes
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
+    scored = _plain(scored)
     workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
@@ -546,23 +602,23 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                  "dominated_crowd_share", "consistency_p", "inconsistent", "crowd_answers",
                  "random_evidence", "random_like"])
     if "attention_passed" in r.columns:
-        workers = exclude_failed_attention(workers, attention_failures(r), attention_limit)
+        workers = exclude_failed_attention(workers, attention_failures(_plain(r)), attention_limit)
     if "simulated" in r.columns:
         marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
-    before_exclusion = r.loc[ok, ANSWER_TABLE_COLUMNS].assign(
+    before_exclusion = _plain(r.loc[ok, ANSWER_TABLE_COLUMNS]).assign(
         answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object)).reset_index(drop=True)
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
     if len(excluded):
         wtext = np.array(["excluded worker: " + _as_text(excluded.get(w)) for w in wuniq], dtype=object)
-        mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext[wcodes])
-    kept = (reason == "")[ok]
+        mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext, wcodes)
+    kept = free[ok]
     # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
     # no worker was excluded (one copy of the largest table, not two)
     answers = before_exclusion.copy(deep=False) if kept.all() else before_exclusion[kept].reset_index(drop=True)
-    ok = reason == ""
-    rejects = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].assign(
+    ok = free
+    rejects = _plain(r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]]).assign(
         reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
     return answers, rejects.reset_index(drop=True), workers, before_exclusion
 
@@ -603,6 +659,7 @@ class ResultFile:
     rows: pd.DataFrame
 
 
+@ordinary_pages
 def read_result_files(files, platform: str | None, known: set[str]) -> list[ResultFile]:
     """Read and parse result files, skipping any whose content hash is in ``known`` or seen
     before in ``files``. A broken file raises (with its line) before anything is written.
@@ -712,6 +769,7 @@ INGEST_TABLES = {"answers.csv": "answers", "rejects.csv": "rejects", "workers.cs
                  "traps_report.csv": "traps"}
 
 
+@ordinary_pages
 def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame | None,
             examples: pd.DataFrame | None, items: pd.DataFrame | None, k: int, quality, serve,
             threshold: float | None = None) -> IngestReport:
@@ -746,13 +804,19 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
         table = parsed.get(row.sha256)
         if table is None:
             table = get_platform(row.platform).read_results(raw_dir / row.file)
-        # one shared string, in an object column (a bare string would make pandas 3 build
-        # a million-cell Arrow column, turned back into Python strings by resolve_rows)
-        frames.append(table.assign(source_file=pd.Series(np.full(len(table), row.file, dtype=object),
-                                                         index=table.index, dtype=object)))
+        frames.append(table.drop(columns=["source_file"], errors="ignore"))
     # no file (the only one removed, say): empty tables with their columns, not an error
     rows = (pd.concat(frames, ignore_index=True) if frames
             else pd.DataFrame(columns=[*RAW_ANSWER_COLUMNS, "source_file"], dtype=object))
+    if frames:
+        # each row's archived file as a code into the files' names (a bare string would make
+        # pandas 3 build a million-cell Arrow column); resolve_rows reads the codes and
+        # returns the names as text
+        lengths = [len(t) for t in frames]
+        files = pd.Index(index["file"].tolist(), dtype=object)
+        codes = np.repeat(np.arange(len(frames)), lengths)
+        rows["source_file"] = (pd.Categorical.from_codes(codes, categories=files) if files.is_unique
+                               else pd.Series(files.to_numpy()[codes], dtype=object))
     example_ids = set(examples["example_id"]) if examples is not None else set()
     threshold = quality.trust_threshold if threshold is None else threshold
     screen = {"screen_seconds": float(quality.screen_seconds_per_answer),
@@ -777,13 +841,16 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     fresh = set(parsed)
     for row in index.itertuples():
         per_file.append({"source_file": row.file, "platform": row.platform,
-                         "rows": int((rows["source_file"] == row.file).sum()),
+                         "rows": lengths[len(per_file)],
                          "answers": int((answers["source_file"] == row.file).sum()),
                          "rejects": int((rejects["source_file"] == row.file).sum()),
                          "new": row.sha256 in fresh})
-    reasons = rejects["reason"].str.replace(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
-                                            lambda m: m.group(1) or m.group(2) or m.group(3),
-                                            regex=True).value_counts()
+    # each distinct reason shortened once, the rows counted by their codes
+    codes, distinct = pd.factorize(rejects["reason"].to_numpy(dtype=object))
+    short = pd.Series(distinct, dtype=object).str.replace(
+        r"(duplicate).*|(excluded worker).*|(malformed answer).*",
+        lambda m: m.group(1) or m.group(2) or m.group(3), regex=True)
+    reasons = pd.Series(short.to_numpy(dtype=object)[codes], dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
                         reasons, workers, answers, rejects, before_exclusion, traps)

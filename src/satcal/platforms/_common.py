@@ -13,7 +13,8 @@ from .base import RAW_ANSWER_COLUMNS
 __all__ = ["read_table", "read_text", "raw_answers", "write_delimited"]
 
 
-def read_table(path, delimiter: str, required: list[str], expected: str | None = None) -> pd.DataFrame:
+def read_table(path, delimiter: str, required: list[str], expected: str | None = None,
+               coded: bool = False) -> pd.DataFrame:
     """A result file's table as strings, checked row by row (line numbers as in the file, in
     ``__line__``): :func:`satcal.fileio.read_delimited`. A header with no row under it is an
     error: a result file that yields no answers is never read as an empty success.
@@ -28,6 +29,9 @@ def read_table(path, delimiter: str, required: list[str], expected: str | None =
         Columns the header must hold.
     expected : str or None, optional
         The layout, as errors describe it.
+    coded : bool, default False
+        Columns with few distinct values as Categoricals when pyarrow reads the file
+        (:func:`satcal.fileio.read_delimited`).
 
     Returns
     -------
@@ -38,7 +42,7 @@ def read_table(path, delimiter: str, required: list[str], expected: str | None =
     InputFileError
         A missing column, a broken row or no row at all.
     """
-    return read_delimited(path, delimiter, required, expected=expected, rows="one row per answer")
+    return read_delimited(path, delimiter, required, expected=expected, rows="one row per answer", coded=coded)
 
 
 def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None, trust=None,
@@ -72,27 +76,56 @@ def raw_answers(path, item_id, worker_id, answer, submitted_at=None, row_id=None
     pandas.DataFrame
     """
     n = len(item_id)
-    blank = np.full(n, "", dtype=object)
-    text = lambda v: pd.Series(v, dtype=object, copy=False)  # noqa: E731  (kept as Python strings, not re-encoded)
+    blank = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=pd.CategoricalDtype(pd.Index([""], dtype=object)))
+
+    def text(v):
+        """A column of text: a Categorical of strings as it is (codes), else Python strings in
+        an object column (not re-encoded by pandas 3)."""
+        if isinstance(v, (pd.Categorical, pd.Series)) and isinstance(v.dtype, pd.CategoricalDtype):
+            return pd.Series(pd.Categorical(v), copy=False)
+        if isinstance(v, pd.Series) and _arrow_text(v):
+            return v.reset_index(drop=True)
+        return pd.Series(v, dtype=object, copy=False)
     out = pd.DataFrame({
         "item_id": text(_text(item_id)),
         "worker_id": text(_text(worker_id)),
         "answer": text(_text(answer)),
         "submitted_at": text(blank if submitted_at is None else _text(submitted_at)),
         "row_id": text(np.asarray([str(i + 1) for i in range(n)], dtype=object) if row_id is None else _text(row_id)),
-        "trust": np.full(n, np.nan) if trust is None else pd.to_numeric(pd.Series(trust), errors="coerce").to_numpy(),
+        "trust": np.full(n, np.nan) if trust is None else _numbers(trust),
         "status": text(blank if status is None else _text(status)),
         "line": np.arange(2, n + 2) if line is None else np.asarray(line),
-        "seconds": np.full(n, np.nan) if seconds is None else pd.to_numeric(pd.Series(seconds), errors="coerce").to_numpy(),
+        "seconds": np.full(n, np.nan) if seconds is None else _numbers(seconds),
     })
-    out["source_file"] = os.path.basename(str(path))
+    # one name for every row, as a code (a bare string would make pandas 3 build a
+    # million-cell Arrow column)
+    out["source_file"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8),
+                                                   dtype=pd.CategoricalDtype(pd.Index([os.path.basename(str(path))],
+                                                                                      dtype=object)))
     return out[list(RAW_ANSWER_COLUMNS) + ["source_file"]]
+
+
+def _arrow_text(values: pd.Series) -> bool:
+    """Whether a column is Arrow-backed text with no missing cell (the fast reader's row ids)."""
+    dtype = values.dtype
+    return isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" and not values.isna().any()
+
+
+def _numbers(values) -> np.ndarray:
+    """Values as floats, a non-number NaN (the cells as they were read, codes or not)."""
+    return pd.to_numeric(pd.Series(np.asarray(values, dtype=object)), errors="coerce").to_numpy()
 
 
 def _text(values) -> np.ndarray:
     """Values as text (missing ones empty): ids and answers from JSON may be numbers, null, or
     anything else a hostile file holds, and are compared as strings downstream. Converted
     once per distinct value; a column that is all text already (a delimited file's) is kept."""
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype) and \
+            pd.api.types.infer_dtype(np.asarray(values.cat.categories, dtype=object), skipna=False) in ("string", "empty") \
+            and not values.isna().any():
+        return values  # text already, held as codes
+    if isinstance(values, pd.Series) and _arrow_text(values):
+        return values  # text already, held by Arrow
     values = np.asarray(values, dtype=object)
     if pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty"):
         return values

@@ -71,7 +71,8 @@ def read_results(path) -> pd.DataFrame:
         The file is not readable in this layout (naming the line).
     """
     t = read_table(path, ",", ["item_id", "worker_id", "answer"],
-                   expected="a CSV of answers with item_id, worker_id, answer [, submitted_at, row_id, trust]")
+                   expected="a CSV of answers with item_id, worker_id, answer [, submitted_at, row_id, trust]",
+                   coded=True)
     return raw_answers(path, t["item_id"], t["worker_id"], t["answer"], t.get("submitted_at"),
                        t.get("row_id"), t.get("trust"), None, t["__line__"])
 
