@@ -64,6 +64,14 @@ ZONE = MARGIN
 ARMS = ("fixed", "adaptive")
 #: Where to pickle each shape's studies as they finish (``--save``); None: nowhere.
 SAVE = None
+#: The adaptive arm's criterion (``--criterion``, :func:`~satcal.analysis.adaptive.example_priorities`).
+CRITERION = "information"
+#: Study r of a shape uses crowd seed 1000 + SEED_BASE + r (``--seed-base``): criteria are chosen on
+#: one set of seeds and reported on fresh ones.
+SEED_BASE = 0
+#: The arms run by the shapes part (``--shape-arms``); a run with one arm only saves its studies
+#: (``--save``) for ``--summarise``.
+SHAPE_ARMS = ("fixed", "adaptive")
 
 
 def synthetic_judgments(seed=7):
@@ -134,12 +142,13 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
     print("b1_joint's limit on the fixed design's examples: "
           + ", ".join(f"{f} {v:.4f}" for f, v in fixed_truth.sort_values().items()))
     wave = n_fixed // WAVES
-    runs = {"fixed": [], "adaptive": []}
-    for r in range(studies):
+    runs = {arm: [] for arm in SHAPE_ARMS}
+    for r in range(SEED_BASE, SEED_BASE + studies):
         for arm in runs:
             t = time.perf_counter()
             table = simulate_adaptive_study(judgments, crowd(truth_form, 1000 + r), FORMS, adaptive=arm == "adaptive",
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
+                                            criterion=CRITERION,
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
                                             indicator=INDICATOR, margin=ZONE)
@@ -147,14 +156,18 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             if SAVE:   # every finished study, so that a run cut short can still be summarised
                 import pickle
                 with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
-                    pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form}, fh)
-            if r == 0 and arm == "adaptive":
+                    pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form,
+                                 "criterion": CRITERION, "seed_base": SEED_BASE,
+                                 "limit": None}, fh)
+            if r == SEED_BASE and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
                 print("  b1_joint's limit on study 1's adaptive examples (its own estimand): "
                       + ", ".join(f"{f} {v:.4f}" for f, v in own.sort_values().items()))
             print(f"  study {r + 1} {arm:<8} {time.perf_counter() - t:5.0f} s: " + "; ".join(
                 f"{ind} widths " + " ".join(f"{w:.3f}" for w in table[f"width_median_{ind}"]) + ", leaders "
                 + " ".join(table[f"leader_{ind}"].str.replace("-", "")) for ind in INDICATORS), flush=True)
+    if len(runs) < 2:
+        return
     judges = [(ind, truths[ind], "") for ind in INDICATORS]
     limit = model_truth(judgments, pool, truth_form, FORMS, k, levels)
     print("b1_std with the model's limit of satisfaction: "
@@ -282,6 +295,11 @@ def main():
     ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
     ap.add_argument("--arm", choices=("fixed", "adaptive"), default=None, help="one arm of the settled-decisions part")
     ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
+    ap.add_argument("--criterion", choices=("information", "influence"), default="information",
+                    help="the adaptive arm's criterion")
+    ap.add_argument("--seed-base", type=int, default=0, help="first study's seed offset (fresh seeds: another base)")
+    ap.add_argument("--shape-arms", choices=("both", "fixed", "adaptive"), default="both",
+                    help="the arms of the shapes part (one arm: save with --save, combine with --summarise)")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
     studies = args.studies or (2 if args.quick else 3)
@@ -293,10 +311,13 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, ZONE, SAVE, ARMS
+    global SPREAD, INDICATOR, ZONE, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS
     SPREAD, INDICATOR, ZONE, SAVE = args.spread, args.indicator, args.margin, args.save
+    CRITERION, SEED_BASE = args.criterion, args.seed_base
+    SHAPE_ARMS = ("fixed", "adaptive") if args.shape_arms == "both" else (args.shape_arms,)
     ARMS = (args.arm,) if args.arm else ARMS
-    print(f"settle and the criterion on {INDICATOR}, margin {ZONE}, {studies} studies per shape, B = {boot}")
+    print(f"settle and the criterion on {INDICATOR} ({CRITERION}), margin {ZONE}, {studies} studies per shape "
+          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}")
     if not args.skip_cost:
         priority_cost()
     if args.only in (None, "shapes", "ecir"):

@@ -449,7 +449,7 @@ def settlement(ws, study, result=None, settle=None, n_answers: int | None = None
     look, planned = look if look is not None else budget(ws).looks(n)
     info = budget(ws).information(n)
     extra = {"information": info} if info is not None else {}
-    if study is not None:   # b1_std's replicates then refit the Akaike weights (std_replicates)
+    if study is not None:   # checked against the calibration's count (std_replicates)
         extra["study"] = study
     return settle(result, confidence=s.confidence, top_m=s.top_m, look=look, max_looks=planned,
                   margin=s.margin, **extra)
