@@ -353,6 +353,11 @@ def summarise(paths):
 
     for what, name in (("bc", "median BC 95% width"), ("se", "median bootstrap SE")):
         c = {a: curves(t, what) for a, t in arms.items()}
+        if "fixed" not in c:
+            for arm, cs in c.items():
+                print(f"-- {name}, {arm}, median curve: " + " ".join(
+                    f"{n}:{w:.4f}" for n, w in zip(cs[0][0], np.median(np.stack([w for _, w, _ in cs]), axis=0))))
+            continue
         target = float(np.median([w[-1] for _, w, _ in c["fixed"]]))
         print(f"-- {name}: fixed design at N {target:.4f} (median of {len(c['fixed'])} studies)")
         for arm, cs in c.items():

@@ -206,8 +206,7 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
                               np.percentile(b[kind], 95) / np.percentile(a[kind], 95)) for kind in kinds})
         print(f"run {i + 1}, adaptive / fixed, p50 and p95: " + "; ".join(
             f"{kind} {r[0]:.2f}x {r[1]:.2f}x" for kind, r in ratios[-1].items()))
-    print(f"
-{'':<14} {'fixed p50':>9} {'p95':>7} {'adaptive p50':>12} {'p95':>7}   median of the runs' ratios p50, p95")
+    print(f"\n{'':<14} {'fixed p50':>9} {'p95':>7} {'adaptive p50':>12} {'p95':>7}   median of the runs' ratios p50, p95")
     for kind in kinds:
         f, ad = np.concatenate(pooled["fixed"][kind]), np.concatenate(pooled["adaptive"][kind])
         r50 = np.median([r[kind][0] for r in ratios])

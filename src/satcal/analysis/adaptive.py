@@ -7,36 +7,34 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
 1. **A pool** of candidate examples (:func:`candidate_pool`): pattern pairs the judgments can
    build (the generator's machinery), every feasible phi and |dphi| cell of every formulation
    represented, the rest drawn at random, made concrete with documents.
-2. **A design criterion** (:func:`example_priorities`, :func:`plan_wave`). Under the per-list
-   model (:mod:`.joint`) fitted to the answers so far, the influence of one more answer y to an
-   example x on formulation f's b1_joint is, to first order,
+2. **A design criterion** (:func:`example_priorities`, :func:`plan_wave`). By default it targets
+   the standardised b1_std (:mod:`.standardise`), whose estimand does not depend on the design:
+   b1_std(f) depends on the answers through the curve parameters of the joint models g
+   (:mod:`.joint`) that carry the satisfaction model's Akaike weight, so by the delta method
+   Var b1_std(f) = sum_g G_fg' Sigma_g G_fg, G_fg its gradient in theta_g (:func:`std_gradients`)
+   and Sigma_g the model's inverse observed information. The criterion (``criterion=
+   "information"``, :func:`_design_std`) is L-optimal: it lowers
 
-       psi_f(y; x) = g_f' Sigma_f grad_theta log p_f(y | x),
+       Phi = spread / F sum_f Var b1_std(f) / Var_0 b1_std(f)
+             + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-   with g_f the gradient of b1 = mean_grid |phi - s_f(phi)| in the parameters theta_f and
-   Sigma_f their covariance (inverse observed information). The expected squared change of the
-   difference d_c = b1_c - b1_L between a contender c and the leader L after one more answer,
-
-       E_y[(psi_c(y; x) - psi_L(y; x))^2],   y ~ (p_L + p_c) / 2,
-
-   is the preposterior variance of d_c: for a Gaussian posterior it equals the expected reduction
-   of the posterior variance of d_c (Chaloner and Verdinelli 1995). An example's priority is the
-   mean over the contenders of that reduction relative to the current variance of d_c (the
-   sandwich variance over the answers so far), each weighted by how open the contrast is,
-   2 Phi(-|d_c| / sd_c); plus ``spread`` (default 1) times the mean relative reduction of every
-   formulation's own b1 variance, so that every curve keeps improving. Examples that land in a
-   cell (phi or |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before
-   all others, so every curve stays estimable and the model can be checked. By default the
-   target is the standardised b1_std (:mod:`.standardise`), whose estimand does not depend on
-   the design: b1_std(f) moves with the curve parameters of the joint models that carry the
-   satisfaction model's Akaike weight, so psi_f(y; x) = sum_g G_fg' Sigma_g grad log p_g(y | x),
-   G_fg the gradient of b1_std(f) in theta_g (:func:`std_gradients`), and a contrast's openness
-   counts the stopping rule's margin, 2 Phi(-(|d| + margin) / sd) (:func:`_information_std`).
-   With no answers the
-   priorities are space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
-   A wave is chosen greedily (:func:`plan_wave`): after each pick the cells it lands in count
-   it, and the information term of every example sharing them shrinks as (n / (n + added))^2,
-   the rate at which a cell's variance contribution falls, so a wave does not pile onto one spot.
+   the relative variances of every formulation's b1_std (the interval widths) and of the open
+   contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
+   contrast's openness 2 Phi(-(|d_c| + margin) / sd_c). One more answer at example x adds its
+   expected Fisher information I_x = sum_y J_y J_y' / p_y (J the Jacobian of the four outcome
+   probabilities) to each model's information; the covariance then falls by the exact rank-4
+   Woodbury update, and an example's priority is the fall of Phi (Chaloner and Verdinelli 1995).
+   A wave is a greedy sequential design: after each pick every model's covariance takes the
+   pick's information and the reductions are recomputed (lazily: the best stale ones until the
+   best is fresh). ``criterion="influence"`` keeps the earlier first-order version: the
+   preposterior variance E_y[(psi_c(y; x) - psi_L(y; x))^2] of each contrast, psi_f(y; x) =
+   sum_g G_fg' Sigma_g grad log p_g(y | x), relative to the contrast's sandwich variance and
+   weighted by its openness, plus ``spread`` times the formulations' own, with the cells' decay
+   (n / (n + added))^2 within a wave. ``target="b1_joint"`` runs the influence criterion on each
+   formulation's own b1_joint = mean |phi - s_f(phi)|. Examples that land in a cell (phi or
+   |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before all others, so
+   every curve stays estimable and the model can be checked. With no answers the priorities are
+   space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
 3. **A stopping rule** (:func:`settle`): bootstrap comparisons of the leader with every other
    formulation up to an indifference margin (Bechhofer 1954), alpha spending over looks; on
    b1_std its replicates are the calibration's, each mixing the joint models with its own Akaike
@@ -60,6 +58,8 @@ Jennison, C. and Turnbull, B. W. (2000). Group Sequential Methods with Applicati
 Trials. Chapman and Hall/CRC.
 Bechhofer, R. E. (1954). A single-sample multiple decision procedure for ranking means of normal
 populations with known variances. Annals of Mathematical Statistics 25(1).
+Minoux, M. (1978). Accelerated greedy algorithms for maximizing submodular set functions. In
+Optimization Techniques, Lecture Notes in Control and Information Sciences 7. Springer.
 """
 from __future__ import annotations
 
@@ -674,12 +674,15 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
 
     The criterion of the module docstring: examples landing in a cell with fewer than
     ``min_depth`` answers first (by how short their cells are, summed over formulations); the
-    others by the expected reduction, from one more answer, of the variance of the differences
-    b1(c) - b1(leader) (``target``: b1_std by default, or b1_joint) between the leader (least
-    b1) and its open contenders,
+    others by their information term: with ``criterion="information"`` (default, b1_std) the
+    exact fall, from the expected Fisher information of one more answer, of the L-optimal
+    objective (the relative variances of every formulation's b1_std, times ``spread``, and of the
+    open contrasts with the leader, weighted by their openness); with ``"influence"`` (or
+    ``target="b1_joint"``) the first-order expected reduction of the variance of the
+    differences b1(c) - b1(leader) between the leader (least b1) and its open contenders,
     relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is) and
-    averaged over the contenders, plus
-    ``spread`` times the mean relative reduction of each formulation's own b1 variance.
+    averaged over the contenders, plus ``spread`` times the mean relative reduction of each
+    formulation's own b1 variance.
     The information term is scaled into [0, 1), below the short-cell offset of 1000.
 
     Parameters
