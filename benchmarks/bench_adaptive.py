@@ -418,13 +418,14 @@ def summarise(paths):
                         cov["gen"].append(hit[forms.index(truth_form)])
                         cov["contrast"].extend(dhit); cov["contrast_open"].extend(dhit[openc])
                         if kind == "bc":
-                            bias.append(est - tb)
+                            bias.append(np.stack([est - tb, 2 * est - np.nanmean(reps, axis=0) - tb,
+                                                  np.nanstd(reps, axis=0, ddof=1)]))
                     cov["near_all"].extend(hit[nm]); cov["away_all"].extend(hit[~nm])
                     cov["contrast_all"].extend(dhit)
             rows[kind] = {k: (float(np.mean(v)) if v else float("nan"), len(v)) for k, v in cov.items()}
             if kind == "bc":
                 mb = np.mean(bias, axis=0)
-                rows["_bias"] = dict(zip(forms, mb))
+                rows["_bias"] = {f: tuple(mb[:, j]) for j, f in enumerate(forms)}
         print(f"   {arm}:")
         for kind in ("bc", "percentile", "basic", "normal"):
             r = rows[kind]
@@ -433,8 +434,10 @@ def summarise(paths):
                   f"leader {r['contrast'][0]:.2f} ({r['contrast'][1]}), those within 0.02 "
                   f"{r['contrast_open'][0]:.2f} ({r['contrast_open'][1]}); looks 5-10: near "
                   f"{r['near_all'][0]:.2f}, away {r['away_all'][0]:.2f}, contrasts {r['contrast_all'][0]:.2f}")
-        print("     mean error of the estimate at N (est - truth): "
-              + ", ".join(f"{f} {v:+.4f}" for f, v in sorted(rows["_bias"].items(), key=lambda kv: truth[kv[0]])))
+        print("     mean error at N of the estimate / of the bootstrap bias-corrected 2 est - mean(reps), "
+              "and the mean bootstrap SE: " + ", ".join(
+                  f"{f} {v[0]:+.4f} / {v[1]:+.4f} (SE {v[2]:.4f})"
+                  for f, v in sorted(rows["_bias"].items(), key=lambda kv: truth[kv[0]])))
 
 
 def main():
