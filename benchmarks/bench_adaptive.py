@@ -32,8 +32,21 @@ and how often rightly; the coverage of the 95% intervals at the last look, in bo
 settled decisions with four separated formulations. Last, the cost of ``example_priorities`` at
 ECIR size (36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
 
+The adaptive arm's criterion is ``--criterion`` (default ``information``, the exact
+expected-information criterion; ``influence`` the first-order one). ``--seed-base S`` starts the
+studies' seeds at S, so a criterion chosen on one set of seeds is reported on fresh ones;
+``--shape-arms`` runs one arm only (saved with ``--save``). ``--summarise P.pkl [Q.pkl ...]``
+prints, from saved studies (arms of several runs on the same seeds), the answers to the fixed
+median width per study and on the median-over-studies curve (log-log interpolation between looks),
+by BC width and by bootstrap SE; picks and settled decisions; and the coverage of 95% intervals by
+interval method (BC, percentile, basic, normal) for the formulations within the margin of the
+least, the others, the generating one, and the contrasts with the leader that ``settle`` reads,
+with each formulation's mean error at N.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
+        [--criterion information|influence] [--seed-base S] [--shape-arms both|fixed|adaptive]
+    python benchmarks/bench_adaptive.py --summarise P.ecir.pkl [Q.ecir.pkl ...]
 """
 import argparse
 import time
