@@ -736,7 +736,7 @@ def serve_refit(ws, engine, priorities=None, settle=None):
 #: The refit of this process when it is the server's refit process (built on its first call).
 _CHILD_REFIT = None
 #: How much lower the refit process's scheduling priority is than the server's (Unix nice).
-REFIT_NICENESS = 10
+REFIT_NICENESS = 19
 
 
 def _refit_in_child(path: str, url: str, open_workspace):
