@@ -32,8 +32,21 @@ and how often rightly; the coverage of the 95% intervals at the last look, in bo
 settled decisions with four separated formulations. Last, the cost of ``example_priorities`` at
 ECIR size (36 formulations, the 4,115 ECIR answers, a pool of 20,000), cold and warm.
 
+The adaptive arm's criterion is ``--criterion`` (default ``information``, the exact
+expected-information criterion; ``influence`` the first-order one). ``--seed-base S`` starts the
+studies' seeds at S, so a criterion chosen on one set of seeds is reported on fresh ones;
+``--shape-arms`` runs one arm only (saved with ``--save``). ``--summarise P.pkl [Q.pkl ...]``
+prints, from saved studies (arms of several runs on the same seeds), the answers to the fixed
+median width per study and on the median-over-studies curve (log-log interpolation between looks),
+by BC width and by bootstrap SE; picks and settled decisions; and the coverage of 95% intervals by
+interval method (BC, percentile, basic, normal) for the formulations within the margin of the
+least, the others, the generating one, and the contrasts with the leader that ``settle`` reads,
+with each formulation's mean error at N.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
+        [--criterion information|influence] [--seed-base S] [--shape-arms both|fixed|adaptive]
+    python benchmarks/bench_adaptive.py --summarise P.ecir.pkl [Q.ecir.pkl ...]
 """
 import argparse
 import time
@@ -64,6 +77,14 @@ ZONE = MARGIN
 ARMS = ("fixed", "adaptive")
 #: Where to pickle each shape's studies as they finish (``--save``); None: nowhere.
 SAVE = None
+#: The adaptive arm's criterion (``--criterion``, :func:`~satcal.analysis.adaptive.example_priorities`).
+CRITERION = "information"
+#: Study r of a shape uses crowd seed 1000 + SEED_BASE + r (``--seed-base``): criteria are chosen on
+#: one set of seeds and reported on fresh ones.
+SEED_BASE = 0
+#: The arms run by the shapes part (``--shape-arms``); a run with one arm only saves its studies
+#: (``--save``) for ``--summarise``.
+SHAPE_ARMS = ("fixed", "adaptive")
 
 
 def synthetic_judgments(seed=7):
@@ -134,12 +155,13 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
     print("b1_joint's limit on the fixed design's examples: "
           + ", ".join(f"{f} {v:.4f}" for f, v in fixed_truth.sort_values().items()))
     wave = n_fixed // WAVES
-    runs = {"fixed": [], "adaptive": []}
-    for r in range(studies):
+    runs = {arm: [] for arm in SHAPE_ARMS}
+    for r in range(SEED_BASE, SEED_BASE + studies):
         for arm in runs:
             t = time.perf_counter()
             table = simulate_adaptive_study(judgments, crowd(truth_form, 1000 + r), FORMS, adaptive=arm == "adaptive",
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
+                                            criterion=CRITERION,
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
                                             indicator=INDICATOR, margin=ZONE)
@@ -147,14 +169,18 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             if SAVE:   # every finished study, so that a run cut short can still be summarised
                 import pickle
                 with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
-                    pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form}, fh)
-            if r == 0 and arm == "adaptive":
+                    pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form,
+                                 "criterion": CRITERION, "seed_base": SEED_BASE,
+                                 "limit": None}, fh)
+            if r == SEED_BASE and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
                 print("  b1_joint's limit on study 1's adaptive examples (its own estimand): "
                       + ", ".join(f"{f} {v:.4f}" for f, v in own.sort_values().items()))
             print(f"  study {r + 1} {arm:<8} {time.perf_counter() - t:5.0f} s: " + "; ".join(
                 f"{ind} widths " + " ".join(f"{w:.3f}" for w in table[f"width_median_{ind}"]) + ", leaders "
                 + " ".join(table[f"leader_{ind}"].str.replace("-", "")) for ind in INDICATORS), flush=True)
+    if len(runs) < 2:
+        return
     judges = [(ind, truths[ind], "") for ind in INDICATORS]
     limit = model_truth(judgments, pool, truth_form, FORMS, k, levels)
     print("b1_std with the model's limit of satisfaction: "
@@ -270,6 +296,163 @@ def priority_cost():
           f"{cold / warm:.1f}; leader {p.attrs['leader']}, contenders {', '.join(p.attrs['contenders'])}")
 
 
+def _intervals(est, reps, kind):
+    """95% intervals of ``est`` (F,) from replicates (B, F): bc (Efron's bias-corrected
+    percentile, the calibration's), percentile, basic (2 est - quantiles) or normal (est +- 1.96 sd)."""
+    from scipy.stats import norm
+    from satcal.analysis.bootstrap import _bc_interval
+    if kind == "bc":
+        return _bc_interval(reps, est)
+    q = np.nanpercentile(reps, [2.5, 97.5], axis=0)
+    if kind == "percentile":
+        return q[0], q[1]
+    if kind == "basic":
+        return 2 * est - q[1], 2 * est - q[0]
+    sd = np.nanstd(reps, axis=0, ddof=1)
+    return est - norm.isf(0.025) * sd, est + norm.isf(0.025) * sd
+
+
+def _crossing(ns, widths, target):
+    """The answers at which a width curve first stays at or below ``target``, interpolated
+    log-log between the looks around the last crossing (NaN: not reached by the last look)."""
+    ns, widths = np.asarray(ns, float), np.asarray(widths, float)
+    above = np.flatnonzero(widths > target)
+    if not above.size:
+        return float(ns[0])
+    i = above[-1]
+    if i == len(ns) - 1:
+        return float("nan")
+    x0, x1, y0, y1 = np.log(ns[i]), np.log(ns[i + 1]), np.log(widths[i]), np.log(widths[i + 1])
+    return float(np.exp(x0 + (np.log(target) - y0) * (x1 - x0) / (y1 - y0)))
+
+
+def summarise(paths):
+    """Figures of saved studies (``--save``; arms from several runs, e.g. a fixed run and an
+    adaptive one on the same seeds): answers to reach the fixed design's median b1_std width
+    (per study, and on the median-over-studies curve), picks, settled decisions, and coverage by
+    interval method, for single formulations (near the least-biased and away from it) and for the
+    contrasts with the leader that the stopping rule reads."""
+    import pickle
+    arms, meta = {}, None
+    for path in paths:
+        with open(path, "rb") as fh:
+            d = pickle.load(fh)
+        for arm, tables in d["runs"].items():
+            label = arm if arm == "fixed" else f"adaptive ({d.get('criterion', 'influence')})"
+            arms.setdefault(label, []).extend(tables)
+        meta = meta or d
+    truth = meta["truths"]["b1_std"]
+    n_fixed, truth_form = meta["n_fixed"], meta["truth_form"]
+    best = truth.idxmin()
+    print(f"\n== summary of {', '.join(paths)}: truth {truth_form}, N = {n_fixed}; studies: "
+          + ", ".join(f"{a} {len(t)}" for a, t in arms.items()))
+    print("true b1_std: " + ", ".join(f"{f} {v:.4f}" for f, v in truth.sort_values().items()))
+
+    def curves(tables, what):
+        out = []
+        for t in tables:
+            looks = t.attrs["std_looks"]
+            forms = list(t.attrs["bias"]["formulation"])
+            ns, ws = [], []
+            for n, est, reps in looks:
+                if what == "bc":
+                    lo, hi = _intervals(est, reps, "bc")
+                    ws.append(float(np.nanmedian(hi - lo)))
+                else:
+                    ws.append(float(np.nanmedian(np.nanstd(reps, axis=0, ddof=1))))
+                ns.append(n)
+            out.append((np.array(ns), np.array(ws), forms))
+        return out
+
+    for what, name in (("bc", "median BC 95% width"), ("se", "median bootstrap SE")):
+        c = {a: curves(t, what) for a, t in arms.items()}
+        if "fixed" not in c:
+            for arm, cs in c.items():
+                print(f"-- {name}, {arm}, median curve: " + " ".join(
+                    f"{n}:{w:.4f}" for n, w in zip(cs[0][0], np.median(np.stack([w for _, w, _ in cs]), axis=0))))
+            continue
+        target = float(np.median([w[-1] for _, w, _ in c["fixed"]]))
+        print(f"-- {name}: fixed design at N {target:.4f} (median of {len(c['fixed'])} studies)")
+        for arm, cs in c.items():
+            if arm == "fixed":
+                continue
+            per = np.array([_crossing(n, w, target) for n, w, _ in cs])
+            ns = cs[0][0]
+            med_curve = np.median(np.stack([w for _, w, _ in cs]), axis=0)
+            at = _crossing(ns, med_curve, target)
+            print(f"   {arm}: per study reaches it and stays in {int(np.isfinite(per).sum())} of {len(per)}, "
+                  f"median {np.nanmedian(per) if np.isfinite(per).any() else float('nan'):.0f} answers "
+                  f"({np.nanmedian(per) / n_fixed if np.isfinite(per).any() else float('nan'):.0%} of N; studies not "
+                  f"reaching it counted as N: {np.median(np.where(np.isfinite(per), per, n_fixed)) / n_fixed:.0%}); "
+                  f"median-over-studies curve reaches it at {at:.0f} ({at / n_fixed:.0%}); at N "
+                  f"{med_curve[-1]:.4f} (fixed {target:.4f}, ratio {med_curve[-1] / target:.2f}, so the fixed "
+                  f"width at about {(med_curve[-1] / target) ** 2:.0%} of N by n^-1/2)")
+            print("     median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(ns, med_curve)))
+        fc = np.median(np.stack([w for _, w, _ in c["fixed"]]), axis=0)
+        print("     fixed median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(c["fixed"][0][0], fc)))
+    print("-- picks at N (leader of b1_std; exact / within the margin) and settled decisions")
+    for arm, tables in arms.items():
+        lead = [t["leader_b1_std"].iloc[-1] for t in tables]
+        exact = np.mean([f == best for f in lead])
+        zone = np.mean([truth[f] <= truth.min() + ZONE for f in lead])
+        done = [t[t["settled_b1_std"]].iloc[0] for t in tables if t["settled_b1_std"].any()]
+        right = sum(truth[r["leader_b1_std"]] <= truth.min() + ZONE for r in done)
+        when = np.median([r["n_answers"] for r in done]) if done else float("nan")
+        print(f"   {arm}: right at N {exact:.2f} exactly, {zone:.2f} within {ZONE}; settled {len(done)} of "
+              f"{len(tables)} (median {when:.0f} answers), {right} of {len(done)} right within the margin")
+    print("-- coverage of 95% intervals at the last look (and over looks 5-10), by interval method")
+    near = truth <= truth.min() + ZONE
+    for arm, tables in arms.items():
+        rows = {}
+        for kind in ("bc", "percentile", "basic", "normal"):
+            cov = {"near": [], "away": [], "gen": [], "contrast": [], "contrast_open": [], "near_all": [],
+                   "away_all": [], "contrast_all": []}
+            bias = []
+            for t in tables:
+                forms = list(t.attrs["bias"]["formulation"])
+                tb = truth.reindex(forms).to_numpy(float)
+                nm = near.reindex(forms).to_numpy(bool)
+                for li, (n, est, reps) in enumerate(t.attrs["std_looks"]):
+                    last = li == len(t.attrs["std_looks"]) - 1
+                    if li < 4 and not last:
+                        continue
+                    lo, hi = _intervals(est, reps, kind)
+                    hit = (lo <= tb) & (tb <= hi)
+                    L = int(np.nanargmin(est))
+                    dreps = reps - reps[:, [L]]
+                    dest = est - est[L]
+                    dlo, dhi = _intervals(dest, dreps, kind)
+                    dt = tb - tb[L]
+                    others = np.arange(len(forms)) != L
+                    dhit = ((dlo <= dt) & (dt <= dhi))[others]
+                    openc = (np.abs(dt) < 0.02)[others]
+                    if last:
+                        cov["near"].extend(hit[nm]); cov["away"].extend(hit[~nm])
+                        cov["gen"].append(hit[forms.index(truth_form)])
+                        cov["contrast"].extend(dhit); cov["contrast_open"].extend(dhit[openc])
+                        if kind == "bc":
+                            bias.append(np.stack([est - tb, 2 * est - np.nanmean(reps, axis=0) - tb,
+                                                  np.nanstd(reps, axis=0, ddof=1)]))
+                    cov["near_all"].extend(hit[nm]); cov["away_all"].extend(hit[~nm])
+                    cov["contrast_all"].extend(dhit)
+            rows[kind] = {k: (float(np.mean(v)) if v else float("nan"), len(v)) for k, v in cov.items()}
+            if kind == "bc":
+                mb = np.mean(bias, axis=0)
+                rows["_bias"] = {f: tuple(mb[:, j]) for j, f in enumerate(forms)}
+        print(f"   {arm}:")
+        for kind in ("bc", "percentile", "basic", "normal"):
+            r = rows[kind]
+            print(f"     {kind:<10} formulations within {ZONE} of the least {r['near'][0]:.2f} (n {r['near'][1]}), "
+                  f"away {r['away'][0]:.2f} ({r['away'][1]}), generating {r['gen'][0]:.2f}; contrasts with the "
+                  f"leader {r['contrast'][0]:.2f} ({r['contrast'][1]}), those within 0.02 "
+                  f"{r['contrast_open'][0]:.2f} ({r['contrast_open'][1]}); looks 5-10: near "
+                  f"{r['near_all'][0]:.2f}, away {r['away_all'][0]:.2f}, contrasts {r['contrast_all'][0]:.2f}")
+        print("     mean error at N of the estimate / of the bootstrap bias-corrected 2 est - mean(reps), "
+              "and the mean bootstrap SE: " + ", ".join(
+                  f"{f} {v[0]:+.4f} / {v[1]:+.4f} (SE {v[2]:.4f})"
+                  for f, v in sorted(rows["_bias"].items(), key=lambda kv: truth[kv[0]])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 studies per shape, B = 50, smaller designs")
@@ -282,8 +465,21 @@ def main():
     ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
     ap.add_argument("--arm", choices=("fixed", "adaptive"), default=None, help="one arm of the settled-decisions part")
     ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
+    ap.add_argument("--criterion", choices=("information", "influence"), default="information",
+                    help="the adaptive arm's criterion")
+    ap.add_argument("--seed-base", type=int, default=0, help="first study's seed offset (fresh seeds: another base)")
+    ap.add_argument("--shape-arms", choices=("both", "fixed", "adaptive"), default="both",
+                    help="the arms of the shapes part (one arm: save with --save, combine with --summarise)")
+    ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL",
+                    help="print the figures of saved studies (several runs' pickles, e.g. a fixed and an adaptive arm)")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
+    if args.summarise:
+        global ZONE
+        ZONE = args.margin
+        warnings.simplefilter("ignore", RuntimeWarning)
+        summarise(args.summarise)
+        return
     studies = args.studies or (2 if args.quick else 3)
     boot = args.boot or (50 if args.quick else 100)
     m = 50 if args.quick else 100
@@ -293,10 +489,14 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, ZONE, SAVE, ARMS
-    SPREAD, INDICATOR, ZONE, SAVE = args.spread, args.indicator, args.margin, args.save
+    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS
+    SPREAD, INDICATOR, SAVE = args.spread, args.indicator, args.save
+    ZONE = args.margin
+    CRITERION, SEED_BASE = args.criterion, args.seed_base
+    SHAPE_ARMS = ("fixed", "adaptive") if args.shape_arms == "both" else (args.shape_arms,)
     ARMS = (args.arm,) if args.arm else ARMS
-    print(f"settle and the criterion on {INDICATOR}, margin {ZONE}, {studies} studies per shape, B = {boot}")
+    print(f"settle and the criterion on {INDICATOR} ({CRITERION}), margin {ZONE}, {studies} studies per shape "
+          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}")
     if not args.skip_cost:
         priority_cost()
     if args.only in (None, "shapes", "ecir"):

@@ -26,13 +26,14 @@ the ratios of each run and their median are printed with the load average.
 
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
                                      [--think 1] [--no-postgres]
-    python benchmarks/bench_serve.py --adaptive [--refit-seconds 2]
+    python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
 (``[design] adaptive = true``: a candidate pool of as many examples as the fixed study's, pages
 handed out by the criterion's priorities, refitted in the server's background thread every
 ``--refit-seconds``, the stopping rule asked at each look), and the ratio of their page
-latencies says what the refits add.
+latencies says what the refits add; with ``--runs R`` the two alternate R times (fixed, adaptive,
+fixed, ...) and the median of the pairs' ratios is printed.
 """
 from __future__ import annotations
 
@@ -273,23 +274,38 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     return None
 
 
-def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float) -> bool:
-    """The same load on a fixed study and on an adaptive one of the same size: page latency
-    ratios (adaptive / fixed)."""
+def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float, runs: int = 1) -> bool:
+    """The same load on a fixed study and on an adaptive one of the same size, ``runs`` times in
+    turn (fixed, adaptive, fixed, adaptive, ...; a fresh database each run): each pair's page
+    latency ratios (adaptive / fixed), their median, and p50 / p95 of each arm over its runs."""
     fixed = make_workspace(tmp / "fixed", answers_per_example=3, pages_per_participant=3)
     n = len(fixed.table("examples.csv"))
     adaptive = make_workspace(tmp / "adaptive", answers_per_example=3, pages_per_participant=3,
                               adaptive={"adaptive": "true", "pool_size": n, "refit_seconds": refit_seconds})
     print(f"fixed study: {n} examples; adaptive study: a pool of {len(adaptive.table('examples.csv'))}, "
-          f"refit every {refit_seconds:g} s")
-    a = run(fixed, "SQLite, fixed", participants, concurrency)
-    b = run(adaptive, "SQLite, adaptive", participants, concurrency)
-    if a is None or b is None:
-        return False
-    print("\nadaptive / fixed, p50 and p95:")
-    for kind in ("page", "page (post)", "entry"):
-        print(f"{kind:<14} {np.percentile(b[kind], 50) / np.percentile(a[kind], 50):>6.2f}x "
-              f"{np.percentile(b[kind], 95) / np.percentile(a[kind], 95):>6.2f}x")
+          f"refit every {refit_seconds:g} s; {runs} run(s) each, in turn")
+    kinds = ("page", "page (post)", "entry")
+    pooled: dict = {"fixed": {}, "adaptive": {}}
+    ratios = []
+    for i in range(runs):
+        a = run(fixed, f"SQLite, fixed, run {i + 1}", participants, concurrency)
+        b = run(adaptive, f"SQLite, adaptive, run {i + 1}", participants, concurrency)
+        if a is None or b is None:
+            return False
+        for arm, got in (("fixed", a), ("adaptive", b)):
+            for kind in kinds:
+                pooled[arm].setdefault(kind, []).append(got[kind])
+        ratios.append({kind: (np.percentile(b[kind], 50) / np.percentile(a[kind], 50),
+                              np.percentile(b[kind], 95) / np.percentile(a[kind], 95)) for kind in kinds})
+        print(f"run {i + 1}, adaptive / fixed, p50 and p95: " + "; ".join(
+            f"{kind} {r[0]:.2f}x {r[1]:.2f}x" for kind, r in ratios[-1].items()))
+    print(f"\n{'':<14} {'fixed p50':>9} {'p95':>7} {'adaptive p50':>12} {'p95':>7}   median of the runs' ratios p50, p95")
+    for kind in kinds:
+        f, ad = np.concatenate(pooled["fixed"][kind]), np.concatenate(pooled["adaptive"][kind])
+        r50 = np.median([r[kind][0] for r in ratios])
+        r95 = np.median([r[kind][1] for r in ratios])
+        print(f"{kind:<14} {np.percentile(f, 50):>9.1f} {np.percentile(f, 95):>7.1f} {np.percentile(ad, 50):>12.1f} "
+              f"{np.percentile(ad, 95):>7.1f}   {r50:.2f}x {r95:.2f}x")
     return True
 
 
@@ -314,7 +330,8 @@ def main():
     ok = True
     if args.adaptive:
         with tempfile.TemporaryDirectory() as tmp:
-            sys.exit(0 if adaptive_comparison(Path(tmp), args.participants, args.concurrency, args.refit_seconds) else 1)
+            sys.exit(0 if adaptive_comparison(Path(tmp), args.participants, args.concurrency, args.refit_seconds,
+                                              args.runs) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
         ratios: dict = {}

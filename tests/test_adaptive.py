@@ -400,47 +400,45 @@ def test_settle_on_b1_std_uses_its_bootstrap_replicates(judgments, pool):
     assert joint.z[FORMS[other]] != pytest.approx(s.z[FORMS[other]], rel=1e-3) or joint.leaders != s.leaders
 
 
-def test_std_replicates_refit_the_akaike_weights_per_replicate(judgments, pool):
-    """std_replicates against independent computations: (a) with the full-sample weights it
-    gives the calibration's own standardised replicates; (b) its resampling weights are the
-    calibration's (the k-step replicates recomputed from them are the stored ones); (c) replicate
-    by replicate, the weights are exp(l - max l) / sum of the replicate's log-likelihoods
-    (joint._negloglik on its resampled rows) and b1_std is standardise's with those weights; (d)
-    settle(study=...) decides on these replicates."""
-    from satcal.analysis.adaptive import _replicate_rows, std_replicates
+def test_std_replicates_are_the_calibrations(judgments, pool):
+    """One replicate computation: std_replicates (what settle decides on) is the calibration's
+    standardised replicates; (a) read from a calibration that computed them; (b) computed for a
+    calibration that did not (standardised_intervals=False, same seed) and equal to (a); (c)
+    replicate by replicate, standardise's b1_std with the replicate's own Akaike weights
+    exp(l - max l) / sum from its log-likelihoods; (d) settle's z from those replicates."""
+    from satcal.analysis.adaptive import std_replicates
     from satcal.analysis.calibration import calibrate
-    from satcal.analysis.joint import _negloglik, bootstrap_thetas, fit_joint
     from satcal.analysis.standardise import reference_scores, standardised_indicators
     rows = pool.iloc[:300].reset_index(drop=True)
     study = StudyData(_answers(rows, 4).examples, k=4, n_levels=4, judgments=judgments)
     forms = [formulation(f) for f in FORMS]
     ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
-    res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref,
-                    standardised_intervals=True)
-    est, fixed = std_replicates(res, study, refit_weights=False)
-    np.testing.assert_allclose(fixed, res.bootstrap.joint["std_indicators"][:, :, 0], atol=1e-9)
+    kw = dict(bootstrap=40, seed=3, model_check_folds=0, reference=ref)
+    res = calibrate(study, FORMS, standardised_intervals=True, **kw)
     est, reps = std_replicates(res, study)
     np.testing.assert_allclose(est, res.bias["b1_std"].to_numpy(float))
-    thetas = res.bootstrap.joint["thetas"]
-    types, code, W = _replicate_rows(res, study, forms, thetas.shape[0])
-    for g in range(2):
-        fit = fit_joint(types.phi_a[:, g], types.phi_b[:, g], types.answers, types.counts)
-        again = bootstrap_thetas(fit, types.phi_a[:, g], types.phi_b[:, g], code, W)
-        np.testing.assert_allclose(again, thetas[:, g], atol=1e-5)
+    np.testing.assert_array_equal(reps, res.bootstrap.joint["std_indicators"][:, :, 0])
+    bare = calibrate(study, FORMS, standardised_intervals=False, **kw)
+    assert bare.bootstrap.joint.get("std_indicators") is None
+    est2, reps2 = std_replicates(bare, study)
+    np.testing.assert_allclose(est2, est)
+    np.testing.assert_allclose(reps2, reps, rtol=1e-9, atol=1e-12)
+    thetas, ll = res.bootstrap.joint["thetas"], res.bootstrap.joint["loglik"]
     sat_range = res.meta["support"]["sat_joint"]
-    spread = []
     for b in (0, 7, 23):
-        ll = np.array([-_negloglik(thetas[b, g], types.phi_a[:, g], types.phi_b[:, g], code, W[b]) for g in range(2)])
-        w = np.exp(ll - ll.max()) / np.exp(ll - ll.max()).sum()
-        spread.append(w)
+        w = np.exp(ll[b] - ll[b].max()) / np.exp(ll[b] - ll[b].max()).sum()
         hand = standardised_indicators(thetas[b], ref, w, sat_range=sat_range)["b1_std"]
         np.testing.assert_allclose(reps[b], hand, rtol=1e-6, atol=1e-9)
-    s = settle(res, indicator="b1_std", study=study, look=3, max_looks=5, margin=0.0)
-    lead, other = np.argmin(est), np.argmax(est)
-    d = reps[:, other] - reps[:, lead]
-    assert s.z[FORMS[other]] == pytest.approx((est[other] - est[lead]) / np.std(d[np.isfinite(d)], ddof=1), rel=1e-9)
-    # b1_std by default, once replicates can be had (the calibration's, or the joint's with the study)
-    assert settle(res, look=3, max_looks=5).indicator == "b1_std"
+    for r in (res, bare):
+        s = settle(r, indicator="b1_std", study=study, look=3, max_looks=5, margin=0.0)
+        lead, other = np.argmin(est), np.argmax(est)
+        d = reps[:, other] - reps[:, lead]
+        assert s.z[FORMS[other]] == pytest.approx((est[other] - est[lead]) / np.std(d[np.isfinite(d)], ddof=1),
+                                                  rel=1e-6)
+        # b1_std by default, once replicates can be had (the calibration's, or computed from its joint ones)
+        assert settle(r, look=3, max_looks=5).indicator == "b1_std"
+    with pytest.raises(SatcalError, match="fitted 300 answers"):
+        std_replicates(bare, StudyData(study.examples.iloc[:200], k=4, n_levels=4, judgments=judgments))
 
 
 def _brute_std(types, fits, pa, pb, i, ref, weights, pair=None, weight=1.0):
@@ -503,3 +501,67 @@ def test_b1_std_criterion_matches_brute_force_refits(judgments, pool):
     assert np.all(np.diff(brute) > 0)
     ratio = (info[picks] / info[picks[-1]]) / (brute / brute[-1])
     assert np.all((ratio > 0.5) & (ratio < 2)), ratio
+
+
+def test_information_criterion_is_the_exact_expected_information_update(judgments, pool):
+    """criterion="information": (a) U U' is the expected Fisher information of one answer, checked
+    against the Hessian of the expected log-likelihood sum_y p_y(theta0) log p_y(theta) by
+    finite differences of joint_probabilities; (b) each example's reduction equals
+    tr(M Sigma) - tr(M (Sigma^-1 + I_x)^-1) by explicit inverses; (c) after a pick the
+    covariance is (Sigma^-1 + I_x)^-1; (d) plan_wave's picks (min_depth 0) are the greedy
+    sequence of the full recomputation."""
+    from satcal.analysis.adaptive import _design_std
+    from satcal.analysis.joint import joint_probabilities
+    from satcal.analysis.standardise import reference_scores
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in FORMS]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    state, leader, contenders = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
+    assert leader in FORMS and len(state.U) >= 1
+    # (a) for the first model, at one example
+    from satcal.analysis.adaptive import _fit_all
+    _, _, fits = _fit_all(study, forms)
+    weights = np.array([f.loglik for f in fits])
+    g = int(np.argmax(weights))
+    m = [i for i, U in enumerate(state.U)][0]
+    theta = fits[g].theta
+    i = 5
+    p0 = joint_probabilities(theta, pa[i:i + 1, g], pb[i:i + 1, g])[0]
+    h = 1e-4
+    def ell(t):
+        return float(p0 @ np.log(joint_probabilities(t, pa[i:i + 1, g], pb[i:i + 1, g])[0]))
+    hess = np.empty((7, 7))
+    for r in range(7):
+        for c in range(7):
+            er, ec = np.eye(7)[r] * h, np.eye(7)[c] * h
+            hess[r, c] = (ell(theta + er + ec) - ell(theta + er - ec) - ell(theta - er + ec) + ell(theta - er - ec)) / (4 * h * h)
+    info = state.U[m][i].T @ state.U[m][i]
+    if len(state.U) == 1 or g == sorted(range(len(fits)), key=lambda j: -weights[j])[0]:
+        np.testing.assert_allclose(info, -hess, atol=1e-3 * np.abs(hess).max() + 1e-6)
+    # (b) and (c), every model
+    red = state.reductions()
+    for idx in (0, 17, 101):
+        want = 0.0
+        for U, S, M in zip(state.U, state.sigma, state.M):
+            post = np.linalg.inv(np.linalg.inv(S) + U[idx].T @ U[idx])
+            want += np.trace(M @ S) - np.trace(M @ post)
+        assert red[idx] == pytest.approx(want, rel=1e-6, abs=1e-12)
+    before = [np.linalg.inv(np.linalg.inv(S) + U[17].T @ U[17]) for U, S in zip(state.U, state.sigma)]
+    state.add(17)
+    for S, want in zip(state.sigma, before):
+        np.testing.assert_allclose(S, want, rtol=1e-6, atol=1e-12 * np.abs(want).max())
+    # (d) the lazy greedy picks the same as recomputing every reduction every pick (up to exact
+    # ties: pool examples of the same pattern pair have the same reduction)
+    wave = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0)
+    state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
+    where = {e: n for n, e in enumerate(rest["example_id"])}
+    free = np.ones(len(rest), bool)
+    for e in wave["example_id"]:
+        red, j = state.reductions(), where[e]
+        assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
+        free[j] = False
+        state.add(j)

@@ -449,7 +449,7 @@ def settlement(ws, study, result=None, settle=None, n_answers: int | None = None
     look, planned = look if look is not None else budget(ws).looks(n)
     info = budget(ws).information(n)
     extra = {"information": info} if info is not None else {}
-    if study is not None:   # b1_std's replicates then refit the Akaike weights (std_replicates)
+    if study is not None:   # checked against the calibration's count (std_replicates)
         extra["study"] = study
     return settle(result, confidence=s.confidence, top_m=s.top_m, look=look, max_looks=planned,
                   margin=s.margin, **extra)
@@ -736,7 +736,7 @@ def serve_refit(ws, engine, priorities=None, settle=None):
 #: The refit of this process when it is the server's refit process (built on its first call).
 _CHILD_REFIT = None
 #: How much lower the refit process's scheduling priority is than the server's (Unix nice).
-REFIT_NICENESS = 10
+REFIT_NICENESS = 19
 
 
 def _refit_in_child(path: str, url: str, open_workspace):

@@ -7,39 +7,38 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
 1. **A pool** of candidate examples (:func:`candidate_pool`): pattern pairs the judgments can
    build (the generator's machinery), every feasible phi and |dphi| cell of every formulation
    represented, the rest drawn at random, made concrete with documents.
-2. **A design criterion** (:func:`example_priorities`, :func:`plan_wave`). Under the per-list
-   model (:mod:`.joint`) fitted to the answers so far, the influence of one more answer y to an
-   example x on formulation f's b1_joint is, to first order,
+2. **A design criterion** (:func:`example_priorities`, :func:`plan_wave`). By default it targets
+   the standardised b1_std (:mod:`.standardise`), whose estimand does not depend on the design:
+   b1_std(f) depends on the answers through the curve parameters of the joint models g
+   (:mod:`.joint`) that carry the satisfaction model's Akaike weight, so by the delta method
+   Var b1_std(f) = sum_g G_fg' Sigma_g G_fg, G_fg its gradient in theta_g (:func:`std_gradients`)
+   and Sigma_g the model's inverse observed information. The criterion (``criterion=
+   "information"``, :func:`_design_std`) is L-optimal: it lowers
 
-       psi_f(y; x) = g_f' Sigma_f grad_theta log p_f(y | x),
+       Phi = spread / F sum_f Var b1_std(f) / Var_0 b1_std(f)
+             + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-   with g_f the gradient of b1 = mean_grid |phi - s_f(phi)| in the parameters theta_f and
-   Sigma_f their covariance (inverse observed information). The expected squared change of the
-   difference d_c = b1_c - b1_L between a contender c and the leader L after one more answer,
-
-       E_y[(psi_c(y; x) - psi_L(y; x))^2],   y ~ (p_L + p_c) / 2,
-
-   is the preposterior variance of d_c: for a Gaussian posterior it equals the expected reduction
-   of the posterior variance of d_c (Chaloner and Verdinelli 1995). An example's priority is the
-   mean over the contenders of that reduction relative to the current variance of d_c (the
-   sandwich variance over the answers so far), each weighted by how open the contrast is,
-   2 Phi(-|d_c| / sd_c); plus ``spread`` (default 1) times the mean relative reduction of every
-   formulation's own b1 variance, so that every curve keeps improving. Examples that land in a
-   cell (phi or |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before
-   all others, so every curve stays estimable and the model can be checked. By default the
-   target is the standardised b1_std (:mod:`.standardise`), whose estimand does not depend on
-   the design: b1_std(f) moves with the curve parameters of the joint models that carry the
-   satisfaction model's Akaike weight, so psi_f(y; x) = sum_g G_fg' Sigma_g grad log p_g(y | x),
-   G_fg the gradient of b1_std(f) in theta_g (:func:`std_gradients`), and a contrast's openness
-   counts the stopping rule's margin, 2 Phi(-(|d| + margin) / sd) (:func:`_information_std`).
-   With no answers the
-   priorities are space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
-   A wave is chosen greedily (:func:`plan_wave`): after each pick the cells it lands in count
-   it, and the information term of every example sharing them shrinks as (n / (n + added))^2,
-   the rate at which a cell's variance contribution falls, so a wave does not pile onto one spot.
+   the relative variances of every formulation's b1_std (the interval widths) and of the open
+   contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
+   contrast's openness 2 Phi(-(|d_c| + margin) / sd_c). One more answer at example x adds its
+   expected Fisher information I_x = sum_y J_y J_y' / p_y (J the Jacobian of the four outcome
+   probabilities) to each model's information; the covariance then falls by the exact rank-4
+   Woodbury update, and an example's priority is the fall of Phi (Chaloner and Verdinelli 1995).
+   A wave is a greedy sequential design: after each pick every model's covariance takes the
+   pick's information and the reductions are recomputed (lazily: the best stale ones until the
+   best is fresh). ``criterion="influence"`` keeps the earlier first-order version: the
+   preposterior variance E_y[(psi_c(y; x) - psi_L(y; x))^2] of each contrast, psi_f(y; x) =
+   sum_g G_fg' Sigma_g grad log p_g(y | x), relative to the contrast's sandwich variance and
+   weighted by its openness, plus ``spread`` times the formulations' own, with the cells' decay
+   (n / (n + added))^2 within a wave. ``target="b1_joint"`` runs the influence criterion on each
+   formulation's own b1_joint = mean |phi - s_f(phi)|. Examples that land in a cell (phi or
+   |dphi|, any formulation) holding fewer than ``min_depth`` answers rank before all others, so
+   every curve stays estimable and the model can be checked. With no answers the priorities are
+   space-filling: every cell is short, and :func:`plan_wave` fills the shortest.
 3. **A stopping rule** (:func:`settle`): bootstrap comparisons of the leader with every other
    formulation up to an indifference margin (Bechhofer 1954), alpha spending over looks; on
-   b1_std its replicates refit the Akaike weights (:func:`std_replicates`). See its docstring for
+   b1_std its replicates are the calibration's, each mixing the joint models with its own Akaike
+   weights (:func:`std_replicates`). See its docstring for
    exactly what it controls.
 
 :func:`simulate_adaptive_study` runs a whole study in simulation (waves, a simulated crowd with
@@ -59,6 +58,8 @@ Jennison, C. and Turnbull, B. W. (2000). Group Sequential Methods with Applicati
 Trials. Chapman and Hall/CRC.
 Bechhofer, R. E. (1954). A single-sample multiple decision procedure for ranking means of normal
 populations with known variances. Annals of Mathematical Statistics 25(1).
+Minoux, M. (1978). Accelerated greedy algorithms for maximizing submodular set functions. In
+Optimization Techniques, Lecture Notes in Control and Information Sciences 7. Springer.
 """
 from __future__ import annotations
 
@@ -90,6 +91,12 @@ MAX_CONTENDERS, OPEN = 8, 1e-3
 MODEL_WEIGHT = 0.01
 #: What the criterion targets by default: the standardised b1 (design-free), or b1_joint.
 TARGETS = ("b1_std", "b1_joint")
+#: The criteria for b1_std: the exact expected information of one more answer, the models'
+#: covariances updated after every pick of a wave (default), or the first-order influence with
+#: the cells' decay within a wave (the earlier criterion).
+CRITERIA = ("information", "influence")
+#: Stale reductions recomputed at a time by plan_wave's lazy greedy.
+LAZY_BLOCK = 256
 #: Default indifference margin of the stopping rule, in b1 units (a mean absolute gap between
 #: phi and the satisfaction curve): formulations whose indicators differ by less count as tied.
 #: Half a percentage point of satisfaction probability averaged over [0, 1]; on the ECIR 2015
@@ -241,6 +248,7 @@ class _Parts:
     jitter: np.ndarray        # (P,) seeded tie-breaker in [0, 1e-9)
     leader: str | None = None
     contenders: tuple = ()
+    design: "_Design | None" = None   # the exact criterion's state (criterion="information")
 
 
 def _study_cells(study: StudyData, forms, n_bins: int, n_cells: int) -> np.ndarray:
@@ -482,6 +490,101 @@ def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread
     return info, names[lead], tuple(names[c] for _, c, _ in chosen)
 
 
+@dataclass
+class _Design:
+    """The exact criterion's state (``criterion="information"``): per joint model g that carries
+    weight, the expected-information factors U_g of every pool example (P, 4, 7), its current
+    covariance Sigma_g (7, 7) and the weight matrix M_g (7, 7) of the L-optimal objective
+    tr(sum_g M_g Sigma_g)."""
+
+    U: list
+    sigma: list
+    M: list
+
+    def reductions(self, idx=None) -> np.ndarray:
+        """Each pool example's (or those of ``idx``) reduction of the objective from one more
+        answer.
+
+        The expected Fisher information of one answer at x is I_x = U U' (U = J / sqrt(p), J the
+        Jacobian of the 4 outcome probabilities), so by the Woodbury identity the covariance after
+        it is Sigma - Sigma U (I + U' Sigma U)^{-1} U' Sigma, and the objective falls by
+        tr((I + V)^{-1} U' Sigma M Sigma U), V = U' Sigma U."""
+        out = 0.0
+        for U, S, M in zip(self.U, self.sigma, self.M):
+            U = U if idx is None else U[idx]
+            A = U @ S                                                                  # (P, 4, 7)
+            V = A @ np.swapaxes(U, 1, 2) + np.eye(U.shape[1])                           # (P, 4, 4)
+            B = A @ M @ np.swapaxes(A, 1, 2)                                            # (P, 4, 4)
+            out = out + np.trace(np.linalg.solve(V, B), axis1=1, axis2=2)
+        return np.maximum(np.asarray(out, float), 0.0)
+
+    def add(self, i: int) -> None:
+        """Pool example i is asked: every model's covariance takes its expected information."""
+        for m, (U, S) in enumerate(zip(self.U, self.sigma)):
+            A = U[i] @ S                                                                # (4, 7)
+            V = A @ U[i].T + np.eye(U.shape[1])
+            self.sigma[m] = S - A.T @ np.linalg.solve(V, A)
+
+
+def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
+                margin: float, fits=None, cache=None):
+    """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
+
+    b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
+    g that carry Akaike weight; its delta-method variance is sum_g G_fg Sigma_g G_fg' (G_fg from
+    :func:`std_gradients`, Sigma_g the model's inverse observed information). The design
+    minimises, greedily one answer at a time, the L-optimal objective
+
+        Phi(Sigma) = spread / F sum_f Var(b1_std(f)) / Var_0(f)
+                     + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
+
+    the relative variances of every formulation's b1_std (what the interval widths are made of)
+    and of the open contrasts with the leader L (what the stopping rule reads), o_c the
+    contrast's openness 2 Phi(-(|d_c| + margin) / sd_c), Var_0 the variances now. Phi is linear
+    in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
+    exact rank-4 update of its expected information (:meth:`_Design.reductions`). Returns the
+    design state, the leader and the contenders."""
+    from .standardise import akaike_weights
+    _, _, fits_ = _fit_all(study, forms, cache) if fits is None else (*_types_code(study, forms), fits)
+    thetas = np.stack([f.theta for f in fits_])
+    weights = akaike_weights([f.loglik for f in fits_])
+    b1, grads = std_gradients(thetas, reference, weights)
+    models = [g for g in grads if np.isfinite(fits_[g].cov).all()]
+    if not models:
+        return None, None, ()
+    var = sum(np.einsum("fi,ij,fj->f", grads[g], fits_[g].cov, grads[g]) for g in models)   # (F,)
+    ok = np.isfinite(b1) & (var > 0)
+    if not ok.any():
+        return None, None, ()
+    lead = int(np.argsort(np.where(ok, b1, np.inf), kind="stable")[0])
+    diffs = []
+    for c in np.flatnonzero(ok):
+        if c == lead:
+            continue
+        var_d = float(sum((grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead])
+                          for g in models))
+        if var_d <= 0:
+            continue
+        openness = min(1.0, 2 * norm.sf((abs(b1[c] - b1[lead]) + margin) / np.sqrt(var_d)))
+        diffs.append((openness, c, var_d))
+    diffs.sort(key=lambda t: -t[0])
+    limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
+    chosen = [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
+    U, sigma, M = [], [], []
+    for g in models:
+        G = grads[g][ok]
+        m = spread * (G.T / var[ok]) @ G / ok.sum() if spread > 0 else np.zeros((G.shape[1],) * 2)
+        for openness, c, var_d in chosen:
+            d = grads[g][c] - grads[g][lead]
+            m = m + openness * np.outer(d, d) / var_d / len(chosen)
+        p, jac = _jacobian(fits_[g].theta, pool_a[:, g], pool_b[:, g])
+        U.append(jac / np.sqrt(p)[..., None])
+        sigma.append(np.array(fits_[g].cov, float))
+        M.append(m)
+    names = [f.id for f in forms]
+    return _Design(U, sigma, M), names[lead], tuple(names[c] for _, c, _ in chosen)
+
+
 def _types_code(study, forms):
     from .core import collapse_study
     from .joint import CODES
@@ -508,10 +611,13 @@ def _reference_for(study: StudyData, forms, reference, reference_seed: int, cach
 
 
 def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
-           cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0) -> _Parts:
+           cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0,
+           criterion="information") -> _Parts:
     forms = resolve_formulations(formulations)
     if target not in TARGETS:
         raise SatcalError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if criterion not in CRITERIA:
+        raise SatcalError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     if min_depth < 0:
         raise SatcalError(f"min_depth must be >= 0, got {min_depth}")
     if contenders is not None and contenders < 2:
@@ -527,26 +633,35 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     counts = np.zeros(n_cells) if empty else _study_cells(study, forms, n_bins, n_cells)
     jitter = np.random.default_rng([seed, 24, 1]).random(len(pool)) * 1e-9
     ref = None if empty or target != "b1_std" else _reference_for(study, forms, reference, reference_seed, cache)
+    state = None
     if empty:
         info, leader, cont = np.zeros(len(pool)), None, ()
+    elif ref is not None and criterion == "information":
+        state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
+        info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
     else:   # b1_joint asked for, or no judgments to draw the reference population from
         info, leader, cont = _information(pa, pb, study, forms, contenders, spread, fits, cache)
-    return _Parts(pool["example_id"].astype(str).to_numpy(), cells, counts, info, min_depth, jitter, leader, cont)
+    return _Parts(pool["example_id"].astype(str).to_numpy(), cells, counts, info, min_depth, jitter, leader, cont,
+                  state)
 
 
-def _score(parts: _Parts, added: np.ndarray | None = None) -> np.ndarray:
-    """Priorities from the parts, with ``added`` answers (a wave's picks so far) per cell."""
+def _score(parts: _Parts, added: np.ndarray | None = None, top: float | None = None) -> np.ndarray:
+    """Priorities from the parts, with ``added`` answers (a wave's picks so far) per cell;
+    ``top`` scales the information term (default its current maximum)."""
     counts = parts.counts if added is None else parts.counts + added
     short = np.maximum(parts.min_depth - counts, 0) / max(parts.min_depth, 1)    # per cell, in [0, 1]
     deficit = short[parts.cells].sum(axis=1)
     info = parts.info
-    if added is not None and info.any():
+    if parts.design is not None:
+        pass   # plan_wave keeps parts.info current from the updated covariances
+    elif added is not None and info.any():
         base = np.maximum(parts.counts, 1.0)[parts.cells]
         decay = (base / (base + added[parts.cells])) ** 2
         info = info * decay.mean(axis=1)
-    top = info.max() if info.size and info.max() > 0 else 1.0
+    if top is None:
+        top = info.max() if info.size and info.max() > 0 else 1.0
     return np.where(deficit > 0, SHORT_FIRST + deficit, 0.0) + 0.999 * info / top + parts.jitter
 
 
@@ -554,17 +669,20 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
                        min_depth: int = MIN_DEPTH, contenders: int | None = None, spread: float = 1.0,
                        n_bins: int = 10, top_level: int | None = None, fits=None,
                        cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
-                       reference=None, reference_seed: int = 0) -> pd.Series:
+                       reference=None, reference_seed: int = 0, criterion: str = "information") -> pd.Series:
     """How soon to ask each pool example (higher = sooner), from the answers so far.
 
     The criterion of the module docstring: examples landing in a cell with fewer than
     ``min_depth`` answers first (by how short their cells are, summed over formulations); the
-    others by the expected reduction, from one more answer, of the variance of the differences
-    b1(c) - b1(leader) (``target``: b1_std by default, or b1_joint) between the leader (least
-    b1) and its open contenders,
+    others by their information term: with ``criterion="information"`` (default, b1_std) the
+    exact fall, from the expected Fisher information of one more answer, of the L-optimal
+    objective (the relative variances of every formulation's b1_std, times ``spread``, and of the
+    open contrasts with the leader, weighted by their openness); with ``"influence"`` (or
+    ``target="b1_joint"``) the first-order expected reduction of the variance of the
+    differences b1(c) - b1(leader) between the leader (least b1) and its open contenders,
     relative to that variance now, weighted by 2 Phi(-|d| / sd) (how open the contrast is) and
-    averaged over the contenders, plus
-    ``spread`` times the mean relative reduction of each formulation's own b1 variance.
+    averaged over the contenders, plus ``spread`` times the mean relative reduction of each
+    formulation's own b1 variance.
     The information term is scaled into [0, 1), below the short-cell offset of 1000.
 
     Parameters
@@ -613,13 +731,19 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         the study's judgments with seed ``reference_seed`` (kept in ``cache``).
     reference_seed : int, optional
         Seed of that draw (default 0; a study passes the seed its calibrations use).
+    criterion : {"information", "influence"}, optional
+        For b1_std: ``information`` (default) scores an example by the exact reduction of the
+        L-optimal objective (relative variances of every b1_std and of the open contrasts with
+        the leader) from the expected Fisher information of one more answer there
+        (:func:`_design_std`); ``influence`` by the first-order preposterior variance of those
+        contrasts plus ``spread`` times the formulations' own (:func:`_information_std`).
 
     Returns
     -------
     Series of floats indexed by ``example_id``; ``attrs`` holds ``leader`` and ``contenders``.
     """
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed)
+                   target, margin, reference, reference_seed, criterion)
     out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
     out.attrs.update(leader=parts.leader, contenders=list(parts.contenders))
     return out
@@ -629,12 +753,15 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
               min_depth: int = MIN_DEPTH, exclude: Iterable[str] = (), contenders: int | None = None,
               spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
               cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
-              reference=None, reference_seed: int = 0) -> pd.DataFrame:
+              reference=None, reference_seed: int = 0, criterion: str = "information") -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
     After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
-    which with no answers makes it space-filling) and the information term of the examples that
-    share its cells shrinks as (n_cell / (n_cell + added))^2. Examples in ``exclude`` and those
+    which with no answers makes it space-filling). With ``criterion="information"`` every
+    model's covariance then takes the pick's expected information (the exact rank-4 update,
+    :class:`_Design`) and every example's reduction is recomputed: a greedy sequential
+    L-optimal batch. With ``"influence"`` the information term of the examples that share the
+    pick's cells shrinks as (n_cell / (n_cell + added))^2 instead. Examples in ``exclude`` and those
     the study already holds are never chosen. Same inputs and seed, same rows.
 
     Parameters
@@ -649,7 +776,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         Examples to choose (at most the free ones).
     seed : int
         Seeds the tie-breaker.
-    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed
+    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
@@ -667,20 +794,39 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     if n < 0:
         raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed)
+                   target, margin, reference, reference_seed, criterion)
     asked = set(map(str, exclude))
     if study is not None and "example_id" in study.examples.columns:
         asked |= set(study.examples["example_id"].astype(str))
     free = ~np.isin(parts.ids, list(asked))
     added = np.zeros(parts.counts.size)
     picks, prios = [], []
-    for _ in range(min(n, int(free.sum()))):
-        score = np.where(free, _score(parts, added), -np.inf)
-        i = int(np.argmax(score))
+    design = parts.design
+    top = float(parts.info.max()) if design is not None and parts.info.max() > 0 else None
+    fresh = np.zeros(len(free), int)   # the pick count at which each reduction was computed
+    for t in range(min(n, int(free.sum()))):
+        score = np.where(free, _score(parts, added, top), -np.inf)
+        while True:
+            i = int(np.argmax(score))
+            if design is None or fresh[i] == t:
+                break
+            # lazy greedy (Minoux 1978): a reduction mostly shrinks as the covariances take more
+            # information (always for a single parameter; not guaranteed for several), so the
+            # best stale ones are recomputed until the best is fresh, instead of the whole pool
+            # every pick
+            cand = np.where(free & (fresh < t), score, -np.inf)
+            m = min(LAZY_BLOCK, int(np.isfinite(cand).sum()))
+            block = np.argpartition(-cand, m - 1)[:m]
+            old = parts.info[block].copy()
+            parts.info[block] = design.reductions(block)
+            fresh[block] = t
+            score[block] += 0.999 * (parts.info[block] - old) / (top or 1.0)
         picks.append(i)
         prios.append(float(score[i]))
         free[i] = False
         np.add.at(added, parts.cells[i], 1.0)
+        if design is not None:
+            design.add(i)
     out = pool.iloc[picks].copy()
     out["priority"] = prios
     out.attrs.update(pool.attrs, leader=parts.leader, contenders=list(parts.contenders))
@@ -778,115 +924,59 @@ class Settlement:
                 "margin": float(self.margin)}
 
 
-def std_replicates(result, study: StudyData, *, refit_weights: bool = True):
-    """b1_std's point estimates (F,) and bootstrap replicates (B, F), the Akaike weights of the
-    satisfaction model refitted in every replicate.
+def std_replicates(result, study: StudyData | None = None):
+    """b1_std's point estimates (F,) and bootstrap replicates (B, F): the calibration's own, in
+    which every replicate mixes the joint models with its own Akaike weights.
 
-    The calibration's standardised replicates (``standardised_intervals=True``) keep the weights
-    w_g of the full sample, so they leave out the uncertainty of which formulation's joint model
-    drives the fitted satisfaction S. Here replicate b gets its own weights
-
-        w_bg = exp(l_bg - max_g l_bg) / sum_g exp(l_bg - max_g l_bg),
-        l_bg = sum_rows W_b,row log p_g(answer_row | theta_bg),
-
-    with W_b the replicate's resampling weights (the calibration's: the same seed, clusters and
-    distinct rows, :func:`~satcal.analysis.bootstrap.replicate_weights`) and theta_bg its joint
-    parameters (the k-step replicates the calibration kept). S_b = sum_g w_bg s_g(phi_g; theta_bg)
-    over the reference lists, then the standardised curves and b1 as
-    :func:`~satcal.analysis.standardise.standardised_indicators` computes them. A model whose
-    full-sample weight is below exp(-``LL_SPAN``) gets weight 0 in every replicate.
+    ``calibrate`` (``standardised_intervals=True``) computes them: replicate b's weights are
+    w_bg = exp(l_bg - max_g l_bg) / sum_g exp(l_bg - max_g l_bg), l_bg the replicate's
+    log-likelihood of model g at its k-step parameters theta_bg
+    (:func:`~satcal.analysis.joint.replicate_loglik`, second order around the full-sample fit),
+    S_b = sum_g w_bg s_g(phi_g; theta_bg) over the reference lists, then the standardised curves
+    and b1 (:func:`~satcal.analysis.standardise.standardised_indicators`). A calibration run
+    without them (but with its joint replicates and their log-likelihoods) gets them here from
+    the same call on the same inputs, so settle, the figures of a look and the calibration's
+    intervals read one computation.
 
     Parameters
     ----------
     result : CalibrationResult
         A calibration with the joint model, the standardised indicators and a bootstrap.
-    study : satcal.answers.StudyData
-        The answers it was fitted to.
-    refit_weights : bool, optional
-        False keeps the full-sample weights (what the calibration's replicates do).
+    study : satcal.answers.StudyData, optional
+        The answers it was fitted to: checked against the calibration's count.
 
     Returns
     -------
     tuple of numpy.ndarray
         ``b1_std`` of the bias table (F,) and the replicates (B, F); (est, None) when the
         calibration has no joint bootstrap or no standardisation.
+
+    Raises
+    ------
+    SatcalError
+        ``study`` holds another number of answers than the calibration fitted.
     """
     est = result.bias["b1_std"].to_numpy(float) if "b1_std" in result.bias.columns else None
     std = result.meta.get("standardisation")
     boot = result.bootstrap
-    if est is None or std is None or boot is None or boot.joint is None or "thetas" not in boot.joint:
+    joint = boot.joint if boot is not None else None
+    if est is None or std is None or joint is None:
         return est, None
-    # settle and the figures of one look ask for the same replicates: computed once per
-    # calibration, study and choice (kept with the joint replicates they come from)
-    key = ("std_replicates", id(study), len(study.examples), bool(refit_weights))
-    memo = boot.joint.setdefault("_memo", {})
-    if key not in memo:
-        memo.clear()
-        memo[key] = _std_replicates(result, study, refit_weights, std, boot)
-    return est, memo[key]
-
-
-def _replicate_rows(result, study, forms, n_b):
-    """The calibration's answer rows (collapsed, :func:`~satcal.analysis.core.collapse_study`),
-    their answer codes and the bootstrap's resampling weights (B, rows): the same seed, clusters
-    (workers and examples, as ``calibrate`` derives them) and rows, so the same weights the
-    joint replicates were fitted with."""
-    from .bootstrap import cluster_codes, replicate_weights, resampling_clusters
     n_fit = result.meta.get("n_examples")
-    if n_fit is not None and len(study.examples) != int(n_fit):
+    if study is not None and n_fit is not None and len(study.examples) != int(n_fit):
         raise SatcalError(f"std_replicates: the calibration fitted {n_fit} answers, the study given has "
                           f"{len(study.examples)}")
-    types, code = _types_code(study, forms)
-    ex = study.examples
-    _, clusters = resampling_clusters(len(ex), *(ex[c] if c in ex.columns else None
-                                                 for c in ("worker_id", "example_id")))
-    if clusters is not None:
-        clusters = tuple(cluster_codes(c) for c in clusters)
-    W = replicate_weights(types.n_answers, n_b, result.bootstrap.seed, types.inverse, types.counts.size, clusters)
-    return types, code, W
-
-
-def _std_replicates(result, study, refit_weights, std, boot):
-    """The replicates of :func:`std_replicates` (B, F)."""
-    from .core import bias_indicators, design
-    from .joint import joint_probabilities
-    from .standardise import _fit_grouped, _groups, _s, akaike_weights
-    thetas = np.asarray(boot.joint["thetas"], float)                                  # (B, F, 7)
-    ref_phi, w_full = std["reference_phi"], np.asarray(std["weights"], float)
-    forms = resolve_formulations(list(result.bias["formulation"].astype(str)))
-    n_b, n_f = thetas.shape[:2]
-    if refit_weights:
-        types, code, W = _replicate_rows(result, study, forms, n_b)
-        rows = np.arange(code.size)
-        ll = np.full((n_b, n_f), -np.inf)
-        # log w_g = l_g - max l - log sum: the models within LL_SPAN of the best
-        live = np.flatnonzero(w_full > np.exp(-LL_SPAN))
-        for g in live:
-            for b in range(n_b):
-                th = thetas[b, g]
-                if not np.isfinite(th).all():
-                    continue
-                p = joint_probabilities(th, types.phi_a[:, g], types.phi_b[:, g])[rows, code]
-                ll[b, g] = float(W[b] @ np.log(np.maximum(p, 1e-300)))
-        weights = np.stack([akaike_weights(row) for row in ll])                       # (B, F)
-    else:
-        weights = np.broadcast_to(w_full, (n_b, n_f))
-    S = 0.0
-    for g in np.flatnonzero((weights > 0).any(axis=0)):
-        th = np.nan_to_num(thetas[:, g, :])
-        S = S + weights[:, g, None] * _s(th, ref_phi[:, g])                            # (B, N)
-    Y = np.broadcast_to(np.asarray(S)[:, None, :], (n_b, n_f, ref_phi.shape[0]))
-    beta = _fit_grouped(_groups(ref_phi.T), Y)                                         # (B, F, 3)
-    curves = expit(beta @ design(GRID).T)
-    sat_range = _std_range(result)
-    reps = np.asarray(bias_indicators(curves, curves, sat_range=sat_range)["b1"], float)
-    reps[~np.isfinite(thetas).all(axis=2).any(axis=1)] = np.nan   # a failed replicate stays out
-    return reps
-
-
-#: Models whose full-sample log-likelihood trails the best by more than this keep weight 0 in
-#: every replicate of :func:`std_replicates`.
-LL_SPAN = 30.0
+    if joint.get("std_indicators") is not None:
+        return est, joint["std_indicators"][:, :, 0]
+    if "thetas" not in joint or "loglik" not in joint:
+        return est, None
+    if "_std_b1" not in joint:   # settle and the figures of one look ask for the same replicates
+        from .standardise import akaike_weights, standardised_indicators
+        # calibrate's own call (calibration.py, standardised_intervals): b1 only, so no P*_f range
+        joint["_std_b1"] = standardised_indicators(joint["thetas"], std["reference_phi"],
+                                                   akaike_weights(joint["loglik"]), _std_range(result),
+                                                   centre=std["thetas"])["b1_std"]
+    return est, joint["_std_b1"]
 
 
 def _std_range(result):
@@ -918,7 +1008,7 @@ def default_indicator(result, study: StudyData | None = None) -> str:
     joint = getattr(boot, "joint", None) if boot is not None else None
     if "b1_std" in cols and joint is not None and (
             joint.get("std_indicators") is not None
-            or (study is not None and "thetas" in joint and result.meta.get("standardisation") is not None)):
+            or ("thetas" in joint and "loglik" in joint and result.meta.get("standardisation") is not None)):
         return "b1_std"
     return "b1_joint" if "b1_joint" in cols else "b1"
 
@@ -956,8 +1046,8 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
         z_ij = (est_j - est_i + margin) / sd*(j - i),
 
     sd* the bootstrap standard deviation of the difference (the calibration's replicates, which
-    resample workers and examples; for b1_std with ``study`` given, the Akaike weights of the
-    satisfaction model refitted in every replicate, :func:`std_replicates`). The study is settled
+    resample workers and examples; for b1_std, in which each replicate mixes the joint models
+    with its own Akaike weights, :func:`std_replicates`). The study is settled
     at this look when every z_ij exceeds z_{1 - a}, with
 
         a = (alpha(t_look) - alpha(t_{look-1})) / (m (F - m) + [margin == 0]),
@@ -1009,10 +1099,7 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
         The indifference margin delta >= 0 in the indicator's units (default :data:`MARGIN`,
         ``design.margin`` in study.toml).
     study : satcal.answers.StudyData, optional
-        The answers ``result`` was fitted to: with ``indicator`` b1_std, the replicates refit the
-        Akaike weights (:func:`std_replicates`); without it (or when the calibration kept no
-        joint replicates) the calibration's standardised replicates, which keep the full-sample
-        weights and understate the spread of near-tied differences (docs/adaptive.md).
+        The answers ``result`` was fitted to (checked against the calibration's count).
 
     Returns
     -------
@@ -1052,9 +1139,8 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
     spent, before = float(alpha_spending(t_now, alpha, spending)), float(alpha_spending(t_before, alpha, spending))
     n_answers = int(result.meta.get("n_examples", 0))
     est, reps = _replicates(result, indicator)
-    if indicator == "b1_std" and study is not None:
-        est, refit = std_replicates(result, study)
-        reps = refit if refit is not None else reps
+    if indicator == "b1_std":
+        est, reps = std_replicates(result, study)
     order = np.argsort(np.where(np.isfinite(est), est, np.inf), kind="stable")
     inside, outside = order[:top_m], order[top_m:]
     leaders = tuple(names[inside])
@@ -1287,17 +1373,16 @@ def _answer(rows: pd.DataFrame, truth, k: int, kw: dict, rng, wave: int) -> pd.D
 def _look_figures(result, indicator: str, truth: pd.Series | None, study=None, margin: float = MARGIN) -> dict:
     """One look judged by ``indicator``: its leader, the median 95% interval width and bootstrap
     SE over formulations, and with ``truth`` whether the leader is right (the true least, and
-    within ``margin`` of it) and the share of intervals covering the truth. For b1_std with
-    ``study`` the replicates refit the Akaike weights (:func:`std_replicates`) and the intervals
-    are their bias-corrected percentile intervals (as the calibration's, Efron 1981); the
-    calibration's own intervals (full-sample weights) give ``width_median_calib`` and
-    ``covered_calib``."""
+    within ``margin`` of it) and the share of intervals covering the truth. For b1_std the
+    replicates are :func:`std_replicates`' and the intervals their bias-corrected percentile
+    intervals (Efron 1981); the bias table's intervals give ``width_median_calib`` and
+    ``covered_calib`` (the same when the calibration computed its standardised intervals)."""
     from .bootstrap import _bc_interval
     bias = result.bias
     lo, hi = bias[f"{indicator}_lo"].to_numpy(float), bias[f"{indicator}_hi"].to_numpy(float)
     est, reps = _replicates(result, indicator)
     extra = {}
-    if indicator == "b1_std" and study is not None:
+    if indicator == "b1_std":
         est, refit = std_replicates(result, study)
         if refit is not None:
             extra = {"width_median_calib": float(np.nanmedian(hi - lo)), "lo_calib": lo, "hi_calib": hi}
@@ -1327,7 +1412,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             max_looks: int | None = None, stop: bool = True, contenders: int | None = None,
                             spread: float = 1.0, first_wave: int | None = None,
                             truth_b1=None, indicator: str = "b1_std", reference_seed: int = 0,
-                            margin: float = MARGIN, target: str | None = None) -> pd.DataFrame:
+                            margin: float = MARGIN, target: str | None = None,
+                            criterion: str = "information") -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
     Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
@@ -1365,7 +1451,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         The fixed design's examples, required when ``adaptive`` is false.
     pool_size : int, optional
         Candidates built when ``pool`` is None (default 20000).
-    min_depth, contenders, spread
+    min_depth, contenders, spread, criterion
         As in :func:`example_priorities`.
     bootstrap : int, optional
         Bootstrap replicates a look (default 100).
@@ -1382,8 +1468,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     truth_b1 : pandas.Series, dict or None, optional
         The truth, for the ``right`` and ``covered`` columns.
     indicator : str, optional
-        The indicator settled on (default ``"b1_std"``; its replicates refit the Akaike weights,
-        :func:`std_replicates`).
+        The indicator settled on (default ``"b1_std"``; its replicates mix the joint models with
+        each replicate's own Akaike weights, :func:`std_replicates`).
     reference_seed : int, optional
         Seed of the reference population (default 0).
     margin : float, optional
@@ -1402,7 +1488,9 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     is within ``margin`` of the least) and ``covered`` (share of formulations whose interval
     holds the truth); for b1_std also ``width_median_calib`` and ``covered_calib``, the
     calibration's own intervals (full-sample Akaike weights). ``attrs["bias"]`` holds the last
-    look's bias table, ``attrs["intervals"]`` {indicator: (lo, hi)} its intervals as judged.
+    look's bias table, ``attrs["intervals"]`` {indicator: (lo, hi)} its intervals as judged,
+    ``attrs["std_looks"]`` every look's (answers, b1_std estimates (F,), replicates (B, F) that
+    mix the models with their own Akaike weights), for figures computed afterwards (e.g. coverage of contrasts).
 
     ``indicator`` is the one :func:`settle` decides on and the unsuffixed columns describe
     (``b1_joint`` or ``b1_std``). Every calibration gets the same reference population
@@ -1438,6 +1526,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         budget = min(budget, len(fixed))
     asked = []
     rows = []
+    std_looks = []
     study = None
     cache: dict = {}   # warm starts for the criterion's refits between waves
     bias = None
@@ -1449,7 +1538,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         if adaptive:
             wave = plan_wave(pool, study, forms, size, seed=seed + look, min_depth=min_depth,
                              contenders=contenders, spread=spread, cache=cache, target=target, margin=margin,
-                             reference=reference).drop(columns="priority")
+                             reference=reference, criterion=criterion).drop(columns="priority")
         else:
             wave = fixed.iloc[n_now:n_now + size]
         asked.append(_answer(wave, truth, k, kw, rng, look))
@@ -1461,6 +1550,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator,
                    margin=margin, study=study)
         bias = result.bias
+        if "b1_std" in bias.columns:
+            std_looks.append((len(examples),) + tuple(std_replicates(result, study)))
         row = {"look": look, "n_answers": len(examples), "settled": s.settled,
                "leaders": ",".join(s.leaders), "alpha_spent": s.alpha_spent, "reason": s.reason}
         figures = _look_figures(result, indicator, truths.get(indicator), study, margin)
@@ -1481,4 +1572,5 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     out.attrs["bias"] = bias
     out.attrs["intervals"] = intervals if rows else {}
     out.attrs["examples"] = study.examples if study is not None else None
+    out.attrs["std_looks"] = std_looks
     return out
