@@ -29,6 +29,10 @@ def _published(curves: pd.DataFrame) -> pd.DataFrame:
     return curves[curves["sat_model"] == "published"] if "sat_model" in curves.columns else curves
 
 
+#: Above this share of tied reference pairs (ties_std), the reading guide says that the leading
+#: formulation's P* and b3_std describe only the pairs it orders.
+TIES_NOTE = 0.10
+
 #: Band columns of curves.csv, preferred first, and what they are.
 _BANDS = (("boot_lo", "boot_hi", "bootstrap"), ("lo", "hi", "Wald"))
 
@@ -539,11 +543,17 @@ def reading_guide(result) -> list[Markup]:
                               "of the paper's curves, the running maximum of the others).{}")
                        .format(len(bent), names, " ..." if len(bent) > 8 else "",
                                Markup(" {} of them are standardised preference curves P*(|dphi|): "
-                                      "quadratic logits bent by the tied reference pairs (|dphi| = 0, which "
-                                      "never agree, as in the paper), falling where the mean agreement they "
-                                      "are fitted to rises (Figure 0's circles), so their b3_std measures "
-                                      "that misfit as well as the formulation's bias.").format(std_pref)
+                                      "where such a curve falls while the mean agreement it is fitted to "
+                                      "rises (Figure 0's circles), its b3_std measures that misfit as well "
+                                      "as the formulation's bias.").format(std_pref)
                                if std_pref else ""))
+    if verdict.estimator == "standardised" and "ties_std" in result.bias.columns:
+        tie = float(result.bias.set_index("formulation").at[best.formulation, "ties_std"])
+        if tie > TIES_NOTE:
+            out.append(Markup("{} ties {:.0f}% of the reference pairs (|dphi| = 0, column ties_std): "
+                              "P* and b3_std describe only the pairs it orders, and on the others it "
+                              "tells a user nothing about which list to prefer.")
+                       .format(best.formulation, 100 * tie))
     other = _beyond_dcg_paragraph(result)
     if other:
         out.append(other)
@@ -634,8 +644,9 @@ _DESCRIPTIONS = {
         "Drawn for the ranking's first three formulations, lin-const (the paper's least-biased, when "
         "calibrated) and its last. Left, s*(phi) against the diagonal s* = phi: b1_std is the mean "
         "vertical distance between them over the solid part, b2_std the gaps at its ends. Right, the "
-        "preference curve the model implies, P*(|dphi|), against the ideal P = 1: b3_std is the mean "
-        "gap. The circles are what each line is fitted to, the reference population's mean "
+        "preference curve the model implies, P*(|dphi|), against the ideal P = 1, fitted over the "
+        "reference pairs the formulation orders (its ties, share ties_std in the bias table, are no "
+        "verdict to agree with and are left out): b3_std is the mean gap. The circles are what each line is fitted to, the reference population's mean "
         "satisfaction (agreement) per bin: where a line leaves its circles the quadratic does not "
         "fit, and the indicator measures that misfit as much as the formulation's bias."),
 }
@@ -646,7 +657,8 @@ _ESTIMATOR_TEXT = {
                            "each fits the answers, averaged over one reference population of lists "
                            "drawn from the judgments (recorded in <code>calibration.json</code>) and "
                            "summarised per formulation by s*(phi) and P*(dphi) (<code>sat_model = "
-                           "standardised</code> in <code>curves.csv</code>), so that two designs on the "
+                           "standardised</code> in <code>curves.csv</code>; P* over the reference pairs "
+                           "the formulation orders, the share it ties being <code>ties_std</code>), so that two designs on the "
                            "same users estimate the same numbers; each formulation's own per-list "
                            "indicators (<code>b1_joint</code>-<code>b3_joint</code>, "
                            "<code>mean_rank_per_list</code>) and the paper's <code>b1</code>-<code>b3</code> "
