@@ -199,7 +199,8 @@ def figure_standardised(result, ax=None, formulations=None):
     Left, s*_f(phi) (``curves.csv`` rows ``sat_model = standardised``, ``curve = sat``) with the
     diagonal s* = phi: b1_std is the curve's mean vertical distance from it over the solid part
     (the indicators' range), b2_std the gaps at its ends. Right, the preference curve the model
-    implies, P*_f(|dphi|), against the ideal P = 1 (b3_std is the mean gap). Bands are the 95%
+    implies, P*_f(|dphi|), against the ideal P = 1 (b3_std is the mean gap), fitted over the
+    reference pairs f orders; its legend gives the share f ties (``ties_std``). Bands are the 95%
     bootstrap percentile bands when the analysis was bootstrapped. A curve is solid where the
     study's answers hold data (the supported range recorded in ``calibration.json``: every
     answered list's phi_f, every answer's |dphi_f|) and dotted, without a band, beyond it.
@@ -235,6 +236,8 @@ def figure_standardised(result, ax=None, formulations=None):
     if unknown:
         raise ValueError(f"formulations: {unknown} not in this result (it has {', '.join(known)})")
     ranking = result.ranking_by("standardised").set_index("formulation")
+    ties = (result.bias.set_index("formulation")["ties_std"] if "ties_std" in result.bias.columns
+            else pd.Series(dtype=float))
     banded = "boot_lo" in c.columns and c["boot_lo"].notna().any()
     points = _reference_points(result)
     fig, axes, new = panel_axes(ax, 2, 1, 2, figsize=(11, 6.6))
@@ -255,7 +258,9 @@ def figure_standardised(result, ax=None, formulations=None):
             label = f
             if f in ranking.index:
                 r = ranking.loc[f]
-                label += f" (mean rank {r['mean_rank']:.2f}; " + ", ".join(f"{k} {r[k]:.3f}" for k in inds) + ")"
+                label += f" (mean rank {r['mean_rank']:.2f}; " + ", ".join(f"{k} {r[k]:.3f}" for k in inds)
+                # P* describes the pairs f orders: say how many it does not
+                label += (f"; ties {100 * ties[f]:.0f}%" if curve == "pref" and f in ties.index else "") + ")"
             if banded:
                 panel.fill_between(x, rows["boot_lo"], rows["boot_hi"], where=sup, color=col, alpha=0.15,
                                    lw=0)
@@ -274,7 +279,8 @@ def figure_standardised(result, ax=None, formulations=None):
         panel.set_xlabel(xlabel, fontsize=11)
         panel.set_ylabel(ylabel, fontsize=11)
         panel.set_title("s*(phi): probability that a list\nwith score phi satisfies a user" if curve == "sat"
-                        else "P*(|dphi|): probability that an answer\nsides with the higher-scored list", fontsize=11)
+                        else "P*(|dphi|): probability that an answer sides with\nthe higher-scored list (pairs it orders)",
+                        fontsize=11)
         panel.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False,
                      title="formulation (mean rank over b1_std-b3_std; 1 = least biased)" if curve == "sat"
                      else "formulation", title_fontsize=9)
