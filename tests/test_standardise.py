@@ -355,6 +355,18 @@ def test_tie_heavy_preference_curves_of_the_ecir_answers_rise(ecir_study):
         assert fits.loc[f, "n"] == (~tied[:, j]).sum()
         assert bool(fits.loc[f, "monotone"]), f
     assert bias.loc["lin-const", "ties_std"] > 0.15 and bias.loc["bin2-const", "ties_std"] > 0.3
+    # the reading guide names a leader that ties more than 10% of the pairs, with its share
+    from satcal.report import reading_guide
+    lead = r.ranking.formulation.iloc[0]
+    text = " ".join(str(m) for m in reading_guide(r))
+    said = f"{lead} ties {100 * bias.loc[lead, 'ties_std']:.0f}% of the reference pairs"
+    assert (said in text) == (bias.loc[lead, "ties_std"] > 0.10)
+    narrow = calibrate(ecir_study, ["lin-const", "bin2-const"], bootstrap=0, seed=0, model_check_folds=0)
+    lead = narrow.ranking.formulation.iloc[0]
+    share = narrow.bias.set_index("formulation").loc[lead, "ties_std"]
+    assert share > 0.10
+    assert f"{lead} ties {100 * share:.0f}% of the reference pairs" in " ".join(
+        str(m) for m in reading_guide(narrow))
     # the paper's b3 keeps its convention: the same as the paper-only analysis gives
     paper = calibrate(ecir_study, forms, sat_model="published", bootstrap=0, seed=0, model_check_folds=0)
     assert np.array_equal(paper.bias["b3"].to_numpy(), r.bias["b3"].to_numpy())
