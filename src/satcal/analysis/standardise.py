@@ -493,7 +493,7 @@ def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
 def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) -> np.ndarray:
     """P*_f on ``grid`` for every formulation, (F, G) or (B, F, G): the quadratic logit of the
     model's agreement (:func:`_agreement`) over the reference pairs' |dphi_f| (lists 2i and
-    2i + 1 of the reference population).
+    2i + 1 of the reference population), the pairs f orders only (NaN if it orders none).
 
     Parameters
     ----------
@@ -587,8 +587,8 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
 def standardised_targets(thetas, ref_phi, weights) -> dict:
     """What each formulation's standardised curves are fitted to, row by row: the reference
     lists' distinct (rounded, :data:`DECIMALS`) scores phi_f with their counts and mean S
-    (``sat``), and the reference pairs' distinct |dphi_f| with their counts and mean
-    probability that an answer prefers the higher-phi_f list (``pref``). The fractional logits
+    (``sat``), and the distinct |dphi_f| of the reference pairs f orders (ties left out) with
+    their counts and mean probability that an answer prefers the higher-phi_f list (``pref``). The fractional logits
     of :func:`standardised_indicators` are fitted to exactly these rows (counts as weights), so
     binned, they are the points a figure draws beside s*_f and P*_f.
 
