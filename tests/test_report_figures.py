@@ -60,7 +60,8 @@ def _independent(result):
     """s*_f and P*_f on GRID from fits.csv's joint rows, the recorded Akaike weights and the
     reference lists: S = sum_g w_g s_g(phi_g) and each reference pair's probability of an answer
     siding with its higher-phi_f list (SPEC 7.1 written out), each fitted by statsmodels'
-    fractional-response binomial GLM on (phi_f, phi_f^2), scores grouped to 0.001."""
+    fractional-response binomial GLM on (phi_f, phi_f^2), scores grouped to 0.001; P*_f over the
+    pairs f does not tie."""
     import statsmodels.api as sm
     std = result.meta["standardisation"]
     ref, w = std["reference_phi"], std["weights"]
@@ -87,16 +88,18 @@ def _independent(result):
         phi = np.round(ref[:, j], 3)
         out[(f, "sat")] = sm.GLM(S, X(phi), family=sm.families.Binomial()).fit(tol=1e-12).predict(X(GRID))
         d = x[:, j] - y[:, j]
-        agree = np.where(np.abs(d) < TIE_TOLERANCE, 0.0, np.where(d > 0, to_x, to_y))
-        ad = np.round(np.abs(d), 3)
+        ordered = np.abs(d) >= TIE_TOLERANCE         # P*_f: the pairs f orders only
+        agree = np.where(d > 0, to_x, to_y)[ordered]
+        ad = np.round(np.abs(d[ordered]), 3)
         out[(f, "pref")] = sm.GLM(agree, X(ad), family=sm.families.Binomial()).fit(tol=1e-12).predict(X(GRID))
     return out
 
 
-@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.PerfectSeparationWarning")   # agreement 0 at every tie
+@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.PerfectSeparationWarning")   # statsmodels' perfect-prediction heuristic, on the s* fit's fractional outcomes
 def test_figure_draws_the_standardised_curves(partial):
     """Each formulation's line, read back from the Axes (solid and dotted parts together), is
-    s*_f (left) and P*_f (right) recomputed independently, to 1e-6."""
+    s*_f (left) and P*_f (right) recomputed independently, to 1e-6; P*'s legend gives the share
+    of reference pairs the formulation ties, counted here."""
     from satcal.report import figure_standardised
     forms = list(partial.bias.formulation)
     fig = figure_standardised(partial, formulations=forms)
@@ -108,6 +111,10 @@ def test_figure_draws_the_standardised_curves(partial):
             np.testing.assert_allclose(both[:, 0], GRID)
             y = both[:, 1]
             assert np.abs(y - expected[(f, curve)]).max() < 1e-6, (f, curve)
+    ref = partial.meta["standardisation"]["reference_phi"]
+    tied = np.mean(np.abs(ref[0::2] - ref[1::2]) < TIE_TOLERANCE, axis=0)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()][1:]
+    assert [lab.rsplit("ties ", 1)[1] for lab in labels] == [f"{100 * t:.0f}%)" for t in tied]
     # and they are curves.csv's rows
     c = partial.curves[partial.curves.sat_model == "standardised"]
     np.testing.assert_allclose(c[(c.formulation == forms[1]) & (c.curve == "sat")].p, expected[(forms[1], "sat")],

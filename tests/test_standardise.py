@@ -8,8 +8,9 @@ from scipy.special import expit, logit
 
 from satcal.analysis.core import GRID
 from satcal.analysis.standardise import (_agreement, akaike_weights, reference_lists,
-                                         standardised_curves, standardised_indicators,
-                                         standardised_preference)
+                                         reference_ties, standardised_curves,
+                                         standardised_indicators, standardised_preference,
+                                         standardised_targets)
 from satcal.judgments import Judgments
 
 
@@ -92,6 +93,85 @@ def test_agreement_by_hand():
     assert agree[1, 0] == 0.0                                 # ties never side with a list
 
 
+def _tied_population(rng):
+    """Reference scores (N, 3) on the 0.01 grid whose pairs tie by construction: formulation 0
+    never, 1 in every third pair, 2 (a coarse score of five values) in three pairs out of four."""
+    first = np.round(rng.random((450, 3)), 2)
+    step = np.round(0.01 + 0.49 * rng.random((450, 3)), 2)          # 0.01 to 0.5, never 0
+    second = np.where(first + step <= 1, first + step, first - step)
+    second[::3, 1] = first[::3, 1]
+    first[:, 2] = np.round(4 * first[:, 2]) / 4                     # 0, 0.25, ..., 1
+    other = (4 * first[:, 2] + rng.integers(1, 5, 450)) % 5 / 4     # another of the five
+    second[:, 2] = np.where(np.arange(450) % 4 == 0, other, first[:, 2])
+    ref = np.empty((900, 3))
+    ref[0::2], ref[1::2] = first, second
+    return ref
+
+
+def _by_hand_agreement(thetas, weights, x, y, f):
+    """P(an answer sides with the higher-phi_f list) of each pair, the answer process written
+    out per model g and mixed with the weights (ties under g: the undecided user's coin)."""
+    total = 0.0
+    for g, w in enumerate(weights):
+        b0, b1, b2, c0, c1, dl, lm = thetas[g]
+        sx, sy = (expit(b0 + b1 * v + b2 * v ** 2) for v in (x[:, g], y[:, g]))
+        delta, lapse = expit(dl), 0.5 * expit(lm)
+        d = np.where(np.abs(x[:, g] - y[:, g]) < 1e-9, 0.0, x[:, g] - y[:, g])
+        pi = expit(c0 + c1 * np.abs(d))
+        t = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
+        same = sx * sy + (1 - sx) * (1 - sy)
+        px = sx * (1 - sy) * (1 - lapse) + sy * (1 - sx) * lapse + same * pi * t
+        py = sy * (1 - sx) * (1 - lapse) + sx * (1 - sy) * lapse + same * pi * (1 - t)
+        total = total + w * np.where(x[:, f] > y[:, f], px, py)
+    return total
+
+
+def test_preference_curve_is_statsmodels_logit_over_the_ordered_pairs(rng):
+    """P*_f's coefficients are statsmodels' fractional logit (GLM Binomial) of the agreement
+    probabilities, computed by hand, on |dphi_f| and its square over the pairs f does not tie
+    (one row per pair); ties_std is the count of tied pairs over the pairs."""
+    import statsmodels.api as sm
+    ref = _tied_population(rng)
+    thetas = np.stack([_theta(-2, 4, 0.5, pi=0.4), _theta(-1, 2, pi=0.3, delta=0.7),
+                       _theta(-1.5, 3, lam=0.05)])
+    thetas[0, 4] = 2.0                                         # pi rising in |dphi| under model 0
+    w = np.array([0.6, 0.3, 0.1])
+    ind = standardised_indicators(thetas, ref, w, coefficients=True)
+    x, y = ref[0::2], ref[1::2]
+    assert reference_ties(ref) == pytest.approx([0.0, 150 / 450, 1 - 113 / 450], abs=1e-15)
+    for f in range(3):
+        tied = np.abs(x[:, f] - y[:, f]) < 1e-9
+        assert np.mean(tied) == reference_ties(ref)[f]
+        d = np.abs(x[~tied, f] - y[~tied, f])
+        agree = _by_hand_agreement(thetas, w, x[~tied], y[~tied], f)
+        X = np.stack([np.ones_like(d), d, d ** 2], axis=1)
+        ref_beta = sm.GLM(agree, X, family=sm.families.Binomial()).fit(tol=1e-13, maxiter=200).params
+        assert np.abs(ind["beta_pref"][f] - ref_beta).max() < 1e-8, f
+        # the figure's targets are those rows: counts of the ordered pairs, their mean agreement
+        vals, counts, means = standardised_targets(thetas, ref, w)["pref"][f]
+        assert counts.sum() == (~tied).sum()
+        key = np.round(d, 3)
+        assert means == pytest.approx([agree[key == v].mean() for v in vals], abs=1e-12)
+    # b3_std is the mean gap of that curve to P = 1 over the grid
+    p = expit(np.stack([np.ones(GRID.size), GRID, GRID ** 2], axis=1) @ ind["beta_pref"][1])
+    assert ind["b3_std"][1] == pytest.approx(np.mean(1 - p), abs=1e-12)
+
+
+def test_a_formulation_that_orders_no_pair_has_no_preference_curve(rng):
+    """A constant score ties every pair: ties_std 1, P* and b3_std undefined (NaN), and the
+    other formulations' fits are those of a call without it."""
+    ref = _tied_population(rng)
+    ref[:, 2] = 0.5
+    thetas = np.stack([_theta(-2, 4), _theta(-1, 2), _theta(0, 0.1)])
+    w = np.array([0.7, 0.3, 0.0])
+    ind = standardised_indicators(thetas, ref, w, coefficients=True)
+    assert reference_ties(ref)[2] == 1.0
+    assert np.isnan(ind["b3_std"][2]) and np.isnan(ind["beta_pref"][2]).all()
+    alone = standardised_indicators(thetas[:2], ref[:, :2], w[:2], coefficients=True)
+    assert ind["beta_pref"][:2] == pytest.approx(alone["beta_pref"], abs=1e-12)
+    assert ind["b3_std"][:2] == pytest.approx(alone["b3_std"], abs=1e-12)
+
+
 def test_bootstrap_replicates_equal_one_at_a_time(rng):
     """(B, F, 7) replicates in blocks give what each replicate gives alone."""
     ref = np.round(rng.random((400, 2)), 3)
@@ -134,7 +214,10 @@ def _reference_indicators(thetas, ref, weights, sat_range, pref_range):
         px = sx * (1 - sy) * (1 - lapse) + sy * (1 - sx) * lapse + same * pi * to_x
         py = sy * (1 - sx) * (1 - lapse) + sx * (1 - sy) * lapse + same * pi * (1 - to_x)
         agree = agree + weights[g] * np.where(d_f > 0, px[:, None, :], np.where(d_f < 0, py[:, None, :], 0.0))
-    beta_p = _fit_grouped(_groups(np.abs(x - y).T), agree / weights.sum())
+    # P*_f over the pairs f orders: each formulation's untied pairs fitted on their own
+    agree = agree / weights.sum()
+    beta_p = np.stack([_fit_grouped(_groups(np.abs(x - y)[d_f[f] != 0, f][None]),
+                                    agree[:, f, d_f[f] != 0][:, None, :])[:, 0] for f in range(F)], axis=1)
     ind = bias_indicators(expit(beta_s @ design(GRID).T), expit(beta_p @ design(GRID).T),
                           sat_range=sat_range, pref_range=pref_range)
     return {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
@@ -249,6 +332,44 @@ def test_standardised_curves_of_calibrate_are_statsmodels_fractional_logits(ecir
         inside = c[c.supported.astype(bool)]
         assert r.bias.set_index("formulation").loc[f, "b1_std"] == pytest.approx(
             np.mean(np.abs(inside.x - inside.p)), abs=1e-9)
+
+
+def test_tie_heavy_preference_curves_of_the_ecir_answers_rise(ecir_study):
+    """On the ECIR 2015 answers, the P* of formulations that tie many reference pairs
+    (lin-const a fifth, bin2-const more) is fitted over the pairs they order: it rises over
+    [0, 1] (fitted with the ties at |dphi| = 0 it fell to 0.09 at 1); ties_std is the
+    tied pairs counted directly, recorded in calibration.json's provenance, and fits.csv's n of
+    P* is the ordered pairs."""
+    from satcal.analysis import calibrate
+    from satcal.analysis.core import TIE_TOLERANCE
+    forms = ["lin-const", "bin2-const", "lin-log5"]
+    r = calibrate(ecir_study, forms, bootstrap=0, seed=0, model_check_folds=0)
+    ref = r.meta["standardisation"]["reference_phi"]
+    tied = np.abs(ref[0::2] - ref[1::2]) < TIE_TOLERANCE                # (pairs, F)
+    bias = r.bias.set_index("formulation")
+    shares = r.meta["provenance"]["reference_population"]["ties"]["shares"]
+    fits = r.fits[(r.fits.sat_model == "standardised") & (r.fits.curve == "pref")].set_index("formulation")
+    for j, f in enumerate(forms):
+        assert bias.loc[f, "ties_std"] == tied[:, j].sum() / len(tied)
+        assert shares[f] == pytest.approx(tied[:, j].mean(), abs=1e-6)
+        assert fits.loc[f, "n"] == (~tied[:, j]).sum()
+        assert bool(fits.loc[f, "monotone"]), f
+    assert bias.loc["lin-const", "ties_std"] > 0.15 and bias.loc["bin2-const", "ties_std"] > 0.3
+    # the reading guide names a leader that ties more than 10% of the pairs, with its share
+    from satcal.report import reading_guide
+    lead = r.ranking.formulation.iloc[0]
+    text = " ".join(str(m) for m in reading_guide(r))
+    said = f"{lead} ties {100 * bias.loc[lead, 'ties_std']:.0f}% of the reference pairs"
+    assert (said in text) == (bias.loc[lead, "ties_std"] > 0.10)
+    narrow = calibrate(ecir_study, ["lin-const", "bin2-const"], bootstrap=0, seed=0, model_check_folds=0)
+    lead = narrow.ranking.formulation.iloc[0]
+    share = narrow.bias.set_index("formulation").loc[lead, "ties_std"]
+    assert share > 0.10
+    assert f"{lead} ties {100 * share:.0f}% of the reference pairs" in " ".join(
+        str(m) for m in reading_guide(narrow))
+    # the paper's b3 keeps its convention: the same as the paper-only analysis gives
+    paper = calibrate(ecir_study, forms, sat_model="published", bootstrap=0, seed=0, model_check_folds=0)
+    assert np.array_equal(paper.bias["b3"].to_numpy(), r.bias["b3"].to_numpy())
 
 
 def test_calibrate_records_the_reference_population(ecir_study):

@@ -29,6 +29,10 @@ def _published(curves: pd.DataFrame) -> pd.DataFrame:
     return curves[curves["sat_model"] == "published"] if "sat_model" in curves.columns else curves
 
 
+#: Above this share of tied reference pairs (ties_std), the reading guide says that the leading
+#: formulation's P* and b3_std describe only the pairs it orders.
+TIES_NOTE = 0.10
+
 #: Band columns of curves.csv, preferred first, and what they are.
 _BANDS = (("boot_lo", "boot_hi", "bootstrap"), ("lo", "hi", "Wald"))
 
@@ -195,7 +199,8 @@ def figure_standardised(result, ax=None, formulations=None):
     Left, s*_f(phi) (``curves.csv`` rows ``sat_model = standardised``, ``curve = sat``) with the
     diagonal s* = phi: b1_std is the curve's mean vertical distance from it over the solid part
     (the indicators' range), b2_std the gaps at its ends. Right, the preference curve the model
-    implies, P*_f(|dphi|), against the ideal P = 1 (b3_std is the mean gap). Bands are the 95%
+    implies, P*_f(|dphi|), against the ideal P = 1 (b3_std is the mean gap), fitted over the
+    reference pairs f orders; its legend gives the share f ties (``ties_std``). Bands are the 95%
     bootstrap percentile bands when the analysis was bootstrapped. A curve is solid where the
     study's answers hold data (the supported range recorded in ``calibration.json``: every
     answered list's phi_f, every answer's |dphi_f|) and dotted, without a band, beyond it.
@@ -231,6 +236,8 @@ def figure_standardised(result, ax=None, formulations=None):
     if unknown:
         raise ValueError(f"formulations: {unknown} not in this result (it has {', '.join(known)})")
     ranking = result.ranking_by("standardised").set_index("formulation")
+    ties = (result.bias.set_index("formulation")["ties_std"] if "ties_std" in result.bias.columns
+            else pd.Series(dtype=float))
     banded = "boot_lo" in c.columns and c["boot_lo"].notna().any()
     points = _reference_points(result)
     fig, axes, new = panel_axes(ax, 2, 1, 2, figsize=(11, 6.6))
@@ -251,7 +258,9 @@ def figure_standardised(result, ax=None, formulations=None):
             label = f
             if f in ranking.index:
                 r = ranking.loc[f]
-                label += f" (mean rank {r['mean_rank']:.2f}; " + ", ".join(f"{k} {r[k]:.3f}" for k in inds) + ")"
+                label += f" (mean rank {r['mean_rank']:.2f}; " + ", ".join(f"{k} {r[k]:.3f}" for k in inds)
+                # P* describes the pairs f orders: say how many it does not
+                label += (f"; ties {100 * ties[f]:.0f}%" if curve == "pref" and f in ties.index else "") + ")"
             if banded:
                 panel.fill_between(x, rows["boot_lo"], rows["boot_hi"], where=sup, color=col, alpha=0.15,
                                    lw=0)
@@ -270,7 +279,8 @@ def figure_standardised(result, ax=None, formulations=None):
         panel.set_xlabel(xlabel, fontsize=11)
         panel.set_ylabel(ylabel, fontsize=11)
         panel.set_title("s*(phi): probability that a list\nwith score phi satisfies a user" if curve == "sat"
-                        else "P*(|dphi|): probability that an answer\nsides with the higher-scored list", fontsize=11)
+                        else "P*(|dphi|): probability that an answer sides with\nthe higher-scored list (pairs it orders)",
+                        fontsize=11)
         panel.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False,
                      title="formulation (mean rank over b1_std-b3_std; 1 = least biased)" if curve == "sat"
                      else "formulation", title_fontsize=9)
@@ -539,11 +549,17 @@ def reading_guide(result) -> list[Markup]:
                               "of the paper's curves, the running maximum of the others).{}")
                        .format(len(bent), names, " ..." if len(bent) > 8 else "",
                                Markup(" {} of them are standardised preference curves P*(|dphi|): "
-                                      "quadratic logits bent by the tied reference pairs (|dphi| = 0, which "
-                                      "never agree, as in the paper), falling where the mean agreement they "
-                                      "are fitted to rises (Figure 0's circles), so their b3_std measures "
-                                      "that misfit as well as the formulation's bias.").format(std_pref)
+                                      "where such a curve falls while the mean agreement it is fitted to "
+                                      "rises (Figure 0's circles), its b3_std measures that misfit as well "
+                                      "as the formulation's bias.").format(std_pref)
                                if std_pref else ""))
+    if verdict.estimator == "standardised" and "ties_std" in result.bias.columns:
+        tie = float(result.bias.set_index("formulation").at[best.formulation, "ties_std"])
+        if tie > TIES_NOTE:
+            out.append(Markup("{} ties {:.0f}% of the reference pairs (|dphi| = 0, column ties_std): "
+                              "P* and b3_std describe only the pairs it orders, and on the others it "
+                              "tells a user nothing about which list to prefer.")
+                       .format(best.formulation, 100 * tie))
     other = _beyond_dcg_paragraph(result)
     if other:
         out.append(other)
@@ -634,8 +650,9 @@ _DESCRIPTIONS = {
         "Drawn for the ranking's first three formulations, lin-const (the paper's least-biased, when "
         "calibrated) and its last. Left, s*(phi) against the diagonal s* = phi: b1_std is the mean "
         "vertical distance between them over the solid part, b2_std the gaps at its ends. Right, the "
-        "preference curve the model implies, P*(|dphi|), against the ideal P = 1: b3_std is the mean "
-        "gap. The circles are what each line is fitted to, the reference population's mean "
+        "preference curve the model implies, P*(|dphi|), against the ideal P = 1, fitted over the "
+        "reference pairs the formulation orders (its ties, share ties_std in the bias table, are no "
+        "verdict to agree with and are left out): b3_std is the mean gap. The circles are what each line is fitted to, the reference population's mean "
         "satisfaction (agreement) per bin: where a line leaves its circles the quadratic does not "
         "fit, and the indicator measures that misfit as much as the formulation's bias."),
 }
@@ -646,7 +663,8 @@ _ESTIMATOR_TEXT = {
                            "each fits the answers, averaged over one reference population of lists "
                            "drawn from the judgments (recorded in <code>calibration.json</code>) and "
                            "summarised per formulation by s*(phi) and P*(dphi) (<code>sat_model = "
-                           "standardised</code> in <code>curves.csv</code>), so that two designs on the "
+                           "standardised</code> in <code>curves.csv</code>; P* over the reference pairs "
+                           "the formulation orders, the share it ties being <code>ties_std</code>), so that two designs on the "
                            "same users estimate the same numbers; each formulation's own per-list "
                            "indicators (<code>b1_joint</code>-<code>b3_joint</code>, "
                            "<code>mean_rank_per_list</code>) and the paper's <code>b1</code>-<code>b3</code> "

@@ -49,7 +49,9 @@ class CalibrationResult(ResultTables):
         The observed rate of each curve in each bin of phi or |dphi|.
     bias : pandas.DataFrame
         One row per formulation: the indicators b1, b2, b3 (and ``b1_joint``-``b3_joint``,
-        ``b1_std``-``b3_std`` when the joint model ran), with its gain, discount and family.
+        ``b1_std``-``b3_std`` when the joint model ran, and ``ties_std``, the share of the
+        reference pairs the formulation ties, which its P* leaves out), with its gain, discount
+        and family.
     anova : pandas.DataFrame
         Effects of gain and discount on each indicator (DCG family), with the bootstrap Wald
         test's p-value when bootstrapped (:func:`satcal.analysis.effects.anova_table`).
@@ -426,21 +428,26 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         bias = bias.assign(**b_joint)
         ref_phi, ref_rule = _reference(study, forms, reference, seed)
         if ref_phi is not None:
-            from .standardise import akaike_weights, standardised_indicators
+            from .standardise import akaike_weights, reference_ties, standardised_indicators
             weights = akaike_weights([m.loglik for m in joint_models])
             thetas = np.stack([m.theta for m in joint_models])
             b_std = standardised_indicators(thetas, ref_phi, weights, ranges["sat_joint"], ranges["pref"],
                                             coefficients=True)
+            ties = reference_ties(ref_phi)   # P*_f is fitted to the pairs f orders, (1 - ties) of them
             std_fits, std_curves = _standardised_rows(fcols, b_std.pop("beta_sat"), b_std.pop("beta_pref"),
-                                                      len(ref_phi), ranges)
+                                                      len(ref_phi), ranges, ties)
             fit_rows += std_fits
             curve_frames += std_curves
-            bias = bias.assign(**{c: v for c, v in b_std.items()})
+            bias = bias.assign(**{c: v for c, v in b_std.items()}, ties_std=ties)
             meta["standardisation"] = {"reference_phi": ref_phi, "weights": weights, "thetas": thetas}
             meta["provenance"]["reference_population"] = {
                 "rule": ref_rule, "lists": int(len(ref_phi)),
                 "satisfaction_model": "per-list curves of the joint models mixed with Akaike weights",
-                "weights": {f.id: round(float(w), 6) for f, w in zip(forms, weights) if w >= 1e-6}}
+                "weights": {f.id: round(float(w), 6) for f, w in zip(forms, weights) if w >= 1e-6},
+                "ties": {"rule": "share of the reference pairs (lists 2i, 2i + 1) a formulation does not "
+                                 "order (|dphi| < TIE_TOLERANCE); its P* is fitted to the others. A "
+                                 "constant given the reference population (no interval)",
+                         "shares": {f.id: round(float(t), 6) for f, t in zip(forms, ties)}}}
     for frame in curve_frames:
         frame.insert(frame.columns.get_loc("curve") + 1, "sat_model", frame.pop("sat_model")
                      if "sat_model" in frame.columns else "published")
@@ -624,18 +631,22 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
     return fits, curves, {"b1_joint": b1, "b2_joint": b2, "b3_joint": b3}, models
 
 
-def _standardised_rows(fcols: pd.DataFrame, beta_sat, beta_pref, n_lists: int, ranges: dict):
+def _standardised_rows(fcols: pd.DataFrame, beta_sat, beta_pref, n_lists: int, ranges: dict,
+                       ties=None):
     """fits.csv and curves.csv rows of the standardised curves s*_f and P*_f
     (``sat_model = standardised``): their coefficients, fitted to the reference population (n is
-    its lists, or its pairs for P*), and the curves on the grid (a band only from the bootstrap).
+    its lists, or for P*_f the pairs f orders: the pairs less the share ``ties`` (F,) it ties),
+    and the curves on the grid (a band only from the bootstrap).
     """
     from scipy.special import expit as _expit
     from .core import design
     fits, curves = [], []
     for j in range(len(fcols)):
         ident = fcols.iloc[j].to_dict()
+        pairs = n_lists // 2
+        ordered = pairs if ties is None else int(round(pairs * (1 - ties[j])))
         for curve, beta, rng, n in (("sat", beta_sat[j], ranges.get("sat_joint"), n_lists),
-                                    ("pref", beta_pref[j], ranges.get("pref"), n_lists // 2)):
+                                    ("pref", beta_pref[j], ranges.get("pref"), ordered)):
             p = _expit(design(GRID) @ beta)
             fits.append({**ident, "curve": curve, "sat_model": "standardised", "n": n,
                          "beta0": beta[0], "beta1": beta[1], "beta2": beta[2],

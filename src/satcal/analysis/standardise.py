@@ -24,9 +24,15 @@ historical perspective", Statistical Science 29(4)) removes that dependence:
 4. reference *pairs* are the reference lists paired at random within their query; each pair's
    probability of an answer preferring its higher-phi_f list comes from the fitted answer
    process (the joint model of :mod:`satcal.analysis.joint`: S of both lists, and pi, delta, lambda of the joint models, mixed with the
-   same weights), the quadratic logit of it on |dphi_f| is the standardised preference curve
-   P*_f(d), and b3_std the mean of 1 - P*_f (the paper's b3 of an infinitely large study of the
-   reference pairs answered as the model says; ties count as no agreement, as in the paper).
+   same weights), the quadratic logit of it on |dphi_f| over the pairs f *orders*
+   (|dphi_f| >= ``TIE_TOLERANCE``) is the standardised preference curve P*_f(d), and b3_std
+   the mean of 1 - P*_f (the paper's b3 of an infinitely large study of the reference pairs f
+   orders, answered as the model says). A pair f ties is no verdict of f's for users to agree
+   with, and a point mass of zeros at |dphi| = 0 is not something a smooth quadratic logit can
+   describe: fitted with them, the curves of formulations that tie many pairs (lin-const ties
+   a fifth of the ECIR 2015 reference pairs) turned down. How often f ties is reported apart,
+   as ``ties_std`` (:func:`reference_ties`), a property of f and the judgments alone. (The
+   paper's own b3 keeps its convention, ties counting as no agreement.)
 
 Two designs on the same judgments share the reference population, so they estimate the same
 numbers; only the fit of S differs between them. The estimand is defined relative to the
@@ -42,7 +48,7 @@ from ..measures import score_lists
 from .core import GRID, bias_indicators, design, fit_logit_batch
 
 __all__ = ["reference_lists", "reference_scores", "REFERENCE_RULE", "akaike_weights",
-           "standardised_curves", "standardised_indicators", "standardised_targets"]
+           "reference_ties", "standardised_curves", "standardised_indicators", "standardised_targets"]
 
 #: The reference population's definition, in the words calibration.json records.
 REFERENCE_RULE = ("for each judged query, lists of k documents whose level at each rank is drawn "
@@ -201,18 +207,30 @@ class _Layout:
     with a (B, N) array of per-list outcomes gives each row's mean outcome (``coef[f, n]``
     multiplies list n's outcome in formulation f's fit: 1 for the curves, the side an answer
     would take for the preference curves).
+
+    ``include`` (F, N), optional, leaves entries out of formulation f's fit: an excluded entry
+    belongs to no row (not counted, zero in the averaging matrix). The preference curves leave
+    out the pairs f ties, which f does not order. A formulation with no entry left keeps one
+    row of count 0 (so every formulation has rows), and its fit is undefined (NaN).
     """
 
-    def __init__(self, x: np.ndarray):
+    def __init__(self, x: np.ndarray, include: np.ndarray | None = None):
         x = np.round(np.nan_to_num(np.asarray(x, float), nan=0.0), DECIMALS)   # (F, N)
+        include = (np.ones(x.shape, bool) if include is None
+                   else np.broadcast_to(np.asarray(include, bool), x.shape))
         values, counts, index, starts = [], [], [], [0]
-        for row in x:
-            u, inv, c = np.unique(row, return_inverse=True, return_counts=True)
-            index.append(starts[-1] + inv.ravel())
+        for row, inc in zip(x, include):
+            u, inv, c = np.unique(row[inc], return_inverse=True, return_counts=True)
+            if u.size == 0:          # nothing to fit: one empty row keeps the segments apart
+                u, c = np.zeros(1), np.zeros(1, int)
+            full = np.zeros(row.size, int)   # excluded entries point at the segment's first row,
+            full[inc] = inv.ravel()          # with weight 0 (see ``averaging``)
+            index.append(starts[-1] + full)
             values.append(u)
             counts.append(c)
             starts.append(starts[-1] + u.size)
         self.F, self.N = x.shape
+        self.include = np.array(include)
         self.values, self.counts = np.concatenate(values), np.concatenate(counts).astype(float)
         self.starts = np.asarray(starts[:-1])
         self.seg = np.repeat(np.arange(self.F), np.diff(starts))
@@ -220,10 +238,13 @@ class _Layout:
         self.X = design(self.values)                                             # (R, 3)
 
     def averaging(self, coef=None):
-        """The (R, N) CSR matrix of the group means (transposed, for ``M @ Y.T``)."""
+        """The (R, N) CSR matrix of the group means (transposed, for ``M @ Y.T``); excluded
+        entries carry 0."""
         from scipy.sparse import csr_matrix
         data = np.ones((self.F, self.N)) if coef is None else np.asarray(coef, float)
-        data = data / self.counts[self.index]
+        counts = self.counts[self.index]
+        data = np.divide(data, counts, out=np.zeros((self.F, self.N)),
+                         where=self.include & (counts > 0))
         cols = np.broadcast_to(np.arange(self.N), (self.F, self.N))
         keep = data != 0
         return csr_matrix((data[keep], (self.index[keep], cols[keep])),
@@ -236,7 +257,9 @@ class _Layout:
     def start(self, Yg: np.ndarray) -> np.ndarray:
         """Every fit's intercept-only estimate, (B, F, 3)."""
         w = self.counts
-        ybar = np.add.reduceat(Yg * w, self.starts, axis=1) / np.add.reduceat(w, self.starts)
+        total = np.add.reduceat(w, self.starts)
+        ybar = np.divide(np.add.reduceat(Yg * w, self.starts, axis=1), total,
+                         out=np.full(Yg.shape[:1] + (self.F,), 0.5), where=total > 0)
         ybar = np.clip(ybar, 1e-6, 1 - 1e-6)
         beta = np.zeros(Yg.shape[:1] + (self.F, 3))
         beta[..., 0] = np.log(ybar / (1 - ybar))
@@ -246,11 +269,14 @@ class _Layout:
         """Quadratic logits of the group means ``Yg`` (B, R), case weights the counts: Newton
         with step-halving from ``beta`` (B, F, 3), every replicate and formulation at once
         (segment sums over the rows), each fit frozen once it meets the convergence rule of
-        :func:`satcal.analysis.fits.fit_logit_batch`. Returns (B, F, 3)."""
+        :func:`satcal.analysis.fits.fit_logit_batch`. Returns (B, F, 3), NaN for a
+        formulation with no rows of positive count."""
         X, w, seg, starts = self.X, self.counts, self.seg, self.starts
         pairs = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
         XX = np.stack([X[:, i] * X[:, j] for i, j in pairs])                 # (6, R)
         beta = np.array(beta, float)
+        empty = np.add.reduceat(w, starts) == 0                              # (F,)
+        beta[:, empty] = 0.0   # held there (zero weight, zero step), reported as NaN
 
         x1, x2 = X[:, 1], X[:, 2]
 
@@ -265,6 +291,7 @@ class _Layout:
         eta = eta_of(beta)
         ll = loglik(eta)
         active = np.ones(beta.shape[:2], bool)
+        active[:, empty] = False
         for _ in range(max_iter):
             if not active.any():
                 break
@@ -295,6 +322,7 @@ class _Layout:
             done |= np.abs(new_ll - ll) < tol * 1e-3 * (1 + np.abs(new_ll))
             beta, ll, eta = new, new_ll, new_eta   # inactive fits took a zero step
             active &= ~done
+        beta[:, empty] = np.nan
         return beta
 
 
@@ -370,6 +398,29 @@ def _signs(x, y) -> np.ndarray:
     return np.where(np.abs(d) < TIE_TOLERANCE, 0.0, np.sign(np.nan_to_num(d, nan=0.0)))
 
 
+def reference_ties(ref_phi) -> np.ndarray:
+    """ties_std: for each formulation f, the share of the reference pairs (lists 2i, 2i + 1)
+    that f does not order, |phi_f(2i) - phi_f(2i + 1)| < ``TIE_TOLERANCE`` (or a score is
+    missing). P*_f is fitted to the other pairs.
+
+    It depends on the formulation and the judgments (through the reference population) only,
+    not on the answers: a constant given the population, so it has no bootstrap interval.
+
+    Parameters
+    ----------
+    ref_phi : numpy.ndarray
+        Reference lists' scores, (N, F).
+
+    Returns
+    -------
+    numpy.ndarray
+        (F,) shares in [0, 1].
+    """
+    ref = np.asarray(ref_phi, float)
+    n = ref.shape[0] // 2
+    return (_signs(ref[0:2 * n:2], ref[1:2 * n:2]) == 0).mean(axis=1)
+
+
 class _Standardiser:
     """The fixed parts of the standardised fits of one reference population: both layouts and
     their averaging matrices, built once and reused by every replicate."""
@@ -378,8 +429,10 @@ class _Standardiser:
         self.ref = np.asarray(ref_phi, float)
         self.x, self.y = self.ref[0::2], self.ref[1::2]
         self.sat = _Layout(self.ref.T)
-        self.pref = _Layout(np.abs(self.x - self.y).T)
         sign = _signs(self.x, self.y)
+        # P*_f describes the pairs f orders: a tie (or a missing score) is no verdict of f's to
+        # agree with, so it enters no row of f's fit (its share is :func:`reference_ties`)
+        self.pref = _Layout(np.abs(self.x - self.y).T, include=sign != 0)
         self.m_sat = self.sat.averaging()
         self.m_x, self.m_y = self.pref.averaging(sign > 0), self.pref.averaging(sign < 0)
 
@@ -440,7 +493,7 @@ def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
 def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) -> np.ndarray:
     """P*_f on ``grid`` for every formulation, (F, G) or (B, F, G): the quadratic logit of the
     model's agreement (:func:`_agreement`) over the reference pairs' |dphi_f| (lists 2i and
-    2i + 1 of the reference population).
+    2i + 1 of the reference population), the pairs f orders only (NaN if it orders none).
 
     Parameters
     ----------
@@ -534,8 +587,8 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
 def standardised_targets(thetas, ref_phi, weights) -> dict:
     """What each formulation's standardised curves are fitted to, row by row: the reference
     lists' distinct (rounded, :data:`DECIMALS`) scores phi_f with their counts and mean S
-    (``sat``), and the reference pairs' distinct |dphi_f| with their counts and mean
-    probability that an answer prefers the higher-phi_f list (``pref``). The fractional logits
+    (``sat``), and the distinct |dphi_f| of the reference pairs f orders (ties left out) with
+    their counts and mean probability that an answer prefers the higher-phi_f list (``pref``). The fractional logits
     of :func:`standardised_indicators` are fitted to exactly these rows (counts as weights), so
     binned, they are the points a figure draws beside s*_f and P*_f.
 
