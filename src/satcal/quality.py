@@ -24,10 +24,11 @@ every trap when no query has k top-level documents, see :mod:`satcal.traps`).
 Workers who prefer the dominated list are excluded (:func:`judgment_consistency`): among
 their decisive answers ("A is better" or "B is better") to comparisons where one list
 dominates the other by the judged levels (:func:`dominance`; traps whose expected answer
-names one list better count with that list dominant), an exact one-sided binomial test
-rejects "prefers the dominated list no more often than the other workers do" at level
-``CONSISTENCY_ALPHA``. It uses every answer, not only the traps: a worker answering at random
-prefers the dominated list in half their decisive answers, an attentive one rarely.
+names one list better count with that list dominant), a one-sided test rejects "prefers the
+dominated list no more often than honest workers do" at level ``CONSISTENCY_ALPHA``, against a
+beta-binomial null (honest workers differ) fitted to the crowd as a mixture with guessers. It
+uses every answer, not only the traps: a worker answering at random prefers the dominated list
+in half their decisive answers, an attentive one rarely.
 
 Workers whose answers are likelier at random than like the crowd are excluded
 (:func:`crowd_likelihood`): over their answers to items (traps and examples) that other kept
