@@ -451,3 +451,31 @@ def test_crowd_likelihood_excludes_a_crowd_like_worker_at_most_alpha_of_the_time
     share = out.loc[out.index.str.startswith("t"), "random_like"].mean()
     assert share <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / testers)
     assert out.loc[out.index.str.startswith("g"), "random_like"].mean() > 0.5
+
+
+def test_workers_csv_read_back_as_numbers_for_the_report(tmp_path):
+    """workers.csv read as text (as a workspace reads every table) and typed again gives the
+    worker table's own numbers as floats (chance_evidence NaN for a worker who met no counted
+    trap, not a likelihood ratio of 1) and its flags as booleans; the report's table prints each
+    number to 4 significant digits, as every float of the report (not 17 digits of text)."""
+    from satcal.fileio import write_csv_safe
+    from satcal.quality import WORKER_FLAG_COLUMNS, WORKER_NUMBER_COLUMNS, typed_workers
+    from satcal.report import _table_html
+    rng = np.random.default_rng(5)
+    rows = [(w, f"t{j}", True, bool(rng.random() < 0.7), "a_better;both_bad", ["a_better", "both_bad"][j % 2])
+            for w in ("w1", "w2", "w3") for j in range(7)]
+    rows += [("w4", f"e{j}", False, False, "", "a_better") for j in range(3)]  # no traps
+    a = pd.DataFrame(rows, columns=["worker_id", "example_id", "is_trap", "correct", "expected", "answer"])
+    table = worker_table(a, 0.7, 3)
+    assert np.isnan(table.set_index("worker_id").loc["w4", "chance_evidence"])
+    write_csv_safe(tmp_path / "workers.csv", table)
+    text = pd.read_csv(tmp_path / "workers.csv", dtype=str, keep_default_na=False)
+    typed = typed_workers(text)
+    for c in set(WORKER_NUMBER_COLUMNS) & set(table.columns):
+        assert typed[c].dtype == float
+        assert np.allclose(typed[c].to_numpy(), table[c].astype(float).to_numpy(), rtol=1e-15, equal_nan=True), c
+    for c in set(WORKER_FLAG_COLUMNS) & set(table.columns):
+        assert typed[c].dtype == bool and (typed[c] == table[c].astype(bool)).all(), c
+    html = str(_table_html(typed))
+    for v in table["chance_evidence"].dropna():
+        assert f"<td>{v:.4g}</td>" in html and repr(float(v)) not in html
