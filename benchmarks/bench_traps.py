@@ -14,7 +14,11 @@ preferring dominated lists) and the spammers caught over the seeds (by kind; tho
 consistency test caught), the lowest per-trap accuracy among otherwise trusted workers and the
 example answers per worker. The two done-when shapes again with examples besides the traps
 (min_per_cell 5, each example answered by 20 workers). ``--timing``: worker_table, the
-consistency test and the crowd-likelihood rule on a million answers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
+consistency test and the crowd-likelihood rule on a million answers. ``--template-only``: the
+template's settings only; ``--seeds=A-B``: other seeds (a validation on seeds not looked at
+before); ``--diagnose``: every spammer kept and honest worker excluded, with its evidence under
+each rule, and the crowd rule's log ratios of honest workers and spammers.
+Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
 import re
 import sys
