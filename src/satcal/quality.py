@@ -569,7 +569,7 @@ def honest_dispersion(y, n) -> tuple[float, float, float]:
     McLachlan, G. J. and Peel, D. (2000). Finite Mixture Models. Wiley, New York.
     """
     from scipy.optimize import minimize
-    from scipy.special import expit, gammaln, logit, logsumexp
+    from scipy.special import gammaln, logsumexp
     y, n = np.asarray(y, np.int64), np.asarray(n, np.int64)
     keep = n > 0
     if not keep.any():
@@ -580,25 +580,28 @@ def honest_dispersion(y, n) -> tuple[float, float, float]:
     pooled = (total_y + 1) / (total_n + 2)
     if nn.max() < 2:  # one answer each: no spread to measure (and no guesser to tell apart)
         return pooled, 0.0, 0.0
-    guess = gammaln(nn + 1) - gammaln(yy + 1) - gammaln(nn - yy + 1) + nn * np.log(0.5)
-
-    def unpack(theta):
-        return 0.5 * expit(theta[0]), MAX_DISPERSION * expit(theta[1]), 0.5 * expit(theta[2])
+    binomial = gammaln(nn + 1) - gammaln(yy + 1) - gammaln(nn - yy + 1)  # log C(n, y)
+    guess = binomial + nn * np.log(0.5)
 
     def loss(theta):
-        mu, rho, pi = unpack(theta)
-        honest = _log_betabinom(yy, nn, mu, max(rho, 1e-9))
-        ll = logsumexp(np.stack([np.log1p(-pi) + honest, np.log(pi) + guess]), axis=0)
+        mu, rho, pi = theta
+        # rho below 1e-7 is the binomial to within n^2 rho: taken as it, so that the boundary
+        # rho = 0 (honest workers who do not differ) is reached exactly
+        honest = (binomial + yy * np.log(mu) + (nn - yy) * np.log1p(-mu) if rho < 1e-7
+                  else _log_betabinom(yy, nn, mu, rho))
+        with np.errstate(divide="ignore"):
+            ll = logsumexp(np.stack([np.log1p(-pi) + honest, np.log(pi) + guess]), axis=0)
         return -float((count * ll).sum() + np.log(mu) + np.log1p(-mu))
 
     best = None
-    for rho0, pi0 in ((0.02, 0.02), (0.2, 0.2)):  # two starts: a mixture's likelihood can have two modes
-        start = np.array([logit(min(pooled, 0.45) / 0.5), logit(rho0 / MAX_DISPERSION), logit(pi0 / 0.5)])
-        fit = minimize(loss, start, method="L-BFGS-B", bounds=[(-30, 30)] * 3)
+    bounds = [(1e-9, 0.5), (0.0, MAX_DISPERSION), (0.0, 0.5)]  # natural scale: a boundary is reachable
+    for rho0, pi0 in ((0.0, 0.0), (0.02, 0.02), (0.2, 0.2)):  # a mixture's likelihood can have several modes
+        fit = minimize(loss, np.array([min(pooled, 0.45), rho0, pi0]), method="L-BFGS-B", bounds=bounds,
+                       options={"ftol": 1e-13, "gtol": 1e-9})
         if best is None or fit.fun < best.fun:
             best = fit
-    mu, rho, pi = unpack(best.x)
-    return float(mu), float(rho), float(pi)
+    mu, rho, pi = best.x
+    return float(mu), float(rho if rho >= 1e-7 else 0.0), float(pi)
 
 
 def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=None) -> pd.DataFrame:
