@@ -14,7 +14,11 @@ preferring dominated lists) and the spammers caught over the seeds (by kind; tho
 consistency test caught), the lowest per-trap accuracy among otherwise trusted workers and the
 example answers per worker. The two done-when shapes again with examples besides the traps
 (min_per_cell 5, each example answered by 20 workers). ``--timing``: worker_table, the
-consistency test and the crowd-likelihood rule on a million answers. Run: PYTHONPATH=src python benchmarks/bench_traps.py
+consistency test and the crowd-likelihood rule on a million answers. ``--template-only``: the
+template's settings only; ``--seeds=A-B``: other seeds (a validation on seeds not looked at
+before); ``--diagnose``: every spammer kept and honest worker excluded, with its evidence under
+each rule, and the crowd rule's log ratios of honest workers and spammers.
+Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
 import re
 import sys
@@ -29,6 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_trap_validity import SHAPES, trec_like  # noqa: E402
 
 SEEDS = range(5)
+#: Columns of workers.csv printed for each spammer kept and each honest worker excluded
+#: (``--diagnose``): how much evidence each had and how close each rule came.
+DIAGNOSE_COLUMNS = ["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct", "chance_evidence",
+                    "binomial_p", "straight_lining_p", "dominance_decisive", "dominated_preferred",
+                    "dominated_crowd_share", "consistency_p", "crowd_answers", "random_evidence", "reason"]
+DIAGNOSED = []
+#: Every worker's evidence under each rule, for the distributions ``--diagnose`` prints.
+EVIDENCE = []
 
 
 def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", min_per_cell: int = 1,
@@ -70,6 +82,16 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", 
             ids = w["worker_id"].isin([s for s, k in kinds.items() if k == kind])
             by_kind[kind] = (int((excluded & ids).sum()), int(ids.sum()))
         traps = ws.table("traps_report.csv")
+        EVIDENCE.append(pd.DataFrame({"spammer": spam.to_numpy(), "excluded": excluded.to_numpy(),
+                                      "traps_seen": w["traps_seen"].astype(float).to_numpy(),
+                                      "random_evidence": w["random_evidence"].astype(float).to_numpy(),
+                                      "chance_evidence": pd.to_numeric(w["chance_evidence"], errors="coerce").to_numpy(),
+                                      "consistency_p": pd.to_numeric(w["consistency_p"], errors="coerce").to_numpy()}))
+        odd = (spam & ~excluded) | (~spam & excluded)
+        for _, row in w.loc[odd, [c for c in DIAGNOSE_COLUMNS if c in w.columns]].iterrows():
+            DIAGNOSED.append({"shape": shape, "top_in_every": top_in_every, "seed": seed, "kind": spammer_kind,
+                              "per_example": per_example, "spammer": row["worker_id"] in set(truth["spammers"]),
+                              **row.to_dict()})
         return (int((excluded & ~spam).sum()), int((~spam).sum()), by_kind,
                 float(traps["trusted_accuracy"].astype(float).min()), int((lined & ~spam).sum()),
                 int((dominated & ~spam).sum()), float(w["examples_answered"].astype(float).mean()),
@@ -91,7 +113,7 @@ CASES_EXAMPLES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random",)),
 def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_alpha: float = None,
          crowd_alpha: float = None):
     warnings.simplefilter("ignore")
-    print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds x 60 workers (15% spammers); "
+    print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds ({SEEDS.start}-{SEEDS.stop - 1}) x 60 workers (15% spammers); "
           f"min_per_cell {min_per_cell}, {per_example} answer(s) an example; consistency_alpha "
           f"{'as the template' if consistency_alpha is None else consistency_alpha}; crowd_alpha "
           f"{'as the template' if crowd_alpha is None else crowd_alpha}")
@@ -216,9 +238,39 @@ def main_examples():
         main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS, consistency_alpha=alpha, crowd_alpha=crowd)
 
 
+def print_diagnosed():
+    """Every spammer kept and honest worker excluded by the runs so far, with its evidence."""
+    if not DIAGNOSED:
+        return
+    table = pd.DataFrame(DIAGNOSED)
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_colwidth", 60):
+        print("\nspammers kept and honest workers excluded:")
+        print(table.drop(columns=["reason"]).to_string(index=False))
+    if EVIDENCE:
+        e = pd.concat(EVIDENCE, ignore_index=True)
+        print("\ncrowd-likelihood log ratio (random_evidence), quantiles 50/90/99/max, and the share above "
+              "log 100 (crowd_alpha 0.01) and log((1 - pi)/pi) at pi = 0.15 (the Bayes rule at the simulated share):")
+        for who, part in (("honest", e[~e["spammer"]]), ("spammers", e[e["spammer"]])):
+            r = part["random_evidence"]
+            q = np.quantile(r, [0.5, 0.9, 0.99, 1.0])
+            print(f"  {who:<9} n={len(r):>5}: {q[0]:6.2f} {q[1]:6.2f} {q[2]:6.2f} {q[3]:6.2f}; "
+                  f"> log 100: {(r >= np.log(100)).mean():.3f}; > log(0.85/0.15): {(r >= np.log(0.85 / 0.15)).mean():.3f}")
+
+
 if __name__ == "__main__":
-    # --timing: worker_table at 1M answers; --examples-only, --hosted-only, --no-hosted: parts
-    if "--timing" in sys.argv:
+    # --timing: worker_table at 1M answers; --examples-only, --hosted-only, --no-hosted: parts;
+    # --seeds A-B: other seeds (a validation on seeds never looked at); --diagnose: print the
+    # kept spammers and excluded honest workers; --template-only: the template's settings only
+    for arg in sys.argv:
+        if arg.startswith("--seeds="):
+            lo, hi = arg.split("=", 1)[1].split("-")
+            SEEDS = range(int(lo), int(hi) + 1)
+    if "--template-only" in sys.argv:
+        main()
+        main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS)
+        if "--diagnose" in sys.argv:
+            print_diagnosed()
+    elif "--timing" in sys.argv:
         timing()
     elif "--examples-only" in sys.argv:
         main_examples()

@@ -265,44 +265,128 @@ def test_dominance_rank_by_rank_by_the_levels_order():
                            "a_better;both_bad"]).tolist() == [1, -1, 0, 0, 0, 0, 1]
 
 
-def test_judgment_consistency_is_an_exact_binomial_test_against_the_other_workers():
-    """On pairs with a dominant list (``dominant`` +1 A, -1 B), 'guess' names the dominated list
-    in 5 of its 10 decisive answers (its 4 'both bad' answers are not decisive, nor those on
-    pairs without a dominant list); the others name it 1 + 2 + 0 times in 12 + 12 + 10
-    decisive answers, so q0 = (3 + 1) / (34 + 2) and p = P(Bin(10, q0) >= 5), scipy's exact
-    test. 'h1' (1 of 12) is tested against the others including 'guess'."""
-    from scipy.stats import binomtest
-    from satcal.quality import judgment_consistency
+def _mixture_fit_by_scipy(y, n):
+    """The honest/guesser mixture's maximum likelihood, written independently: scipy.stats'
+    betabinom and binom log pmfs, Nelder-Mead from a grid of starts on the natural parameters
+    (mu, rho, pi), with the Beta(2, 2) prior on mu."""
+    from scipy.optimize import minimize
+    from scipy.stats import betabinom, binom
+
+    def nll(t):
+        mu, rho, pi = t
+        if not (0 < mu <= 0.5 and 0 <= rho <= 0.5 and 0 < pi <= 0.5):
+            return np.inf
+        # below 1e-6 scipy's betabinom is noisier (1e-6 a point) than its distance to the binomial
+        s = (1 - rho) / max(rho, 1e-6)
+        honest = binom.logpmf(y, n, mu) if rho < 1e-6 else betabinom.logpmf(y, n, mu * s, (1 - mu) * s)
+        ll = np.logaddexp(np.log1p(-pi) + honest, np.log(pi) + binom.logpmf(y, n, 0.5))
+        return -(ll.sum() + np.log(mu) + np.log1p(-mu))
+    fits = [minimize(nll, [m, r, p], method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 20000})
+            for m in (0.05, 0.2) for r in (0.0, 0.1, 0.3) for p in (0.01, 0.1, 0.3)]
+    return min(fits, key=lambda f: f.fun)
+
+
+def test_judgment_consistency_tests_against_a_beta_binomial_of_the_honest_workers():
+    """On pairs with a dominant list (``dominant`` +1 A, -1 B), each worker's decisive answers
+    and those naming the dominated list are counted ('both bad' answers and pairs without a
+    dominant list are not decisive). The null's mean and spread are the maximum likelihood
+    of the honest/guesser mixture (checked against scipy.stats' betabinom and binom by
+    Nelder-Mead), and each p is scipy's betabinom.sf; the guesser (12 of 20 on the dominated
+    list) is excluded, the spread-out honest workers are not."""
+    from scipy.stats import betabinom
+    from satcal.quality import honest_dispersion, judgment_consistency
 
     def worker(w, right, wrong, undecided=0, free=0):
         # right: the dominant list named (half on A-dominant pairs, half on B-dominant ones)
         rows = ([("a_better", 1), ("b_better", -1)] * right)[:right] + ([("b_better", 1), ("a_better", -1)] * wrong)[:wrong]
         rows += [("both_bad", 1)] * undecided + [("a_better", 0)] * free
         return pd.DataFrame({"worker_id": w, "answer": [r[0] for r in rows], "dominant": [r[1] for r in rows]})
-    a = pd.concat([worker("guess", 5, 5, undecided=4, free=6), worker("h1", 11, 1, free=3),
-                   worker("h2", 10, 2, undecided=7), worker("h3", 10, 0)], ignore_index=True)
+    # honest workers whose rates differ (0 to 6 of 16-20 on the dominated list), and a guesser
+    y_h = [1, 2, 0, 1, 4, 1, 0, 2, 1, 5, 1, 0, 3, 0, 6]
+    n_h = [18, 17, 16, 19, 18, 20, 16, 18, 17, 19, 18, 16, 20, 17, 20]
+    honest = {f"h{i:02d}": (nn - yy, yy) for i, (yy, nn) in enumerate(zip(y_h, n_h))}
+    a = pd.concat([worker(w, r, x, undecided=3, free=2) for w, (r, x) in honest.items()]
+                  + [worker("guess", 8, 12, undecided=4, free=6)], ignore_index=True)
     c = judgment_consistency(a, alpha=0.01)
-    decisive, against = {"guess": 10, "h1": 12, "h2": 12, "h3": 10}, {"guess": 5, "h1": 1, "h2": 2, "h3": 0}
-    for w in decisive:
-        n_o = sum(v for x, v in decisive.items() if x != w)
-        y_o = sum(v for x, v in against.items() if x != w)
-        q0 = (y_o + 1) / (n_o + 2)
-        assert c.loc[w, "dominance_decisive"] == decisive[w] and c.loc[w, "dominated_preferred"] == against[w]
-        assert c.loc[w, "dominated_crowd_share"] == pytest.approx(q0)
-        assert c.loc[w, "consistency_p"] == pytest.approx(binomtest(against[w], decisive[w], q0, alternative="greater").pvalue)
-    assert c.loc["guess", "dominated_crowd_share"] == pytest.approx(4 / 36)
-    assert c["inconsistent"].to_dict() == {"guess": True, "h1": False, "h2": False, "h3": False}
-    # a reference crowd leaves the excluded out of the others' share
-    ref = judgment_consistency(a, 0.01, reference=pd.Series({"guess": True, "h1": False, "h2": True, "h3": True}))
-    assert ref.loc["guess", "dominated_crowd_share"] == pytest.approx((2 + 0 + 1) / (22 + 2))
-    assert ref.loc["h1", "dominated_crowd_share"] == pytest.approx((5 + 2 + 0 + 1) / (32 + 2))
+    counts = {**honest, "guess": (8, 12)}
+    y = np.array([counts[w][1] for w in c.index])
+    n = np.array([sum(counts[w]) for w in c.index])
+    assert c["dominance_decisive"].tolist() == n.tolist() and c["dominated_preferred"].tolist() == y.tolist()
+    fit = _mixture_fit_by_scipy(y, n)
+    mu, rho, pi = honest_dispersion(y, n)
+    assert [mu, rho, pi] == pytest.approx(fit.x, rel=1e-3, abs=1e-5)
+    assert rho > 0.01  # the honest counts spread more than one binomial rate allows
+    s = (1 - rho) / rho
+    assert c["consistency_p"].to_numpy() == pytest.approx(betabinom.sf(y - 1, n, mu * s, (1 - mu) * s), rel=1e-9)
+    assert (c["dominated_crowd_share"] == mu).all() and (c["dominated_dispersion"] == rho).all()
+    assert c["inconsistent"].to_dict() == {**{w: False for w in honest}, "guess": True}
+    # a reference crowd: the fit reads its workers only (here the guesser left out)
+    ref = pd.Series(True, index=c.index)
+    ref["guess"] = False
+    out = judgment_consistency(a, 0.01, reference=ref)
+    assert out["dominated_crowd_share"].iloc[0] == pytest.approx(honest_dispersion(y[ref.to_numpy()], n[ref.to_numpy()])[0])
     # in worker_table (no traps: trust unknown, kept by the traps): excluded with the reason
     w = worker_table(a.assign(is_trap=False, correct=""), 0.7, 3).set_index("worker_id")
-    assert w.loc["guess", "excluded"] and not w.loc[["h1", "h2", "h3"], "excluded"].any()
-    assert w.loc["guess", "reason"].startswith("prefers the dominated list: in 5 of 10 decisive answers")
+    assert w.loc["guess", "excluded"] and not w.loc[list(honest), "excluded"].any()
+    assert w.loc["guess", "reason"].startswith("prefers the dominated list: in 12 of 20 decisive answers")
     assert not worker_table(a.assign(is_trap=False, correct=""), 0.7, 3, consistency_alpha=0)["excluded"].any()
     # without the columns nobody is tested
     assert not judgment_consistency(a[["worker_id", "answer"]])["inconsistent"].any()
+
+
+def test_judgment_consistency_one_binomial_rate_when_no_spread():
+    """Honest counts that vary no more than one binomial rate: the fit's spread is ~0 and the p
+    is (to 1%) the exact binomial test against the fitted rate (scipy's binomtest); with one decisive
+    answer each there is no spread to measure and the rate is the smoothed (Y + 1) / (N + 2)."""
+    from scipy.stats import binomtest
+    from satcal.quality import honest_dispersion, judgment_consistency
+    y, n = np.array([1, 1, 1, 1, 1, 1, 1, 1, 6]), np.array([10] * 8 + [12])
+    mu, rho, pi = honest_dispersion(y, n)
+    assert rho < 1e-3
+    rows = []
+    for i, (yy, nn) in enumerate(zip(y, n)):
+        rows += [(f"w{i}", "b_better", 1)] * yy + [(f"w{i}", "a_better", 1)] * (nn - yy)
+    c = judgment_consistency(pd.DataFrame(rows, columns=["worker_id", "answer", "dominant"]), 0.01)
+    assert c["consistency_p"].to_numpy() == pytest.approx(
+        [binomtest(int(a), int(b), mu, alternative="greater").pvalue for a, b in zip(y, n)], rel=1e-2)
+    assert c["inconsistent"].tolist() == [False] * 8 + [True]
+    one = honest_dispersion(np.array([0, 0, 1, 0]), np.array([1, 1, 1, 1]))
+    assert one == pytest.approx(((1 + 1) / (4 + 2), 0.0, 0.0))
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.15])
+def test_judgment_consistency_excludes_heterogeneous_honest_workers_at_about_alpha(rho):
+    """From a known truth: 300 honest workers whose rates of naming the dominated list are
+    drawn from a beta distribution (mean 0.08, intra-worker correlation rho: worker effects),
+    4-40 decisive answers each, and 30 guessers at 1/2, in one crowd. The beta-binomial null
+    excludes honest workers at about its level (1%: at most 1% + 2 standard errors over 4
+    crowds), where a binomial null at the same mean excludes them 3-9 times as often; most
+    guessers are caught where the honest spread is modest."""
+    from scipy.stats import binom
+    from satcal.quality import judgment_consistency
+    honest_out, binomial_out, guessers_out, total = 0, 0, 0, 0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        mu = 0.08
+        q = np.r_[rng.beta(mu * (1 - rho) / rho, (1 - mu) * (1 - rho) / rho, 300), np.full(30, 0.5)]
+        n = rng.integers(4, 41, len(q))
+        y = rng.binomial(n, q)
+        ids = np.array([f"h{i:03d}" for i in range(300)] + [f"g{i:02d}" for i in range(30)])
+        worker = np.repeat(ids, n)
+        wrong = np.concatenate([np.arange(k) < j for k, j in zip(n, y)])
+        dom = np.where(np.arange(len(worker)) % 2, 1, -1)
+        a = pd.DataFrame({"worker_id": worker, "answer": np.where(wrong == (dom == 1), "b_better", "a_better"),
+                          "dominant": dom})
+        c = judgment_consistency(a, 0.01).reindex(ids)
+        h = c.index.str.startswith("h")
+        honest_out += int(c.loc[h, "inconsistent"].sum())
+        guessers_out += int(c.loc[~h, "inconsistent"].sum())
+        binomial_out += int((binom.sf(y[h] - 1, n[h], c.loc[h, "dominated_crowd_share"]) < 0.01).sum())
+        total += int(h.sum())
+    assert honest_out / total <= 0.01 + 2 * np.sqrt(0.01 * 0.99 / total)
+    assert binomial_out > 3 * max(honest_out, 1)
+    if rho == 0.05:
+        assert guessers_out / 120 > 0.6
 
 
 def test_crowd_likelihood_by_hand_against_scipy_multinomial():
@@ -368,3 +452,31 @@ def test_crowd_likelihood_excludes_a_crowd_like_worker_at_most_alpha_of_the_time
     share = out.loc[out.index.str.startswith("t"), "random_like"].mean()
     assert share <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / testers)
     assert out.loc[out.index.str.startswith("g"), "random_like"].mean() > 0.5
+
+
+def test_workers_csv_read_back_as_numbers_for_the_report(tmp_path):
+    """workers.csv read as text (as a workspace reads every table) and typed again gives the
+    worker table's own numbers as floats (chance_evidence NaN for a worker who met no counted
+    trap, not a likelihood ratio of 1) and its flags as booleans; the report's table prints each
+    number to 4 significant digits, as every float of the report (not 17 digits of text)."""
+    from satcal.fileio import write_csv_safe
+    from satcal.quality import WORKER_FLAG_COLUMNS, WORKER_NUMBER_COLUMNS, typed_workers
+    from satcal.report import _table_html
+    rng = np.random.default_rng(5)
+    rows = [(w, f"t{j}", True, bool(rng.random() < 0.7), "a_better;both_bad", ["a_better", "both_bad"][j % 2])
+            for w in ("w1", "w2", "w3") for j in range(7)]
+    rows += [("w4", f"e{j}", False, False, "", "a_better") for j in range(3)]  # no traps
+    a = pd.DataFrame(rows, columns=["worker_id", "example_id", "is_trap", "correct", "expected", "answer"])
+    table = worker_table(a, 0.7, 3)
+    assert np.isnan(table.set_index("worker_id").loc["w4", "chance_evidence"])
+    write_csv_safe(tmp_path / "workers.csv", table)
+    text = pd.read_csv(tmp_path / "workers.csv", dtype=str, keep_default_na=False)
+    typed = typed_workers(text)
+    for c in set(WORKER_NUMBER_COLUMNS) & set(table.columns):
+        assert typed[c].dtype == float
+        assert np.allclose(typed[c].to_numpy(), table[c].astype(float).to_numpy(), rtol=1e-15, equal_nan=True), c
+    for c in set(WORKER_FLAG_COLUMNS) & set(table.columns):
+        assert typed[c].dtype == bool and (typed[c] == table[c].astype(bool)).all(), c
+    html = str(_table_html(typed))
+    for v in table["chance_evidence"].dropna():
+        assert f"<td>{v:.4g}</td>" in html and repr(float(v)) not in html

@@ -45,6 +45,27 @@ def trec_like(path, counts: dict, n_queries: int = 12, top_in_every: int = 1, se
     return path
 
 
+def _mixture_fit_by_scipy(y, n):
+    """The consistency test's honest/guesser mixture fitted independently of satcal: scipy.stats'
+    betabinom (honest, mean mu, intra-worker correlation rho) and Bin(n, 1/2) (guessers, share
+    pi) log pmfs, a Beta(2, 2) prior on mu, Nelder-Mead from a grid of starts."""
+    from scipy.optimize import minimize
+    from scipy.stats import betabinom, binom
+
+    def nll(t):
+        mu, rho, pi = t
+        if not (0 < mu <= 0.5 and 0 <= rho <= 0.5 and 0 < pi <= 0.5):
+            return np.inf
+        # below 1e-6 scipy's betabinom is noisier (1e-6 a point) than its distance to the binomial
+        s = (1 - rho) / max(rho, 1e-6)
+        honest = binom.logpmf(y, n, mu) if rho < 1e-6 else betabinom.logpmf(y, n, mu * s, (1 - mu) * s)
+        ll = np.logaddexp(np.log1p(-pi) + honest, np.log(pi) + binom.logpmf(y, n, 0.5))
+        return -(ll[n > 0].sum() + np.log(mu) + np.log1p(-mu))
+    fits = [minimize(nll, [m, r, p], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000})
+            for m in (0.05, 0.2) for r in (0.0, 0.05, 0.3) for p in (0.01, 0.1, 0.3)]
+    return min(fits, key=lambda f: f.fun)
+
+
 def _derived_expected(traps: pd.DataFrame, k: int, top: int, nonrel_max: int) -> list[str]:
     """The expected answer from the levels' order, computed from the traps' own level columns."""
     ra = traps[[f"ra{i}" for i in range(1, k + 1)]].to_numpy()
@@ -159,7 +180,7 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     spammers are excluded and fewer than 5% of honest workers; a per-trap table. Level 4 (or 3)
     is rare, so every built-in trap accepts "both bad": the straight-liners are caught by the
     straight-lining test, not by traps."""
-    from scipy.stats import binomtest
+    from scipy.stats import betabinom, binom, binomtest
     ws = _study(tmp_path, shape)
     text = (ws.path / "study.toml").read_text()
     (ws.path / "study.toml").write_text(text.replace('spammer_kind = "random"', 'spammer_kind = "mixed"'))
@@ -211,17 +232,23 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     side = before["answer"].map({"a_better": 1, "b_better": -1}).fillna(0)
     dom = before["example_id"].map(dominant).fillna(0)
     decisive, against = (dom != 0) & (side != 0), (dom != 0) & (side != 0) & (side != dom)
-    # the crowd: workers kept by the traps and straight-lining (those this test excluded count)
-    crowd = set(w.index[(w["excluded"] == "False") | w["reason"].fillna("").str.startswith("prefers the dominated")])
+    # the crowd: workers kept by the traps and straight-lining (those this test or the crowd rule
+    # after it excluded count); its honest/guesser mixture fitted with scipy.stats' betabinom and
+    # binom by Nelder-Mead, each p scipy's betabinom.sf
+    crowd = set(w.index[(w["excluded"] == "False") | w["reason"].fillna("").str.startswith(
+        ("prefers the dominated", "answers likelier at random"))])
+    per_worker = pd.DataFrame({"n": decisive.groupby(before["worker_id"]).sum(),
+                               "y": against.groupby(before["worker_id"]).sum()})
+    ref = per_worker.loc[sorted(crowd & set(per_worker.index))]
+    mu, rho, _ = _mixture_fit_by_scipy(ref["y"].to_numpy(), ref["n"].to_numpy()).x
+    scale = (1 - rho) / max(rho, 1e-6)
     for worker in sorted(kinds)[:3] + sorted(honest)[:3]:
-        mine, others = before["worker_id"] == worker, before["worker_id"].isin(crowd - {worker})
-        n, y = int(decisive[mine].sum()), int(against[mine].sum())
-        q0 = (int(against[others].sum()) + 1) / (int(decisive[others].sum()) + 2)
+        n, y = int(per_worker.loc[worker, "n"]), int(per_worker.loc[worker, "y"])
         assert int(w.loc[worker, "dominance_decisive"]) == n and int(w.loc[worker, "dominated_preferred"]) == y
-        assert float(w.loc[worker, "dominated_crowd_share"]) == pytest.approx(q0)
+        assert float(w.loc[worker, "dominated_crowd_share"]) == pytest.approx(mu, rel=1e-3)
         if n:
-            p = binomtest(y, n, q0, alternative="greater").pvalue
-            assert float(w.loc[worker, "consistency_p"]) == pytest.approx(p, rel=1e-6, abs=1e-300)
+            p = binom.sf(y - 1, n, mu) if rho < 1e-6 else betabinom.sf(y - 1, n, mu * scale, (1 - mu) * scale)
+            assert float(w.loc[worker, "consistency_p"]) == pytest.approx(p, rel=1e-2, abs=1e-12)
     # both paths are exercised: decisive answers against the dominant list, examples with one
     examples_answered = before["is_trap"].astype(str) != "True"
     assert against.sum() > 0 and (decisive & examples_answered).sum() > 0

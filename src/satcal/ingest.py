@@ -596,10 +596,12 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
-                 "platform_trust", "trust", "trust_source", "excluded", "reason", "seconds_per_answer",
+                 "platform_trust", "chance_evidence", "trust", "trust_source", "binomial_p", "excluded", "reason",
+                 "seconds_per_answer",
                  "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
                  "straight_lining_p", "straight_lining", "dominance_decisive", "dominated_preferred",
-                 "dominated_crowd_share", "consistency_p", "inconsistent", "crowd_answers",
+                 "dominated_crowd_share", "dominated_dispersion", "dominated_guessers", "consistency_p",
+                 "inconsistent", "crowd_answers",
                  "random_evidence", "random_like"])
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(_plain(r)), attention_limit)

@@ -24,10 +24,11 @@ every trap when no query has k top-level documents, see :mod:`satcal.traps`).
 Workers who prefer the dominated list are excluded (:func:`judgment_consistency`): among
 their decisive answers ("A is better" or "B is better") to comparisons where one list
 dominates the other by the judged levels (:func:`dominance`; traps whose expected answer
-names one list better count with that list dominant), an exact one-sided binomial test
-rejects "prefers the dominated list no more often than the other workers do" at level
-``CONSISTENCY_ALPHA``. It uses every answer, not only the traps: a worker answering at random
-prefers the dominated list in half their decisive answers, an attentive one rarely.
+names one list better count with that list dominant), a one-sided test rejects "prefers the
+dominated list no more often than honest workers do" at level ``CONSISTENCY_ALPHA``, against a
+beta-binomial null (honest workers differ) fitted to the crowd as a mixture with guessers. It
+uses every answer, not only the traps: a worker answering at random prefers the dominated list
+in half their decisive answers, an attentive one rarely.
 
 Workers whose answers are likelier at random than like the crowd are excluded
 (:func:`crowd_likelihood`): over their answers to items (traps and examples) that other kept
@@ -60,8 +61,9 @@ from .errors import SatcalError
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
-           "dominance", "trap_dominance", "judgment_consistency", "CONSISTENCY_ALPHA",
-           "crowd_likelihood", "CROWD_ALPHA"]
+           "dominance", "trap_dominance", "judgment_consistency", "CONSISTENCY_ALPHA", "betabinom_sf", "honest_dispersion",
+           "crowd_likelihood", "CROWD_ALPHA", "typed_workers", "WORKER_NUMBER_COLUMNS",
+           "WORKER_FLAG_COLUMNS"]
 
 #: Screening thresholds: seconds per answered item, share of answers naming the same shown side,
 #: and the answers a worker needs before the side is judged.
@@ -89,6 +91,9 @@ STRAIGHT_ALPHA = 0.001
 #: Judgment consistency (:func:`judgment_consistency`): level of the exact one-sided binomial
 #: test of "prefers the dominated list no more often than the other workers do".
 CONSISTENCY_ALPHA = 0.01
+#: The largest intra-worker correlation of the honest workers' rates the consistency test's
+#: beta-binomial null allows (1 would make a worker's answers one draw: no count evidence).
+MAX_DISPERSION = 0.5
 #: Crowd likelihood (:func:`crowd_likelihood`): a worker is excluded when their answers are at
 #: least 1 / CROWD_ALPHA times likelier at random than as the other kept workers answer; a
 #: worker answering as the crowd does reaches it with probability at most CROWD_ALPHA.
@@ -177,6 +182,43 @@ def binom_cdf(k, n, p: float) -> np.ndarray:
     return out
 
 
+#: workers.csv's columns of numbers (NaN where a rule did not compute one) and of flags.
+WORKER_NUMBER_COLUMNS = ("answers", "examples_answered", "traps_seen", "traps_correct", "platform_trust",
+                         "chance_evidence", "trust", "binomial_p", "top_answer_share", "crowd_share",
+                         "straight_lining_p", "dominance_decisive", "dominated_preferred", "dominated_crowd_share",
+                         "dominated_dispersion", "dominated_guessers", "consistency_p", "crowd_answers",
+                         "random_evidence", "seconds_per_answer", "reading_floor_per_answer", "same_side_share",
+                         "attention_failed", "ds_accuracy")
+WORKER_FLAG_COLUMNS = ("excluded", "straight_lining", "inconsistent", "random_like", "too_fast", "same_side",
+                       "simulated")
+
+
+def typed_workers(workers: pd.DataFrame) -> pd.DataFrame:
+    """``workers`` (:func:`worker_table`, or workers.csv read as text) with its number columns
+    as floats (NaN where empty or not computed) and its flags as booleans, so that a report's
+    float format reaches every number (read as text, a p-value or an evidence printed with all
+    17 digits, and trust sorted as text).
+
+    Parameters
+    ----------
+    workers : pandas.DataFrame
+        The workers table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy; columns it does not know are left as they are.
+    """
+    out = workers.copy()
+    for c in WORKER_NUMBER_COLUMNS:
+        if c in out.columns:
+            out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    for c in WORKER_FLAG_COLUMNS:
+        if c in out.columns:
+            out[c] = out[c].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+    return out
+
+
 def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int = 3,
                  screen_seconds: float = None, screen_same_side: float = None,
                  drop_traps=(), straight_alpha: float = None, consistency_alpha: float = None,
@@ -254,6 +296,8 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
                            if trust.notna().any() else pd.Series(np.nan, index=size.index)),
         "chance_evidence": g["evidence"].sum(),
     })
+    # no counted trap: no evidence computed (NaN, not a likelihood ratio of 1)
+    table["chance_evidence"] = table["chance_evidence"].where(table["traps_seen"] > 0)
     enough = table["traps_seen"] >= max(min_traps, 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         trap_trust = table["traps_correct"] / table["traps_seen"].where(table["traps_seen"] > 0)
@@ -298,7 +342,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     level = CONSISTENCY_ALPHA if consistency_alpha is None else consistency_alpha
     table.loc[against, "reason"] = [
         f"prefers the dominated list: in {y} of {n} decisive answers where one list's levels dominate the "
-        f"other's, the other workers {q:.0%} (binomial p = {p:.2g} < {level:g})"
+        f"other's, honest workers {q:.0%} on average (beta-binomial p = {p:.2g} < {level:g})"
         for y, n, q, p in zip(table.loc[against, "dominated_preferred"], table.loc[against, "dominance_decisive"],
                               table.loc[against, "dominated_crowd_share"], table.loc[against, "consistency_p"])]
     table["excluded"] = table["excluded"] | table["inconsistent"]
@@ -444,24 +488,147 @@ def _reference_mask(reference, workers: pd.Index) -> np.ndarray:
     return pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool)
 
 
+def betabinom_sf(y, n, a, b) -> np.ndarray:
+    """``scipy.stats.betabinom.sf(y - 1, n, a, b)``, i.e. P(Y >= y) for Y beta-binomial with
+    ``n`` trials and shape parameters ``a, b`` (all broadcast per element), summed over the
+    tail y..n from the log pmf log C(n, k) + log B(k + a, n - k + b) - log B(a, b) in one
+    flat pass (the tails' lengths add up to at most the trials plus one a worker), without
+    importing scipy.stats. 1 where y <= 0.
+
+    Parameters
+    ----------
+    y : array_like of int
+        The smallest count in the tail.
+    n : array_like of int
+        Trials (>= 0).
+    a, b : array_like of float
+        Shape parameters (> 0).
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    from scipy.special import betaln, gammaln
+    y, n, a, b = np.broadcast_arrays(np.asarray(y, np.int64), np.asarray(n, np.int64),
+                                     np.asarray(a, float), np.asarray(b, float))
+    shape = y.shape
+    y, n, a, b = y.ravel(), n.ravel(), a.ravel(), b.ravel()
+    lo = np.clip(y, 0, None)
+    length = np.where(lo <= n, n - lo + 1, 0)
+    out = np.zeros(len(y))
+    if length.sum():
+        row = np.repeat(np.arange(len(y)), length)
+        k = lo[row] + (np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length))
+        nn, aa, bb = n[row], a[row], b[row]
+        log_pmf = (gammaln(nn + 1) - gammaln(k + 1) - gammaln(nn - k + 1)
+                   + betaln(k + aa, nn - k + bb) - betaln(aa, bb))
+        out = np.bincount(row, weights=np.exp(log_pmf), minlength=len(y))
+    return np.where(y <= 0, 1.0, np.clip(out, 0, 1)).reshape(shape)
+
+
+def _log_betabinom(y, n, mu, rho):
+    """log P(Y = y), Y beta-binomial with n trials, mean share ``mu`` and intra-worker
+    correlation ``rho`` > 0 (shape parameters mu (1 - rho) / rho and (1 - mu) (1 - rho) / rho)."""
+    from scipy.special import betaln, gammaln
+    scale = (1 - rho) / rho
+    a, b = mu * scale, (1 - mu) * scale
+    return gammaln(n + 1) - gammaln(y + 1) - gammaln(n - y + 1) + betaln(y + a, n - y + b) - betaln(a, b)
+
+
+def honest_dispersion(y, n) -> tuple[float, float, float]:
+    """The honest workers' mean share ``mu`` and intra-worker correlation ``rho`` of naming the
+    dominated list, with the share ``pi`` of guessers, by maximum likelihood of the mixture
+    judgment_consistency's null is drawn from (see :func:`judgment_consistency`).
+
+    Each worker's count y of n is beta-binomial (n, mu, rho) with probability 1 - pi (honest:
+    each with their own rate, drawn from a beta distribution) or Bin(n, 1/2) with probability
+    pi (guessing: a random decisive answer names either list); pi is at most 1/2 (a crowd is
+    mostly honest), mu at most 1/2 and rho at most ``MAX_DISPERSION``. The log likelihood adds
+    log mu + log(1 - mu), a Beta(2, 2) prior on mu: the posterior mode of one binomial rate is
+    then (Y + 1) / (N + 2), so one slip against a crowd that never slipped is not proof. Counts
+    are grouped by distinct (y, n), so the fit costs the same at any number of workers.
+
+    Parameters
+    ----------
+    y, n : array_like of int
+        Dominated-list answers and decisive answers of each worker of the reference crowd
+        (workers with n = 0 say nothing and are left out).
+
+    Returns
+    -------
+    tuple of float
+        ``(mu, rho, pi)``; rho 0 when no worker has two decisive answers (nothing to measure a
+        spread by) and ``(0.5, 0, 0)`` without a count.
+
+    References
+    ----------
+    Skellam, J. G. (1948). A probability distribution derived from the binomial distribution
+    by regarding the probability of success as variable between the sets of trials. Journal of
+    the Royal Statistical Society B 10(2), 257-261.
+
+    McLachlan, G. J. and Peel, D. (2000). Finite Mixture Models. Wiley, New York.
+    """
+    from scipy.optimize import minimize
+    from scipy.special import gammaln, logsumexp
+    y, n = np.asarray(y, np.int64), np.asarray(n, np.int64)
+    keep = n > 0
+    if not keep.any():
+        return 0.5, 0.0, 0.0
+    pairs, count = np.unique(np.stack([y[keep], n[keep]]), axis=1, return_counts=True)
+    yy, nn = pairs[0].astype(float), pairs[1].astype(float)
+    total_y, total_n = float((yy * count).sum()), float((nn * count).sum())
+    pooled = (total_y + 1) / (total_n + 2)
+    if nn.max() < 2:  # one answer each: no spread to measure (and no guesser to tell apart)
+        return pooled, 0.0, 0.0
+    binomial = gammaln(nn + 1) - gammaln(yy + 1) - gammaln(nn - yy + 1)  # log C(n, y)
+    guess = binomial + nn * np.log(0.5)
+
+    def loss(theta):
+        mu, rho, pi = theta
+        # rho below 1e-7 is the binomial to within n^2 rho: taken as it, so that the boundary
+        # rho = 0 (honest workers who do not differ) is reached exactly
+        honest = (binomial + yy * np.log(mu) + (nn - yy) * np.log1p(-mu) if rho < 1e-7
+                  else _log_betabinom(yy, nn, mu, rho))
+        with np.errstate(divide="ignore"):
+            ll = logsumexp(np.stack([np.log1p(-pi) + honest, np.log(pi) + guess]), axis=0)
+        return -float((count * ll).sum() + np.log(mu) + np.log1p(-mu))
+
+    best = None
+    bounds = [(1e-9, 0.5), (0.0, MAX_DISPERSION), (0.0, 0.5)]  # natural scale: a boundary is reachable
+    for rho0, pi0 in ((0.0, 0.0), (0.02, 0.02), (0.2, 0.2)):  # a mixture's likelihood can have several modes
+        fit = minimize(loss, np.array([min(pooled, 0.45), rho0, pi0]), method="L-BFGS-B", bounds=bounds,
+                       options={"ftol": 1e-13, "gtol": 1e-9})
+        if best is None or fit.fun < best.fun:
+            best = fit
+    mu, rho, pi = best.x
+    return float(mu), float(rho if rho >= 1e-7 else 0.0), float(pi)
+
+
 def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=None) -> pd.DataFrame:
     """Per worker: decisive answers to comparisons where one list dominates, how many of them
-    prefer the dominated list, the other workers' share of such answers, the p-value and
-    whether the worker is excluded for it.
+    prefer the dominated list, the other workers' share of such answers and how much it varies
+    between them, the p-value and whether the worker is excluded for it.
 
     Over worker w's answers to pairs with a dominant list (``dominant`` +1 for A, -1 for B,
     :func:`dominance`), let n be the decisive ones ("a_better" or "b_better", canonical
-    orientation) and y those naming the dominated list; over the other workers of the
-    reference crowd (``reference``: in :func:`worker_table`, those the traps and the
-    straight-lining test keep, so that the spammers they caught do not raise the share a
-    spammer is tested against), Y' of N'. With q0 = (Y' + 1) / (N' + 2) (the others' share,
-    kept off 0 by one
-    pseudo-answer each way, so that one slip against a crowd that never slipped is not proof),
-    the p-value is P(Bin(n, q0) >= y): an exact one-sided binomial test of "w prefers the
-    dominated list no more often than the others". A worker answering at random prefers it in
-    half their decisive answers; attentive workers rarely do, whatever their leniency (a
-    lenient or strict user changes how often they are decisive, not which list they prefer).
-    Excluded when p < ``alpha``.
+    orientation) and y those naming the dominated list. A worker answering at random names it
+    in half their decisive answers; attentive workers rarely do, whatever their leniency (a
+    lenient or strict user changes how often they are decisive, not which list they prefer),
+    but not equally rarely: honest workers differ, so their counts vary more than one shared
+    binomial rate allows (a binomial null excludes the strictest honest workers far more often
+    than its level says). The null is therefore beta-binomial over workers (Skellam 1948):
+    each honest worker's rate is drawn from a beta distribution with mean mu and intra-worker
+    correlation rho, so Var(y) = n mu (1 - mu) (1 + (n - 1) rho).
+
+    mu and rho are estimated from the reference crowd (``reference``: in :func:`worker_table`,
+    the workers the traps and the straight-lining test keep) by maximum likelihood of a mixture
+    of those honest workers and guessers at Bin(n, 1/2) (:func:`honest_dispersion`): a guesser
+    the earlier rules missed is then counted as a guesser, not as honest spread, so it widens
+    neither the null it is tested against nor anyone else's (with a tenth of guessers in the
+    crowd, a moment estimate of rho rose from 0.15 to 0.21-0.26 and caught 5% of them; the
+    mixture's was 0.16). The
+    p-value is P(Y >= y) for Y beta-binomial (n, mu, rho) (:func:`betabinom_sf`; the exact
+    binomial P(Bin(n, mu) >= y) when rho is 0). Excluded when p < ``alpha``.
 
     Parameters
     ----------
@@ -476,8 +643,15 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     Returns
     -------
     pandas.DataFrame
-        ``dominance_decisive, dominated_preferred, dominated_crowd_share, consistency_p,
-        inconsistent``, indexed by ``worker_id``.
+        ``dominance_decisive, dominated_preferred, dominated_crowd_share`` (mu),
+        ``dominated_dispersion`` (rho), ``dominated_guessers`` (the mixture's share of
+        guessers), ``consistency_p, inconsistent``, indexed by ``worker_id``.
+
+    References
+    ----------
+    Skellam, J. G. (1948). A probability distribution derived from the binomial distribution
+    by regarding the probability of success as variable between the sets of trials. Journal of
+    the Royal Statistical Society B 10(2), 257-261.
     """
     from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
     alpha = CONSISTENCY_ALPHA if alpha is None else float(alpha)
@@ -487,6 +661,8 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     out["dominance_decisive"] = 0
     out["dominated_preferred"] = 0
     out["dominated_crowd_share"] = np.nan
+    out["dominated_dispersion"] = np.nan
+    out["dominated_guessers"] = np.nan
     out["consistency_p"] = np.nan
     out["inconsistent"] = False
     if not {"answer", "dominant"} <= set(answers.columns) or not len(answers):
@@ -501,15 +677,23 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     n = np.bincount(who[decisive], minlength=len(workers))
     y = np.bincount(who[decisive & (side != dom[rows])], minlength=len(workers))
     ref = _reference_mask(reference, workers)
-    big_n, big_y = n[ref].sum() - n * ref, y[ref].sum() - y * ref  # the reference crowd without w
-    q0 = (big_y + 1) / (big_n + 2)
-    # P(Y >= y) = sf(y - 1); a worker without decisive answers on such pairs is not tested
-    p = np.where(n > 0, bdtrc(y - 1, n, q0), np.nan)
+
+    mu, rho, pi = honest_dispersion(y[ref], n[ref])
+    if rho > 1e-6:
+        scale = (1 - rho) / rho
+        p = betabinom_sf(y, n, mu * scale, (1 - mu) * scale)
+    else:  # no spread between the honest workers: the exact binomial
+        p = bdtrc(y - 1, n, mu)
+    # P(Y >= y); a worker without decisive answers on such pairs is not tested
+    p = np.where(n > 0, p, np.nan)
+    q0, flagged = np.full(len(workers), mu), (n > 0) & (p < alpha)
+    out["dominated_guessers"] = pi
     out["dominance_decisive"] = n
     out["dominated_preferred"] = y
     out["dominated_crowd_share"] = q0
+    out["dominated_dispersion"] = rho
     out["consistency_p"] = p
-    out["inconsistent"] = (n > 0) & (p < alpha)
+    out["inconsistent"] = flagged
     return out
 
 

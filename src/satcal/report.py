@@ -743,6 +743,8 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         context["model_check"] = {"summary": _table_html(summary), "table": _table_html(result.model_check)}
     workers = getattr(result, "workers", None)
     if workers is not None and len(workers):
+        from .quality import typed_workers
+        workers = typed_workers(workers)  # numbers as floats, so the float format reaches each
         if "too_fast" in workers.columns:
             context["screening"] = {"fast": int(workers["too_fast"].astype(str).eq("True").sum()),
                                     "side": int(workers["same_side"].astype(str).eq("True").sum())}

@@ -384,8 +384,9 @@ class QualitySection:
                                        required=False,
                                        comment="Workers who prefer the dominated list are excluded: among their decisive answers to pairs\n"
                                                "where one list's levels are at least the other's at every rank (traps naming a better list\n"
-                                               "count too), the dominated list named far more often than the other workers name it (exact\n"
-                                               "one-sided binomial test at this level; 0 excludes nobody).")
+                                               "count too), the dominated list named far more often than honest workers name it (a one-sided\n"
+                                               "beta-binomial test at this level, its spread fitted to the crowd, since honest workers\n"
+                                               "differ; 0 excludes nobody).")
     crowd_alpha: float = setting(0.01, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
                                  "Level of the rule that excludes workers answering as at random.",
                                  required=False,

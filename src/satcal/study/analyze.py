@@ -39,7 +39,9 @@ class Analyses:
         study = self.study_data()
         kwargs.setdefault("formulations", self.formulations())
         result = calibrate(study, **kwargs)
-        result.workers = self.table("workers.csv", required=False)
+        from ..quality import typed_workers
+        workers = self.table("workers.csv", required=False)
+        result.workers = typed_workers(workers) if workers is not None else None
         result.trap_report = self.table("traps_report.csv", required=False)
         result.meta["provenance"].update(
             judgments_sha256=sha256_file(self.path / self["study.judgments"]),
