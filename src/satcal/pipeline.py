@@ -61,8 +61,8 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     cores = resolve_jobs(None)
     with _second_process(cores > 1) as side:
         simulated = side.submit(_simulated_study, out, seed, min_per_cell, progress and cores == 1)
-        reliable = side.submit(_simulated_reliability, study.judgments, study.k, seed,
-                               out / "reliability" / "simulated-runs", progress and cores == 1)
+        reliable = side.submit(_simulated_reliability, study.judgments, study.k, seed, out / "reliability",
+                               progress and cores == 1)
         result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, sat_model="both",
                            n_jobs=cores)
         part1 = simulated.result()
@@ -77,8 +77,9 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
         # the figures are drawn in the second process while this one writes the tables and
         # the reliability part (matplotlib draws in one thread at a time: threads would queue)
         drawn = side.submit(write_figures, result, out / "ecir2015" / "figures")
-        rel = reliable.result().beside(result.bias)
-        rel_written = rel.save(out / "reliability")
+        rel, rel_written = reliable.result()
+        rel = rel.beside(result.bias)
+        rel_written.update(rel.save_beside(out / "reliability"))
         written = write_analysis(result, out / "ecir2015", drawn=drawn.result())
     best = rel.combined.sort_values("phi", ascending=False).iloc[0]
     echo(f"    most dependable on the simulated runs: {best.formulation} (Phi = {best.phi:.3f}); see "
@@ -223,9 +224,11 @@ def _simulated_study(out: Path, seed: int, min_per_cell: int, progress: bool) ->
             "true_least_biased_rank": rank_std, "b1_std_spearman": agreement, "spammers_caught": caught}
 
 
-def _simulated_reliability(judgments, k: int, seed: int, runs_dir: Path, progress: bool):
-    """Part 3 of the demo without its join with the calibration's bias: system-side reliability
-    of the 36 formulations (ideal-normalised) on 12 simulated runs, written to ``runs_dir``.
+def _simulated_reliability(judgments, k: int, seed: int, out_dir: Path, progress: bool):
+    """Part 3 of the demo but its join with the calibration's bias: system-side reliability of
+    the 36 formulations (ideal-normalised) on 12 simulated runs (written to
+    ``out_dir/simulated-runs``), saved into ``out_dir``. Returns the result and what it wrote
+    (:meth:`~satcal.reliability.ReliabilityResult.save`).
 
     Parameters
     ----------
@@ -235,16 +238,17 @@ def _simulated_reliability(judgments, k: int, seed: int, runs_dir: Path, progres
         The depth scored.
     seed : int
         Seed of the runs and of the replicates.
-    runs_dir : pathlib.Path
-        Where the simulated runs are written.
+    out_dir : pathlib.Path
+        The reliability's directory.
     progress : bool
         Show progress.
     """
     from .measures import study_formulations
     from .reliability import reliability_report, simulate_runs
-    runs = simulate_runs(judgments, n_systems=12, seed=seed, out_dir=runs_dir)
-    return reliability_report(runs, judgments, study_formulations(normalization="ideal"), k=k, seed=seed,
-                              progress=progress)
+    runs = simulate_runs(judgments, n_systems=12, seed=seed, out_dir=out_dir / "simulated-runs")
+    rel = reliability_report(runs, judgments, study_formulations(normalization="ideal"), k=k, seed=seed,
+                             progress=progress)
+    return rel, rel.save(out_dir)
 
 
 # ------------------------------------------------------------------------------------------

@@ -609,6 +609,33 @@ class ReliabilityResult(ResultTables):
             self.discrimination, on="formulation").merge(calibration_bias[keep], on="formulation", how="left")
         return replace(self, combined=combined)
 
+    def save_beside(self, out_dir) -> dict:
+        """Write what the calibration's bias adds (the ``user_vs_system`` table and figure) into
+        ``out_dir``, where :meth:`save` wrote the rest before the bias was beside it.
+
+        Parameters
+        ----------
+        out_dir : str or os.PathLike
+            The directory :meth:`save` wrote.
+
+        Returns
+        -------
+        dict of str to str
+            The figure's PNG under ``user_vs_system`` (as :meth:`save` gives it).
+
+        Raises
+        ------
+        SatcalError
+            There is no bias beside (see :meth:`beside`).
+        """
+        from ._results import write_table
+        from .fileio import save_figure
+        if self.combined is None:
+            raise SatcalError("no calibration bias beside this reliability: call beside(bias) first")
+        out = Path(out_dir)
+        write_table(self.combined, out / self.table_file("user_vs_system"))
+        return {"user_vs_system": str(save_figure(self._fig_combined(), out / self._file_stem("user_vs_system"))[0])}
+
     def figures(self) -> dict:
         """Dependability against topics, the ASL curves and, with a calibration, reliability
         against bias.
