@@ -80,7 +80,7 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
         rel, rel_written = reliable.result()
         rel = rel.beside(result.bias)
         rel_written.update(rel.save_beside(out / "reliability"))
-        written = write_analysis(result, out / "ecir2015", drawn=drawn.result())
+        written = write_analysis(result, out / "ecir2015", drawn=drawn.result)
     best = rel.combined.sort_values("phi", ascending=False).iloc[0]
     echo(f"    most dependable on the simulated runs: {best.formulation} (Phi = {best.phi:.3f}); see "
          f"{rel_written['user_vs_system']}")

@@ -652,10 +652,11 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
         Write the figures.
     report : bool, default True
         Write report.html.
-    drawn : dict or None, optional
+    drawn : dict, callable or None, optional
         What :func:`write_figures` returned for ``out_dir / "figures"`` when the figures were
-        drawn elsewhere (another process, while this one writes the tables); None draws them
-        here.
+        drawn elsewhere (another process), or a callable returning it (a future's ``result``:
+        called once the tables are written, so they are written while the figures are drawn);
+        None draws them here.
 
     Returns
     -------
@@ -679,6 +680,8 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
     if figures or report:
         if drawn is None:
             drawn = write_figures(result, out / "figures")
+        elif callable(drawn):
+            drawn = drawn()
         for name, (png, pdf) in drawn.items():
             pngs[name] = Path(png)
             written[f"{name}.png"], written[f"{name}.pdf"] = png, pdf
