@@ -166,6 +166,29 @@ def test_reliability_report_and_cli(web_collection, tmp_path, ecir_result):
     np.testing.assert_allclose(power.loc[by_hand.index], by_hand)
 
 
+def test_bias_put_beside_later_writes_the_same_files(web_collection, tmp_path, ecir_result):
+    """Saved without the bias and given it later (save, then beside and save_beside, as the demo
+    does while the calibration runs) gives the files of the one call with the bias, byte for
+    byte; the join is the gstudy's and discrimination's rows with the bias's b1-b3 by name."""
+    j, runs = web_collection
+    forms = study_formulations(normalization="minmax")[:5]
+    once = reliability_report(runs, j, forms, k=10, replicates=100, calibration_bias=ecir_result.bias)
+    once.save(tmp_path / "once")
+    alone = reliability_report(runs, j, forms, k=10, replicates=100)
+    assert alone.combined is None
+    alone.save(tmp_path / "later")
+    later = alone.beside(ecir_result.bias)
+    later.save_beside(tmp_path / "later")
+    files = sorted(p.name for p in (tmp_path / "once").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "later").iterdir()) and "user_vs_system.csv" in files
+    for name in files:
+        assert (tmp_path / "once" / name).read_bytes() == (tmp_path / "later" / name).read_bytes(), name
+    bias = ecir_result.bias.set_index("formulation")
+    row = later.combined.iloc[0]
+    assert row["b1"] == bias.loc[row["formulation"], "b1"]
+    assert row["phi"] == alone.gstudy.set_index("formulation").loc[row["formulation"], "phi"]
+
+
 def test_reliability_takes_the_calibrations_scale(ecir_result, ecir_study, tmp_path):
     """With --calibration, the system side is scored at the calibration's k, normalisation and
     negative policy (calibration.json); a contradicting option or a wider level scale is a

@@ -258,6 +258,25 @@ def test_per_replicate_weights_equal_one_replicate_at_a_time(rng):
         np.array([[1 / (1 + np.exp(-1)), np.exp(-1) / (1 + np.exp(-1))], [0.0, 1.0]]))
 
 
+def test_blocks_shared_among_processes_give_the_same_bits(rng):
+    """With n_jobs=2 the blocks of replicates go to two worker processes: every array is
+    bit for bit the one process's, with per-replicate weights (which models a block's mixture
+    keeps depends on its replicates: the blocks must be the same), and both are the first
+    implementation's to 1e-8."""
+    ref = np.round(rng.random((600, 3)), 2)
+    base = np.stack([_theta(-3, 6), _theta(-1, 2, 1, pi=0.5), _theta(-2, 3, 0.5, delta=0.6)])
+    reps = base + rng.normal(0, 0.1, (7, 3, 7))
+    w = rng.dirichlet([1.0, 1.0, 0.2], size=7)
+    w[2] = [1.0, 0.0, 0.0]                     # a block whose mixture keeps one model
+    one = standardised_indicators(reps, ref, w, centre=base, block=2, coefficients=True)
+    two = standardised_indicators(reps, ref, w, centre=base, block=2, coefficients=True, n_jobs=2)
+    assert set(one) == set(two) and all(np.array_equal(one[k], two[k], equal_nan=True) for k in one)
+    for b in range(7):
+        slow = _reference_indicators(reps[b:b + 1], ref, w[b], None, None)
+        for k, v in slow.items():
+            assert np.abs(two[k][b] - v[0]).max() < 1e-8, (k, b)
+
+
 def test_replicate_loglik_is_the_joint_likelihood_at_each_replicate(rng):
     """replicate_loglik equals minus the joint model's negative log-likelihood with each
     replicate's weights as counts, one replicate at a time."""

@@ -28,6 +28,12 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     Returns a summary with the ECIR analysis result, the simulated study's recovery check and
     a map of output labels to paths.
 
+    The three parts are independent but for the reliability's join with the ECIR bias, so on
+    more than one core they overlap: a second process runs the simulated study and then the
+    reliability (its progress is not shown) while this one runs the ECIR 2015 calibration and
+    its bootstrap workers; it then draws the ECIR figures while this one writes the tables.
+    Every output is the same as when the parts run one after the other (each is seeded).
+
     Parameters
     ----------
     out : pathlib.Path
@@ -48,12 +54,112 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
     dict
         ``result``, the recovery check and ``outputs`` (label to path).
     """
-    from .study import Study
-
     out = Path(out)
     study = load_ecir2015()
     echo(study.notice)
     echo("1/3 A simulated study on the embedded judgments")
+    cores = resolve_jobs(None)
+    with _second_process(cores > 1) as side:
+        simulated = side.submit(_simulated_study, out, seed, min_per_cell, progress and cores == 1)
+        reliable = side.submit(_simulated_reliability, study.judgments, study.k, seed, out / "reliability",
+                               progress and cores == 1)
+        result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, sat_model="both",
+                           n_jobs=cores)
+        part1 = simulated.result()
+        for line in part1.pop("lines"):
+            echo(line)
+        echo("2/3 The published ECIR 2015 answers")
+        echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "
+             f"{bootstrap} bootstrap replicates")
+        echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "
+             "has no system runs)")
+        from .report import write_analysis, write_figures
+        # the figures are drawn in the second process while this one writes the tables and
+        # the reliability part (matplotlib draws in one thread at a time: threads would queue)
+        drawn = side.submit(write_figures, result, out / "ecir2015" / "figures")
+        rel, rel_written = reliable.result()
+        rel = rel.beside(result.bias)
+        rel_written.update(rel.save_beside(out / "reliability"))
+        written = write_analysis(result, out / "ecir2015", drawn=drawn.result)
+    best = rel.combined.sort_values("phi", ascending=False).iloc[0]
+    echo(f"    most dependable on the simulated runs: {best.formulation} (Phi = {best.phi:.3f}); see "
+         f"{rel_written['user_vs_system']}")
+    outputs = {"ECIR 2015 report": written["report"],
+               "ECIR 2015 bias table": written["bias"],
+               "ECIR 2015 ANOVA": written["anova"],
+               "ECIR 2015 figures": str(Path(written["fig1_sat.png"]).parent),
+               **part1.pop("outputs"),
+               "reliability beside bias (simulated runs)": rel_written["user_vs_system"],
+               "reliability tables": str(out / "reliability")}
+    return {"result": result, "reliability": rel, **part1, "outputs": outputs}
+
+
+class _Inline:
+    """An executor that runs each task when it is submitted (one core: nothing to overlap)."""
+
+    def submit(self, func, *args):
+        """Run ``func(*args)`` now; a done future of its result (or its error).
+
+        Parameters
+        ----------
+        func : callable
+        *args
+            Its arguments.
+        """
+        from concurrent.futures import Future
+        done = Future()
+        try:
+            done.set_result(func(*args))
+        except BaseException as error:  # raised where the result is asked for, as a process's would be
+            done.set_exception(error)
+        return done
+
+
+@contextmanager
+def _second_process(parallel: bool):
+    """One worker process when ``parallel``, else :class:`_Inline`; shut down on exit (its task
+    killed when this one failed).
+
+    The process is loky's, as the bootstrap's are: started afresh, it does not run the main
+    script again (a caller's script needs no ``if __name__ == "__main__"`` guard).
+
+    Parameters
+    ----------
+    parallel : bool
+        Whether a second core is there to use.
+    """
+    if not parallel:
+        yield _Inline()
+        return
+    from joblib.externals.loky import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(max_workers=1)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, kill_workers=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _simulated_study(out: Path, seed: int, min_per_cell: int, progress: bool) -> dict:
+    """Part 1 of the demo: a study on the embedded judgments, simulated, ingested, analysed and
+    checked against the simulation's truth. Returns the lines it says (``lines``), its outputs
+    (``outputs``) and the recovery check (the keys of :func:`run_demo`'s summary).
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The demo's directory (the study goes in ``out/study``).
+    seed : int
+        Seed of every random step.
+    min_per_cell : int
+        Examples per cell.
+    progress : bool
+        Show progress.
+    """
+    from .study import Study
+    lines = []
+    echo = lines.append
     ws = Study.init(out / "study", ecir2015_file("judgments.tsv"), seed=seed, min_per_cell=min_per_cell,
                     platform="appen", force=True, values={"serve.completion_code": DEMO_COMPLETION_CODE})
     gen = ws.generate(force=True, progress=progress)
@@ -106,49 +212,43 @@ def run_demo(out: Path, seed: int = 2015, progress: bool = True,
          f"{f_true} ranks {rank} of {len(sim.ranking)} by bias. For these users the least b1_std "
          f"(from the simulated crowd itself) is {true_best}'s; the estimate ranks it {rank_std} of "
          f"{len(est_b1)}, and ranks the 36 by b1_std at Spearman {agreement:.2f} with the truth")
-
     echo(f"    try the hosted study on this batch: satcal serve {ws.path} (Prolific completion "
          f"code {DEMO_COMPLETION_CODE})")
-
-    echo("2/3 The published ECIR 2015 answers")
-    echo(f"    {len(study.examples)} examples, k = {study.k}, {study.n_levels} levels, 36 formulations, "
-         f"{bootstrap} bootstrap replicates")
-    result = calibrate(study, seed=seed, progress=progress, bootstrap=bootstrap, sat_model="both",
-                       n_jobs=resolve_jobs(None))
-    from concurrent.futures import ThreadPoolExecutor
-    from .report import write_analysis
-    # the report is written (figures drawn) while the reliability part computes; matplotlib
-    # draws in one thread at a time: the reliability figures wait for the report's
-    background = ThreadPoolExecutor(1)
-    written = background.submit(write_analysis, result, out / "ecir2015")
-    echo("3/3 System-side reliability beside user-side bias (SIMULATED runs: the embedded data "
-         "has no system runs)")
-    from .measures import study_formulations
-    from .reliability import reliability_report, simulate_runs
-    runs = simulate_runs(study.judgments, n_systems=12, seed=seed, out_dir=out / "reliability" / "simulated-runs")
-    rel = reliability_report(runs, study.judgments, study_formulations(normalization="ideal"), k=study.k,
-                             seed=seed, calibration_bias=result.bias, progress=progress)
-    written = written.result()
-    background.shutdown()
-    rel_written = rel.save(out / "reliability")
-    best = rel.combined.sort_values("phi", ascending=False).iloc[0]
-    echo(f"    most dependable on the simulated runs: {best.formulation} (Phi = {best.phi:.3f}); see "
-         f"{rel_written['user_vs_system']}")
-    outputs = {"ECIR 2015 report": written["report"],
-               "ECIR 2015 bias table": written["bias"],
-               "ECIR 2015 ANOVA": written["anova"],
-               "ECIR 2015 figures": str(Path(written["fig1_sat.png"]).parent),
-               "simulated study (workspace)": str(ws.path),
+    outputs = {"simulated study (workspace)": str(ws.path),
                "simulated study coverage map": str(ws.file("coverage.png")),
                "simulated study Appen batch": str(ws.path / "batches" / "appen"),
                "simulated study answers / workers": f"{ws.file('answers.csv')}, {ws.file('workers.csv')}",
-               "simulated study report": str(ws.path / "analysis" / "report.html"),
-               "reliability beside bias (simulated runs)": rel_written["user_vs_system"],
-               "reliability tables": str(out / "reliability")}
-    return {"result": result, "simulated": sim, "reliability": rel, "truth": truth, "band_coverage": inside,
-            "joint_band_coverage": inside_joint,
-            "truth_rank": rank, "true_least_biased": true_best, "true_least_biased_rank": rank_std,
-            "b1_std_spearman": agreement, "spammers_caught": caught, "outputs": outputs}
+               "simulated study report": str(ws.path / "analysis" / "report.html")}
+    return {"lines": lines, "outputs": outputs, "simulated": sim, "truth": truth, "band_coverage": inside,
+            "joint_band_coverage": inside_joint, "truth_rank": rank, "true_least_biased": true_best,
+            "true_least_biased_rank": rank_std, "b1_std_spearman": agreement, "spammers_caught": caught}
+
+
+def _simulated_reliability(judgments, k: int, seed: int, out_dir: Path, progress: bool):
+    """Part 3 of the demo but its join with the calibration's bias: system-side reliability of
+    the 36 formulations (ideal-normalised) on 12 simulated runs (written to
+    ``out_dir/simulated-runs``), saved into ``out_dir``. Returns the result and what it wrote
+    (:meth:`~satcal.reliability.ReliabilityResult.save`).
+
+    Parameters
+    ----------
+    judgments : satcal.judgments.Judgments
+        The embedded judgments.
+    k : int
+        The depth scored.
+    seed : int
+        Seed of the runs and of the replicates.
+    out_dir : pathlib.Path
+        The reliability's directory.
+    progress : bool
+        Show progress.
+    """
+    from .measures import study_formulations
+    from .reliability import reliability_report, simulate_runs
+    runs = simulate_runs(judgments, n_systems=12, seed=seed, out_dir=out_dir / "simulated-runs")
+    rel = reliability_report(runs, judgments, study_formulations(normalization="ideal"), k=k, seed=seed,
+                             progress=progress)
+    return rel, rel.save(out_dir)
 
 
 # ------------------------------------------------------------------------------------------

@@ -589,6 +589,53 @@ class ReliabilityResult(ResultTables):
             out["user_vs_system"] = self.combined
         return out
 
+    def beside(self, calibration_bias: pd.DataFrame) -> "ReliabilityResult":
+        """This result with a calibration's bias beside its reliability (:attr:`combined`);
+        the reliability itself does not depend on the calibration, so it can be computed while
+        the calibration runs (``satcal demo`` does).
+
+        Parameters
+        ----------
+        calibration_bias : pandas.DataFrame
+            A calibration's ``bias`` table (its ``b1``, ``b2``, ``b3`` are kept).
+
+        Returns
+        -------
+        ReliabilityResult
+        """
+        from dataclasses import replace
+        keep = [c for c in calibration_bias.columns if c in ("formulation", "b1", "b2", "b3")]
+        combined = self.gstudy[["formulation", "phi", "erho2", "topics_for_phi", "topics_for_erho2"]].merge(
+            self.discrimination, on="formulation").merge(calibration_bias[keep], on="formulation", how="left")
+        return replace(self, combined=combined)
+
+    def save_beside(self, out_dir) -> dict:
+        """Write what the calibration's bias adds (the ``user_vs_system`` table and figure) into
+        ``out_dir``, where :meth:`save` wrote the rest before the bias was beside it.
+
+        Parameters
+        ----------
+        out_dir : str or os.PathLike
+            The directory :meth:`save` wrote.
+
+        Returns
+        -------
+        dict of str to str
+            The figure's PNG under ``user_vs_system`` (as :meth:`save` gives it).
+
+        Raises
+        ------
+        SatcalError
+            There is no bias beside (see :meth:`beside`).
+        """
+        from ._results import write_table
+        from .fileio import save_figure
+        if self.combined is None:
+            raise SatcalError("no calibration bias beside this reliability: call beside(bias) first")
+        out = Path(out_dir)
+        write_table(self.combined, out / self.table_file("user_vs_system"))
+        return {"user_vs_system": str(save_figure(self._fig_combined(), out / self._file_stem("user_vs_system"))[0])}
+
     def figures(self) -> dict:
         """Dependability against topics, the ASL curves and, with a calibration, reliability
         against bias.
@@ -768,12 +815,7 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
                           "discriminative_power": float(asl["significant"].mean()) if len(asl) else np.nan})
         bv_frames.append(buckley_voorhees(x, seed=seed).assign(formulation=f.id))
         means[f.id] = x.mean(axis=1)
-    gst = pd.DataFrame(g_rows)
-    combined = None
-    if calibration_bias is not None:
-        keep = [c for c in calibration_bias.columns if c in ("formulation", "b1", "b2", "b3")]
-        combined = gst[["formulation", "phi", "erho2", "topics_for_phi", "topics_for_erho2"]].merge(
-            pd.DataFrame(disc_rows), on="formulation").merge(calibration_bias[keep], on="formulation", how="left")
-    return ReliabilityResult(gst, pd.concat(d_frames, ignore_index=True), pd.DataFrame(disc_rows),
-                             pd.concat(asl_frames, ignore_index=True), pd.concat(bv_frames, ignore_index=True),
-                             kendall_matrix(means), combined)
+    result = ReliabilityResult(pd.DataFrame(g_rows), pd.concat(d_frames, ignore_index=True),
+                               pd.DataFrame(disc_rows), pd.concat(asl_frames, ignore_index=True),
+                               pd.concat(bv_frames, ignore_index=True), kendall_matrix(means))
+    return result if calibration_bias is None else result.beside(calibration_bias)

@@ -12,8 +12,8 @@ from .measures import STUDY_DISCOUNTS, STUDY_GAINS
 from ._results import write_table
 from .fileio import atomic_write_text, gain_colour, panel_axes, save_figure as _save_figure
 
-__all__ = ["write_analysis", "figure_standardised", "figure_sat", "figure_sat_joint", "figure_pref", "figure_bias",
-           "figure_intervals", "render_report", "reading_guide"]
+__all__ = ["write_analysis", "write_figures", "figure_standardised", "figure_sat", "figure_sat_joint", "figure_pref",
+           "figure_bias", "figure_intervals", "render_report", "reading_guide"]
 
 FIGURES = ("fig1_sat", "fig2_pref", "fig3_bias")
 
@@ -690,7 +690,7 @@ _CAPTIONS = {"fig0_standardised": ("Figure 0. The standardised curves s*(phi) an
                                 "estimate; its bar is clipped at the estimate)")}
 
 
-def render_report(result, figure_paths: dict[str, Path]) -> str:
+def render_report(result, figure_paths: dict[str, Path], pairs: pd.DataFrame | None = None) -> str:
     """The HTML report: findings, figures and every table, self-contained (figures inline),
     from the autoescaping template ``templates/report.html``.
 
@@ -699,6 +699,9 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
     result : CalibrationResult
     figure_paths : dict of str to pathlib.Path
         The PNG of each figure, inlined.
+    pairs : pandas.DataFrame or None, optional
+        ``result.bootstrap.pairwise`` when the caller has it already (it takes a second to
+        compute); None computes it.
 
     Returns
     -------
@@ -735,7 +738,7 @@ def render_report(result, figure_paths: dict[str, Path]) -> str:
         "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
     }
     if result.bootstrap is not None:
-        pairs = result.bootstrap.pairwise
+        pairs = result.bootstrap.pairwise if pairs is None else pairs
         context["pairs"] = _table_html(_close_pairs(result, pairs))
         context["p_floor"] = 1 / result.bootstrap.replicates
     if not result.model_check.empty:
@@ -823,7 +826,36 @@ def _version() -> str:
     return __version__
 
 
-def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -> dict[str, str]:
+def write_figures(result, fig_dir) -> dict[str, tuple[str, str]]:
+    """Draw the analysis's figures and save each as PNG and PDF into ``fig_dir``.
+
+    Parameters
+    ----------
+    result : CalibrationResult
+    fig_dir : path-like
+        Created if missing.
+
+    Returns
+    -------
+    dict of str to (str, str)
+        The PNG and PDF of each figure, by name, in the report's order.
+    """
+    fig_dir = Path(fig_dir)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    makers = {}
+    if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "standardised").any():
+        makers["fig0_standardised"] = figure_standardised   # what the ranking leads with
+    makers["fig1_sat"] = figure_sat
+    if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "joint").any():
+        makers["fig1b_sat_joint"] = figure_sat_joint
+    makers.update(fig2_pref=figure_pref, fig3_bias=figure_bias)
+    if result.bootstrap is not None:
+        makers["fig4_intervals"] = figure_intervals
+    return {name: tuple(str(p) for p in _save_figure(make(result), fig_dir / name)) for name, make in makers.items()}
+
+
+def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
+                   drawn: dict | None = None) -> dict[str, str]:
     """Write the tables (CSV, through the one table writer), figures (PNG, PDF) and
     report.html into ``out_dir``.
 
@@ -836,6 +868,11 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
         Write the figures.
     report : bool, default True
         Write report.html.
+    drawn : dict, callable or None, optional
+        What :func:`write_figures` returned for ``out_dir / "figures"`` when the figures were
+        drawn elsewhere (another process), or a callable returning it (a future's ``result``:
+        called once the tables are written, so they are written while the figures are drawn);
+        None draws them here.
 
     Returns
     -------
@@ -845,7 +882,8 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
-    for name, table in result.tables().items():
+    tables = result.tables()
+    for name, table in tables.items():
         # a study's own ids reach these tables (workers, formulations): none may run as a
         # formula, which the one table writer of every result sees to
         written[name] = str(write_table(table, out / f"{name}.csv"))
@@ -856,23 +894,15 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True) -
         written["calibration"] = str(path)
     pngs: dict[str, Path] = {}
     if figures or report:
-        fig_dir = out / "figures"
-        fig_dir.mkdir(exist_ok=True)
-        makers = {}
-        if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "standardised").any():
-            makers["fig0_standardised"] = figure_standardised   # what the ranking leads with
-        makers["fig1_sat"] = figure_sat
-        if "sat_model" in result.curves.columns and (result.curves["sat_model"] == "joint").any():
-            makers["fig1b_sat_joint"] = figure_sat_joint
-        makers.update(fig2_pref=figure_pref, fig3_bias=figure_bias)
-        if result.bootstrap is not None:
-            makers["fig4_intervals"] = figure_intervals
-        for name, make in makers.items():
-            png, pdf = _save_figure(make(result), fig_dir / name)
-            pngs[name] = png
-            written[f"{name}.png"], written[f"{name}.pdf"] = str(png), str(pdf)
+        if drawn is None:
+            drawn = write_figures(result, out / "figures")
+        elif callable(drawn):
+            drawn = drawn()
+        for name, (png, pdf) in drawn.items():
+            pngs[name] = Path(png)
+            written[f"{name}.png"], written[f"{name}.pdf"] = png, pdf
     if report:
         path = out / "report.html"
-        atomic_write_text(path, render_report(result, pngs))
+        atomic_write_text(path, render_report(result, pngs, pairs=tables.get("bias_pairs")))
         written["report"] = str(path)
     return written

@@ -482,7 +482,8 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
             rep_weights = akaike_weights(result.bootstrap.joint["loglik"])
             reps = standardised_indicators(result.bootstrap.joint["thetas"], std["reference_phi"],
                                            rep_weights, ranges["sat_joint"], ranges["pref"],
-                                           centre=std["thetas"], coefficients=True)
+                                           centre=std["thetas"], coefficients=True, n_jobs=n_jobs,
+                                           backend=backend)
             result.bootstrap.joint["std_bands"] = _standardised_bands(
                 fcols["formulation"], reps.pop("beta_sat"), reps.pop("beta_pref"))
             result.bootstrap.joint["std_indicators"] = np.stack([reps[c] for c in STD_COLUMNS], axis=2)

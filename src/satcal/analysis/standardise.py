@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
+from .._threads import one_blas_thread
 from ..measures import score_lists
 from .core import GRID, bias_indicators, design, fit_logit_batch
 
@@ -521,7 +522,8 @@ def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) ->
 
 
 def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range=None,
-                            block: int | None = None, centre=None, coefficients: bool = False) -> dict:
+                            block: int | None = None, centre=None, coefficients: bool = False,
+                            n_jobs: int = 1, backend: str = "loky") -> dict:
     """b1_std, b2_std, b3_std of every formulation: arrays (F,) from the joint models'
     parameters (F, 7) on the fitting scale, or (B, F) from (B, F, 7) bootstrap replicates
     (``block`` replicates at a time, to bound memory; default: :data:`BLOCK_ROWS` values per
@@ -551,6 +553,12 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     coefficients : bool, default False
         Also return the curves' coefficients: ``beta_sat`` (s*_f) and ``beta_pref`` (P*_f),
         (..., F, 3), quadratic logits in phi and |dphi|.
+    n_jobs : int, default 1
+        Processes the blocks of replicates are shared among
+        (:func:`~satcal.analysis.bootstrap.parallel_map`); the blocks are the same whatever the
+        number, so are the results, bit for bit.
+    backend : str, default "loky"
+        As for :func:`~satcal.analysis.bootstrap.parallel_map`.
 
     Returns
     -------
@@ -570,16 +578,15 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     if block is None:
         width = max(std.sat.N, std.pref.values.size, std.sat.F * GRID.size, 1)
         block = max(1, BLOCK_ROWS // width)
-    parts = []
-    for i in range(0, th.shape[0], block):
-        b_sat, b_pref = std.coefficients(th[i:i + block], weights[i:i + block] if per_replicate
-                                         else weights, start)
-        p_sat, p_pref = expit(b_sat @ design(GRID).T), expit(b_pref @ design(GRID).T)
-        ind = bias_indicators(p_sat, p_pref, sat_range=sat_range, pref_range=pref_range)
-        part = {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
-        if coefficients:
-            part.update(beta_sat=b_sat, beta_pref=b_pref)
-        parts.append(part)
+    starts = range(0, th.shape[0], block)
+    if n_jobs == 1 or len(starts) == 1:
+        parts = [_block_indicators(std, th[i:i + block], weights[i:i + block] if per_replicate else weights,
+                                   start, sat_range, pref_range, coefficients) for i in starts]
+    else:  # one task a block: which models a block's mixture keeps depends on its replicates
+        from .bootstrap import parallel_map
+        parts = parallel_map(_block_indicators, [
+            (ref_phi, th[i:i + block], weights[i:i + block] if per_replicate else weights, start, sat_range,
+             pref_range, coefficients) for i in starts], n_jobs, backend)
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return {k: v[0] for k, v in out.items()} if single else out
 
@@ -613,3 +620,17 @@ def standardised_targets(thetas, ref_phi, weights) -> dict:
         ends = np.append(lay.starts, lay.values.size)
         out[name] = [(lay.values[a:b], lay.counts[a:b], y[a:b]) for a, b in zip(ends[:-1], ends[1:])]
     return out
+
+
+@one_blas_thread
+def _block_indicators(std, th, weights, start, sat_range, pref_range, coefficients) -> dict:
+    """b1_std-b3_std (and the coefficients) of one block of replicates; ``std`` is a
+    :class:`_Standardiser` or the reference scores to build it from (in a worker process)."""
+    std = std if isinstance(std, _Standardiser) else _Standardiser(std)
+    b_sat, b_pref = std.coefficients(th, weights, start)
+    p_sat, p_pref = expit(b_sat @ design(GRID).T), expit(b_pref @ design(GRID).T)
+    ind = bias_indicators(p_sat, p_pref, sat_range=sat_range, pref_range=pref_range)
+    part = {"b1_std": ind["b1"], "b2_std": ind["b2"], "b3_std": ind["b3"]}
+    if coefficients:
+        part.update(beta_sat=b_sat, beta_pref=b_pref)
+    return part
