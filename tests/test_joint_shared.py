@@ -42,7 +42,7 @@ def test_tau_zero_is_the_independent_model():
     th = THETA.copy()
     th[7] = 0.0
     np.testing.assert_allclose(shared_probabilities(th, pa, pb),
-                               joint_probabilities(th[:7], pa, pb), rtol=1e-14, atol=1e-16)
+                               joint_probabilities(th[:7], pa, pb), rtol=1e-14, atol=1e-15)
 
 
 def test_gradient_matches_finite_differences():
