@@ -1164,4 +1164,37 @@ def _implied_shared(theta, grid, nodes: int = 16, shared: int = SHARED_NODES) ->
                      + undecided * (1 - m["m_a"] - m["m_b"] + 2 * m["m_ab"]))
     if d.size == grid.size and np.array_equal(d, grid):
         return out
-    return CubicSpline(d, out, axis=1)(grid)
+    good = np.isfinite(out).all(axis=1)                  # a failed replicate stays NaN
+    full = np.full((out.shape[0], grid.size), np.nan)
+    if good.any():
+        full[good] = CubicSpline(d, out[good], axis=1)(grid)
+    return full
+
+
+def shared_curve_on(theta, grid, points: int = 101) -> np.ndarray:
+    """:func:`shared_curve` of parameter rows ``theta`` (B, 8) on a long ``grid``: exact at
+    ``points`` equally spaced values and a cubic spline between them (the curve is smooth), so
+    a bootstrap's B curves cost ``points`` evaluations each; NaN rows stay NaN.
+
+    Parameters
+    ----------
+    theta : numpy.ndarray, shape (B, 8)
+    grid : numpy.ndarray
+    points : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (B, len(grid))
+    """
+    from scipy.interpolate import CubicSpline
+    theta, grid = np.atleast_2d(np.asarray(theta, float)), np.asarray(grid, float)
+    out = np.full((theta.shape[0], grid.size), np.nan)
+    good = np.isfinite(theta).all(axis=1)
+    if not good.any():
+        return out
+    if grid.size <= points:
+        out[good] = shared_curve(theta[good], grid)
+        return out
+    x = np.linspace(grid.min(), grid.max(), points)
+    out[good] = CubicSpline(x, shared_curve(theta[good], x), axis=1)(grid)
+    return out

@@ -176,8 +176,12 @@ def _s(theta_b, phi):
     if ok.sum() <= SPLINE_POINTS or hi <= lo:
         return shared_curve(theta_b.reshape(-1, theta_b.shape[-1]), phi).reshape(eta.shape)
     x = np.linspace(lo, hi, SPLINE_POINTS)
-    knots = shared_curve(theta_b.reshape(-1, theta_b.shape[-1]), x)                   # (L, S)
-    return CubicSpline(x, knots, axis=1)(phi).reshape(eta.shape)
+    flat = theta_b.reshape(-1, theta_b.shape[-1])
+    good = np.isfinite(flat).all(axis=1)                 # a failed replicate stays NaN
+    out = np.full((flat.shape[0], phi.size), np.nan)
+    if good.any():
+        out[good] = CubicSpline(x, shared_curve(flat[good], x), axis=1)(phi)
+    return out.reshape(eta.shape)
 
 
 #: Scores are grouped to this many decimals before the standardised fits: the fractional
