@@ -10,9 +10,11 @@ historical perspective", Statistical Science 29(4)) removes that dependence:
 
 1. a *satisfaction model of lists* is fitted from all answers: S(list) = sum_g w_g s_g(phi_g(list)),
    the per-list curves s_g of the joint model mixed with Akaike weights
-   w_g = exp(l_g - max l) / sum exp(l - max l) (every joint model has the same 7 parameters, so
-   this is the log-likelihood; with thousands of answers the weight sits on the best-fitting
-   formulation);
+   w_g = exp(l_g - max l) / sum exp(l - max l) (every joint model has the same parameters, 8
+   for the shared-effect model the analysis fits, so this is the log-likelihood; with thousands
+   of answers the weight sits on the best-fitting formulation). A shared-effect model's s_g is
+   its population-averaged curve, and in a reference pair both lists share the effect (the
+   answer process integrated over v, as the model has it);
 2. a *reference population* of lists is drawn from the judgments alone (:func:`reference_lists`):
    for each query, lists whose level at each rank is drawn uniformly among the levels the
    query's pool still holds (then a document of that level, without replacement), so every
@@ -445,7 +447,7 @@ def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates (8: the shared-effect model).
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
@@ -476,7 +478,7 @@ def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) ->
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates (8: the shared-effect model).
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
@@ -513,7 +515,7 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates (8: the shared-effect model).
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
