@@ -365,7 +365,13 @@ def _pair_sides(thetas, x, y, weights):
         # products themselves for the independent model): the answer process is linear in them
         eta = lambda p: col(0) + col(1) * p + col(2) * p ** 2
         tau = th[:, 7] if th.shape[-1] > 7 else np.zeros(th.shape[0])
-        m = shared_moments(eta(x[:, g]), eta(y[:, g]), tau)
+        if np.any(tau):
+            # the quadrature on the distinct (phi_X, phi_Y) pairs only (many pairs repeat one)
+            pairs, inverse = np.unique(np.c_[x[:, g], y[:, g]], axis=0, return_inverse=True)
+            inverse = inverse.ravel()
+            m = {k: v[:, inverse] for k, v in shared_moments(eta(pairs[:, 0]), eta(pairs[:, 1]), tau).items()}
+        else:
+            m = shared_moments(eta(x[:, g]), eta(y[:, g]), tau)
         only_x, only_y = m["m_a"] - m["m_ab"], m["m_b"] - m["m_ab"]
         delta, lapse = expit(col(5)), 0.5 * expit(col(6))
         same = 1 - m["m_a"] - m["m_b"] + 2 * m["m_ab"]
