@@ -409,7 +409,7 @@ def test_std_replicates_refit_the_akaike_weights_per_replicate(judgments, pool):
     settle(study=...) decides on these replicates."""
     from satcal.analysis.adaptive import _replicate_rows, std_replicates
     from satcal.analysis.calibration import calibrate
-    from satcal.analysis.joint import _negloglik, bootstrap_thetas, fit_joint
+    from satcal.analysis.joint import _negloglik, bootstrap_thetas, fit_joint_shared
     from satcal.analysis.standardise import reference_scores, standardised_indicators
     rows = pool.iloc[:300].reset_index(drop=True)
     study = StudyData(_answers(rows, 4).examples, k=4, n_levels=4, judgments=judgments)
@@ -418,13 +418,16 @@ def test_std_replicates_refit_the_akaike_weights_per_replicate(judgments, pool):
     res = calibrate(study, FORMS, bootstrap=40, seed=3, model_check_folds=0, reference=ref,
                     standardised_intervals=True)
     est, fixed = std_replicates(res, study, refit_weights=False)
-    np.testing.assert_allclose(fixed, res.bootstrap.joint["std_indicators"][:, :, 0], atol=1e-9)
+    # two fitting paths of the same fractional logits (adaptive's _fit_grouped, standardise's
+    # _Layout); with the shared-effect joint model a few one-step replicates of this 300-answer
+    # study sit far out, where both stop at their tolerance a little apart (measured 2e-6)
+    np.testing.assert_allclose(fixed, res.bootstrap.joint["std_indicators"][:, :, 0], atol=1e-5)
     est, reps = std_replicates(res, study)
     np.testing.assert_allclose(est, res.bias["b1_std"].to_numpy(float))
     thetas = res.bootstrap.joint["thetas"]
     types, code, W = _replicate_rows(res, study, forms, thetas.shape[0])
-    for g in range(2):
-        fit = fit_joint(types.phi_a[:, g], types.phi_b[:, g], types.answers, types.counts)
+    for g in range(2):   # the calibration's joint model: the shared-effect one
+        fit = fit_joint_shared(types.phi_a[:, g], types.phi_b[:, g], types.answers, types.counts)
         again = bootstrap_thetas(fit, types.phi_a[:, g], types.phi_b[:, g], code, W)
         np.testing.assert_allclose(again, thetas[:, g], atol=1e-5)
     sat_range = res.meta["support"]["sat_joint"]
