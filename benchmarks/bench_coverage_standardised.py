@@ -12,7 +12,11 @@ mean bootstrap SE over the SD of the estimates across studies, the mean bias aga
 and the coverage of the 95% BC intervals (bias.csv's) and of percentile intervals of the same
 replicates (mean over formulations).
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_coverage_standardised.py [studies] [B] [answers]
+The joint model is calibrate's default, the shared-effect one (an effect both lists of an answer
+share, as these users' worker intercepts are); a fourth argument 0 fits the independent model
+(``calibrate(shared_effect=False)``), the one before issue 20's step 3.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_coverage_standardised.py [studies] [B] [answers] [shared]
 """
 import sys
 import time
@@ -48,7 +52,7 @@ def answers_of(pa, pb, u, rng):
     return out
 
 
-def main(n_studies=60, B=100, n_answers=1500):
+def main(n_studies=60, B=100, n_answers=1500, shared=1):
     st = load_ecir2015()
     ref = reference_scores(st.judgments, FORMS, st.k, st.n_levels, seed=0)
     true = oracle_std(ref, 0).to_numpy()                            # (F, 3)
@@ -65,7 +69,7 @@ def main(n_studies=60, B=100, n_answers=1500):
         r = calibrate(None, FORMS, phi_a=pa, phi_b=pb, answers=answers, worker_ids=workers,
                       example_ids=np.arange(n_answers), bootstrap=B, seed=s, sat_model="both",
                       indicator_range="full", model_check_folds=0, reference=ref,
-                      standardised_intervals=True)
+                      standardised_intervals=True, shared_effect=bool(shared))
         b = r.bias.set_index("formulation").loc[[f.id for f in FORMS]]
         reps = r.bootstrap.joint["std_indicators"]                  # (B, F, 3)
         est.append(b[list(COLS)].to_numpy())
@@ -78,7 +82,8 @@ def main(n_studies=60, B=100, n_answers=1500):
         if (s + 1) % 10 == 0:
             print(f"  {s + 1} studies, {time.perf_counter() - t0:.0f} s", flush=True)
     est, se, cover, cover_p = np.array(est), np.array(se), np.array(cover), np.array(cover_p)
-    print(f"\n{n_studies} studies of {n_answers} answers, 60 workers (resampled: "
+    print(f"\n{'shared-effect' if shared else 'independent'} joint model; "
+          f"{n_studies} studies of {n_answers} answers, 60 workers (resampled: "
           f"{r.meta['provenance']['resampling']}), B = {B}; {time.perf_counter() - t0:.0f} s")
     print(f"{'indicator':<10}{'SE ratio (min-max over formulations)':>38}{'bias (mean)':>14}{'BC coverage':>14}"
           f"{'percentile':>12}")

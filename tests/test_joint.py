@@ -79,10 +79,16 @@ def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_stud
         # b3_joint: the implied preference curve of the fitted parameters, from fits.csv's columns
         r = fit.iloc[0]
         theta = [r.beta0, r.beta1, r.beta2, r.joint_c0, r.joint_c1, logit(r.joint_delta),
-                 logit(2 * r.joint_lambda)]
+                 logit(2 * r.joint_lambda), r.joint_tau]
         from satcal.analysis.core import GRID
-        from satcal.analysis.joint import implied_preference
-        assert row["b3_joint"] == pytest.approx(np.mean(1 - implied_preference(np.array(theta), GRID)), abs=1e-6)
+        from satcal.analysis.joint import IMPLIED_POINTS, implied_preference
+        # the shared-effect model's curve evaluated exactly at every grid point (chunks small
+        # enough to need no spline), against the analysis's spline between 51 points
+        exact = np.concatenate([implied_preference(np.array(theta), GRID[i:i + IMPLIED_POINTS])
+                                for i in range(0, GRID.size, IMPLIED_POINTS)])
+        assert row["b3_joint"] == pytest.approx(np.mean(1 - exact), abs=1e-6)
+        # fits.csv's curve: beta at v = 0 averaged over v ~ N(0, tau^2) (p_sat, and curves.csv)
+        np.testing.assert_allclose(both.p_sat(f, c["x"].to_numpy(), model="joint"), c["p"], atol=1e-12)
         assert r["loglik"] == pytest.approx(-r["deviance"] / 2) and r["starts_agreeing"] >= 1
         assert isinstance(r["flags"], str)
     assert both.meta["provenance"]["sat_model"] == ["published", "joint"]
@@ -112,6 +118,13 @@ def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, 
     per_list = np.interp(joint.x, truth["p_sat_grid"], truth["p_sat_list"])
     assert np.mean((joint.lo <= per_list) & (per_list <= joint.hi)) >= 0.8
     fit = result.fits[(result.fits.formulation == f) & (result.fits.sat_model == "joint")].iloc[0]
+    # these users share no effect (heterogeneity 0): the shared model's tau is within two of
+    # its standard errors of 0, and the independent model (the true family here) recovers the
+    # lapse and delta (the shared model's extra parameter costs them precision at 700 answers)
+    assert fit["joint_tau"] - 2 * fit["joint_tau_se"] <= 0
+    indep = ws.analyze(force=True, bootstrap=0, model_check_folds=0, sat_model="both", shared_effect=False)
+    fit = indep.fits[(indep.fits.formulation == f) & (indep.fits.sat_model == "joint")].iloc[0]
+    assert "joint_tau" not in indep.fits.columns
     assert abs(fit["joint_lambda"] - 0.1) < 0.06 and abs(fit["joint_delta"] - 0.8) < 0.15
 
 

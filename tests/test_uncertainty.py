@@ -135,7 +135,7 @@ def test_calibrate_resamples_workers_and_examples_as_per_answer_refits_say(rng):
     """Replicate b of calibrate's bootstrap on a study with worker ids equals the per-answer
     fits with weights (worker draws x example draws) rebuilt from replicate b's own stream;
     the joint model's k-step replicates see the same weights."""
-    from satcal.analysis.joint import CODES, bootstrap_thetas, fit_joint
+    from satcal.analysis.joint import CODES, bootstrap_thetas, fit_joint_shared, shared_curve
     la, lb, pa, pb, answers, who, ex = _crowd(rng, examples=80)
     study = _study(la, lb, answers, who, ex)
     res = calibrate(study, ["lin-const"], bootstrap=6, seed=11, model_check_folds=0, sat_model="both")
@@ -162,10 +162,10 @@ def test_calibrate_resamples_workers_and_examples_as_per_answer_refits_say(rng):
     # joint model: the same weights, per distinct row (its fit, refitted here, agrees to ~1e-8)
     types = collapse_answers(pa, pb, answers)
     code = np.select([types.answers == c for c in CODES], range(len(CODES)), -1)
-    fit = fit_joint(types.phi_a[:, 0], types.phi_b[:, 0], types.answers, types.counts)
+    fit = fit_joint_shared(types.phi_a[:, 0], types.phi_b[:, 0], types.answers, types.counts)
     theta = bootstrap_thetas(fit, types.phi_a[:, 0], types.phi_b[:, 0], code,
                              np.bincount(types.inverse, weights=w, minlength=types.counts.size)[None])
-    curve = expit(design(GRID) @ theta[0, :3])
+    curve = shared_curve(theta[0], GRID)   # the shared-effect model's population-averaged s(phi)
     lo, hi = res.meta["support"]["sat_joint"][0]
     inside = (GRID >= lo - 1e-12) & (GRID <= hi + 1e-12)
     assert res.bootstrap.joint["indicators"][b, 0, 0] == pytest.approx(

@@ -208,7 +208,7 @@ def _simulated_study(out: Path, seed: int, min_per_cell: int, progress: bool) ->
          f"the same verdict; that estimand of {f_true} lies in its 95% band over {100 * inside:.0f}% of "
          f"[0, 1]. The joint model's s(phi) estimates the per-list satisfaction; the simulated users' "
          f"per-list curve lies in its band over {100 * inside_joint:.0f}% of [0, 1] (the simulation "
-         f"adds worker heterogeneity and position bias, which the joint model does not have). "
+         f"adds worker heterogeneity and position bias; the joint model has the heterogeneity only as an effect shared by an answer's two lists, and no position bias). "
          f"{f_true} ranks {rank} of {len(sim.ranking)} by bias. For these users the least b1_std "
          f"(from the simulated crowd itself) is {true_best}'s; the estimate ranks it {rank_std} of "
          f"{len(est_b1)}, and ranks the 36 by b1_std at Spearman {agreement:.2f} with the truth")

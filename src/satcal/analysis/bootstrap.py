@@ -579,7 +579,11 @@ def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=Non
     implied preference curve) per replicate."""
     from .joint import bootstrap_thetas, implied_preference, replicate_loglik
     thetas = bootstrap_thetas(fit, phi_a, phi_b, code, W)
-    curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
+    if thetas.shape[1] > 7:   # the shared-effect model: its population-averaged curve
+        from .joint import shared_curve_on
+        curves = shared_curve_on(thetas, GRID)
+    else:
+        curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
     ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
     return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1),
             "thetas": thetas, "loglik": replicate_loglik(thetas, phi_a, phi_b, code, W, fit=fit)}
@@ -621,7 +625,8 @@ def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], rep
     Returns
     -------
     dict
-        ``bands`` (by formulation), ``indicators`` (B, F, 3), ``thetas`` (B, F, 7),
+        ``bands`` (by formulation), ``indicators`` (B, F, 3), ``thetas`` (B, F, 7), or
+        (B, F, 8) for the shared-effect model,
         ``loglik`` (B, F), each replicate's log-likelihood at its own parameters (for the
         standardised estimator's per-replicate model weights), and ``estimates`` (F, 3), the
         full-sample b1, b2, b3.

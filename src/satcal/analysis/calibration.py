@@ -204,7 +204,9 @@ class CalibrationResult(ResultTables):
 
         Returns
         -------
-        ndarray of the same shape as ``phi``: expit(b0 + b1 phi + b2 phi^2) of ``fits.csv``.
+        ndarray of the same shape as ``phi``: expit(b0 + b1 phi + b2 phi^2) of ``fits.csv`` (for
+        the joint model with ``joint_tau`` > 0, its average over the shared effect,
+        :func:`~satcal.analysis.joint.shared_curve`).
         """
         from scipy.special import expit
         model = model or {"per_list": "joint", "standardised": "standardised"}.get(self.estimator, "published")
@@ -217,6 +219,11 @@ class CalibrationResult(ResultTables):
             raise SatcalError(f"no {model} satisfaction curve for {formulation!r}; this result has {known}")
         beta = rows[["beta0", "beta1", "beta2"]].to_numpy(float)[0]
         x = np.asarray(phi, float)
+        tau = float(rows["joint_tau"].iloc[0]) if "joint_tau" in rows.columns else np.nan
+        if model == "joint" and np.isfinite(tau) and tau > 0:
+            # the shared-effect model: beta is the curve at v = 0, s(phi) its average over v
+            from .joint import shared_curve
+            return shared_curve(np.r_[beta, np.zeros(4), tau], x.ravel()).reshape(x.shape)
         return expit(beta[0] + beta[1] * x + beta[2] * x * x)
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -255,7 +262,8 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
               bootstrap: int = 1000, seed: int = 2015, n_jobs: int = 1, backend: str = "loky",
               progress: bool = False, sat_model: str = "both",
               indicator_range: str = "data", worker_ids=None, example_ids=None,
-              reference=None, standardised_intervals: bool = True) -> CalibrationResult:
+              reference=None, standardised_intervals: bool = True,
+              shared_effect: bool = True) -> CalibrationResult:
     """Fit P(Sat|phi) and P(Pref|dphi) for every formulation; bias indicators and ANOVA.
 
     Parameters
@@ -326,6 +334,12 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         the whole reference population (a few seconds per 1,000 replicates of the 36
         formulations, whatever the number of answers); False skips that and leaves the
         standardised indicators without intervals.
+    shared_effect : bool, default True
+        The joint model with an answer-level effect v ~ N(0, tau^2) shared by both lists of an
+        answer (a worker's leniency; :func:`~satcal.analysis.joint.fit_joint_shared`): its
+        s(phi) is the population-averaged curve, and tau is in ``fits.csv`` (``joint_tau``).
+        False: the independent model (both lists satisfy independently given phi), which is the
+        shared model at tau = 0 (the shared fit is that one when no tau > 0 fits better).
 
     Returns
     -------
@@ -422,7 +436,11 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         meta["provenance"]["support"] = _support_record(fcols["formulation"], support, n_bins)
         ranges["sat_joint"] = support["sat_joint"] if indicator_range == "data" else None
         joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress,
-                                                                      ranges["sat_joint"], ranges["pref"])
+                                                                      ranges["sat_joint"], ranges["pref"],
+                                                                      shared_effect)
+        meta["provenance"]["joint_model"] = (
+            f"shared answer effect v ~ N(0, tau^2) on both lists' logits, {joint_models[0].nodes}-node "
+            "Gauss-Hermite" if shared_effect else "independent lists given phi (tau = 0)")
         fit_rows += joint_fits
         curve_frames += joint_curves
         bias = bias.assign(**b_joint)
@@ -596,11 +614,14 @@ def _list_support(types: AnswerTypes, j: int, n_bins: int) -> tuple:
     return supported_range(x, np.concatenate([types.counts, types.counts]), n_bins)
 
 
-def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_range=None, pref_range=None):
+def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_range=None, pref_range=None,
+                 shared_effect: bool = True):
     """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
-    many starts agreed and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
-    (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`)."""
-    from .joint import fit_joint, implied_preference
+    many starts agreed, tau and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
+    (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`).
+    ``shared_effect``: the shared-effect model (:func:`~satcal.analysis.joint.fit_joint_shared`,
+    the default), else the independent one (:func:`~satcal.analysis.joint.fit_joint`)."""
+    from .joint import fit_joint, fit_joint_shared, implied_preference
     fits, curves, b1, b2, b3, models = [], [], [], [], [], []
     iterator = range(len(fcols))
     if progress:
@@ -609,15 +630,20 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
     for j in iterator:
         ident = fcols.iloc[j].to_dict()
         fit = fit_joint(types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
+        if shared_effect:
+            fit = fit_joint_shared(types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts,
+                                   independent=fit)
         models.append(fit)
         p, lo, hi = fit.predict(GRID)
         se = np.sqrt(np.diag(fit.cov)[:3])
+        tau_se = float(np.sqrt(fit.cov[7, 7])) if fit.theta.size > 7 and fit.cov[7, 7] >= 0 else np.nan
         fits.append({**ident, "curve": "sat", "sat_model": "joint", "n": fit.n, "successes": np.nan,
                      "beta0": fit.beta[0], "beta1": fit.beta[1], "beta2": fit.beta[2],
                      "se0": se[0], "se1": se[1], "se2": se[2], "deviance": -2 * fit.loglik,
                      "aic": -2 * fit.loglik + 2 * fit.theta.size, "converged": fit.converged,
                      "monotone": bool(np.all(np.diff(p) >= -1e-12)),
                      **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
+                     **({"joint_tau_se": tau_se} if fit.theta.size > 7 else {}),
                      "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
                      "flags": "; ".join(fit.flags)})
         s_rng = None if sat_range is None else sat_range[j]

@@ -29,6 +29,15 @@ same replicates bootstrap the joint model too (:func:`bootstrap_thetas`, a k-ste
 from the best fit). With pi = 0 and lambda = 0 the model's both_* answers carry the published
 estimator's information, but the estimand differs: s(phi) is the per-list curve.
 
+The analysis fits the shared-effect extension (:func:`fit_joint_shared`, ``calibrate``'s
+default; ``calibrate(shared_effect=False)`` keeps the model above): both lists of an answer share
+an effect v ~ N(0, tau^2) on their logits (a worker's leniency, the answer's mood), so given phi
+their verdicts are positively correlated, as satcal's simulated crowd and real crowds make them;
+P(answer) is the model above integrated over v (Gauss-Hermite, :data:`SHARED_NODES` nodes), s(phi)
+is the population-averaged E_v expit(b0 + v + b1 phi + b2 phi^2), and tau = 0 is the model above
+(the fit is that one when no tau > 0 is better). On the ECIR 2015 answers tau is about 2 (1.4-2.1
+over the formulations) and the log-likelihood 66-112 above the independent model's.
+
 Indicators of the per-list model (``bias.csv``): b1_joint and b2_joint are b1 and b2 of s(phi);
 b3_joint = mean over |dphi| of 1 - P(d), P the preference curve the model implies for pairs
 (phi, phi + d) with phi uniform on [0, 1 - d] (:func:`implied_preference`): a fixed averaging,
@@ -37,6 +46,7 @@ so that, like s(phi), it does not depend on the study's design.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.special import expit, log_expit
@@ -44,8 +54,9 @@ from scipy.special import expit, log_expit
 from .._threads import one_blas_thread
 
 __all__ = ["JointFit", "fit_joint", "fit_flags", "joint_probabilities", "bootstrap_thetas",
-           "implied_preference", "PARAMETERS", "SharedFit", "fit_joint_shared",
-           "shared_probabilities", "shared_nodes", "shared_node_thetas"]
+           "implied_preference", "PARAMETERS", "SharedFit", "fit_joint_shared", "SHARED_PARAMETERS",
+           "shared_probabilities", "shared_nodes", "shared_node_thetas", "shared_moments",
+           "shared_curve", "shared_curve_on", "replicate_loglik"]
 
 PARAMETERS = ("b0", "b1", "b2", "c0", "c1", "delta", "lambda")
 #: Order of the answer codes in the probability matrix.
@@ -66,17 +77,20 @@ def _unpack(theta):
 def joint_probabilities(theta, phi_a, phi_b) -> np.ndarray:
     """(n, 4) probabilities of a_better, b_better, both_good, both_bad for each answer row.
 
-    ``theta`` is on the fitting scale: b0, b1, b2, c0, c1, logit(delta), logit(2 lambda).
+    ``theta`` is on the fitting scale: b0, b1, b2, c0, c1, logit(delta), logit(2 lambda), and
+    tau for the shared-effect model (8 parameters: :func:`shared_probabilities`).
 
     Parameters
     ----------
-    theta : array-like, shape (7,)
+    theta : array-like, shape (7,) or (8,)
     phi_a, phi_b : numpy.ndarray, shape (n,)
 
     Returns
     -------
     numpy.ndarray, shape (n, 4)
     """
+    if np.size(theta) == 8:
+        return shared_probabilities(theta, phi_a, phi_b)
     b, c0, c1, delta, lapse = _unpack(np.asarray(theta, float))
     phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
     s_a = expit(b[0] + b[1] * phi_a + b[2] * phi_a ** 2)
@@ -182,8 +196,8 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None"
 
     Parameters
     ----------
-    thetas : numpy.ndarray, shape (B, 7)
-        Replicate parameters (:func:`bootstrap_thetas`).
+    thetas : numpy.ndarray, shape (B, 7) or (B, 8)
+        Replicate parameters (:func:`bootstrap_thetas`); 8: the shared-effect model.
     phi_a, phi_b : numpy.ndarray, shape (n,)
     code : numpy.ndarray of int, shape (n,)
         Each row's answer, as its index in ``CODES``.
@@ -207,6 +221,14 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None"
         D = thetas - fit.theta
         gain = 0.5 * np.einsum("bi,ij,bj->b", D, np.linalg.pinv(cov), D)
         return weights @ np.log(np.maximum(p, _EPS)) + gain
+    if thetas.shape[1] == 8:   # the shared-effect model, one replicate at a time
+        nodes = getattr(fit, "nodes", SHARED_NODES)
+        out = np.full(len(thetas), np.nan)
+        for i, th in enumerate(thetas):
+            if np.isfinite(th).all():
+                p = _shared_rows(th, phi_a, phi_b, code, nodes, gradient=False)[0]
+                out[i] = weights[i] @ np.log(np.maximum(p, _EPS))
+        return out
     d = phi_a - phi_b
     is_a, is_b, is_good = code == 0, code == 1, code == 2
     out = np.full(len(thetas), np.nan)
@@ -246,8 +268,9 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
 
     Parameters
     ----------
-    fit : JointFit
-        The full-sample fit.
+    fit : JointFit or SharedFit
+        The full-sample fit (a :class:`SharedFit`: the 8 parameters, one step by the rows'
+        scores at the fit, :func:`_shared_bootstrap_thetas`).
     phi_a, phi_b : numpy.ndarray, shape (n,)
     code : numpy.ndarray of int, shape (n,)
         Each row's answer, as its index in ``CODES``.
@@ -258,7 +281,7 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
 
     Returns
     -------
-    numpy.ndarray, shape (B, 7)
+    numpy.ndarray, shape (B, 7), or (B, 8) for a :class:`SharedFit`
 
     References
     ----------
@@ -268,6 +291,8 @@ def bootstrap_thetas(fit: "JointFit", phi_a, phi_b, code, weights, steps: int = 
     weights = np.atleast_2d(weights)
     if not np.isfinite(fit.cov).all():
         return np.full((len(weights), fit.theta.size), np.nan)
+    if fit.theta.size == 8:
+        return _shared_bootstrap_thetas(fit, phi_a, phi_b, code, weights, steps)
     low, high = np.array(BOUNDS).T
     out = np.empty((len(weights), fit.theta.size))
     start_terms = _answer_terms(fit.theta[None, :], phi_a, phi_b, code)
@@ -478,13 +503,13 @@ def _free(theta) -> np.ndarray:
     return (theta > low + BOUND_TOL) & (theta < high - BOUND_TOL)
 
 
-def _maximum_check(grad, hess, free) -> list[str]:
+def _maximum_check(grad, hess, free, names=PARAMETERS) -> list[str]:
     """Why ``theta`` is not a local maximum (empty when it is one): a gradient of the negative
     log-likelihood away from 0 in a free parameter, or a negative curvature there."""
     out = []
     g = np.abs(grad[free])
     if g.size and g.max() > GRAD_TOL:
-        name = np.array(PARAMETERS)[free][int(np.argmax(g))]
+        name = np.array(names)[free][int(np.argmax(g))]
         out.append(f"not a maximum: the log-likelihood still changes along {name} "
                    f"(gradient {g.max():.3g})")
     h = (hess + hess.T)[np.ix_(free, free)] / 2
@@ -503,9 +528,12 @@ def fit_flags(theta, pi_observed) -> tuple[str, ...]:
     (above 0.999) at every observed |dphi|; delta at 1 or 0 (within 0.001); lambda at 0 (below
     0.001) or at its 0.5 cap (within 0.001); any other parameter at its box bound.
 
+    With the shared-effect model's eighth parameter: tau at 0 (the fit is the independent
+    model) or at its box bound.
+
     Parameters
     ----------
-    theta : array-like, shape (7,)
+    theta : array-like, shape (7,) or (8,)
     pi_observed : numpy.ndarray
 
     Returns
@@ -513,7 +541,10 @@ def fit_flags(theta, pi_observed) -> tuple[str, ...]:
     tuple of str
         Empty for a regular fit.
     """
-    b, c0, c1, delta, lapse = _unpack(np.asarray(theta, float))
+    theta = np.asarray(theta, float)
+    tau = theta[7] if theta.size > 7 else None
+    theta = theta[:7]
+    b, c0, c1, delta, lapse = _unpack(theta)
     out = []
     pi_observed = np.asarray(pi_observed, float)
     if pi_observed.size and pi_observed.max() < 1e-3:
@@ -534,6 +565,10 @@ def fit_flags(theta, pi_observed) -> tuple[str, ...]:
     at_bound[5:] = False   # delta and lambda: named on their own scale above
     for i in np.flatnonzero(at_bound):
         out.append(f"{PARAMETERS[i]} at its box bound {theta[i]:g}")
+    if tau is not None and tau <= TAU_BOUNDS[0] + BOUND_TOL:
+        out.append("tau at 0: no shared answer effect (the fit is the independent model)")
+    elif tau is not None and tau >= TAU_BOUNDS[1] - BOUND_TOL:
+        out.append(f"tau at its box bound {TAU_BOUNDS[1]:g}")
     return tuple(out)
 
 
@@ -554,7 +589,9 @@ def implied_preference(fit, grid, nodes: int = 16) -> np.ndarray:
     Parameters
     ----------
     fit : JointFit or array
-        A fit, or parameters on the fitting scale: (7,) or (B, 7) (bootstrap replicates).
+        A fit, or parameters on the fitting scale: (7,) or (B, 7) (bootstrap replicates); 8
+        parameters: the shared-effect model, both lists of a pair at the same v
+        (:func:`_implied_shared`).
     grid : array
         Values of |dphi| in [0, 1].
     nodes : int, default 16
@@ -568,6 +605,9 @@ def implied_preference(fit, grid, nodes: int = 16) -> np.ndarray:
     theta = np.asarray(fit.theta if isinstance(fit, JointFit) else fit, float)
     single = theta.ndim == 1
     theta = np.atleast_2d(theta)
+    if theta.shape[1] == 8:
+        out = _implied_shared(theta, np.asarray(grid, float), nodes)
+        return out[0] if single else out
     d = np.clip(np.asarray(grid, float), 0.0, 1.0)[None, :]
     u, w = np.polynomial.legendre.leggauss(nodes)
     points = list(zip((u + 1) / 2, w / 2))
@@ -648,26 +688,40 @@ def _covariance(hess: np.ndarray) -> np.ndarray:
     return cov if np.all(np.diag(cov)[:3] > 0) else np.full((size, size), np.nan)
 
 
-# --- A shared answer-level random effect (prototype; not yet an option of fit_joint) -------------
+# --- The shared answer-level random effect: the model the analysis fits ----------------------
 #
 # satcal's simulated crowd, like real ones, gives each worker an intercept u_w that both lists
 # of an answer share, so sat_A and sat_B are positively correlated within an answer and the
 # independence above misreads them (on the ECIR reference population, b2 of the standardised
 # curves is 0.008 too high at infinite sample size with u_w ~ N(0, 0.5^2):
-# benchmarks/bench_joint_shared_effect.py). The extension integrates the answer probabilities
-# over v ~ N(0, tau^2) shifting both logits; its s(phi) is the population-averaged curve
-# E_v expit(b0 + v + b1 phi + b2 phi^2).
+# benchmarks/bench_joint_shared_effect.py). The shared-effect model integrates the answer
+# probabilities over v ~ N(0, tau^2) shifting both logits; its s(phi) is the population-averaged
+# curve E_v expit(b0 + v + b1 phi + b2 phi^2). tau = 0 is the independent model above.
+#
+# Every answer probability is linear in s_A, s_B and s_A s_B (module docstring), so the
+# integral needs only three moments per answer row, m_A = E s_A, m_B = E s_B and
+# m_AB = E s_A s_B (and, for the gradient, their derivatives): the K nodes cost a few
+# element-wise passes over (K, rows) and the rest is per row.
 
-#: Gauss-Hermite nodes of the shared effect's integral.
-SHARED_NODES = 10
+#: The 8 parameters of the shared-effect model on the fitting scale.
+SHARED_PARAMETERS = PARAMETERS + ("tau",)
+#: Gauss-Hermite nodes of the shared effect's integral. On the ECIR 2015 answers tau is about 2,
+#: where 10 nodes miss the log-likelihood by up to 0.05 and 20 nodes by 0.003 (against 60);
+#: 24 nodes: see docs/benchmarks.md.
+SHARED_NODES = 24
+#: Nodes of the starts of :func:`fit_joint_shared` (the polish uses SHARED_NODES).
+START_NODES = 12
 #: Box of tau (the shared effect's standard deviation on the logit scale).
 TAU_BOUNDS = (0.0, 5.0)
 #: Starting values of tau: tau = 0 is a stationary point of the likelihood whatever the data (the
-#: score of tau vanishes there by the symmetry of v), so a fit started at 0 stays at 0.
-TAU_STARTS = (0.0, 0.3, 0.8, 1.5)
-#: Where the extra starts put logit(delta) and logit(2 lambda) that the independent fit left
-#: beyond it (see :func:`fit_joint_shared`).
+#: score of tau vanishes there by the symmetry of v), so a fit started at 0 stays at 0; the
+#: independent fit is the tau = 0 candidate and the starts are positive.
+TAU_STARTS = (0.3, 1.0, 2.0)
+#: Where the starts put logit(delta) and logit(2 lambda) that the independent fit left beyond it
+#: (see :func:`fit_joint_shared`).
 SATURATED = 3.0
+#: Box of the shared-effect model's fitting scale.
+SHARED_BOUNDS = BOUNDS + [TAU_BOUNDS]
 
 
 def shared_nodes(nodes: int = SHARED_NODES):
@@ -682,15 +736,23 @@ def shared_nodes(nodes: int = SHARED_NODES):
     -------
     z, w : numpy.ndarray, shape (nodes,)
     """
+    return _hermite(int(nodes))
+
+
+@lru_cache(maxsize=None)
+def _hermite(nodes: int):
+    """:func:`shared_nodes`, computed once per node count (read-only arrays)."""
     z, w = np.polynomial.hermite_e.hermegauss(nodes)
-    return z, w / w.sum()
+    w = w / w.sum()
+    z.flags.writeable = w.flags.writeable = False
+    return z, w
 
 
 def shared_node_thetas(theta, nodes: int = SHARED_NODES) -> np.ndarray:
     """The joint model's parameters at each node, (K, 7): ``theta`` (8,) is the 7 of
     :data:`PARAMETERS` (fitting scale) and tau; node k shifts b0 by tau z_k. Mixed with the
     weights of :func:`shared_nodes`, these K models are the shared-effect model (both lists of
-    one answer at the same node), which is how the standardised indicators read it.
+    one answer at the same node).
 
     Parameters
     ----------
@@ -706,6 +768,130 @@ def shared_node_thetas(theta, nodes: int = SHARED_NODES) -> np.ndarray:
     out = np.repeat(theta[None, :7], z.size, axis=0)
     out[:, 0] += theta[7] * z
     return out
+
+
+def shared_moments(eta_a, eta_b, tau, nodes: int = SHARED_NODES, gradient: bool = False):
+    """m_A = E expit(eta_A + v), m_B = E expit(eta_B + v) and m_AB = E expit(eta_A + v)
+    expit(eta_B + v) over v = tau Z, Z ~ N(0, 1) (one v for both lists), by Gauss-Hermite
+    quadrature; the arrays broadcast (``tau`` against their leading axes).
+
+    With ``gradient``, also e_A = dm_A/deta_A, e_B, f_A = dm_AB/deta_A, f_B = dm_AB/deta_B and
+    the derivatives in tau, dm_A/dtau, dm_B/dtau, dm_AB/dtau.
+
+    Parameters
+    ----------
+    eta_a, eta_b : numpy.ndarray
+        Both lists' linear predictors at v = 0.
+    tau : float or numpy.ndarray
+    nodes : int
+    gradient : bool
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        ``m_a``, ``m_b``, ``m_ab`` (and the derivatives above as ``e_a``, ``e_b``, ``f_a``,
+        ``f_b``, ``t_a``, ``t_b``, ``t_ab``).
+    """
+    eta_a, eta_b = np.asarray(eta_a, float), np.asarray(eta_b, float)
+    tau = np.asarray(tau, float)
+    z, w = shared_nodes(nodes)
+    keys = ("m_a", "m_b", "m_ab") + (("e_a", "e_b", "f_a", "f_b", "t_a", "t_b", "t_ab") if gradient else ())
+    shape = np.broadcast_shapes(eta_a.shape, eta_b.shape, tau.shape + (1,) * (eta_a.ndim - tau.ndim))
+    out = {k: np.zeros(shape) for k in keys}
+    tau = tau.reshape(tau.shape + (1,) * (len(shape) - tau.ndim))
+    if not np.any(tau):   # every node the same model: the independent one
+        z, w = np.zeros(1), np.ones(1)
+    if tau.size == 1 and z.size * int(np.prod(shape)) <= VECTOR_SIZE:
+        return _moments_at_once(np.broadcast_to(eta_a, shape).ravel(), np.broadcast_to(eta_b, shape).ravel(),
+                                float(tau.ravel()[0]), z, w, gradient, shape)
+    for zk, wk in zip(z, w):
+        s_a, s_b = expit(eta_a + tau * zk), expit(eta_b + tau * zk)
+        ab = s_a * s_b
+        out["m_a"] += wk * s_a
+        out["m_b"] += wk * s_b
+        out["m_ab"] += wk * ab
+        if gradient:
+            d_a, d_b = s_a * (1 - s_a), s_b * (1 - s_b)
+            da_b, a_db = d_a * s_b, s_a * d_b
+            out["e_a"] += wk * d_a
+            out["e_b"] += wk * d_b
+            out["f_a"] += wk * da_b
+            out["f_b"] += wk * a_db
+            out["t_a"] += (wk * zk) * d_a
+            out["t_b"] += (wk * zk) * d_b
+            out["t_ab"] += (wk * zk) * (da_b + a_db)
+    return out
+
+
+#: Node x row values below which :func:`shared_moments` works on all nodes at once.
+VECTOR_SIZE = 2 ** 20
+
+
+def _moments_at_once(eta_a, eta_b, tau, z, w, gradient, shape):
+    """:func:`shared_moments` for one tau, every node at once ((K, n) arrays, sums by products
+    with the weights)."""
+    shift = (tau * z)[:, None]
+    s_a, s_b = expit(eta_a + shift), expit(eta_b + shift)
+    ab = s_a * s_b
+    out = {"m_a": w @ s_a, "m_b": w @ s_b, "m_ab": w @ ab}
+    if gradient:
+        d_a = s_a - s_a * s_a
+        d_b = s_b - s_b * s_b
+        da_b, a_db = d_a * s_b, s_a * d_b
+        wz = w * z
+        out.update(e_a=w @ d_a, e_b=w @ d_b, f_a=w @ da_b, f_b=w @ a_db, t_a=wz @ d_a, t_b=wz @ d_b,
+                   t_ab=wz @ (da_b + a_db))
+    return {k: v.reshape(shape) for k, v in out.items()}
+
+
+def _shared_rows(theta, phi_a, phi_b, code, nodes: int = SHARED_NODES, gradient: bool = True):
+    """Each row's probability of its observed answer under the shared-effect model, (n,), and
+    its gradient in the 8 parameters, (n, 8).
+
+    The answer probability is A + B_A m_A + B_B m_B + G m_AB with per-row coefficients of the
+    answer, pi, the share to the higher list and the lapse (from the answer process of the
+    module docstring): a_better A = r, B_A = 1 - lambda - r, B_B = lambda - r, G = 2r - 1 with
+    r = pi t_A (t_A = delta, 1 - delta or 1/2 as phi_A is above, below or level with phi_B);
+    b_better the same with t_B and lambda, 1 - lambda swapped; both_good G = 1 - pi;
+    both_bad A = G = 1 - pi, B_A = B_B = -(1 - pi).
+    """
+    theta = np.asarray(theta, float)
+    b, c0, c1, delta, lapse = _unpack(theta[:7])
+    tau = theta[7] if theta.size > 7 else 0.0
+    eta_a = b[0] + b[1] * phi_a + b[2] * phi_a ** 2
+    eta_b = b[0] + b[1] * phi_b + b[2] * phi_b ** 2
+    m = shared_moments(eta_a, eta_b, tau, nodes, gradient)
+    d = phi_a - phi_b
+    ad = np.abs(d)
+    pi = expit(c0 + c1 * ad)
+    sgn = np.sign(d)
+    to_a = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
+    is_a, is_b, is_good, is_bad = (code == i for i in range(4))
+    t = np.where(is_a, to_a, 1 - to_a)       # the share to the preferred list (a or b answers)
+    r = pi * t
+    keep_a = np.where(is_a, 1 - lapse, lapse)  # coefficient of only_A in a preference answer
+    pref = is_a | is_b
+    A = np.where(pref, r, np.where(is_bad, 1 - pi, 0.0))
+    Ba = np.where(pref, keep_a - r, np.where(is_bad, -(1 - pi), 0.0))
+    Bb = np.where(pref, 1 - keep_a - r, np.where(is_bad, -(1 - pi), 0.0))
+    G = np.where(pref, 2 * r - 1, 1 - pi)
+    p = A + Ba * m["m_a"] + Bb * m["m_b"] + G * m["m_ab"]
+    if not gradient:
+        return p, None
+    da = Ba * m["e_a"] + G * m["f_a"]            # dp / deta_A
+    db = Bb * m["e_b"] + G * m["f_b"]
+    same = 1 - m["m_a"] - m["m_b"] + 2 * m["m_ab"]
+    dp_dpi = np.where(pref, t * same, np.where(is_good, -m["m_ab"],
+                                               -(1 - m["m_a"] - m["m_b"] + m["m_ab"])))
+    dpi = dp_dpi * pi * (1 - pi)
+    # d t / d logit(delta): +-delta(1 - delta) for the higher / lower list, 0 at a tie
+    dt = np.where(is_a, sgn, np.where(is_b, -sgn, 0.0)) * delta * (1 - delta)
+    only_a, only_b = m["m_a"] - m["m_ab"], m["m_b"] - m["m_ab"]
+    dlapse = np.where(is_a, only_b - only_a, np.where(is_b, only_a - only_b, 0.0)) * lapse * (1 - 2 * lapse)
+    grad = np.stack([da + db, da * phi_a + db * phi_b, da * phi_a ** 2 + db * phi_b ** 2,
+                     dpi, dpi * ad, pi * same * dt, dlapse,
+                     Ba * m["t_a"] + Bb * m["t_b"] + G * m["t_ab"]], axis=1)
+    return p, grad
 
 
 def shared_probabilities(theta, phi_a, phi_b, nodes: int = SHARED_NODES) -> np.ndarray:
@@ -727,81 +913,161 @@ def shared_probabilities(theta, phi_a, phi_b, nodes: int = SHARED_NODES) -> np.n
     -------
     numpy.ndarray, shape (n, 4)
     """
-    _, w = shared_nodes(nodes)
-    return sum(wk * joint_probabilities(t, phi_a, phi_b)
-               for wk, t in zip(w, shared_node_thetas(theta, nodes)))
+    phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
+    n = phi_a.size
+    rows = lambda c: _shared_rows(theta, phi_a, phi_b, np.full(n, c), nodes, gradient=False)[0]
+    return np.stack([rows(c) for c in range(4)], axis=1)
 
 
 def _shared_negloglik_and_gradient(theta, phi_a, phi_b, code, counts, nodes=SHARED_NODES):
-    """-sum_i c_i log P_i with P_i = sum_k w_k p_ik, and its gradient in the 8 parameters:
-    the gradient of :func:`_gradient` at node k under counts c_i w_k p_ik / P_i is node k's
-    share g_k (that function divides by p_ik), so d/dtheta = sum_k g_k and d/dtau =
-    sum_k z_k g_k[b0]."""
-    z, w = shared_nodes(nodes)
-    t = _answer_terms(shared_node_thetas(theta, nodes), phi_a, phi_b, code)     # p: (K, n)
-    P = w @ t["p"]
-    share = np.where(P > _EPS, w[:, None] * t["p"] / np.maximum(P, _EPS), 0.0)
-    g = _gradient(t, phi_a, phi_b, counts * share)                              # (K, 7)
-    return -float(np.sum(counts * np.log(np.maximum(P, _EPS)))), np.append(g.sum(0), z @ g[:, 0])
+    """-sum_i c_i log P_i and its gradient in the 8 parameters (:func:`_shared_rows`; checked
+    against finite differences and against scipy's adaptive quadrature in the tests)."""
+    p, grad = _shared_rows(theta, phi_a, phi_b, code, nodes)
+    weight = np.where(p > _EPS, counts / np.maximum(p, _EPS), 0.0)
+    return -float(np.sum(counts * np.log(np.maximum(p, _EPS)))), -(weight @ grad)
+
+
+def shared_curve(theta, x, nodes: int = SHARED_NODES, gradient: bool = False):
+    """The population-averaged satisfaction curve E_v expit(b0 + v + b1 x + b2 x^2),
+    v ~ N(0, tau^2); ``theta`` (8,) or (B, 8) gives (len(x),) or (B, len(x)); a 7-parameter
+    ``theta`` is the independent model's expit(b0 + b1 x + b2 x^2).
+
+    Parameters
+    ----------
+    theta : array-like, shape (8,) or (B, 8)
+    x : array-like of float
+    nodes : int
+    gradient : bool
+        Also the derivatives in b0, b1, b2, tau ((..., len(x), 4)), for the delta-method band.
+
+    Returns
+    -------
+    numpy.ndarray (and its gradient)
+    """
+    theta = np.asarray(theta, float)
+    single = theta.ndim == 1
+    th = np.atleast_2d(theta)
+    x = np.asarray(x, float)
+    eta = th[:, :1] + th[:, 1:2] * x + th[:, 2:3] * x ** 2
+    tau = th[:, 7] if th.shape[1] > 7 else np.zeros(len(th))
+    m = shared_moments(eta, eta, tau, nodes, gradient)
+    if not gradient:
+        return m["m_a"][0] if single else m["m_a"]
+    g = np.stack([m["e_a"], m["e_a"] * x, m["e_a"] * x ** 2, m["t_a"]], axis=-1)
+    return (m["m_a"][0], g[0]) if single else (m["m_a"], g)
 
 
 @dataclass
-class SharedFit:
-    """A fitted shared-effect joint model (:func:`fit_joint_shared`).
+class SharedFit(JointFit):
+    """A fitted shared-effect joint model (:func:`fit_joint_shared`): a :class:`JointFit` whose
+    ``theta`` has an eighth parameter, tau, and whose curve is population-averaged.
 
     Attributes
     ----------
-    theta : numpy.ndarray
-        (8,): b0, b1, b2, c0, c1, logit(delta), logit(2 lambda), tau.
-    loglik : float
-        Maximised log-likelihood.
-    independent : JointFit
+    independent : JointFit or None
         The tau = 0 fit (:func:`fit_joint`) it started from.
     ends : numpy.ndarray
         Log-likelihood at the end of each start (:func:`fit_joint_shared`).
     gradient : float
         Largest absolute gradient in a parameter not at its box bound, at the end.
-    converged : bool
-        Whether the best run reported convergence.
+    nodes : int
+        Gauss-Hermite nodes of the integral over v.
     """
 
-    theta: np.ndarray
-    loglik: float
-    independent: JointFit
-    ends: np.ndarray
-    gradient: float
-    converged: bool
+    independent: JointFit | None = None
+    ends: np.ndarray = None
+    gradient: float = 0.0
+    nodes: int = SHARED_NODES
 
     @property
     def tau(self) -> float:
         """The shared effect's standard deviation (logit scale)."""
         return float(self.theta[7])
 
-    def curve(self, x, nodes: int = SHARED_NODES) -> np.ndarray:
+    def params(self) -> dict:
+        """Parameters on their natural scale: b0-b2 (the curve of a user at v = 0), c0, c1,
+        delta, lambda, tau.
+
+        Returns
+        -------
+        dict of str to float
+        """
+        return {**JointFit(self.theta[:7], self.cov, self.n, self.converged, self.loglik).params(),
+                "tau": self.tau}
+
+    def curve(self, x, nodes: int | None = None) -> np.ndarray:
         """The population-averaged satisfaction curve E_v expit(b0 + v + b1 x + b2 x^2).
 
         Parameters
         ----------
         x : array-like of float
-        nodes : int
+        nodes : int, optional
+            Default: the fit's.
 
         Returns
         -------
         numpy.ndarray
         """
+        return shared_curve(self.theta, x, nodes or self.nodes)
+
+    def predict(self, x, z: float = 1.959963984540054):
+        """The population-averaged s(x) and its 95% band: logit s -/+ z se, se by the delta
+        method from the covariance of (b0, b1, b2, tau) (the independent model's band when
+        tau = 0).
+
+        Parameters
+        ----------
+        x : array-like of float
+        z : float
+            The normal quantile of the band (95%).
+
+        Returns
+        -------
+        s, lo, hi : numpy.ndarray
+        """
         x = np.asarray(x, float)
-        _, w = shared_nodes(nodes)
-        return sum(wk * expit(t[0] + t[1] * x + t[2] * x ** 2)
-                   for wk, t in zip(w, shared_node_thetas(self.theta, nodes)))
+        p, g = shared_curve(self.theta, x, self.nodes, gradient=True)
+        idx = [0, 1, 2, 7]
+        cov = self.cov[np.ix_(idx, idx)]
+        if not np.isfinite(cov).all():
+            return p, np.full_like(p, np.nan), np.full_like(p, np.nan)
+        var = np.maximum(np.einsum("ij,jk,ik->i", g, cov, g), 0)
+        pc = np.clip(p, 1e-300, 1 - 1e-16)
+        eta, se = np.log(pc / (1 - pc)), np.sqrt(var) / (pc * (1 - pc))
+        return p, expit(eta - z * se), expit(eta + z * se)
+
+
+def _shared_free(theta) -> np.ndarray:
+    """Parameters of the shared-effect model not at their box bound."""
+    low, high = np.array(SHARED_BOUNDS).T
+    return (theta > low + BOUND_TOL) & (theta < high - BOUND_TOL)
+
+
+def _gradient_hessian(fun, theta, args, step: float = 1e-5) -> np.ndarray:
+    """The Hessian of ``fun`` (value, gradient) by central differences of its analytic
+    gradient, symmetrised."""
+    hess = np.empty((theta.size, theta.size))
+    for i in range(theta.size):
+        e = np.zeros(theta.size)
+        e[i] = step
+        hess[i] = (fun(theta + e, *args)[1] - fun(theta - e, *args)[1]) / (2 * step)
+    return (hess + hess.T) / 2
 
 
 @one_blas_thread
-def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NODES) -> SharedFit:
-    """Maximum-likelihood fit of the shared-effect joint model (prototype, not wired into the
-    analysis): :func:`fit_joint`'s best fit, then L-BFGS-B (analytic gradient) on the 8
-    parameters from it with tau at each of :data:`TAU_STARTS`, and, when its delta or lambda is
-    beyond :data:`SATURATED` on the logit scale, from it with those pulled back to it and tau at
-    each positive start; the best end is kept.
+def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NODES,
+                     independent: JointFit | None = None) -> SharedFit:
+    """Maximum-likelihood fit of the shared-effect joint model (the joint model the analysis
+    fits, :mod:`satcal.analysis.calibration`).
+
+    :func:`fit_joint`'s best fit is the tau = 0 candidate. L-BFGS-B (analytic gradient) then runs
+    on the 8 parameters from it with tau at each of :data:`TAU_STARTS` and delta and lambda
+    pulled back to :data:`SATURATED` on the logit scale (at a boundary of the independent fit
+    their logits' gradient vanishes, so a start there keeps them there even when tau > 0 moves
+    the maximum inside); the best end is polished with tight tolerances and kept when it is
+    above the tau = 0 candidate (else the fit is the independent one, tau = 0). The covariance
+    is the inverse observed information (central differences of the analytic gradient), and the
+    fit is checked to be a maximum as :func:`fit_joint`'s is.
 
     Parameters
     ----------
@@ -810,6 +1076,8 @@ def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NOD
     counts : array-like, optional
     nodes : int
         Gauss-Hermite nodes of the integral over v.
+    independent : JointFit, optional
+        :func:`fit_joint` of the same rows, when the caller has it.
 
     Returns
     -------
@@ -825,27 +1093,122 @@ def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NOD
     phi_a, phi_b = np.asarray(phi_a, float), np.asarray(phi_b, float)
     answers = np.asarray(answers, dtype=object)
     counts = np.ones(answers.size) if counts is None else np.asarray(counts, float)
-    independent = fit_joint(phi_a, phi_b, answers, counts)
+    if independent is None:
+        independent = fit_joint(phi_a, phi_b, answers, counts)
     code = np.full(answers.size, -1)
     for i, c in enumerate(CODES):
         code[answers == c] = i
-    args = (*_collapse_rows(phi_a, phi_b, code, counts), nodes)
-    bounds = BOUNDS + [TAU_BOUNDS]
-    # delta or lambda at a boundary of the independent fit sit where their logit's gradient
-    # vanishes, so a start there keeps them there even when tau > 0 moves the maximum inside:
-    # each tau > 0 also starts with those logits pulled back to +-SATURATED
+    rows = _collapse_rows(phi_a, phi_b, code, counts)
+    args = (*rows, nodes)
     pulled = independent.theta.copy()
     pulled[5:7] = np.clip(pulled[5:7], -SATURATED, SATURATED)
-    starts = [np.append(independent.theta, tau) for tau in TAU_STARTS]
-    if not np.array_equal(pulled, independent.theta):
-        starts += [np.append(pulled, tau) for tau in TAU_STARTS if tau > 0]
-    runs = [minimize(_shared_negloglik_and_gradient, start, args=args, jac=True,
-                     method="L-BFGS-B", bounds=bounds,
-                     options={"maxiter": 3000, "ftol": 1e-14, "gtol": 1e-8})
-            for start in starts]
-    best = min(runs, key=lambda r: r.fun)
-    low, high = np.array(bounds).T
-    free = (best.x > low + BOUND_TOL) & (best.x < high - BOUND_TOL)
-    grad = _shared_negloglik_and_gradient(best.x, *args)[1]
-    return SharedFit(best.x, -float(best.fun), independent, -np.array([r.fun for r in runs]),
-                     float(np.abs(grad[free]).max()) if free.any() else 0.0, bool(best.success))
+    # the starts run on START_NODES nodes (where they end is all they decide), the polish on
+    # ``nodes``
+    runs = [minimize(_shared_negloglik_and_gradient, np.append(pulled, tau), args=(*rows, min(nodes, START_NODES)),
+                     jac=True, method="L-BFGS-B", bounds=SHARED_BOUNDS, options={"maxiter": 1000})
+            for tau in TAU_STARTS]
+    ends = np.array([-_shared_negloglik_and_gradient(r.x, *args)[0] for r in runs])
+    best = minimize(_shared_negloglik_and_gradient, runs[int(np.argmax(ends))].x, args=args,
+                    jac=True, method="L-BFGS-B", bounds=SHARED_BOUNDS,
+                    options={"maxiter": 3000, "ftol": 1e-14, "gtol": 1e-8})
+    ends[np.argmax(ends)] = max(ends.max(), -best.fun)
+    if -best.fun > independent.loglik:
+        theta, loglik, success = best.x, -float(best.fun), bool(best.success)
+    else:   # no shared effect beats the independent model: it is the fit, tau = 0
+        theta, loglik, success = np.append(independent.theta, 0.0), independent.loglik, independent.converged
+    ends = np.append(independent.loglik, ends)
+    grad = _shared_negloglik_and_gradient(theta, *args)[1]
+    hess = _gradient_hessian(_shared_negloglik_and_gradient, theta, args)
+    free = _shared_free(theta)
+    check = _maximum_check(grad, hess, free, SHARED_PARAMETERS)
+    pi = expit(theta[3] + theta[4] * np.abs(rows[0] - rows[1]))
+    fit = SharedFit(theta, _covariance(hess), int(counts.sum()), success and not check, loglik,
+                    int(np.sum(ends >= loglik - AGREE)), (), independent, ends,
+                    float(np.abs(grad[free]).max()) if free.any() else 0.0, nodes)
+    fit.flags = tuple(check) + fit_flags(theta, pi)
+    return fit
+
+
+def _shared_bootstrap_thetas(fit, phi_a, phi_b, code, weights, steps: int = 1) -> np.ndarray:
+    """:func:`bootstrap_thetas` of a :class:`SharedFit`. The gradient of replicate b's
+    log-likelihood at the fit is W_b' U, U (n, 8) the rows' scores d log p_i / d theta there
+    (:func:`_shared_rows`), so the first Newton step of every replicate is one product,
+    theta_b = theta_hat + V U' W_b; further steps re-evaluate each replicate at its own point."""
+    nodes = getattr(fit, "nodes", SHARED_NODES)
+    low, high = np.array(SHARED_BOUNDS).T
+    p, dp = _shared_rows(fit.theta, phi_a, phi_b, code, nodes)
+    scores = np.where(p > _EPS, 1 / np.maximum(p, _EPS), 0.0)[:, None] * dp
+    out = np.clip(fit.theta + (weights @ scores) @ fit.cov.T, low, high)
+    for _ in range(steps - 1):
+        for b, w in enumerate(weights):
+            grad = _shared_negloglik_and_gradient(out[b], phi_a, phi_b, code, w, nodes)[1]
+            out[b] = np.clip(out[b] - fit.cov @ grad, low, high)
+    return out
+
+
+#: Points of |dphi| at which :func:`_implied_shared` evaluates the shared-effect model's
+#: preference curve exactly; the grid between them is a cubic spline (the curve is smooth in d).
+IMPLIED_POINTS = 51
+
+
+def _implied_shared(theta, grid, nodes: int = 16, shared: int = SHARED_NODES) -> np.ndarray:
+    """:func:`implied_preference` of shared-effect parameters ``theta`` (R, 8): both lists of a
+    pair at the same v,
+
+        P(d) = mean_phi { (1 - lambda)(m_hi - m_hl) + lambda (m_lo - m_hl)
+                          + pi(d) delta (1 - m_hi - m_lo + 2 m_hl) },
+
+    m_hi = E_v s(phi + d), m_lo = E_v s(phi), m_hl = E_v s(phi + d) s(phi)
+    (:func:`shared_moments`), on :data:`IMPLIED_POINTS` values of d and a cubic spline between
+    them (within 1e-7 of the exact curve at every grid point in the tests)."""
+    from scipy.interpolate import CubicSpline
+    grid = np.clip(grid, 0.0, 1.0)
+    d = np.linspace(grid.min(), grid.max(), IMPLIED_POINTS) if grid.size > IMPLIED_POINTS else grid
+    u, w = np.polynomial.legendre.leggauss(nodes)
+    col = lambda i: theta[:, i:i + 1]
+    delta, lapse = expit(col(5)), 0.5 * expit(col(6))
+    undecided = expit(col(3) + col(4) * d[None, :]) * delta          # (R, D)
+    out = np.zeros((theta.shape[0], d.size))
+    eta = lambda x: col(0) + col(1) * x + col(2) * x ** 2
+    for uk, wk in zip((u + 1) / 2, w / 2):
+        lo = (1 - d[None, :]) * uk
+        m = shared_moments(eta(lo + d[None, :]), eta(lo), theta[:, 7], shared)
+        hi_only, lo_only = m["m_a"] - m["m_ab"], m["m_b"] - m["m_ab"]
+        out += wk * ((1 - lapse) * hi_only + lapse * lo_only
+                     + undecided * (1 - m["m_a"] - m["m_b"] + 2 * m["m_ab"]))
+    if d.size == grid.size and np.array_equal(d, grid):
+        return out
+    good = np.isfinite(out).all(axis=1)                  # a failed replicate stays NaN
+    full = np.full((out.shape[0], grid.size), np.nan)
+    if good.any():
+        full[good] = CubicSpline(d, out[good], axis=1)(grid)
+    return full
+
+
+def shared_curve_on(theta, grid, points: int = 101) -> np.ndarray:
+    """:func:`shared_curve` of parameter rows ``theta`` (B, 8) on a long ``grid``: exact at
+    ``points`` equally spaced values and a cubic spline between them (the curve is smooth), so
+    a bootstrap's B curves cost ``points`` evaluations each; NaN rows stay NaN.
+
+    Parameters
+    ----------
+    theta : numpy.ndarray, shape (B, 8)
+    grid : numpy.ndarray
+    points : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (B, len(grid))
+    """
+    from scipy.interpolate import CubicSpline
+    theta, grid = np.atleast_2d(np.asarray(theta, float)), np.asarray(grid, float)
+    out = np.full((theta.shape[0], grid.size), np.nan)
+    good = np.isfinite(theta).all(axis=1)
+    if not good.any():
+        return out
+    if grid.size <= points:
+        out[good] = shared_curve(theta[good], grid)
+        return out
+    x = np.linspace(grid.min(), grid.max(), points)
+    out[good] = CubicSpline(x, shared_curve(theta[good], x), axis=1)(grid)
+    return out

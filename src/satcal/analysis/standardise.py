@@ -10,9 +10,11 @@ historical perspective", Statistical Science 29(4)) removes that dependence:
 
 1. a *satisfaction model of lists* is fitted from all answers: S(list) = sum_g w_g s_g(phi_g(list)),
    the per-list curves s_g of the joint model mixed with Akaike weights
-   w_g = exp(l_g - max l) / sum exp(l - max l) (every joint model has the same 7 parameters, so
-   this is the log-likelihood; with thousands of answers the weight sits on the best-fitting
-   formulation);
+   w_g = exp(l_g - max l) / sum exp(l - max l) (every joint model has the same parameters, 8
+   for the shared-effect model the analysis fits, so this is the log-likelihood; with thousands
+   of answers the weight sits on the best-fitting formulation). A shared-effect model's s_g is
+   its population-averaged curve, and in a reference pair both lists share the effect (the
+   answer process integrated over v, as the model has it);
 2. a *reference population* of lists is drawn from the judgments alone (:func:`reference_lists`):
    for each query, lists whose level at each rank is drawn uniformly among the levels the
    query's pool still holds (then a document of that level, without replacement), so every
@@ -158,10 +160,37 @@ def akaike_weights(loglik) -> np.ndarray:
     return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
 
 
+#: Scores at which the shared-effect model's averaged curve is computed exactly before a cubic
+#: spline gives it at every reference list (:func:`_s`).
+SPLINE_POINTS = 257
+
+
 def _s(theta_b, phi):
-    """s(phi) = expit(b0 + b1 phi + b2 phi^2); ``theta_b`` (..., 3+), ``phi`` (N,) -> (..., N)."""
-    b = np.asarray(theta_b)[..., :3, None]
-    return expit(b[..., 0, :] + b[..., 1, :] * phi + b[..., 2, :] * phi ** 2)
+    """s(phi) = expit(b0 + b1 phi + b2 phi^2); ``theta_b`` (..., 3+), ``phi`` (N,) -> (..., N).
+    With 8 parameters (the shared-effect model) the population-averaged E_v expit(... + v),
+    v ~ N(0, tau^2) (:func:`satcal.analysis.joint.shared_moments`)."""
+    theta_b = np.asarray(theta_b)
+    b = theta_b[..., :3, None]
+    eta = b[..., 0, :] + b[..., 1, :] * phi + b[..., 2, :] * phi ** 2
+    if theta_b.shape[-1] < 8 or not np.any(theta_b[..., 7]):
+        return expit(eta)
+    from scipy.interpolate import CubicSpline
+    from .joint import shared_curve
+    # the averaged curve is smooth in phi: exact on SPLINE_POINTS scores, a cubic spline between
+    # (within 1e-7 of the exact values in the tests), so the quadrature's cost does not grow
+    # with the reference population
+    phi = np.asarray(phi, float)
+    ok = np.isfinite(phi)
+    lo, hi = (float(phi[ok].min()), float(phi[ok].max())) if ok.any() else (0.0, 1.0)
+    if ok.sum() <= SPLINE_POINTS or hi <= lo:
+        return shared_curve(theta_b.reshape(-1, theta_b.shape[-1]), phi).reshape(eta.shape)
+    x = np.linspace(lo, hi, SPLINE_POINTS)
+    flat = theta_b.reshape(-1, theta_b.shape[-1])
+    good = np.isfinite(flat).all(axis=1)                 # a failed replicate stays NaN
+    out = np.full((flat.shape[0], phi.size), np.nan)
+    if good.any():
+        out[good] = CubicSpline(x, shared_curve(flat[good], x), axis=1)(phi)
+    return out.reshape(eta.shape)
 
 
 #: Scores are grouped to this many decimals before the standardised fits: the fractional
@@ -353,22 +382,32 @@ def _pair_sides(thetas, x, y, weights):
     reference pair and that it prefers the second (:func:`_agreement` before it is read per
     formulation: which list is the higher-phi_f one is all that depends on f)."""
     from .core import TIE_TOLERANCE
+    from .joint import shared_moments
     to_x_all, to_y_all = 0.0, 0.0
     keep, w = _active(weights)
     for k, g in enumerate(keep):
         wg = w[:, k, None]
         th = thetas[:, g, :]
-        s_x, s_y = _s(th, x[:, g]), _s(th, y[:, g])
         d_g = np.where(np.abs(x[:, g] - y[:, g]) < TIE_TOLERANCE, 0.0, x[:, g] - y[:, g])
         col = lambda i: th[:, i, None]
+        # E s_X, E s_Y and E s_X s_Y over the shared effect (both lists at the same v; the
+        # products themselves for the independent model): the answer process is linear in them
+        eta = lambda p: col(0) + col(1) * p + col(2) * p ** 2
+        tau = th[:, 7] if th.shape[-1] > 7 else np.zeros(th.shape[0])
+        if np.any(tau):
+            # the quadrature on the distinct (phi_X, phi_Y) pairs only (many pairs repeat one)
+            pairs, inverse = np.unique(np.c_[x[:, g], y[:, g]], axis=0, return_inverse=True)
+            inverse = inverse.ravel()
+            m = {k: v[:, inverse] for k, v in shared_moments(eta(pairs[:, 0]), eta(pairs[:, 1]), tau).items()}
+        else:
+            m = shared_moments(eta(x[:, g]), eta(y[:, g]), tau)
+        only_x, only_y = m["m_a"] - m["m_ab"], m["m_b"] - m["m_ab"]
         delta, lapse = expit(col(5)), 0.5 * expit(col(6))
-        same = s_x * s_y + (1 - s_x) * (1 - s_y)
+        same = 1 - m["m_a"] - m["m_b"] + 2 * m["m_ab"]
         pi = expit(col(3) + col(4) * np.abs(d_g))
         to_x = np.where(d_g > 0, delta, np.where(d_g < 0, 1 - delta, 0.5))
-        to_x_all = to_x_all + wg * (s_x * (1 - s_y) * (1 - lapse) + s_y * (1 - s_x) * lapse
-                                    + same * pi * to_x)
-        to_y_all = to_y_all + wg * (s_y * (1 - s_x) * (1 - lapse) + s_x * (1 - s_y) * lapse
-                                    + same * pi * (1 - to_x))
+        to_x_all = to_x_all + wg * (only_x * (1 - lapse) + only_y * lapse + same * pi * to_x)
+        to_y_all = to_y_all + wg * (only_y * (1 - lapse) + only_x * lapse + same * pi * (1 - to_x))
     return to_x_all, to_y_all
 
 
@@ -468,7 +507,7 @@ def standardised_curves(thetas, ref_phi, weights, grid=GRID, groups=None):
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates (8: the shared-effect model).
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
@@ -499,7 +538,7 @@ def standardised_preference(thetas, ref_phi, weights, grid=GRID, groups=None) ->
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates (8: the shared-effect model).
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
@@ -537,7 +576,7 @@ def standardised_indicators(thetas, ref_phi, weights, sat_range=None, pref_range
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters, (F, 7), or (B, F, 7) replicates.
+        Joint-model parameters, (F, 7), or (B, F, 7) replicates (8: the shared-effect model).
     ref_phi : numpy.ndarray
         Reference lists' scores, (N, F).
     weights : array_like
