@@ -68,21 +68,29 @@ def _independent(result):
     joint = result.fits[(result.fits.sat_model == "joint") & (result.fits.curve == "sat")].set_index("formulation")
     forms = list(result.bias.formulation)
     X = lambda x: np.stack([np.ones_like(x), x, x ** 2], axis=1)
-    s_of = lambda g, phi: expit(X(phi) @ joint.loc[forms[g], ["beta0", "beta1", "beta2"]].to_numpy(float))
-    S = sum(w[g] * s_of(g, ref[:, g]) for g in range(len(forms)))
+    # the shared-effect joint model: beta at v = 0, both lists of a pair at the same v ~ N(0, tau^2),
+    # integrated by Gauss-Hermite on the package's number of nodes (the quadrature's own error
+    # would otherwise show at the 1e-6 this test reads)
+    from satcal.analysis.joint import SHARED_NODES
+    z, wz = np.polynomial.hermite_e.hermegauss(SHARED_NODES)
+    wz = wz / wz.sum()
+    s_of = lambda g, phi, v=0.0: expit(X(phi) @ joint.loc[forms[g], ["beta0", "beta1", "beta2"]].to_numpy(float) + v)
+    tau = lambda g: float(joint.loc[forms[g]].get("joint_tau", 0.0) or 0.0)
+    S = sum(w[g] * sum(wk * s_of(g, ref[:, g], tau(g) * zk) for zk, wk in zip(z, wz)) for g in range(len(forms)))
     x, y = ref[0::2], ref[1::2]
     to_x, to_y = np.zeros(len(x)), np.zeros(len(x))
     for g in range(len(forms)):
         row = joint.loc[forms[g]]
-        sx, sy = s_of(g, x[:, g]), s_of(g, y[:, g])
         d = x[:, g] - y[:, g]
         d = np.where(np.abs(d) < TIE_TOLERANCE, 0.0, d)
         pi = expit(row.joint_c0 + row.joint_c1 * np.abs(d))
         lam, delta = row.joint_lambda, row.joint_delta
         t = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
-        same = sx * sy + (1 - sx) * (1 - sy)
-        to_x += w[g] * (sx * (1 - sy) * (1 - lam) + sy * (1 - sx) * lam + same * pi * t)
-        to_y += w[g] * (sy * (1 - sx) * (1 - lam) + sx * (1 - sy) * lam + same * pi * (1 - t))
+        for zk, wk in zip(z, wz):
+            sx, sy = s_of(g, x[:, g], tau(g) * zk), s_of(g, y[:, g], tau(g) * zk)
+            same = sx * sy + (1 - sx) * (1 - sy)
+            to_x += w[g] * wk * (sx * (1 - sy) * (1 - lam) + sy * (1 - sx) * lam + same * pi * t)
+            to_y += w[g] * wk * (sy * (1 - sx) * (1 - lam) + sx * (1 - sy) * lam + same * pi * (1 - t))
     out = {}
     for j, f in enumerate(forms):
         phi = np.round(ref[:, j], 3)
