@@ -202,7 +202,17 @@ def test_p_sat_reads_the_lead_curve_of_fits(ecir_study):
     for model in ("standardised", "joint", "published"):
         b = fits.loc[("exp2-log2", "sat", model), ["beta0", "beta1", "beta2"]].to_numpy(float)
         x = np.array([0.0, 0.3, 1.0])
-        np.testing.assert_allclose(r.p_sat("exp2-log2", x, model), expit(b[0] + b[1] * x + b[2] * x ** 2), rtol=1e-12)
+        tau = float(fits.loc[("exp2-log2", "sat", model)].get("joint_tau", np.nan))
+        if model == "joint" and tau > 0:
+            # the shared-effect model's curve averages over v ~ N(0, tau^2): integrated by quad
+            from scipy.integrate import quad
+            from scipy.stats import norm
+            want = [quad(lambda v: expit(b[0] + v + b[1] * xi + b[2] * xi ** 2) * norm.pdf(v, 0, tau),
+                         -12 * tau, 12 * tau, epsabs=1e-12)[0] for xi in x]
+            np.testing.assert_allclose(r.p_sat("exp2-log2", x, model), want, rtol=1e-5)
+        else:
+            np.testing.assert_allclose(r.p_sat("exp2-log2", x, model), expit(b[0] + b[1] * x + b[2] * x ** 2),
+                                       rtol=1e-12)
     assert r.estimator == "standardised"
     np.testing.assert_allclose(r.p_sat("exp2-log2", 0.3), r.p_sat("exp2-log2", 0.3, "standardised"))
     with pytest.raises(Exception, match="no standardised satisfaction curve for 'nope'"):
