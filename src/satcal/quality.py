@@ -144,8 +144,10 @@ def _chance(answers: pd.DataFrame) -> np.ndarray:
     separated by ``;``), 1/4 where the expected answers are not given."""
     if "expected" not in answers.columns:
         return np.full(len(answers), 1 / N_ANSWER_CODES)
-    codes, distinct = pd.factorize(answers["expected"].fillna("").astype(str), use_na_sentinel=False)
-    counts = np.array([sum(1 for x in str(v).replace("|", ";").split(";") if x.strip()) for v in distinct], dtype=int)
+    # factorised as given, each distinct value read as text once (not a text copy of the column)
+    codes, distinct = pd.factorize(answers["expected"], use_na_sentinel=False)
+    counts = np.array([0 if pd.isna(v) else sum(1 for x in str(v).replace("|", ";").split(";") if x.strip())
+                       for v in distinct], dtype=int)
     n = counts[codes] if len(distinct) else np.zeros(len(answers), dtype=int)  # once per distinct value
     return np.where(n > 0, np.minimum(n, N_ANSWER_CODES) / N_ANSWER_CODES, 1 / N_ANSWER_CODES)
 
@@ -191,6 +193,13 @@ WORKER_NUMBER_COLUMNS = ("answers", "examples_answered", "traps_seen", "traps_co
                          "attention_failed", "ds_accuracy")
 WORKER_FLAG_COLUMNS = ("excluded", "straight_lining", "inconsistent", "random_like", "too_fast", "same_side",
                        "simulated")
+
+
+def _worker_codes(answers: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
+    """Each answer's worker as an integer code in sorted order, and the workers in that order
+    (the index a groupby on ``worker_id`` gives): factorised once for all the rules."""
+    who, names = pd.factorize(answers["worker_id"], sort=True)
+    return who, pd.Index(names, name="worker_id")
 
 
 def typed_workers(workers: pd.DataFrame) -> pd.DataFrame:
@@ -282,20 +291,25 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     if "trust" not in a.columns:
         a["trust"] = np.nan
     a["evidence"] = np.where(a["trap_counted"], trap_evidence(a["trap_correct"], _chance(a), threshold), 0.0)
-    g = a.groupby("worker_id", sort=True)
-    size = g.size()
+    # group sums by integer worker codes (factorised once for every rule below), not by strings
+    codes = _worker_codes(a)
+    who, workers = codes
+    m = len(workers)
+    size = np.bincount(who, minlength=m)
     trust = pd.to_numeric(a["trust"], errors="coerce")
     table = pd.DataFrame({
         "answers": size,
-        "examples_answered": (size - g["is_trap"].sum()).astype(int),
-        "traps_seen": g["trap_counted"].sum().astype(int),
-        "traps_correct": g["trap_correct"].sum().astype(int),
+        "examples_answered": size - np.bincount(who[a["is_trap"].to_numpy()], minlength=m),
+        "traps_seen": np.bincount(who[a["trap_counted"].to_numpy()], minlength=m),
+        "traps_correct": np.bincount(who[a["trap_correct"].to_numpy()], minlength=m),
         # a platform's trust where it gives one (a mean per worker); none at all is the usual case
-        "platform_trust": (g["trust"].apply(lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
-                                            if pd.to_numeric(s, errors="coerce").notna().any() else np.nan)
-                           if trust.notna().any() else pd.Series(np.nan, index=size.index)),
-        "chance_evidence": g["evidence"].sum(),
-    })
+        "platform_trust": (a.groupby("worker_id", sort=True)["trust"].apply(
+            lambda s: pd.to_numeric(s, errors="coerce").dropna().mean()
+            if pd.to_numeric(s, errors="coerce").notna().any() else np.nan).to_numpy(dtype=float)
+                           if trust.notna().any() else np.full(m, np.nan)),
+        # pandas' grouped sum (compensated), as before, keyed by the codes: the same bits
+        "chance_evidence": pd.Series(a["evidence"].to_numpy(dtype=float)).groupby(who).sum().to_numpy(),
+    }, index=workers)
     # no counted trap: no evidence computed (NaN, not a likelihood ratio of 1)
     table["chance_evidence"] = table["chance_evidence"].where(table["traps_seen"] > 0)
     enough = table["traps_seen"] >= max(min_traps, 1)
@@ -328,7 +342,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         else:
             reasons.append("")
     table["reason"] = reasons
-    table = table.join(straight_lining(a, straight_alpha))
+    table = table.join(_straight_lining(a, codes, straight_alpha))
     lined = table["straight_lining"] & ~table["excluded"]
     table.loc[lined, "reason"] = [
         f"straight-lining: answered {code} in {share:.0%} of {n} answers, the other workers {crowd:.0%} "
@@ -337,7 +351,7 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
                                             table.loc[lined, "answers"], table.loc[lined, "crowd_share"],
                                             table.loc[lined, "straight_lining_p"])]
     table["excluded"] = table["excluded"] | table["straight_lining"]
-    table = table.join(judgment_consistency(a, consistency_alpha, reference=~table["excluded"]))
+    table = table.join(_judgment_consistency(a, codes, consistency_alpha, reference=~table["excluded"]))
     against = table["inconsistent"] & ~table["excluded"]
     level = CONSISTENCY_ALPHA if consistency_alpha is None else consistency_alpha
     table.loc[against, "reason"] = [
@@ -346,14 +360,14 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
         for y, n, q, p in zip(table.loc[against, "dominated_preferred"], table.loc[against, "dominance_decisive"],
                               table.loc[against, "dominated_crowd_share"], table.loc[against, "consistency_p"])]
     table["excluded"] = table["excluded"] | table["inconsistent"]
-    table = table.join(crowd_likelihood(a, crowd_alpha, reference=~table["excluded"]))
+    table = table.join(_crowd_likelihood(a, codes, crowd_alpha, reference=~table["excluded"]))
     random_like = table["random_like"] & ~table["excluded"]
     table.loc[random_like, "reason"] = [
         f"answers likelier at random than like the other workers: likelihood ratio {np.exp(e):.3g} "
         f"over {n} answers (>= 1/{CROWD_ALPHA if crowd_alpha is None else crowd_alpha:g})"
         for e, n in zip(table.loc[random_like, "random_evidence"], table.loc[random_like, "crowd_answers"])]
     table["excluded"] = table["excluded"] | table["random_like"]
-    return table.join(screening(a, screen_seconds, screen_same_side)).reset_index()
+    return table.join(_screening(a, codes, screen_seconds, screen_same_side)).reset_index()
 
 
 def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = STRAIGHT_SHARE,
@@ -387,9 +401,13 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
         ``top_answer, top_answer_share, crowd_share, straight_lining_p, straight_lining``,
         indexed by ``worker_id``.
     """
-    from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
+    return _straight_lining(answers, _worker_codes(answers), alpha, share, min_answers)
+
+
+def _straight_lining(answers, codes, alpha=None, share=STRAIGHT_SHARE, min_answers=STRAIGHT_MIN_ANSWERS):
+    """:func:`straight_lining` with the workers' codes (:func:`_worker_codes`) given."""
     alpha = STRAIGHT_ALPHA if alpha is None else float(alpha)
-    workers = pd.Index(sorted(answers["worker_id"].unique()), name="worker_id")
+    who_all, workers = codes
     out = pd.DataFrame(index=workers, columns=["top_answer", "top_answer_share", "crowd_share",
                                                "straight_lining_p"], dtype=object)
     out["straight_lining"] = False
@@ -404,8 +422,7 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
     given = code >= 0
     if not given.any():
         return out
-    who_all, who_names = pd.factorize(answers["worker_id"], sort=True)
-    who = workers.get_indexer(who_names)[who_all[given]]
+    who = who_all[given]
     code = code[given]
     table = np.bincount(who * len(names) + code, minlength=len(workers) * len(names)).reshape(len(workers), len(names))
     n = table.sum(axis=1)
@@ -417,6 +434,7 @@ def straight_lining(answers: pd.DataFrame, alpha: float = None, share: float = S
         p0 = np.where(others > 0, (totals[top] - x) / np.maximum(others, 1), np.nan)
         own = np.where(n > 0, x / np.maximum(n, 1), np.nan)
     # P(X >= x) = sf(x - 1); fewer than min_answers answers of others give no crowd rate to test against
+    from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
     p = np.where(others >= max(min_answers, 1),
                  np.minimum(1.0, N_ANSWER_CODES * bdtrc(x - 1, n, np.nan_to_num(p0))), np.nan)
     out["top_answer"] = np.where(n > 0, np.asarray(names, dtype=object)[top], "")
@@ -568,8 +586,6 @@ def honest_dispersion(y, n) -> tuple[float, float, float]:
 
     McLachlan, G. J. and Peel, D. (2000). Finite Mixture Models. Wiley, New York.
     """
-    from scipy.optimize import minimize
-    from scipy.special import gammaln, logsumexp
     y, n = np.asarray(y, np.int64), np.asarray(n, np.int64)
     keep = n > 0
     if not keep.any():
@@ -580,6 +596,8 @@ def honest_dispersion(y, n) -> tuple[float, float, float]:
     pooled = (total_y + 1) / (total_n + 2)
     if nn.max() < 2:  # one answer each: no spread to measure (and no guesser to tell apart)
         return pooled, 0.0, 0.0
+    from scipy.optimize import minimize  # only with counts to fit (0.14 s of imports)
+    from scipy.special import gammaln, logsumexp
     binomial = gammaln(nn + 1) - gammaln(yy + 1) - gammaln(nn - yy + 1)  # log C(n, y)
     guess = binomial + nn * np.log(0.5)
 
@@ -653,10 +671,13 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     by regarding the probability of success as variable between the sets of trials. Journal of
     the Royal Statistical Society B 10(2), 257-261.
     """
-    from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
+    return _judgment_consistency(answers, _worker_codes(answers), alpha, reference)
+
+
+def _judgment_consistency(answers, codes, alpha=None, reference=None):
+    """:func:`judgment_consistency` with the workers' codes (:func:`_worker_codes`) given."""
     alpha = CONSISTENCY_ALPHA if alpha is None else float(alpha)
-    who, names = pd.factorize(answers["worker_id"], sort=True)  # codes in sorted order: the index
-    workers = pd.Index(names, name="worker_id")
+    who, workers = codes  # codes in sorted order: the index
     out = pd.DataFrame(index=workers)
     out["dominance_decisive"] = 0
     out["dominated_preferred"] = 0
@@ -683,6 +704,7 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
         scale = (1 - rho) / rho
         p = betabinom_sf(y, n, mu * scale, (1 - mu) * scale)
     else:  # no spread between the honest workers: the exact binomial
+        from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
         p = bdtrc(y - 1, n, mu)
     # P(Y >= y); a worker without decisive answers on such pairs is not tested
     p = np.where(n > 0, p, np.nan)
@@ -740,9 +762,13 @@ def crowd_likelihood(answers: pd.DataFrame, alpha: float = None, reference=None)
 
     Ville, J. (1939). Étude critique de la notion de collectif. Gauthier-Villars, Paris.
     """
+    return _crowd_likelihood(answers, _worker_codes(answers), alpha, reference)
+
+
+def _crowd_likelihood(answers, codes, alpha=None, reference=None):
+    """:func:`crowd_likelihood` with the workers' codes (:func:`_worker_codes`) given."""
     alpha = CROWD_ALPHA if alpha is None else float(alpha)
-    who, names = pd.factorize(answers["worker_id"], sort=True)
-    workers = pd.Index(names, name="worker_id")
+    who, workers = codes
     out = pd.DataFrame(index=workers)
     out["crowd_answers"] = 0
     out["random_evidence"] = 0.0
@@ -792,18 +818,25 @@ def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = N
     pandas.DataFrame
         Indexed by ``worker_id``.
     """
+    return _screening(answers, _worker_codes(answers), seconds, same_side)
+
+
+def _screening(answers, codes, seconds=None, same_side=None):
+    """:func:`screening` with the workers' codes (:func:`_worker_codes`) given: grouped by the
+    integer codes (in the workers' sorted order), not by the id strings."""
     seconds = SCREEN_SECONDS if seconds is None else seconds
     same_side = SCREEN_SAME_SIDE if same_side is None else same_side
-    a = answers
-    workers = pd.Index(sorted(a["worker_id"].unique()), name="worker_id")
+    who, workers = codes
+    a = answers.assign(worker_id=who)
     out = pd.DataFrame(index=workers)
+    everyone = pd.RangeIndex(len(workers))
     if "seconds" in a.columns and pd.to_numeric(a["seconds"], errors="coerce").notna().any():
         timed = a.assign(seconds=pd.to_numeric(a["seconds"], errors="coerce")).dropna(subset=["seconds"])
         # the answers of one page share its time: count each page once
         page_keys = ["worker_id", "seconds"] + (["submitted_at"] if "submitted_at" in timed.columns else [])
         pages = timed.groupby(page_keys, as_index=False).size()
         per = pages.groupby("worker_id").agg(seconds=("seconds", "sum"), items=("size", "sum"))
-        out["seconds_per_answer"] = (per["seconds"] / per["items"]).reindex(workers)
+        out["seconds_per_answer"] = (per["seconds"] / per["items"]).reindex(everyone).to_numpy()
     else:
         out["seconds_per_answer"] = np.nan
     out["too_fast"] = out["seconds_per_answer"] < seconds
@@ -814,16 +847,19 @@ def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = N
                          floor=seconds + pd.to_numeric(a["reading_seconds"], errors="coerce").fillna(0.0))
         timed = timed.dropna(subset=["seconds"])
         floor = timed.groupby("worker_id")["floor"].sum()
-        out["reading_floor_per_answer"] = (floor / timed.groupby("worker_id").size()).reindex(workers)
+        out["reading_floor_per_answer"] = (floor / timed.groupby("worker_id").size()).reindex(everyone).to_numpy()
         out["too_fast"] = out["seconds_per_answer"] < out["reading_floor_per_answer"]
     if "answer_shown" in a.columns:
-        shown = a["answer_shown"].astype(str)
-        g = pd.DataFrame({"worker_id": a["worker_id"], "first": shown == "a_better",
-                          "second": shown == "b_better"}).groupby("worker_id")
-        n = g.size()
-        share = np.maximum(g["first"].mean(), g["second"].mean())
-        out["same_side_share"] = share.reindex(workers)
-        out["same_side"] = ((share >= same_side) & (n >= SCREEN_MIN_ANSWERS)).reindex(workers).fillna(False)
+        # once per distinct shown code, spread by the codes; counts by bincount over the workers
+        code, distinct = pd.factorize(answers["answer_shown"])  # missing -> -1: neither side
+        first = np.asarray([str(v) == "a_better" for v in distinct] + [False])[code]
+        second = np.asarray([str(v) == "b_better" for v in distinct] + [False])[code]
+        n = np.bincount(who, minlength=len(workers))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.maximum(np.bincount(who[first], minlength=len(workers)) / n,
+                               np.bincount(who[second], minlength=len(workers)) / n)
+        out["same_side_share"] = share
+        out["same_side"] = (share >= same_side) & (n >= SCREEN_MIN_ANSWERS)
     else:
         out["same_side_share"] = np.nan
         out["same_side"] = False
