@@ -236,13 +236,20 @@ class GeneratorSection:
                                         "placed by the generator and are calibrated on the lists the examples hold.")
 
 
+def _trap_count(v) -> bool:
+    return v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+
+
 @_help_as_attributes
 @dataclass(frozen=True)
 class TrapsSection:
     """``[traps]``: examples with a known answer, built or read."""
 
-    count: int = setting(20, int, lambda v: v >= 0, "an integer >= 0", "Traps built from the judgments.",
-                         comment="Built from the judgments, expected answers spread evenly over the four codes ...")
+    count: object = setting("auto", (int, str), _trap_count, 'an integer >= 0 or "auto"',
+                            'Traps built from the judgments, or "auto": as many as quality.trap_power needs.',
+                            comment='Built from the judgments, expected answers spread evenly over the four codes; "auto": as\n'
+                                    "many as a worker must meet for the traps alone to exclude a random answerer with\n"
+                                    "probability quality.trap_power (from the traps' chance acceptance rates) ...")
     file: str = setting("", help="A CSV of traps to read instead.",
                         comment="... or read from a CSV with query, a1..a<k>, b1..b<k>, expected (codes separated by ';').")
 

@@ -49,8 +49,7 @@ class DesignStages:
                                   "generated traps table; rename your traps file (e.g. my-traps.csv)")
             traps = read_traps(self.path / self["traps.file"], judgments, self.k, levels=self["study.levels"])
         else:
-            traps = build_traps(judgments, self.k, self["traps.count"], seed=stream_seed(self.seed, "traps"),
-                                levels=self["study.levels"])
+            traps = self._build_traps(judgments)
         result = generate(judgments, design, progress=progress)
         if self["design.adaptive"]:  # adaptive: the examples are the candidate pool waves draw from
             from ..adaptive_study import adopt_pool
@@ -73,10 +72,32 @@ class DesignStages:
                                      "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
                         outputs=outputs)
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
-        rule = trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"], self["quality.min_traps"])
+        # min_traps is the traps a participant meets only in the hosted study
+        hosted = self["presentation.platform"] == "serve"
+        rule = trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"],
+                         self["quality.min_traps"] if hosted else 0)
         result.traps_built += "\n" + rule[0]
         _warn_traps(rule, self.path)
         return result
+
+    def _build_traps(self, judgments) -> pd.DataFrame:
+        """traps.csv built from the judgments: ``traps.count`` of them, or with "auto" as many as
+        :func:`satcal.quality.traps_needed` asks for the chance rates of the traps built (which
+        depend on the count: built again until the count covers what its traps need)."""
+        from ..quality import _chance, traps_needed
+        from ..traps import build_traps
+        build = lambda n: build_traps(judgments, self.k, n, seed=stream_seed(self.seed, "traps"),  # noqa: E731
+                                      levels=self["study.levels"])
+        count = self["traps.count"]
+        if count != "auto":
+            return build(count)
+        n, traps = 20, build(20)
+        for _ in range(4):  # the chance rates settle within a few rounds (the kinds' shares are fixed)
+            needed = traps_needed(_chance(traps), self["quality.trust_threshold"], self["quality.trap_power"])
+            if needed is None or needed <= n:
+                break
+            n, traps = needed, build(needed)
+        return traps
 
     def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False,
                next_batch: bool = False):
@@ -151,7 +172,7 @@ class DesignStages:
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
         _warn_traps(trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"],
-                              self["quality.min_traps"]), self.path, always=True)
+                              self["quality.min_traps"] if plat.name == "serve" else 0), self.path, always=True)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
