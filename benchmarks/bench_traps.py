@@ -113,7 +113,7 @@ CASES_EXAMPLES = (("-2..4", 99, "-2..4, level 4 rare (Web)", ("random",)),
 def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_alpha: float = None,
          crowd_alpha: float = None):
     warnings.simplefilter("ignore")
-    print(f"Toloka shape: every worker answers all 20 traps; k = 10; {len(SEEDS)} seeds ({SEEDS.start}-{SEEDS.stop - 1}) x 60 workers (15% spammers); "
+    print(f"Toloka shape: every worker answers all the traps ([traps] count as the template: \"auto\", from quality.trap_power); k = 10; {len(SEEDS)} seeds ({SEEDS.start}-{SEEDS.stop - 1}) x 60 workers (15% spammers); "
           f"min_per_cell {min_per_cell}, {per_example} answer(s) an example; consistency_alpha "
           f"{'as the template' if consistency_alpha is None else consistency_alpha}; crowd_alpha "
           f"{'as the template' if crowd_alpha is None else crowd_alpha}")

@@ -480,3 +480,62 @@ def test_workers_csv_read_back_as_numbers_for_the_report(tmp_path):
     html = str(_table_html(typed))
     for v in table["chance_evidence"].dropna():
         assert f"<td>{v:.4g}</td>" in html and repr(float(v)) not in html
+
+
+def _random_exclusion_by_hand(rates_counts, t, alpha=0.05):
+    """Independent computation: enumerate every right/wrong pattern's counts per chance rate,
+    with the likelihood-ratio and binomial conditions written out from their definitions."""
+    from itertools import product
+    from scipy.stats import binom
+    n = sum(m for _, m in rates_counts)
+    total = 0.0
+    for ys in product(*[range(m + 1) for _, m in rates_counts]):
+        p, llr = 1.0, 0.0
+        for y, (c, m) in zip(ys, rates_counts):
+            p *= binom.pmf(y, m, c)
+            if c < t:
+                llr += y * np.log(c / t) + (m - y) * np.log((1 - c) / (1 - t))
+        if llr > 0 or binom.cdf(sum(ys), n, t) < alpha:
+            total += p
+    return total
+
+
+def test_trap_exclusion_matches_an_independent_enumeration():
+    from satcal.quality import trap_exclusion
+    # 8 traps at chance 1/4 and 12 at 1/2, met in those shares by a worker meeting 20 or 10
+    chance = [0.25] * 8 + [0.5] * 12
+    assert trap_exclusion(chance, 0.7, 20) == pytest.approx(_random_exclusion_by_hand([(0.25, 8), (0.5, 12)], 0.7))
+    assert trap_exclusion(chance, 0.7, 10) == pytest.approx(_random_exclusion_by_hand([(0.25, 4), (0.5, 6)], 0.7))
+    # all traps at 1/2 and n = 20: the measured "13% of random workers kept" (P(Bin(20,1/2) >= 13))
+    from scipy.stats import binom
+    assert 1 - trap_exclusion([0.5], 0.7, 20) == pytest.approx(binom.sf(12, 20, 0.5))
+
+
+def test_traps_needed_is_the_smallest_count_reaching_the_power():
+    from satcal.quality import traps_needed
+    from scipy.stats import binom
+    # chance 1/2 only, threshold 0.7: a worker is excluded when the LLR > 0, i.e. y/n below
+    # log(5/3) / (log(5/3) + log(7/5)), or when P(Bin(n, 0.7) <= y) < 0.05
+    cut = np.log(5 / 3) / (np.log(5 / 3) + np.log(7 / 5))
+
+    def power(n):
+        y = np.arange(n + 1)
+        out = (y < cut * n) | (binom.cdf(y, n, 0.7) < 0.05)
+        return binom.pmf(y, n, 0.5)[out].sum()
+    first = next(n for n in range(1, 400) if power(n) >= 0.99)
+    assert traps_needed([0.5], 0.7, 0.99) == first
+    assert traps_needed([0.5], 0.7, 0.99) > 20  # the 20 built-in traps cannot do it
+    # chance passes a trap as often as the threshold asks: no count is enough
+    assert traps_needed([0.75], 0.7, 0.99) is None
+
+
+def test_trap_rule_warns_with_the_number_needed():
+    from satcal.study.design import trap_rule
+    from satcal.quality import traps_needed
+    traps = pd.DataFrame({"expected": ["a_better;both_bad"] * 20})
+    n = traps_needed([0.5], 0.7, 0.99)
+    line, warned = trap_rule(traps, 0.7, 0.99, 5)
+    assert line.startswith(f"traps per worker: {n}, so that a worker answering at random")
+    assert warned[0].startswith(f"the batch has 20 traps, but a worker must meet {n} for the traps alone")
+    assert warned[1].startswith(f"quality.min_traps = 5 scores workers on fewer traps than the {n}")
+    assert trap_rule(pd.DataFrame({"expected": ["a_better"] * 40}), 0.7, 0.99, 40)[1] == []

@@ -183,11 +183,15 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     from scipy.stats import betabinom, binom, binomtest
     ws = _study(tmp_path, shape)
     text = (ws.path / "study.toml").read_text()
+    # 20 traps, as the study this check was written on (count = "auto" is checked above, in
+    # test_auto_trap_count_...): the consistency test's mixture fit below is compared with an
+    # independent Nelder-Mead fit whose agreement is shape-dependent near rho = 0
+    text = text.replace('count = "auto"', "count = 20")
     (ws.path / "study.toml").write_text(text.replace('spammer_kind = "random"', 'spammer_kind = "mixed"'))
     from satcal.workspace import Workspace
     ws = Workspace.open(ws.path)
     ws.generate()
-    assert ws.table("traps.csv")["expected"].str.contains("both_bad").all()
+    assert ws.table("traps.csv")["expected"].str.contains("both_bad").all() and len(ws.table("traps.csv")) == 20
     ws.export("toloka")
     results, truth = ws.simulate("toloka")
     report = ws.ingest([results])
@@ -394,3 +398,35 @@ def test_merge_hint_names_the_rare_level_and_what_merging_reaches(tmp_path):
     assert f": {100 * share(now):.0f}% of the phi cells are reachable" in hint[0]
     assert f"would make {100 * share(merged):.0f}% reachable" in hint[0]
     assert "at most 1 document(s) a query" in hint[0] and "merging levels 2 and 3" in hint[0]
+
+
+def test_auto_trap_count_reaches_the_power_and_the_toloka_export_carries_it(tmp_path):
+    """[traps] count = "auto": the batch holds as many traps as a worker must meet for the trap
+    rule to exclude a random answerer with probability 0.99, checked by an independent Monte
+    Carlo of random answerers through worker_table, and the Toloka export carries them all."""
+    import warnings
+    from satcal.quality import _chance, traps_needed, worker_table
+    from satcal.workspace import Workspace
+    qrels = trec_like(tmp_path / "qrels.txt", SHAPES["-2..4"], n_queries=12, top_in_every=99, seed=3)
+    ws = Workspace.init(tmp_path / "study", qrels, k=10, min_per_cell=1, platform="toloka", seed=3)
+    ws.generate()
+    traps = ws.table("traps.csv")
+    chance = _chance(traps)
+    needed = traps_needed(chance, 0.7, 0.99)
+    assert len(traps) >= needed > 20  # the mix of 1/4 and 1/2 traps needs more than 20
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ws.export("toloka")
+    said = [str(w.message) for w in caught if "traps per worker" in str(w.message)]
+    assert said and f"traps per worker: {needed}," in said[0]
+    # the platform's own task file: every trap is a control task with its known solution
+    tasks = json.loads((ws.path / "batches" / "toloka" / "tasks.json").read_text())
+    assert sum(1 for t in tasks if t.get("known_solutions")) == len(traps)
+    # random answerers over the traps (a seed; 4,000 of them): the share excluded by traps alone
+    rng = np.random.default_rng(5)
+    workers, n = 4000, len(traps)
+    right = rng.random((workers, n)) < chance[None, :]
+    answers = pd.DataFrame({"worker_id": np.repeat(np.arange(workers), n), "is_trap": True,
+                            "correct": right.ravel(), "expected": np.tile(traps["expected"].to_numpy(), workers)})
+    table = worker_table(answers, 0.7, 5, straight_alpha=0, consistency_alpha=0, crowd_alpha=0)
+    assert table["excluded"].mean() >= 0.99 - 3 * np.sqrt(0.99 * 0.01 / workers)

@@ -61,7 +61,7 @@ from .errors import SatcalError
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
-           "dominance", "trap_dominance", "judgment_consistency", "CONSISTENCY_ALPHA", "betabinom_sf", "honest_dispersion",
+           "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "judgment_consistency", "CONSISTENCY_ALPHA", "betabinom_sf", "honest_dispersion",
            "crowd_likelihood", "CROWD_ALPHA", "typed_workers", "WORKER_NUMBER_COLUMNS",
            "WORKER_FLAG_COLUMNS"]
 
@@ -182,6 +182,118 @@ def binom_cdf(k, n, p: float) -> np.ndarray:
     inside = k < n
     out[inside] = np.clip(_binom_cdf(np.floor(k[inside]), n[inside], float(p)), 0, 1)
     return out
+
+
+def _composition(chance, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct chance rates of ``chance`` and how many of ``n`` traps a worker meets of
+    each: n times each rate's share of the traps, rounded by largest remainder."""
+    rates, counts = np.unique(np.asarray(chance, float), return_counts=True)
+    exact = n * counts / counts.sum()
+    k = np.floor(exact).astype(int)
+    k[np.argsort(-(exact - k), kind="stable")[:n - k.sum()]] += 1
+    return rates, k
+
+
+def trap_exclusion(chance, threshold: float, n: int, accuracy=None) -> float:
+    """Probability that a worker meeting ``n`` traps is excluded by the trap rule of
+    :func:`worker_table` alone (summed :func:`trap_evidence` > 0, or the one-sided binomial
+    test of "accuracy >= threshold" below ``TRUST_ALPHA``), computed exactly.
+
+    The worker meets the traps' chance rates in their shares in ``chance`` (n times each
+    share, rounded by largest remainder); with ``accuracy`` None they answer at random, so
+    the correct count at rate c_j is Binomial(n_j, c_j), and the law of the correct traps is
+    the Poisson-binomial these make; every combination of counts is enumerated (the evidence
+    depends on which rates were passed, not only on the total). With ``accuracy`` a, every trap
+    is passed with probability a (an honest worker at that accuracy).
+
+    Parameters
+    ----------
+    chance : array_like of float
+        The chance rate of each trap (accepted codes / 4).
+    threshold : float
+        The trust threshold.
+    n : int
+        Traps the worker meets.
+    accuracy : float or None, optional
+        The worker's accuracy on every trap; None (default) answers at random.
+
+    Returns
+    -------
+    float
+    """
+    from scipy.stats import binom
+    if n <= 0:
+        return 0.0
+    rates, counts = _composition(chance, int(n))
+    hit = trap_evidence(np.ones(len(rates), bool), rates, threshold)
+    miss = trap_evidence(np.zeros(len(rates), bool), rates, threshold)
+    grids = np.meshgrid(*[np.arange(m + 1) for m in counts], indexing="ij")
+    prob, evidence, correct = np.ones(grids[0].shape), np.zeros(grids[0].shape), np.zeros(grids[0].shape, int)
+    for y, m, c, h, x in zip(grids, counts, rates, hit, miss):
+        prob = prob * binom.pmf(y, m, c if accuracy is None else accuracy)
+        evidence = evidence + y * h + (m - y) * x
+        correct = correct + y
+    # the same two conditions as worker_table's at_chance and below
+    excluded = (evidence > 0) | (binom_cdf(correct, int(n), threshold) < TRUST_ALPHA)
+    return float(prob[excluded].sum())
+
+
+def traps_needed(chance, threshold: float, power: float, limit: int = 400) -> int | None:
+    """The smallest number of traps a worker must meet for :func:`trap_exclusion` of a worker
+    answering at random to reach ``power`` (None when no count up to ``limit`` does, e.g.
+    when chance passes the traps at least as often as the threshold asks).
+
+    Parameters
+    ----------
+    chance : array_like of float
+        The chance rate of each trap (accepted codes / 4).
+    threshold : float
+        The trust threshold.
+    power : float
+        The probability of excluding a random answerer by the traps alone.
+    limit : int, optional
+        The largest count tried (default 400).
+
+    Returns
+    -------
+    int or None
+    """
+    chance = np.asarray(chance, float)
+    if not len(chance) or power <= 0:
+        return 0 if power <= 0 else None
+    for n in range(1, limit + 1):
+        if trap_exclusion(chance, threshold, n) >= power:
+            return n
+    return None
+
+
+def trap_rule_line(chance, threshold: float, power: float) -> str:
+    """One sentence of the trap-count rule for generate and export to print.
+
+    Parameters
+    ----------
+    chance : array_like of float
+        The chance rate of each trap.
+    threshold : float
+        The trust threshold.
+    power : float
+        ``quality.trap_power``.
+
+    Returns
+    -------
+    str
+    """
+    chance = np.asarray(chance, float)
+    n = traps_needed(chance, threshold, power)
+    mean = f"{chance.mean():.2f}" if len(chance) else "n/a"
+    if n is None:
+        return (f"traps per worker: none is enough: the traps' chance acceptance rate (mean {mean}) leaves a "
+                f"random answerer kept too often to reach quality.trap_power = {power:g}")
+    honest = trap_exclusion(chance, threshold, n, accuracy=threshold)
+    return (f"traps per worker: {n}, so that a worker answering at random (chance acceptance rate, mean {mean}) "
+            f"is excluded by the traps alone with probability >= {power:g} "
+            f"({trap_exclusion(chance, threshold, n):.3f}); one at the threshold accuracy {threshold:g} is "
+            f"excluded with probability {honest:.3f}")
 
 
 #: workers.csv's columns of numbers (NaN where a rule did not compute one) and of flags.

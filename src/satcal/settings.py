@@ -236,13 +236,20 @@ class GeneratorSection:
                                         "placed by the generator and are calibrated on the lists the examples hold.")
 
 
+def _trap_count(v) -> bool:
+    return v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+
+
 @_help_as_attributes
 @dataclass(frozen=True)
 class TrapsSection:
     """``[traps]``: examples with a known answer, built or read."""
 
-    count: int = setting(20, int, lambda v: v >= 0, "an integer >= 0", "Traps built from the judgments.",
-                         comment="Built from the judgments, expected answers spread evenly over the four codes ...")
+    count: object = setting("auto", (int, str), _trap_count, 'an integer >= 0 or "auto"',
+                            'Traps built from the judgments, or "auto": as many as quality.trap_power needs.',
+                            comment='Built from the judgments, expected answers spread evenly over the four codes; "auto": as\n'
+                                    "many as a worker must meet for the traps alone to exclude a random answerer with\n"
+                                    "probability quality.trap_power (from the traps' chance acceptance rates) ...")
     file: str = setting("", help="A CSV of traps to read instead.",
                         comment="... or read from a CSV with query, a1..a<k>, b1..b<k>, expected (codes separated by ';').")
 
@@ -366,6 +373,11 @@ class QualitySection:
     min_traps: int = setting(5, int, lambda v: v >= 0, "an integer >= 0",
                              "Traps a worker must answer before their trust counts.",
                              comment="Traps a worker must have answered before their trust counts (fewer let one slip decide).")
+    trap_power: float = setting(0.99, _NUMBER, _share(0, 1, hi_open=True), "a number in [0, 1)",
+                                "Chance the traps alone exclude a worker answering at random.", required=False,
+                                comment="The traps each worker must meet are set from the traps' chance acceptance rates so that a\n"
+                                        "worker answering at random is excluded by the trap rule alone with this probability\n"
+                                        "(generate and export print the number and warn when the batch or min_traps gives fewer).")
     screen_seconds_per_answer: float = setting(2.0, _NUMBER, lambda v: 0 <= v < 3600, "seconds, at least 0",
                                                "Flag workers faster than this many seconds an item.", required=False,
                                                comment="Screening flags in workers.csv and the report (flags to look at, not exclusions): faster\n"

@@ -49,8 +49,7 @@ class DesignStages:
                                   "generated traps table; rename your traps file (e.g. my-traps.csv)")
             traps = read_traps(self.path / self["traps.file"], judgments, self.k, levels=self["study.levels"])
         else:
-            traps = build_traps(judgments, self.k, self["traps.count"], seed=stream_seed(self.seed, "traps"),
-                                levels=self["study.levels"])
+            traps = self._build_traps(judgments)
         result = generate(judgments, design, progress=progress)
         if self["design.adaptive"]:  # adaptive: the examples are the candidate pool waves draw from
             from ..adaptive_study import adopt_pool
@@ -73,7 +72,32 @@ class DesignStages:
                                      "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
                         outputs=outputs)
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
+        # min_traps is the traps a participant meets only in the hosted study
+        hosted = self["presentation.platform"] == "serve"
+        rule = trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"],
+                         self["quality.min_traps"] if hosted else 0)
+        result.traps_built += "\n" + rule[0]
+        _warn_traps(rule, self.path)
         return result
+
+    def _build_traps(self, judgments) -> pd.DataFrame:
+        """traps.csv built from the judgments: ``traps.count`` of them, or with "auto" as many as
+        :func:`satcal.quality.traps_needed` asks for the chance rates of the traps built (which
+        depend on the count: built again until the count covers what its traps need)."""
+        from ..quality import _chance, traps_needed
+        from ..traps import build_traps
+        build = lambda n: build_traps(judgments, self.k, n, seed=stream_seed(self.seed, "traps"),  # noqa: E731
+                                      levels=self["study.levels"])
+        count = self["traps.count"]
+        if count != "auto":
+            return build(count)
+        n, traps = 20, build(20)
+        for _ in range(4):  # the chance rates settle within a few rounds (the kinds' shares are fixed)
+            needed = traps_needed(_chance(traps), self["quality.trust_threshold"], self["quality.trap_power"])
+            if needed is None or needed <= n:
+                break
+            n, traps = needed, build(needed)
+        return traps
 
     def export(self, platform: str | None = None, force: bool = False, new_batch: bool = False,
                next_batch: bool = False):
@@ -147,6 +171,8 @@ class DesignStages:
             per_page = auto_items_per_page(visible, self.k)
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
+        _warn_traps(trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"],
+                              self["quality.min_traps"] if plat.name == "serve" else 0), self.path, always=True)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
@@ -239,6 +265,55 @@ class DesignStages:
         atomic_write_text(target, render_form_html(sample, self.k, self["presentation.instructions"],
                                             f"Preview: {self['study.name']}"))
         return target
+
+
+def trap_rule(traps: pd.DataFrame, threshold: float, power: float, min_traps: int) -> tuple[str, list[str]]:
+    """The trap-count rule of ``[quality] trap_power`` on a batch's traps: the line generate
+    and export print, and one warning line each where the batch holds fewer traps than a
+    worker must meet, or ``quality.min_traps`` scores workers on fewer.
+
+    Parameters
+    ----------
+    traps : pandas.DataFrame
+        traps.csv (``expected``: accepted codes separated by ``;``).
+    threshold : float
+        ``quality.trust_threshold``.
+    power : float
+        ``quality.trap_power``.
+    min_traps : int
+        ``quality.min_traps``.
+
+    Returns
+    -------
+    tuple of (str, list of str)
+    """
+    from ..quality import _chance, trap_exclusion, trap_rule_line, traps_needed
+    if traps is None or not len(traps):
+        return "traps per worker: the batch has no traps: nobody is scored by traps", []
+    chance = _chance(traps)
+    needed = traps_needed(chance, threshold, power)
+    line = trap_rule_line(chance, threshold, power)
+    if needed is None:
+        return line, [line]
+    short = []
+    if len(traps) < needed:
+        short.append(f"the batch has {len(traps)} traps, but a worker must meet {needed} for the traps alone to "
+                     f"exclude a random answerer with probability {power:g} (with {len(traps)}: "
+                     f"{trap_exclusion(chance, threshold, len(traps)):.2f}); set [traps] count >= {needed}")
+    if 0 < min_traps < needed:
+        short.append(f"quality.min_traps = {min_traps} scores workers on fewer traps than the {needed} that exclude "
+                     f"a random answerer with probability {power:g} (with {min_traps}: "
+                     f"{trap_exclusion(chance, threshold, min_traps):.2f}); give each worker {needed} traps")
+    return line, short
+
+
+def _warn_traps(rule: tuple[str, list[str]], path: Path, always: bool = False) -> None:
+    """Warn, one line each, where the traps cannot exclude a random answerer at the asked
+    power; ``always`` also says the rule itself (export, which prints no trap line of its own)."""
+    import warnings
+    from ..errors import SatcalWarning
+    for line in ([rule[0]] if always and rule[0] not in rule[1] else []) + rule[1]:
+        warnings.warn(f"{path}: {line}", SatcalWarning, stacklevel=3)
 
 
 def _warn_bare_ids(visible: pd.DataFrame, path: Path) -> None:
