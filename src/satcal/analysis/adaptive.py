@@ -74,6 +74,7 @@ from scipy.stats import norm
 from ..answers import StudyData
 from ..errors import SatcalError
 from ..measures import bin_index, resolve_formulations, score_lists
+from .bootstrap import robust_se
 from .core import GRID
 
 __all__ = ["candidate_pool", "example_priorities", "plan_wave", "Settlement", "settle", "alpha_spending",
@@ -1157,7 +1158,7 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
         for j in outside:
             d = reps[:, j] - reps[:, i]
             d = d[np.isfinite(d)]   # replicates whose fit failed are left out, as in the intervals
-            sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+            sd = float(robust_se(d)) if d.size > 1 else 0.0   # the replicates' normalised IQR
             zij = (est[j] - est[i] + margin) / sd if sd > 0 else -np.inf   # no spread: nothing is shown
             key = names[j] if top_m == 1 else f"{names[i]}<{names[j]}"
             z[key] = float(zij)
@@ -1389,8 +1390,7 @@ def _look_figures(result, indicator: str, truth: pd.Series | None, study=None, m
             reps = refit
             lo, hi = _bc_interval(reps, est)
     leader = str(bias["formulation"].iloc[int(np.nanargmin(est))])
-    se = float("nan") if reps is None else float(np.nanmedian(
-        [np.std(r[np.isfinite(r)], ddof=1) if np.isfinite(r).sum() > 1 else np.nan for r in reps.T]))
+    se = float("nan") if reps is None else float(np.nanmedian(robust_se(reps)))
     out = {"leader": leader, "width_median": float(np.nanmedian(hi - lo)), "se_median": se}
     if "width_median_calib" in extra:
         out["width_median_calib"] = extra["width_median_calib"]
