@@ -429,6 +429,26 @@ def std_gradients(thetas, ref_phi, weights, *, min_weight: float = MODEL_WEIGHT,
     return b1[0], grads
 
 
+def _open_contrasts(b1, ok, lead, margin, contenders, variance_of) -> list:
+    """The contrasts with the leader a design criterion works on: for each usable formulation c
+    (``ok``) but the leader, its openness min(1, 2 Phi(-(|b1_c - b1_lead| + margin) / sd)) with
+    sd^2 = ``variance_of(c)`` (the variance of b1_c - b1_lead; contrasts without one are
+    skipped), most open first; the ``contenders`` - 1 most open, or every one above
+    :data:`OPEN` up to :data:`MAX_CONTENDERS` - 1. Returns (openness, c, variance) triples."""
+    diffs = []
+    for c in np.flatnonzero(ok):
+        if c == lead:
+            continue
+        var_d = variance_of(c)
+        if var_d <= 0:
+            continue
+        openness = min(1.0, 2 * norm.sf((abs(b1[c] - b1[lead]) + margin) / np.sqrt(var_d)))
+        diffs.append((openness, c, var_d))
+    diffs.sort(key=lambda t: -t[0])
+    limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
+    return [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
+
+
 def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
                      margin: float, fits=None, cache=None):
     """The information term for the standardised b1_std (docs/adaptive.md): as
@@ -473,18 +493,8 @@ def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread
     if spread > 0:
         own = (p_mix[..., None] * psi_pool[:, :, ok] ** 2).sum(axis=1) / var[ok]       # (P, F ok)
         info += spread * own.mean(axis=1)
-    diffs = []
-    for c in np.flatnonzero(ok):
-        if c == lead:
-            continue
-        var_d = float((w_rows * (psi_obs[:, c] - psi_obs[:, lead]) ** 2).sum())
-        if var_d <= 0:
-            continue
-        openness = min(1.0, 2 * norm.sf((abs(b1[c] - b1[lead]) + margin) / np.sqrt(var_d)))
-        diffs.append((openness, c, var_d))
-    diffs.sort(key=lambda t: -t[0])
-    limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
-    chosen = [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
+    chosen = _open_contrasts(b1, ok, lead, margin, contenders,
+                             lambda c: float((w_rows * (psi_obs[:, c] - psi_obs[:, lead]) ** 2).sum()))
     for openness, c, var_d in chosen:
         info += openness * (p_mix * (psi_pool[:, :, c] - psi_pool[:, :, lead]) ** 2).sum(axis=1) / var_d / len(chosen)
     names = [f.id for f in forms]
@@ -558,19 +568,8 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     if not ok.any():
         return None, None, ()
     lead = int(np.argsort(np.where(ok, b1, np.inf), kind="stable")[0])
-    diffs = []
-    for c in np.flatnonzero(ok):
-        if c == lead:
-            continue
-        var_d = float(sum((grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead])
-                          for g in models))
-        if var_d <= 0:
-            continue
-        openness = min(1.0, 2 * norm.sf((abs(b1[c] - b1[lead]) + margin) / np.sqrt(var_d)))
-        diffs.append((openness, c, var_d))
-    diffs.sort(key=lambda t: -t[0])
-    limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
-    chosen = [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
+    chosen = _open_contrasts(b1, ok, lead, margin, contenders, lambda c: float(sum(
+        (grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead]) for g in models)))
     U, sigma, M = [], [], []
     for g in models:
         G = grads[g][ok]
