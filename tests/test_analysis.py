@@ -202,7 +202,7 @@ def test_evaluate_never_maps_through_a_decreasing_curve(ecir_study, tmp_path):
 
 def test_holm_adjusted_pairwise_p_values(ecir_study):
     """p_normal by hand from the replicates (full-sample difference over the bootstrap standard
-    error); p_holm by hand: sorted p_normal, (m - i + 1) p_(i), running maximum, cap at 1."""
+    error, the replicates' normalised interquartile range); p_holm by hand: sorted p_normal, (m - i + 1) p_(i), running maximum, cap at 1."""
     from scipy.stats import norm
     result = calibrate(ecir_study, ["lin-const", "exp2-log2", "bin2-zipf", "lin-zipf"],
                        model_check_folds=0, bootstrap=40, seed=3, sat_model="published")
@@ -215,7 +215,9 @@ def test_holm_adjusted_pairwise_p_values(ecir_study):
         d = boot.indicators[:, i, k] - boot.indicators[:, j, k]
         diff = bias.loc[row.formulation_1, row.indicator] - bias.loc[row.formulation_2, row.indicator]
         assert row.diff == pytest.approx(diff, abs=1e-9)  # row 0 of the batched fits vs statsmodels
-        assert row.p_normal == pytest.approx(2 * (1 - norm.cdf(abs(row.diff) / np.std(d, ddof=1))), abs=1e-12)
+        q25, q75 = np.percentile(d, [25, 75])       # the bootstrap SE is the normalised IQR
+        assert row.p_normal == pytest.approx(2 * (1 - norm.cdf(abs(row.diff) / ((q75 - q25) / (2 * norm.ppf(0.75))))),
+                                             abs=1e-12)
         assert row.p == pytest.approx(min(1, 2 * min(np.mean(d <= 0), np.mean(d >= 0))))
     for _, g in pairs.groupby("indicator"):
         p = g["p_normal"].to_numpy()

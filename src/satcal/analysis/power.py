@@ -180,7 +180,8 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
 
     ``estimates`` (F,) and ``replicates`` (B, F) of one indicator. As
     ``BootstrapResult.pairwise``: per pair, d = replicate differences (non-finite ones left out),
-    p = 2 (1 - Phi(|diff| / sd(d))) (``float(diff == 0)`` when sd(d) = 0), pairs with fewer than
+    p = 2 (1 - Phi(|diff| / se(d))) with se the normalised interquartile range of d
+    (:func:`satcal.analysis.bootstrap.robust_se`; ``float(diff == 0)`` when it is 0), pairs with fewer than
     2 finite differences left out (NaN); Holm's step-down adjustment (Holm 1979, Scand. J.
     Statist.) over the remaining pairs (statsmodels' ``multipletests``). Diagonal NaN.
 
@@ -200,13 +201,13 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     """
     from scipy.stats import norm
     from statsmodels.stats.multitest import multipletests
+    from .bootstrap import robust_se
     f = estimates.size
     a, b = np.triu_indices(f, k=1)
     d = replicates[:, a] - replicates[:, b]                     # (B, pairs)
     ok = np.isfinite(d)
     count = ok.sum(axis=0)
-    mean = np.where(ok, d, 0.0).sum(axis=0) / np.maximum(count, 1)
-    sd = np.sqrt((np.where(ok, d - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count - 1, 1))
+    sd = robust_se(d, axis=0)                                    # as the pairwise table's se
     diff = estimates[a] - estimates[b]
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(sd > 0, 2 * norm.sf(np.abs(diff) / sd), (diff == 0).astype(float))
