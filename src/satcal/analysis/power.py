@@ -183,7 +183,8 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     p = 2 (1 - Phi(|diff| / se(d))) with se the normalised interquartile range of d
     (:func:`satcal.analysis.bootstrap.robust_se`; ``float(diff == 0)`` when it is 0), pairs with fewer than
     2 finite differences left out (NaN); Holm's step-down adjustment (Holm 1979, Scand. J.
-    Statist.) over the remaining pairs (statsmodels' ``multipletests``). Diagonal NaN.
+    Statist.) over the remaining pairs (the pairwise table's
+    :func:`satcal.analysis.bootstrap.holm_adjusted`). Diagonal NaN.
 
     Parameters
     ----------
@@ -200,8 +201,7 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     Journal of Statistics 6(2), 65-70.
     """
     from scipy.stats import norm
-    from statsmodels.stats.multitest import multipletests
-    from .bootstrap import robust_se
+    from .bootstrap import holm_adjusted, robust_se
     f = estimates.size
     a, b = np.triu_indices(f, k=1)
     d = replicates[:, a] - replicates[:, b]                     # (B, pairs)
@@ -215,7 +215,7 @@ def holm_p(estimates: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     keep = count >= 2
     adjusted = np.full(p.size, np.nan)
     if keep.any():
-        adjusted[keep] = multipletests(p[keep], method="holm")[1]
+        adjusted[keep] = holm_adjusted(p[keep])
     out = np.full((f, f), np.nan)
     out[a, b] = out[b, a] = adjusted
     return out
