@@ -99,6 +99,7 @@ class ServeSettings:
     k: int = 5
     #: traps each participant meets (serve.traps_per_participant), served on top of the pages'
     #: own items when the pages they get hold fewer (``traps_on_top``); "auto": the trap rule's
+    #: count (participant_traps)
     traps_per_participant: object = "auto"
     min_traps: int = 5
     trust_threshold: float = 0.7
@@ -388,6 +389,11 @@ def _screening(pages: dict, chance: pd.Series, per_participant: int, settings: S
     n, line, warned = participant_traps(chance.to_numpy(), items_seen, per_participant,
                                         settings.traps_per_participant, settings.trust_threshold,
                                         settings.trap_power, settings.min_traps)
+    own = sum(len(v) for v in pages.values()) / max(len(pages), 1)
+    native = per_participant * len(chance) / max(len(pages), 1)  # traps the pages themselves hold
+    if settings.traps_on_top and n > native and per_participant:  # what the pages grow by
+        line += (f"; about {(n - native) / per_participant:.1f} traps a page shown on top of its "
+                 f"{own:.1f} items on average")
     checks = min(settings.attention_checks, per_participant)
     line += (f"; {checks} attention check{'' if checks == 1 else 's'} (failing {settings.attention_fail_limit} "
              "ends a participation and excludes its answers at ingest)" if checks else "; no attention checks")
