@@ -64,8 +64,21 @@ def test_toloka_pool_issues_traps_as_control_tasks(workspace):
     assert pool.defaults.default_overlap_for_new_task_suites == ANSWERS_PER_EXAMPLE
     assert pool.defaults.default_overlap_for_new_tasks == ANSWERS_PER_EXAMPLE
     mixer = pool.mixer_config
-    assert mixer.golden_tasks_count == 1 and mixer.training_tasks_count == 0
-    assert mixer.real_tasks_count == workspace["presentation.items_per_page"] - 1
+    # control tasks a suite from the trap rule: its count (quality.traps_needed of the traps'
+    # chance rates) over the 10 suites a worker may do (suites_per_worker, the template's)
+    from satcal.quality import _chance, traps_needed
+    key = workspace.table("key.csv")
+    needed = traps_needed(_chance(key[key["is_trap"] == "True"]), 0.7, 0.99)
+    per_page = workspace["presentation.items_per_page"]
+    golden = min(max(1, -(-needed // 10)), per_page - 1)
+    assert mixer.golden_tasks_count == golden and mixer.training_tasks_count == 0
+    assert golden * 10 >= needed  # a worker doing their 10 suites meets the rule's count
+    assert mixer.real_tasks_count == per_page - golden
+    # the 10 suites: Toloka's "submitted answers" rule restricts a worker from the pool after them
+    limit = pool.quality_control.configs[1]
+    assert limit.collector_config.type.value == "ANSWER_COUNT"
+    assert [(c.key.value, c.value) for c in limit.rules[0].conditions] == [("assignments_accepted_count", 10)]
+    assert limit.rules[0].action.parameters.scope.value == "POOL"
     assert pool.reward_per_assignment > 0 and pool.assignment_max_duration_seconds > 0
     assert pool.quality_control.configs[0].collector_config.type.value == "GOLDEN_SET"
     tasks = [toloka.Task.structure(t) for t in json.loads(
@@ -130,3 +143,17 @@ def test_appen_columns_and_liquid_variables_are_lower_case(workspace):
     assert "Convert uploaded test questions" in settings and "Hide answer" in settings
     gold = units[units["_golden"] == "TRUE"]
     assert len(gold) == 20 and (gold["answer_gold"] != "").all()
+    # gold rows per contributor from the trap rule: the quiz page (a page of test questions) and
+    # test questions a page over the 10 pages a contributor may do reach the rule's count
+    from satcal.quality import _chance, traps_needed
+    key = workspace.table("key.csv")
+    needed = traps_needed(_chance(key[key["is_trap"] == "True"]), 0.7, 0.99)
+    rows = workspace["presentation.items_per_page"]
+    per_page = min(max(1, -(-(needed - rows) // 10)), rows - 1)
+    assert f"test_questions_per_page = {per_page}\n" in settings and "quiz_mode = on" in settings
+    assert f"max_judgments_per_contributor = {10 * rows}\n" in settings
+    assert rows + 10 * per_page >= needed
+    assert f"asks {needed} test questions a contributor" in settings
+    # each gold row's answer_gold holds the accepted answers as shown, one a line
+    for (_, g), (_, k) in zip(gold.iterrows(), key.set_index("item_id").loc[gold["item_id"]].iterrows()):
+        assert g["answer_gold"].split("\n") == k["expected_shown"].split(";")

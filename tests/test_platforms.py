@@ -266,3 +266,36 @@ def test_a_document_with_a_snippet_but_no_title_is_not_bare():
     shown = dict(zip(visible["A1"].tolist() + visible["B1"].tolist(),
                      visible["A1_title"].tolist() + visible["B1_title"].tolist()))
     assert shown == {"d1": "d1", "d2": "d2", "d3": "T3", "d4": "d4"}
+
+
+def test_export_summaries_say_where_a_worker_meets_the_trap_rules_count():
+    """Each platform's settings line takes the trap rule's count (TrapCount.needed, here
+    quality.traps_needed of 40 traps accepting one answer) and says what the platform cannot
+    enforce; the numbers are worked again here."""
+    from satcal.platforms import appen, labelstudio, toloka
+    from satcal.platforms.base import TrapCount
+    from satcal.quality import traps_needed
+    needed = traps_needed([0.25] * 40, 0.7, 0.99)
+    traps = TrapCount(needed, 40, 1000)
+    # Toloka: ceil(needed / 10) control tasks in each suite of 8, reached after that many suites
+    golden = -(-needed // 10)
+    line = toloka.describe_settings({}, 8, 1, traps)
+    assert f"{golden} control task(s) a suite (auto), at most 10 task suites a worker" in line
+    assert f"meets the trap rule's {needed} traps after {-(-needed // golden)} task suites; Toloka cannot" in line
+    # a number set lower: the suites would not reach the count, and what would
+    line = toloka.describe_settings({"control_tasks_per_suite": 1}, 8, 1, traps)
+    assert (f"a worker meets 10 traps by the last of their 10 task suites, fewer than the trap rule's {needed}: "
+            f"set control_tasks_per_suite to {golden} (\"auto\") or raise suites_per_worker to {needed}") in line
+    # Appen: the quiz page holds 8, then ceil((needed - 8) / 10) a page
+    per_page = -(-(needed - 8) // 10)
+    line = appen.describe_settings({}, 8, 1, traps)
+    assert f"{per_page} test question(s) a page (auto) after a quiz page of 8" in line and "Appen cannot" in line
+    # Label Studio: no test questions; an annotator meets one trap in 25 tasks
+    line = labelstudio.describe_settings({}, 8, 1, traps)
+    assert (f"Label Studio cannot set how many traps an annotator meets: its 40 traps are tasks like the others, "
+            f"about one in 25 of the 1000, so an annotator meets the trap rule's {needed} only after about "
+            f"{25 * needed} tasks") in line
+    # a batch holding fewer traps than the count: said on every platform with test questions
+    few = TrapCount(needed, needed - 1, 1000)
+    for line in (toloka.describe_settings({}, 8, 1, few), appen.describe_settings({}, 8, 1, few)):
+        assert f"the batch holds {needed - 1} traps, fewer than the trap rule's {needed}" in line

@@ -537,5 +537,5 @@ def test_trap_rule_warns_with_the_number_needed():
     line, warned = trap_rule(traps, 0.7, 0.99, 5)
     assert line.startswith(f"traps per worker: {n}, so that a worker answering at random")
     assert warned[0].startswith(f"the batch has 20 traps, but a worker must meet {n} for the traps alone")
-    assert warned[1].startswith(f"quality.min_traps = 5 scores workers on fewer traps than the {n}")
+    assert warned[1].startswith(f"[serve] traps_per_participant = 5 gives participants fewer traps than the {n}")
     assert trap_rule(pd.DataFrame({"expected": ["a_better"] * 40}), 0.7, 0.99, 40)[1] == []

@@ -30,7 +30,7 @@ def _configure(ws, **serve):
 def served_ws(exported_workspace, tmp_path, copy_workspace):
     ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
     # traps only where the batch put them: these tests count each item's answers by its slots
-    # (traps on top of pages: test_every_participant_meets_min_traps)
+    # (traps on top of pages: test_every_participant_meets_the_trap_rules_count_...)
     return _configure(ws, completion_code=CODE, failed_attention_code=FAILED, pages_per_participant=3,
                       answers_per_example=2, attention_checks=1, attention_fail_limit=1, traps_on_top=False)
 
@@ -265,13 +265,24 @@ def test_attention_checks_are_spread_over_a_participants_pages():
     assert attention_positions(6, 0) == set()
 
 
-def test_every_participant_meets_min_traps_spread_over_their_pages(served_ws):
+def test_every_participant_meets_the_trap_rules_count_spread_over_their_pages(served_ws):
     """Traps on top of a page: the cumulative number met after page j is ceil(m (j + 1) / P)
-    or what the pages themselves held, walked again here page by page; none twice."""
+    or what the pages themselves held, walked again here page by page; none twice. m is
+    "auto": the trap rule's own count for the batch's traps (quality.traps_needed on their
+    chance rates), at most the items of a participant's 4 pages, at least quality.min_traps."""
+    from satcal.quality import _chance, trap_exclusion, traps_needed
     ws = _configure(served_ws, pages_per_participant=4, answers_per_example=6, attention_checks=0,
                     traps_on_top=True)
-    m = ws["quality.min_traps"]
-    assert m == 5  # the default
+    assert ws["serve.traps_per_participant"] == "auto"  # the default
+    key = ws.table("key.csv")
+    traps = key[key["is_trap"] == "True"]
+    needed = traps_needed(_chance(traps), 0.7, 0.99)
+    seen = int(4 * len(key) / key["page"].nunique())
+    m = min(max(min(needed, seen), ws["quality.min_traps"]), len(traps))
+    study = _study(ws)
+    assert study.traps_per_participant == m == needed  # this batch's pages hold enough items
+    assert f"meets {m} traps over their 4 pages" in study.screening
+    assert f"probability {trap_exclusion(_chance(traps), 0.7, m):.3f}" in study.screening
     study = _study(ws)
     key = ws.table("key.csv").set_index("item_id")
     trap_ids = set(key.index[key["is_trap"] == "True"])
@@ -285,12 +296,12 @@ def test_every_participant_meets_min_traps_spread_over_their_pages(served_ws):
             page = page_of[[i for i in ids if i not in trap_ids][0]] if set(ids) - trap_ids else None
             natives = [i for i in ids if i in trap_ids and page_of[i] == page]
             extras = [i for i in ids if i in trap_ids and page_of[i] != page]
-            target = -(-m * (j + 1) // 4)  # m = quality.min_traps, P = 4
+            target = -(-m * (j + 1) // 4)  # P = 4
             assert len(extras) == max(0, target - len(met) - len(natives))
             assert set(ids) >= set(page_of.index[page_of == page])  # the page's own items all there
             met += natives + extras
             assert study.submit(pid, view.token, {f"answer-{i}": "both_bad" for i in ids}) == "stored"
-        assert len(met) == len(set(met)) >= m  # met min_traps, never one trap twice
+        assert len(met) == len(set(met)) >= m  # met the count, never one trap twice
     stored = _stored(ws)
     assert not stored.duplicated(["worker_id", "item_id"]).any()
 
@@ -304,7 +315,7 @@ def test_screening_warnings_name_what_the_design_cannot_give():
     # 5 pages x 20 / 213 = 0.47 traps a participant on average
     assert len(off) == 1 and "meets 0.5 traps on average" in off[0] and "2130 items on 213 pages" in off[0]
     few = screening_warnings(pages, traps[:2], 5, 3, True)
-    assert len(few) == 1 and "has 2 trap(s), fewer than quality.min_traps = 3" in few[0]
+    assert len(few) == 1 and "has 2 trap(s), fewer than the 3 each participant meets" in few[0]
     assert screening_warnings(pages, [], 5, 0, False) == []
     # 2 pages of 2 items, plus traps on top up to 3: 4 + (3 - 2 x 20 / 213) = 6.8 answers, under the
     # 10 the straight-lining test needs
@@ -312,6 +323,45 @@ def test_screening_warnings_name_what_the_design_cannot_give():
     short = screening_warnings(small, [f"i{p}-0" for p in range(1, 21)], 2, 3, True)
     assert len(short) == 1 and "gives about 7 answers (2 pages), fewer than the 10 the straight-lining" in short[0]
 
+
+
+def test_participant_traps_take_the_trap_rules_count_capped_by_the_pages():
+    """``serve.traps_per_participant``: "auto" is quality.traps_needed of the batch's chance
+    rates, at most the items a participant's pages hold, at least min_traps; a number is kept
+    with a warning of the power quality.trap_exclusion gives it."""
+    from satcal.quality import trap_exclusion, trap_rule_line, traps_needed
+    from satcal.serve.study import participant_traps
+    chance = [0.25] * 30 + [0.5] * 20  # one accepted answer, and "better or both bad"
+    needed = traps_needed(chance, 0.7, 0.99)
+    assert 5 < needed <= 50
+    # pages holding enough items: the rule's count, no warning
+    n, line, warned = participant_traps(chance, needed + 3, 5, "auto", 0.7, 0.99, 5)
+    assert (n, warned) == (needed, [])
+    assert f"probability {trap_exclusion(chance, 0.7, needed):.3f}" in line
+    # pages holding fewer items: stopped there, the power it reaches and the pages that reach the count
+    few = needed - 4
+    n, line, warned = participant_traps(chance, few, 5, "auto", 0.7, 0.99, 5)
+    assert n == few and len(warned) == 1
+    assert f"probability {trap_exclusion(chance, 0.7, few):.2f}, not quality.trap_power = 0.99" in warned[0]
+    assert f"pages_per_participant to {-(-needed * 5 // few)}" in warned[0]
+    # fewer items than min_traps: min_traps
+    assert participant_traps(chance, 3, 1, "auto", 0.7, 0.99, 5)[0] == 5
+    # a number below the count: kept, with its power
+    n, line, warned = participant_traps(chance, 100, 5, 7, 0.7, 0.99, 5)
+    assert n == 7 and warned == [f"[serve] traps_per_participant = 7 is below the trap rule's {needed}: a participant "
+                                 f"answering at random is excluded by the traps alone with probability "
+                                 f"{trap_exclusion(chance, 0.7, 7):.2f}, not quality.trap_power = 0.99; set it to "
+                                 f'{needed} or "auto"']
+    assert participant_traps(chance, 100, 5, needed, 0.7, 0.99, 5)[::2] == (needed, [])
+    # a batch with fewer traps than the count: all of them, and a warning
+    n, _, warned = participant_traps(chance[:10], 100, 5, "auto", 0.7, 0.99, 5)
+    assert n == 10 and warned[0].startswith(f"the batch has 10 traps, fewer than the trap rule's "
+                                             f"{traps_needed(chance[:10], 0.7, 0.99)}")
+    # traps chance passes as often as the threshold asks: no count is enough, min_traps kept
+    n, _, warned = participant_traps([0.75] * 20, 100, 5, "auto", 0.7, 0.99, 5)
+    assert n == 5 and warned == [trap_rule_line([0.75] * 20, 0.7, 0.99)]
+    # no traps at all
+    assert participant_traps([], 100, 5, "auto", 0.7, 0.99, 5)[0] == 0
 
 def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
     from sqlalchemy import insert, select, text

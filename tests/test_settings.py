@@ -44,6 +44,10 @@ def test_old_study_without_later_keys_gets_their_defaults():
     ("quality", "trust_threshold", True, "quality.trust_threshold = True: expected a number in [0, 1]"),
     ("presentation", "items_per_page", 0, "presentation.items_per_page = 0: expected a positive integer or \"auto\""),
     ("serve", "completion_code", "a b", "serve.completion_code = 'a b': expected letters, digits, _ or -, at most 64"),
+    ("serve", "traps_per_participant", "all", "serve.traps_per_participant = 'all': expected an integer from 0 to "
+                                              "10,000 or \"auto\""),
+    ("serve", "traps_per_participant", True, "serve.traps_per_participant = True: expected an integer from 0 to "
+                                             "10,000 or \"auto\""),
 ])
 def test_one_line_error_names_file_key_and_expected(section, key, value, expected):
     config = tomllib.loads(render_template({"study.judgments": "q.txt"}))

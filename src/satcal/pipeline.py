@@ -914,7 +914,8 @@ def serve_banner(study, base: str) -> tuple[str, list[str]]:
             f"  Prolific study URL: {base}/?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID={{{{%STUDY_ID%}}}}"
             "&SESSION_ID={{%SESSION_ID%}}\n"
             f"  lab participants:   {base}/  (they type their participant code)\n"
-            f"  researcher status:  {base}/status/{study.status_token}  (keep this link private)")
+            f"  researcher status:  {base}/status/{study.status_token}  (keep this link private)\n"
+            f"  {study.screening[0].upper() + study.screening[1:]}")
     warned = [f"  warning: {w}" for w in study.warnings]
     if not settings.completion_code:
         warned.append("  note: [serve] completion_code is empty in study.toml: Prolific participants will see a "
@@ -1025,7 +1026,10 @@ def export_text(study, paths, platform, next_batch: bool) -> tuple[str, list[str
     if study["design.adaptive"] and not next_batch and platform != "serve":
         warned.append("  warning: an adaptive study: this batch holds the whole candidate pool; ask the next "
                       f"wave with satcal export {study.path} --next-batch")
-    warned += [f"  warning: {w}" for w in (study.serve_warnings() if platform == "serve" else [])]
+    if platform == "serve":
+        line, screening = study.serve_screening()
+        said.append(line[0].upper() + line[1:])
+        warned += [f"  warning: {w}" for w in screening]
     return "\n".join(said), warned
 
 

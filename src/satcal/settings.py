@@ -343,10 +343,20 @@ class ServeSection:
                                    comment="Adaptive studies: seconds between two refits of the page order (never waited for).")
     traps_on_top: bool = setting(True, bool, help="Show traps beyond a page's own items where it holds too few.",
                                  required=False,
-                                 comment="Screening: every participant meets quality.min_traps traps, spread over their pages;\n"
+                                 comment="Screening: every participant meets traps_per_participant traps, spread over their pages;\n"
                                          "traps are shown on top of a page's own items where the pages they get hold too few (as\n"
                                          "platforms show test questions to every worker). Participants who failed\n"
                                          "attention_fail_limit attention checks are excluded at ingest unless keep_failed_attention.")
+    traps_per_participant: object = setting("auto", (int, str), lambda v: v == "auto" or (
+                                                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10_000),
+                                            'an integer from 0 to 10,000 or "auto"',
+                                            'Traps each participant meets, or "auto": the trap rule\'s count.',
+                                            required=False,
+                                            comment='"auto": the trap rule\'s count (quality.trap_power, from the batch\'s traps), at most as many\n'
+                                                    "as the items a participant's own pages hold (traps then make up at most half of their\n"
+                                                    "answers; export and serve say the power reached and the pages that would reach the\n"
+                                                    "rule's count), and at least quality.min_traps. A number: that many, with a warning of\n"
+                                                    "the power when it is below the rule's count.")
     keep_failed_attention: bool = setting(False, bool, help="Keep the answers of participants who failed attention checks.",
                                           required=False)
     duration_minutes: float = setting(0, _NUMBER, lambda v: 0 <= v <= 24 * 60, "minutes, 0 to 1440",

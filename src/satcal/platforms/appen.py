@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from .base import ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html
+from .base import (ANSWER_LABELS, Platform, Setting, TrapCount, check_worker_visible, render_instructions_html,
+                   trap_count_line, traps_a_page)
 from ._common import raw_answers, read_table, write_delimited
 
 REPORT_COLUMNS = ["_unit_id", "_created_at", "_golden", "_id", "_missed", "_started_at", "_tainted",
@@ -78,8 +79,13 @@ def cml_template(visible: pd.DataFrame, k: int) -> str:
 SETTINGS = (
     Setting("payment_cents_per_page", 10, int, lambda v: 1 <= v <= 100_000, "a positive number of cents",
             "payment per page (units_per_assignment rows), in US cents"),
-    Setting("test_questions_per_page", 1, int, lambda v: 0 <= v <= 100, "an integer from 0 to 100",
-            "test questions (traps) on each page of work mode"),
+    Setting("test_questions_per_page", "auto", (int, str), lambda v: v == "auto" or (
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100), 'an integer from 0 to 100 or "auto"',
+            "test questions (traps) on each page of work mode; auto: as many as bring a worker to the trap "
+            "rule's count ([quality] trap_power) within pages_per_worker pages, after the quiz page"),
+    Setting("pages_per_worker", 10, int, lambda v: 0 <= v <= 100_000, "an integer from 0 to 100,000",
+            "pages of work mode one contributor may do (max judgments per contributor = this x rows per "
+            "page; 0: no limit, and auto gives one test question a page)"),
     Setting("min_accuracy", 70, (int, float), lambda v: 0 <= v <= 100, "a percentage from 0 to 100",
             "minimum accuracy on test questions to stay in the job"),
     Setting("quiz_mode", True, bool, None, "true or false",
@@ -90,8 +96,36 @@ SETTINGS = (
 DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 
-def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
-    """One line of the job settings, for export to print.
+def test_questions(settings: dict | None, items_per_page: int, needed: int | None) -> tuple[int, int]:
+    """Test questions on the quiz page (``items_per_page`` in quiz mode, else 0) and on each
+    page of work mode: ``test_questions_per_page``, or with ``"auto"``
+    :func:`satcal.platforms.base.traps_a_page` of the rest of the trap rule's count over
+    ``pages_per_worker`` pages.
+
+    Parameters
+    ----------
+    settings : dict or None
+        ``[platforms.appen]``; None (or a missing key) takes the defaults.
+    items_per_page : int
+        Rows on a page.
+    needed : int or None
+        The trap rule's count (:class:`satcal.platforms.base.TrapCount`).
+
+    Returns
+    -------
+    tuple of (int, int)
+    """
+    s = {**DEFAULTS, **(settings or {})}
+    quiz = items_per_page if s["quiz_mode"] else 0
+    if s["test_questions_per_page"] != "auto":
+        return quiz, int(s["test_questions_per_page"])
+    return quiz, traps_a_page(needed, s["pages_per_worker"], items_per_page, first=quiz)
+
+
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int,
+                      traps: TrapCount | None = None) -> str:
+    """One line of the job settings, for export to print: payment, test questions and where a
+    contributor meets the trap rule's count.
 
     Parameters
     ----------
@@ -101,22 +135,35 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
         Items on one page.
     answers_per_example : int
         Workers answering each item.
+    traps : TrapCount or None, optional
+        The trap rule's count for the batch; None: not known (auto then gives 1 a page).
 
     Returns
     -------
     str
     """
     s = {**DEFAULTS, **(settings or {})}
+    needed = traps.needed if traps is not None else None
+    quiz, per_page = test_questions(s, items_per_page, needed)
+    limit = (f"at most {s['pages_per_worker']} pages a contributor" if s["pages_per_worker"]
+             else "no limit of pages a contributor")
+    auto = traps_a_page(needed, s["pages_per_worker"], items_per_page, first=quiz)
+    where = (trap_count_line(needed, per_page, s["pages_per_worker"], first=quiz, available=traps.in_batch,
+                             platform="Appen", keys=("pages_per_worker", "test_questions_per_page"), auto=auto)
+             if traps is not None and per_page else "no test questions")
+    said = (" (auto)" if s["test_questions_per_page"] == "auto" else "") + (
+        f" after a quiz page of {quiz}" if quiz else "")
     return (f"payment {s['payment_cents_per_page']} cents per page of {items_per_page} units, "
             f"{answers_per_example} judgments per unit ([design] answers_per_example), "
-            f"{s['test_questions_per_page']} test question(s) a page, minimum accuracy {s['min_accuracy']}%, "
+            f"{per_page} test question(s) a page{said}, {limit}: {where}; "
+            f"minimum accuracy {s['min_accuracy']}%, "
             f"quiz mode {'on' if s['quiz_mode'] else 'off'}, answers of missed test questions "
             f"{'hidden' if s['hide_answer'] else 'shown'} (set them in Appen's job editor: job-settings.txt)")
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1,
-                settings: dict | None = None) -> list[Path]:
+                settings: dict | None = None, traps: TrapCount | None = None) -> list[Path]:
     """Appen's job files: ``units.csv`` (traps as test questions), ``job.cml``,
     ``instructions.html`` and ``job-settings.txt``.
 
@@ -138,6 +185,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
         Workers answering each item (default 1).
     settings : dict or None, optional
         ``[platforms.<name>]`` of study.toml; None (or a missing key) takes the defaults.
+    traps : TrapCount or None, optional
+        The trap rule's count for the batch (test questions under ``"auto"``).
 
     Returns
     -------
@@ -157,6 +206,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
     units["answer_gold"] = [e.replace(";", "\n") for e in golden["expected_shown"].fillna("")]
     units["answer_gold_reason"] = np.where(golden["is_trap"].to_numpy(),
                                            "The relevance of the two lists makes this answer clear.", "")
+    quiz, per_page = test_questions(s, items_per_page, traps.needed if traps else None)
+    pages = s["pages_per_worker"]
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [atomic_write_text(out_dir / "units.csv", write_delimited(units, ",")),
              atomic_write_text(out_dir / "job.cml", cml_template(_lower(visible), k)),
@@ -164,7 +215,12 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
              atomic_write_text(out_dir / "job-settings.txt", JOB_SETTINGS.format(
                  rows=items_per_page, judgments=answers_per_example,
                  traps=int(golden["is_trap"].sum()), cents=s["payment_cents_per_page"],
-                 per_page=s["test_questions_per_page"], accuracy=s["min_accuracy"],
+                 per_page=per_page, accuracy=s["min_accuracy"],
+                 max_judgments=pages * items_per_page if pages else "none (no limit)",
+                 rule=("none is enough for these traps" if traps is None or traps.needed is None
+                       else f"{traps.needed} test questions a contributor"),
+                 meets=(min(quiz + per_page * pages, len(golden[golden["is_trap"]])) if pages
+                        else "one a page"),
                  quiz="on" if s["quiz_mode"] else "off",
                  hide='turn on "Hide answer"' if s["hide_answer"] else 'leave "Hide answer" off'))]
     return paths
@@ -178,13 +234,20 @@ payment_per_assignment_cents = {cents}
 test_questions_per_page = {per_page}
 minimum_accuracy_percent = {accuracy}
 quiz_mode = {quiz}
+max_judgments_per_contributor = {max_judgments}
+# The trap rule ([quality] trap_power) asks {rule}; with these settings a contributor meets
+# {meets} (the quiz page and every page of work mode, never one test question twice), so the
+# job needs at least that many test questions (units.csv has {traps}). Appen cannot make a
+# contributor do every page: one who stops sooner meets fewer, and under [quality] min_traps
+# is kept unscored by satcal's ingest.
 # 1. Data: upload units.csv. Appen reads the {traps} rows with _golden = TRUE and their
 #    answer_gold / answer_gold_reason columns as test questions, but only once you convert them:
 #    Quality > Test Questions > "Convert uploaded test questions".
 # 2. Design: paste job.cml into the CML editor and instructions.html into the instructions.
 # 3. Quality > Test Questions settings: {hide} (when off, the expected answer and the
 #    reason are shown to a worker who misses one, which teaches the traps), set test
-#    questions per page to {per_page}, quiz mode {quiz}, minimum accuracy {accuracy}%.
+#    questions per page to {per_page}, quiz mode {quiz}, minimum accuracy {accuracy}%;
+#    Settings > Launch: max judgments per contributor {max_judgments}.
 """
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 from ..answers import ANSWER_CODES
 from ..errors import SatcalError
 
-__all__ = ["Platform", "Setting", "build_items", "KEY_COLUMNS", "DISPLAY_FIELDS",
+__all__ = ["Platform", "Setting", "TrapCount", "traps_a_page", "trap_count_line", "build_items", "KEY_COLUMNS", "DISPLAY_FIELDS",
            "render_form_html", "render_lists_html", "render_instructions_html", "instruction_paragraphs",
            "item_view", "RAW_ANSWER_COLUMNS", "SHOWN_CODES", "swap_answer", "ANSWER_LABELS"]
 
@@ -88,8 +88,8 @@ class Platform:
         The researcher's settings of the platform, ``[platforms.<name>]`` in study.toml;
         ``write_batch`` then takes ``settings=`` (a dict of their values). Empty for none.
     describe : callable or None
-        ``describe(settings, items_per_page, answers_per_example)``: the one line export
-        prints about those settings; None for none.
+        ``describe(settings, items_per_page, answers_per_example, traps=None)``: the one line
+        export prints about those settings (``traps``: a :class:`TrapCount`); None for none.
     """
 
     name: str
@@ -104,8 +104,105 @@ class Platform:
     #: the researcher's settings of the platform, ``[platforms.<name>]`` in study.toml: a tuple
     #: of :class:`Setting`; ``write_batch`` then takes ``settings=`` (a dict of their values)
     settings: tuple = ()
-    #: ``describe(settings, items_per_page, answers_per_example)``: one line export prints
+    #: ``describe(settings, items_per_page, answers_per_example, traps=None)``: one line export prints
     describe: Callable | None = None
+
+
+@dataclass(frozen=True)
+class TrapCount:
+    """The trap rule's count for a batch, as a platform's settings take it: how many traps a
+    worker must meet (``satcal.quality.traps_needed`` of the batch's traps' chance rates, for
+    ``[quality] trap_power``), how many the batch holds, among how many items.
+
+    Attributes
+    ----------
+    needed : int or None
+        Traps a worker must meet for the traps alone to exclude a random answerer with
+        probability ``trap_power``; None when no count can.
+    in_batch : int
+        Traps in the batch.
+    items : int
+        Items in the batch, traps included.
+    """
+
+    needed: int | None
+    in_batch: int
+    items: int
+
+
+def traps_a_page(needed: int | None, pages: int, items_per_page: int, first: int = 0) -> int:
+    """Traps on each of a worker's pages so that one who answers ``pages`` pages has met the trap
+    rule's ``needed`` (after ``first`` met before them, e.g. on a quiz page):
+    ``ceil((needed - first) / pages)``, at least 1 and at most ``items_per_page - 1`` (a page
+    keeps one item of its own); 1 when ``pages`` is 0 (no limit) or ``needed`` is None.
+
+    Parameters
+    ----------
+    needed : int or None
+        The trap rule's count (:class:`TrapCount`).
+    pages : int
+        Pages (task suites) one worker answers at most; 0 for no limit.
+    items_per_page : int
+        Items on a page.
+    first : int, optional
+        Traps a worker has met before those pages (default 0).
+
+    Returns
+    -------
+    int
+    """
+    if needed is None or pages <= 0:
+        return 1
+    return int(min(max(1, -(-(needed - first) // pages)), max(items_per_page - 1, 1)))
+
+
+def trap_count_line(needed: int | None, per_page: int, pages: int, first: int = 0, available: int | None = None,
+                    page: str = "page", platform: str = "the platform", keys: tuple = ("pages", "per_page"),
+                    auto: int | None = None) -> str:
+    """Where a worker of a platform with test questions meets the trap rule's count, and what the
+    platform cannot enforce, in words for export's summary.
+
+    Parameters
+    ----------
+    needed : int or None
+        The trap rule's count.
+    per_page : int
+        Traps on each page.
+    pages : int
+        Pages one worker answers at most; 0 for no limit.
+    first : int, optional
+        Traps met before them (a quiz page; default 0).
+    available : int or None, optional
+        Traps in the batch (a worker never meets one twice); None: not known.
+    page : str, optional
+        The platform's word for a page (default "page").
+    platform : str, optional
+        The platform's name (default "the platform").
+    keys : tuple of str, optional
+        The settings of the pages a worker may do and of the traps a page.
+    auto : int or None, optional
+        Traps a page ``"auto"`` gives, named when ``per_page`` is fewer.
+
+    Returns
+    -------
+    str
+    """
+    if needed is None:
+        return "the trap rule's count: none is enough for these traps (see generate's line)"
+    if available is not None and available < needed:
+        return (f"the batch holds {available} traps, fewer than the trap rule's {needed}: a worker meets at most "
+                f"{available}; set [traps] count >= {needed} (or \"auto\") and generate and export again")
+    after = first + per_page * pages
+    if pages > 0 and after < needed:
+        more = -(-(needed - first) // max(per_page, 1))
+        fix = f"set {keys[1]} to {auto} (\"auto\") or raise {keys[0]} to {more}" if auto and auto > per_page \
+            else f"raise {keys[0]} to {more}"
+        return (f"a worker meets {after} traps by the last of their {pages} {page}s, fewer than the trap rule's "
+                f"{needed}: {fix}")
+    reach = max(0, -(-(needed - first) // max(per_page, 1)))
+    return (f"a worker meets the trap rule's {needed} traps after {reach} {page}{'' if reach == 1 else 's'}; "
+            f"{platform} cannot make a worker do that many: one who stops sooner meets fewer, and under "
+            "[quality] min_traps is kept unscored")
 
 
 @dataclass(frozen=True)

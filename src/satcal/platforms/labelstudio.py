@@ -17,8 +17,8 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..fileio import atomic_write_text
-from .base import (ANSWER_LABELS, Platform, Setting, check_worker_visible, render_instructions_html,
-               render_lists_html)
+from .base import (ANSWER_LABELS, Platform, Setting, TrapCount, check_worker_visible, render_instructions_html,
+                   render_lists_html)
 from ._common import raw_answers, read_text, unfinished
 
 LABEL_CONFIG = """<View>
@@ -47,8 +47,11 @@ SETTINGS = (
 DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 
-def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
-    """One line of the project settings, for export to print.
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int,
+                      traps: TrapCount | None = None) -> str:
+    """One line of the project settings, for export to print, and what Label Studio cannot do
+    with traps: it has no test questions, so the traps are tasks like the others and an
+    annotator meets them in proportion to the tasks they annotate.
 
     Parameters
     ----------
@@ -58,15 +61,25 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
         Items on one page.
     answers_per_example : int
         Workers answering each item.
+    traps : TrapCount or None, optional
+        The trap rule's count for the batch; None: not stated.
 
     Returns
     -------
     str
     """
     s = {**DEFAULTS, **(settings or {})}
-    return (f"maximum_annotations {answers_per_example} ([design] answers_per_example) on "
+    line = (f"maximum_annotations {answers_per_example} ([design] answers_per_example) on "
             f"{s['overlap_cohort_percentage']}% of tasks, skip button {'shown' if s['show_skip_button'] else 'hidden'}, "
             f"instructions {'shown' if s['show_instruction'] else 'hidden'}")
+    if traps is None or not traps.in_batch:
+        return line
+    every = traps.items / traps.in_batch
+    rule = (f"the trap rule's {traps.needed} only after about {traps.needed * every:.0f} tasks"
+            if traps.needed is not None else "no count of them is enough for the trap rule")
+    return (f"{line}; Label Studio cannot set how many traps an annotator meets: its {traps.in_batch} traps are "
+            f"tasks like the others, about one in {every:.0f} of the {traps.items}, so an annotator meets {rule} "
+            "(one who does fewer is scored on fewer, and under [quality] min_traps not at all)")
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,

@@ -2,8 +2,10 @@
 tasks TSV for the web interface, and the results reader.
 
 ``project.json`` (task spec, classic view with its script and settings, instructions),
-``pool.json`` (overlap = answers per example, one control task mixed into each task suite, a
-golden-set quality rule; add ``project_id`` and ``will_expire`` when you create it),
+``pool.json`` (overlap = answers per example, control tasks mixed into each task suite as
+many as bring a worker to the trap rule's count within ``suites_per_worker`` suites, a
+golden-set quality rule, a limit of ``suites_per_worker`` suites a worker; add ``project_id``
+and ``will_expire`` when you create it),
 ``tasks.json`` (input values, known solutions of the traps: control tasks, no hints) and
 ``tasks.tsv`` (``INPUT:`` and ``GOLDEN:`` columns).
 
@@ -21,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from .base import ANSWER_LABELS, SHOWN_CODES, Platform, Setting, check_worker_visible
+from .base import (ANSWER_LABELS, SHOWN_CODES, Platform, Setting, TrapCount, check_worker_visible, trap_count_line,
+                   traps_a_page)
 from ._common import raw_answers, read_table, unfinished, write_delimited
 
 
@@ -83,8 +86,13 @@ SETTINGS = (
             "USD per task suite: one page of items_per_page comparisons of two ranked lists; price the time a page takes"),
     Setting("assignment_max_duration_seconds", 600, int, lambda v: 60 <= v <= 86400,
             "seconds from 60 to 86,400", "time a worker has for one task suite"),
-    Setting("control_tasks_per_suite", 1, int, lambda v: 0 <= v <= 100, "an integer from 0 to 100",
-            "traps (control tasks) mixed into each task suite"),
+    Setting("control_tasks_per_suite", "auto", (int, str), lambda v: v == "auto" or (
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100), 'an integer from 0 to 100 or "auto"',
+            "traps (control tasks) mixed into each task suite; auto: as many as bring a worker to the trap "
+            "rule's count ([quality] trap_power) within suites_per_worker suites"),
+    Setting("suites_per_worker", 10, int, lambda v: 0 <= v <= 100_000, "an integer from 0 to 100,000",
+            "task suites one worker may do (then restricted from the pool: a quality rule on submitted "
+            "suites; 0: no limit, and auto gives one control task a suite)"),
     # 5, as [quality] min_traps: after 3, one honest slip (67%) falls under 70% and restricts
     Setting("control_min_answers", 5, int, lambda v: 1 <= v <= 1000, "an integer from 1 to 1,000",
             "control tasks a worker answers before the quality rule judges them"),
@@ -139,12 +147,40 @@ def project_json(visible: pd.DataFrame, k: int, instructions: str) -> dict:
     }
 
 
-def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, settings: dict | None = None) -> dict:
+def control_tasks(settings: dict | None, items_per_page: int, needed: int | None) -> int:
+    """Control tasks in each task suite: ``control_tasks_per_suite``, or with ``"auto"``
+    :func:`satcal.platforms.base.traps_a_page` of the trap rule's count over
+    ``suites_per_worker`` suites.
+
+    Parameters
+    ----------
+    settings : dict or None
+        ``[platforms.toloka]``; None (or a missing key) takes the defaults.
+    items_per_page : int
+        Items in a task suite.
+    needed : int or None
+        The trap rule's count (:class:`satcal.platforms.base.TrapCount`).
+
+    Returns
+    -------
+    int
+    """
+    s = {**DEFAULTS, **(settings or {})}
+    if s["control_tasks_per_suite"] != "auto":
+        return int(s["control_tasks_per_suite"])
+    return traps_a_page(needed, s["suites_per_worker"], items_per_page)
+
+
+def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, settings: dict | None = None,
+              needed: int | None = None) -> dict:
     """The Toloka pool (API / toloka-kit ``Pool``), without ``project_id`` and ``will_expire``,
     which only exist once the project is created and the pool is opened: each task suite mixes
-    ``control_tasks_per_suite`` control tasks (traps, with their known solutions) into the real
-    tasks, every task is given to ``answers_per_example`` workers, and workers failing the
-    control tasks are restricted as ``settings`` (``[platforms.toloka]``, see ``SETTINGS``) say.
+    :func:`control_tasks` control tasks (traps, with their known solutions) into the real
+    tasks, every task is given to ``answers_per_example`` workers, workers failing the control
+    tasks are restricted as ``settings`` (``[platforms.toloka]``, see ``SETTINGS``) say, and a
+    worker who has submitted ``suites_per_worker`` suites is restricted from the pool (Toloka's
+    "submitted answers" rule, an ``ANSWER_COUNT`` collector), so that the control tasks
+    ``"auto"`` spreads over those suites reach the trap rule's count.
 
     Parameters
     ----------
@@ -156,13 +192,16 @@ def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, setti
         Traps in the batch.
     settings : dict or None, optional
         ``[platforms.toloka]``; None (or a missing key) takes the defaults.
+    needed : int or None, optional
+        The trap rule's count (traps a worker must meet); None: one control task a suite
+        under ``"auto"``.
 
     Returns
     -------
     dict
     """
     s = {**DEFAULTS, **(settings or {})}
-    golden = s["control_tasks_per_suite"] if n_traps else 0
+    golden = control_tasks(s, items_per_page, needed) if n_traps else 0
     if s["restriction"] == "temporary":
         duration = {"duration": s["restriction_days"], "duration_unit": "DAYS"}
     else:
@@ -172,6 +211,17 @@ def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, setti
               "action": {"type": "RESTRICTION_V2",
                          "parameters": {"scope": "PROJECT", **duration,
                                         "private_comment": "control tasks (traps) failed"}}}]
+    configs = [{
+        "collector_config": {"type": "GOLDEN_SET", "parameters": {"history_size": s["control_history_size"]}},
+        "rules": rules,
+    }] if golden and s["restriction"] != "none" else []
+    if s["suites_per_worker"]:  # each worker's share: the suites over which auto spreads the traps
+        configs.append({"collector_config": {"type": "ANSWER_COUNT"},
+                        "rules": [{"conditions": [{"key": "assignments_accepted_count", "operator": "GTE",
+                                                   "value": s["suites_per_worker"]}],
+                                   "action": {"type": "RESTRICTION_V2",
+                                              "parameters": {"scope": "POOL", "duration_unit": "PERMANENT",
+                                                             "private_comment": "did suites_per_worker task suites"}}}]})
     return {
         "private_name": "satcal batch",
         "may_contain_adult_content": False,
@@ -182,15 +232,14 @@ def pool_json(items_per_page: int, answers_per_example: int, n_traps: int, setti
                      "default_overlap_for_new_tasks": answers_per_example},
         "mixer_config": {"real_tasks_count": max(items_per_page - golden, 1), "golden_tasks_count": golden,
                          "training_tasks_count": 0},
-        "quality_control": {"configs": [{
-            "collector_config": {"type": "GOLDEN_SET", "parameters": {"history_size": s["control_history_size"]}},
-            "rules": rules if s["restriction"] != "none" else [],
-        }] if golden and s["restriction"] != "none" else []},
+        "quality_control": {"configs": configs},
     }
 
 
-def describe_settings(settings: dict, items_per_page: int, answers_per_example: int) -> str:
-    """One line of what the exported pool does, for export to print.
+def describe_settings(settings: dict, items_per_page: int, answers_per_example: int,
+                      traps: TrapCount | None = None) -> str:
+    """One line of what the exported pool does, for export to print: reward, control tasks and
+    where a worker meets the trap rule's count, overlap, quality rule.
 
     Parameters
     ----------
@@ -200,24 +249,35 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
         Items on one page.
     answers_per_example : int
         Workers answering each item.
+    traps : TrapCount or None, optional
+        The trap rule's count for the batch; None: not known (auto then gives 1 a suite).
 
     Returns
     -------
     str
     """
     s = {**DEFAULTS, **(settings or {})}
+    needed = traps.needed if traps is not None else None
+    golden = control_tasks(s, items_per_page, needed)
+    limit = (f"at most {s['suites_per_worker']} task suites a worker" if s["suites_per_worker"]
+             else "no limit of task suites a worker")
+    auto = traps_a_page(needed, s["suites_per_worker"], items_per_page)
+    where = trap_count_line(needed, golden, s["suites_per_worker"], available=traps.in_batch, page="task suite",
+                            platform="Toloka", keys=("suites_per_worker", "control_tasks_per_suite"), auto=auto) \
+        if traps is not None and golden else "no control tasks"
     per_item = s["reward_per_assignment"] / max(items_per_page, 1)
     rule = ("no quality rule" if s["restriction"] == "none" else
             f"workers under {s['control_min_accuracy']}% correct after {s['control_min_answers']} control "
             f"tasks restricted {'for ' + str(s['restriction_days']) + ' days' if s['restriction'] == 'temporary' else 'permanently'}")
+    said = " (auto)" if s["control_tasks_per_suite"] == "auto" else ""
     return (f"reward {s['reward_per_assignment']} USD per task suite of {items_per_page} items "
-            f"({per_item:.4g} an item), {s['control_tasks_per_suite']} control task(s) a suite, overlap "
+            f"({per_item:.4g} an item), {golden} control task(s) a suite{said}, {limit}: {where}; overlap "
             f"{answers_per_example} ([design] answers_per_example), {rule}")
 
 
 def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
                 instructions: str, items_per_page: int, answers_per_example: int = 1,
-                settings: dict | None = None) -> list[Path]:
+                settings: dict | None = None, traps: TrapCount | None = None) -> list[Path]:
     """Toloka's files: ``tasks.tsv`` and ``tasks.json`` (traps as control tasks),
     ``project.json`` and ``pool.json``.
 
@@ -239,6 +299,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
         Workers answering each item (default 1).
     settings : dict or None, optional
         ``[platforms.<name>]`` of study.toml; None (or a missing key) takes the defaults.
+    traps : TrapCount or None, optional
+        The trap rule's count for the batch (control tasks under ``"auto"``).
 
     Returns
     -------
@@ -267,7 +329,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
             atomic_write_text(out_dir / "tasks.json", json.dumps(tasks, indent=1) + "\n"),
             atomic_write_text(out_dir / "project.json", json.dumps(project_json(visible, k, instructions), indent=2) + "\n"),
             atomic_write_text(out_dir / "pool.json", json.dumps(pool_json(items_per_page, answers_per_example,
-                                                                           int(gold["is_trap"].sum()), settings),
+                                                                           int(gold["is_trap"].sum()), settings,
+                                                                           traps.needed if traps else None),
                                                                  indent=2) + "\n")]
 
 

@@ -14,6 +14,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..errors import SatcalError
@@ -21,7 +22,8 @@ from ..platforms import SHOWN_CODES
 from . import db
 
 __all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN", "WAITING",
-           "simulation_token", "trap_targets", "screening_warnings", "batch_warnings", "trap_items"]
+           "simulation_token", "trap_targets", "screening_warnings", "batch_screening", "trap_items",
+           "trap_chances", "participant_traps"]
 
 #: Participant ids and codes accepted at entry (Prolific ids are 24 hex digits).
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -61,9 +63,17 @@ class ServeSettings:
         The pages' title (not a study.toml key).
     k : int
         ``study.k``: documents per list.
+    traps_per_participant : int or str
+        ``serve.traps_per_participant``: traps each participant meets, served on top of the
+        pages' own items when the pages they get hold fewer (``traps_on_top``); ``"auto"``:
+        the trap rule's count (:func:`participant_traps`).
     min_traps : int
-        ``quality.min_traps``: traps each participant meets, served on top of the pages' own
-        items when the pages they get hold fewer (``traps_on_top``).
+        ``quality.min_traps``: traps a participant must meet before ingest scores them (the
+        least ``"auto"`` gives).
+    trust_threshold : float
+        ``quality.trust_threshold``: the trap rule's threshold.
+    trap_power : float
+        ``quality.trap_power``: the power the trap rule's count reaches.
     traps_on_top : bool
         ``serve.traps_on_top``: show traps beyond a page's own items where it holds too few.
     consent : str
@@ -87,9 +97,13 @@ class ServeSettings:
     instructions: str = ""
     title: str = "Which search results are better?"
     k: int = 5
-    #: traps each participant meets (quality.min_traps), served on top of the pages' own
-    #: items when the pages they get hold fewer (``traps_on_top``)
+    #: traps each participant meets (serve.traps_per_participant), served on top of the pages'
+    #: own items when the pages they get hold fewer (``traps_on_top``); "auto": the trap rule's
+    #: count (participant_traps)
+    traps_per_participant: object = "auto"
     min_traps: int = 5
+    trust_threshold: float = 0.7
+    trap_power: float = 0.99
     traps_on_top: bool = True
     #: what the consent page says besides the instructions
     consent: str = ""
@@ -118,7 +132,9 @@ class ServeSettings:
                    assignment_timeout_minutes=float(s.assignment_timeout_minutes),
                    answers_per_example=settings.design.answers_per_example,
                    instructions=settings.presentation.instructions, k=settings.study.k,
-                   min_traps=settings.quality.min_traps, traps_on_top=s.traps_on_top, consent=s.consent,
+                   traps_per_participant=s.traps_per_participant, min_traps=settings.quality.min_traps,
+                   trust_threshold=float(settings.quality.trust_threshold),
+                   trap_power=float(settings.quality.trap_power), traps_on_top=s.traps_on_top, consent=s.consent,
                    duration_minutes=float(s.duration_minutes), pay=s.pay, contact=s.contact)
 
 
@@ -209,6 +225,79 @@ def trap_targets(pages: int, min_traps: int) -> list[int]:
     return [-(-min_traps * (j + 1) // pages) for j in range(pages)] if pages else []
 
 
+def participant_traps(chance, items_seen: int, pages: int, asked, threshold: float, power: float,
+                      min_traps: int) -> tuple[int, str, list[str]]:
+    """How many traps each participant of the hosted study meets, the line export and serve
+    print of it, and the warnings where that count misses the trap rule's power.
+
+    The trap rule's count is :func:`satcal.quality.traps_needed` of the batch's traps' chance
+    rates: the fewest traps at which the traps alone exclude a participant answering at random
+    with probability ``power``. ``asked = "auto"`` takes it, but at most the items the
+    participant's own pages hold (``items_seen``: traps then make up at most half of their
+    answers, and a page at most doubles) and at least ``min_traps`` (the least ingest scores),
+    never more than the batch holds; a number is taken as it is.
+
+    Parameters
+    ----------
+    chance : array_like of float
+        The chance acceptance rate of each of the batch's traps (accepted codes / 4).
+    items_seen : int
+        The batch's items on the pages one participant gets.
+    pages : int
+        Pages one participant gets.
+    asked : int or str
+        ``serve.traps_per_participant``: a number, or ``"auto"``.
+    threshold : float
+        ``quality.trust_threshold``.
+    power : float
+        ``quality.trap_power``.
+    min_traps : int
+        ``quality.min_traps``.
+
+    Returns
+    -------
+    tuple of (int, str, list of str)
+        The count, the line, the warnings.
+    """
+    from ..quality import trap_exclusion, trap_rule_line, traps_needed
+    chance = np.asarray(chance, float)
+    available = len(chance)
+    needed = traps_needed(chance, threshold, power) if available else None
+    if asked == "auto":
+        n = min(needed, max(items_seen, min_traps)) if needed is not None else min_traps
+        n = min(n, available)
+        how = 'traps_per_participant = "auto"'
+    else:
+        n = int(asked)
+        how = f"traps_per_participant = {n}"
+    reached = trap_exclusion(chance, threshold, n) if available else 0.0
+    line = (f"screening: each participant meets {n} trap{'' if n == 1 else 's'} over their {pages} "
+            f"page{'' if pages == 1 else 's'} ([serve] {how}; the trap rule asks "
+            f"{'none: the batch has no traps' if not available else needed if needed is not None else 'more than any count gives'}"
+            + (f"), so that one answering at random is excluded by the traps alone with probability {reached:.3f}"
+               if available else ")"))
+    if not available:
+        return n, line, ["the batch has no traps: no participant is scored on traps or excluded for failing "
+                         "them; set [traps] count (\"auto\") and generate and export again"] if asked == "auto" else []
+    if needed is None:
+        return n, line, [trap_rule_line(chance, threshold, power)]
+    if n >= needed:
+        return n, line, []
+    short = (f"a participant answering at random is excluded by the traps alone with probability {reached:.2f}, "
+             f"not quality.trap_power = {power:g}")
+    if asked != "auto":
+        return n, line, [f"[serve] traps_per_participant = {n} is below the trap rule's {needed}: {short}; "
+                         f'set it to {needed} or "auto"']
+    if available < needed:
+        return n, line, [f"the batch has {available} traps, fewer than the trap rule's {needed}: {short}; set "
+                         f"[traps] count >= {needed} (or \"auto\") and generate and export again"]
+    more = -(-needed * pages // max(items_seen, 1))
+    return n, line, [f'each participant meets {n} traps, not the trap rule\'s {needed}: "auto" stops at the '
+                     f"{items_seen} items their {pages} pages hold (traps at most half of their answers), so {short}; "
+                     f"raise [serve] pages_per_participant to {more}, or set traps_per_participant = {needed} "
+                     f"(pages then hold about {-(-needed // max(pages, 1))} traps each beside their items)"]
+
+
 def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: int, traps_on_top: bool) -> list[str]:
     """Why the hosted study cannot score every participant on ``min_traps`` traps (empty when it
     can): too few traps in the batch, or (traps only where the batch put them) too few traps on
@@ -224,7 +313,8 @@ def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: i
     per_participant : int
         Pages one participant gets.
     min_traps : int
-        ``quality.min_traps``; 0 or less asks for nothing.
+        The traps each participant meets (:func:`participant_traps`); 0 or less asks for
+        nothing.
     traps_on_top : bool
         Whether the server adds traps on top of pages.
 
@@ -236,16 +326,17 @@ def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: i
     if min_traps <= 0:
         return []
     if len(trap_ids) < min_traps:
-        return [f"the batch has {len(trap_ids)} trap(s), fewer than quality.min_traps = {min_traps}: no "
-                "participant can be scored on traps or excluded for failing them; raise [traps] count "
-                "and export again"]
+        return [f"the batch has {len(trap_ids)} trap(s), fewer than the {min_traps} each participant meets "
+                "([serve] traps_per_participant): participants meet fewer and may not be scored on traps; "
+                "raise [traps] count and generate and export again"]
     if not traps_on_top:
         items = sum(len(v) for v in pages.values())
         expected = per_participant * len(trap_ids) / max(len(pages), 1)
         if expected < min_traps:
             return [f"with [serve] traps_on_top = false a participant meets {expected:.1f} traps on average "
                     f"({len(trap_ids)} traps among {items} items on {len(pages)} pages, {per_participant} pages "
-                    f"each), fewer than quality.min_traps = {min_traps}: most participants cannot be scored; "
+                    f"each), fewer than the {min_traps} of [serve] traps_per_participant: most participants "
+                    "cannot be scored; "
                     "set traps_on_top = true"]
     from ..quality import STRAIGHT_MIN_ANSWERS
     answers = per_participant * sum(len(v) for v in pages.values()) / max(len(pages), 1)
@@ -273,9 +364,47 @@ def trap_items(key: pd.DataFrame) -> pd.Series:
     return key.loc[key["is_trap"].astype(str) == "True", "item_id"].astype(str)
 
 
-def batch_warnings(items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings) -> list[str]:
-    """:func:`screening_warnings` of an exported batch (``satcal export`` with platform serve
-    says them, as ``satcal serve`` does at start).
+def trap_chances(key: pd.DataFrame) -> pd.Series:
+    """The chance acceptance rate of each of a batch's traps (accepted codes / 4, from key.csv's
+    ``expected``), by item id.
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        key.csv.
+
+    Returns
+    -------
+    pandas.Series
+    """
+    from ..quality import _chance
+    traps = key.loc[key["is_trap"].astype(str) == "True"]
+    return pd.Series(_chance(traps), index=traps["item_id"].astype(str).to_numpy(), dtype=float)
+
+
+def _screening(pages: dict, chance: pd.Series, per_participant: int, settings: ServeSettings):
+    """:func:`participant_traps` and :func:`screening_warnings` of the pages one participant
+    gets: (count, line, warnings)."""
+    items_seen = int(per_participant * sum(len(v) for v in pages.values()) / max(len(pages), 1))
+    n, line, warned = participant_traps(chance.to_numpy(), items_seen, per_participant,
+                                        settings.traps_per_participant, settings.trust_threshold,
+                                        settings.trap_power, settings.min_traps)
+    own = sum(len(v) for v in pages.values()) / max(len(pages), 1)
+    native = per_participant * len(chance) / max(len(pages), 1)  # traps the pages themselves hold
+    if settings.traps_on_top and n > native and per_participant:  # what the pages grow by
+        line += (f"; about {(n - native) / per_participant:.1f} traps a page shown on top of its "
+                 f"{own:.1f} items on average")
+    checks = min(settings.attention_checks, per_participant)
+    line += (f"; {checks} attention check{'' if checks == 1 else 's'} (failing {settings.attention_fail_limit} "
+             "ends a participation and excludes its answers at ingest)" if checks else "; no attention checks")
+    return n, line, warned + screening_warnings(pages, chance.index, per_participant, n, settings.traps_on_top)
+
+
+def batch_screening(items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings) -> tuple[str, list[str]]:
+    """How the hosted study of an exported batch screens participants (the line ``satcal export``
+    with platform serve prints, as ``satcal serve`` does at start: traps each participant meets,
+    attention checks) and the warnings of :func:`participant_traps` and
+    :func:`screening_warnings`.
 
     Parameters
     ----------
@@ -288,11 +417,11 @@ def batch_warnings(items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettin
 
     Returns
     -------
-    list of str
+    tuple of (str, list of str)
     """
     pages = {int(p): list(g["item_id"]) for p, g in items.groupby("page")}
-    return screening_warnings(pages, trap_items(key), min(settings.pages_per_participant, len(pages)),
-                              settings.min_traps, settings.traps_on_top)
+    _, line, warned = _screening(pages, trap_chances(key), min(settings.pages_per_participant, len(pages)), settings)
+    return line, warned
 
 
 def attention_positions(pages: int, checks: int) -> set[int]:
@@ -328,10 +457,13 @@ class HostedStudy:
         SHA-256 of key.csv: the database belongs to one batch.
     trap_ids : iterable of str, default ()
         Item ids of the traps (:func:`trap_items`).
+    trap_chance : pandas.Series or None, default None
+        The traps' chance acceptance rates by item id (:func:`trap_chances`); None: 1/4 each
+        (one accepted answer).
     """
 
     def __init__(self, pages: dict[int, list[dict]], settings: ServeSettings, engine, key_digest: str,
-                 trap_ids=()):
+                 trap_ids=(), trap_chance: pd.Series | None = None):
         if not pages:
             raise SatcalError("the batch has no items to serve; run satcal export first")
         self.pages = pages
@@ -351,9 +483,14 @@ class HostedStudy:
         self.trap_views = {it["item_id"]: it for items in pages.values() for it in items if it["item_id"] in trap_ids}
         self.traps_on_page = {page: {it["item_id"] for it in items if it["item_id"] in trap_ids}
                               for page, items in pages.items()}
-        self._trap_targets = trap_targets(self.per_participant, settings.min_traps)
-        self.warnings = screening_warnings(pages, self.trap_views, self.per_participant, settings.min_traps,
-                                           settings.traps_on_top)
+        chance = pd.Series(0.25, index=list(self.trap_views), dtype=float)
+        if trap_chance is not None:
+            chance = trap_chance.reindex(chance.index).fillna(0.25)
+        #: traps each participant meets (:func:`participant_traps`), the line saying how they are
+        #: screened, and why the design cannot screen them as asked
+        self.traps_per_participant, self.screening, self.warnings = _screening(
+            {p: [it["item_id"] for it in items] for p, items in pages.items()}, chance, self.per_participant, settings)
+        self._trap_targets = trap_targets(self.per_participant, self.traps_per_participant)
         #: adaptive studies: the page order and the stop, published by a background refit
         #: (:class:`satcal.serve.priority.PageOrder`, set by the caller); None: page order
         self.order = None
@@ -385,7 +522,7 @@ class HostedStudy:
         SatcalError
             The batch has no items.
         """
-        return cls(load_pages(items, settings.k), settings, engine, key_digest, trap_items(key))
+        return cls(load_pages(items, settings.k), settings, engine, key_digest, trap_items(key), trap_chances(key))
 
     # -- participants ----------------------------------------------------------------------
     def enter(self, kind: str, external_id: str, study_id: str = "", session_id: str = "",
@@ -872,7 +1009,8 @@ class HostedStudy:
                 "simulated_participants": int(people["simulated"].sum()),
                 "simulated_share": (simulated_responses / responses) if responses else 0.0,
                 "responses": responses, "answers_per_example": self.settings.answers_per_example,
-                "min_traps": self.settings.min_traps, "warnings": list(self.warnings),
+                "traps_per_participant": self.traps_per_participant, "screening": self.screening,
+                "warnings": list(self.warnings),
                 **({"adaptive": self.order.status()} if self.order is not None else {})}
 
     def csrf_token(self, pid: int) -> str:

@@ -2,6 +2,7 @@
 their keys) and preview."""
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -72,10 +73,10 @@ class DesignStages:
                                      "traps": traps.attrs.get("built", f"{len(traps)} traps from {self['traps.file']}")},
                         outputs=outputs)
         result.traps_built = traps.attrs.get("built", f"{len(traps)} traps read from {self['traps.file']}")
-        # min_traps is the traps a participant meets only in the hosted study
-        hosted = self["presentation.platform"] == "serve"
+        # the hosted study's own count, where set (export and serve say what "auto" gives)
+        asked = self["serve.traps_per_participant"] if self["presentation.platform"] == "serve" else "auto"
         rule = trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"],
-                         self["quality.min_traps"] if hosted else 0)
+                         0 if asked == "auto" else asked)
         result.traps_built += "\n" + rule[0]
         _warn_traps(rule, self.path)
         return result
@@ -171,8 +172,9 @@ class DesignStages:
             per_page = auto_items_per_page(visible, self.k)
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
-        _warn_traps(trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"],
-                              self["quality.min_traps"] if plat.name == "serve" else 0), self.path, always=True)
+        # the hosted study's count: its own line and warnings (pipeline.export_text)
+        _warn_traps(trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"], 0),
+                    self.path, always=True)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
@@ -203,6 +205,8 @@ class DesignStages:
                               spreadsheet_safe(visible).to_csv(index=False, lineterminator="\n"))
             staged_out = outputs.dir(f"batches/{plat.name}")
             settings = {"settings": self.config["platforms"][plat.name]} if plat.settings else {}
+            if "traps" in inspect.signature(plat.write_batch).parameters:  # test questions set from the rule
+                settings["traps"] = self.trap_count(key)
             written = plat.write_batch(visible, key, staged_out, self.k, self["presentation.instructions"],
                                        per_page,
                                        answers_per_example=self["design.answers_per_example"], **settings)
@@ -210,6 +214,28 @@ class DesignStages:
                                    **({"wave_examples": len(examples)} if wave is not None else {})},
                         outputs=outputs)
         return [out / Path(p).relative_to(staged_out) for p in written]
+
+    def trap_count(self, key: pd.DataFrame | None = None):
+        """The trap rule's count for the current batch (:class:`satcal.platforms.base.TrapCount`):
+        traps a worker must meet, from the chance rates of the batch's traps in key.csv (the
+        same the hosted study reads), and the batch's traps and items.
+
+        Parameters
+        ----------
+        key : pandas.DataFrame or None, optional
+            key.csv; None reads it.
+
+        Returns
+        -------
+        TrapCount
+        """
+        from ..platforms.base import TrapCount
+        from ..quality import _chance, traps_needed
+        key = self.table("key.csv") if key is None else key
+        traps = key[key["is_trap"].astype(str) == "True"]
+        needed = traps_needed(_chance(traps), self["quality.trust_threshold"], self["quality.trap_power"]) \
+            if len(traps) else None
+        return TrapCount(needed, len(traps), len(key))
 
     def keys(self) -> pd.DataFrame | None:
         """Every batch's key in one table (item ids are unique across batches), for ingest."""
@@ -267,10 +293,10 @@ class DesignStages:
         return target
 
 
-def trap_rule(traps: pd.DataFrame, threshold: float, power: float, min_traps: int) -> tuple[str, list[str]]:
+def trap_rule(traps: pd.DataFrame, threshold: float, power: float, per_participant: int) -> tuple[str, list[str]]:
     """The trap-count rule of ``[quality] trap_power`` on a batch's traps: the line generate
     and export print, and one warning line each where the batch holds fewer traps than a
-    worker must meet, or ``quality.min_traps`` scores workers on fewer.
+    worker must meet, or the hosted study's ``serve.traps_per_participant`` gives fewer.
 
     Parameters
     ----------
@@ -280,8 +306,8 @@ def trap_rule(traps: pd.DataFrame, threshold: float, power: float, min_traps: in
         ``quality.trust_threshold``.
     power : float
         ``quality.trap_power``.
-    min_traps : int
-        ``quality.min_traps``.
+    per_participant : int
+        ``serve.traps_per_participant`` where set to a number; 0 for none.
 
     Returns
     -------
@@ -300,10 +326,10 @@ def trap_rule(traps: pd.DataFrame, threshold: float, power: float, min_traps: in
         short.append(f"the batch has {len(traps)} traps, but a worker must meet {needed} for the traps alone to "
                      f"exclude a random answerer with probability {power:g} (with {len(traps)}: "
                      f"{trap_exclusion(chance, threshold, len(traps)):.2f}); set [traps] count >= {needed}")
-    if 0 < min_traps < needed:
-        short.append(f"quality.min_traps = {min_traps} scores workers on fewer traps than the {needed} that exclude "
-                     f"a random answerer with probability {power:g} (with {min_traps}: "
-                     f"{trap_exclusion(chance, threshold, min_traps):.2f}); give each worker {needed} traps")
+    if 0 < per_participant < needed:
+        short.append(f"[serve] traps_per_participant = {per_participant} gives participants fewer traps than the "
+                     f"{needed} that exclude a random answerer with probability {power:g} (with {per_participant}: "
+                     f"{trap_exclusion(chance, threshold, per_participant):.2f}); set it to {needed} or \"auto\"")
     return line, short
 
 

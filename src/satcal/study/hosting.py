@@ -65,10 +65,11 @@ class Hosting:
         from ..serve.study import ServeSettings
         return ServeSettings.from_settings(self.settings)
 
-    def serve_warnings(self) -> list[str]:
-        """Why the exported batch cannot score every participant of the hosted study on traps."""
-        from ..serve.study import batch_warnings
-        return batch_warnings(self.table("items.csv"), self.table("key.csv"), self.serve_settings())
+    def serve_screening(self) -> tuple[str, list[str]]:
+        """How the hosted study of the exported batch screens participants (one line: traps each
+        meets, attention checks), and why it cannot score every participant as asked."""
+        from ..serve.study import batch_screening
+        return batch_screening(self.table("items.csv"), self.table("key.csv"), self.serve_settings())
 
     def hosted_study(self, url: str | None = None):
         """The hosted study of the exported batch, its answers in the database at ``url``

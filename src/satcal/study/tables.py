@@ -46,8 +46,12 @@ class Tables:
         plat = get_platform(platform or self["presentation.platform"])
         if plat.describe is None:
             return ""
-        return plat.describe(self.config["platforms"][plat.name], self["presentation.items_per_page"],
-                             self["design.answers_per_example"])
+        per_page = self["presentation.items_per_page"]
+        key = self.table("key.csv", required=False)
+        if key is not None and len(key):  # the exported batch's pages ("auto" resolved)
+            per_page = int(key.groupby("page").size().max())
+        return plat.describe(self.config["platforms"][plat.name], per_page, self["design.answers_per_example"],
+                             traps=self.trap_count(key) if key is not None else None)
 
     @property
     def k(self) -> int:
