@@ -283,7 +283,7 @@ def participant_traps(chance, items_seen: int, pages: int, asked, threshold: flo
         return n, line, [trap_rule_line(chance, threshold, power)]
     if n >= needed:
         return n, line, []
-    short = (f"a participant answering at random is excluded by the traps alone with probability {reached:.2f}, "
+    short = (f"a participant answering at random is excluded by the traps alone with probability {reached:.3f}, "
              f"not quality.trap_power = {power:g}")
     if asked != "auto":
         return n, line, [f"[serve] traps_per_participant = {n} is below the trap rule's {needed}: {short}; "
