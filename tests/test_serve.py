@@ -342,7 +342,7 @@ def test_participant_traps_take_the_trap_rules_count_capped_by_the_pages():
     few = needed - 4
     n, line, warned = participant_traps(chance, few, 5, "auto", 0.7, 0.99, 5)
     assert n == few and len(warned) == 1
-    assert f"probability {trap_exclusion(chance, 0.7, few):.2f}, not quality.trap_power = 0.99" in warned[0]
+    assert f"probability {trap_exclusion(chance, 0.7, few):.3f}, not quality.trap_power = 0.99" in warned[0]
     assert f"pages_per_participant to {-(-needed * 5 // few)}" in warned[0]
     # fewer items than min_traps: min_traps
     assert participant_traps(chance, 3, 1, "auto", 0.7, 0.99, 5)[0] == 5
@@ -350,7 +350,7 @@ def test_participant_traps_take_the_trap_rules_count_capped_by_the_pages():
     n, line, warned = participant_traps(chance, 100, 5, 7, 0.7, 0.99, 5)
     assert n == 7 and warned == [f"[serve] traps_per_participant = 7 is below the trap rule's {needed}: a participant "
                                  f"answering at random is excluded by the traps alone with probability "
-                                 f"{trap_exclusion(chance, 0.7, 7):.2f}, not quality.trap_power = 0.99; set it to "
+                                 f"{trap_exclusion(chance, 0.7, 7):.3f}, not quality.trap_power = 0.99; set it to "
                                  f'{needed} or "auto"']
     assert participant_traps(chance, 100, 5, needed, 0.7, 0.99, 5)[::2] == (needed, [])
     # a batch with fewer traps than the count: all of them, and a warning
