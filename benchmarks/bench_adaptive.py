@@ -45,7 +45,7 @@ with each formulation's mean error at N.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
-        [--criterion information|influence] [--seed-base S] [--shape-arms both|fixed|adaptive]
+        [--criterion information|influence] [--seed-base S] [--shape-arms both|fixed|adaptive] [--independent]
     python benchmarks/bench_adaptive.py --summarise P.ecir.pkl [Q.ecir.pkl ...]
 """
 import argparse
@@ -85,6 +85,10 @@ SEED_BASE = 0
 #: The arms run by the shapes part (``--shape-arms``); a run with one arm only saves its studies
 #: (``--save``) for ``--summarise``.
 SHAPE_ARMS = ("fixed", "adaptive")
+#: Calibrate with the shared-effect joint model (the analysis's default) or, with
+#: ``--independent``, the independent one (the model the criterion fits; the one issue 24's second
+#: round measured with).
+SHARED = True
 
 
 def synthetic_judgments(seed=7):
@@ -164,13 +168,13 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
                                             criterion=CRITERION,
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
-                                            indicator=INDICATOR, margin=ZONE)
+                                            indicator=INDICATOR, margin=ZONE, shared_effect=SHARED)
             runs[arm].append(table)
             if SAVE:   # every finished study, so that a run cut short can still be summarised
                 import pickle
                 with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
                     pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form,
-                                 "criterion": CRITERION, "seed_base": SEED_BASE,
+                                 "criterion": CRITERION, "seed_base": SEED_BASE, "shared_effect": SHARED,
                                  "limit": None}, fh)
             if r == SEED_BASE and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
@@ -263,7 +267,8 @@ def settle_shape(judgments, studies, boot):
         tables = [simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
                                           budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
                                           fixed=fixed, bootstrap=boot, max_looks=15, stop=False, truth_b1=truths,
-                                          spread=SPREAD, indicator=INDICATOR, margin=ZONE) for r in range(studies)]
+                                          spread=SPREAD, indicator=INDICATOR, margin=ZONE, shared_effect=SHARED)
+                  for r in range(studies)]
         for ind in INDICATORS:
             rows = []
             for t in tables:
@@ -472,6 +477,8 @@ def main():
                     help="the arms of the shapes part (one arm: save with --save, combine with --summarise)")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL",
                     help="print the figures of saved studies (several runs' pickles, e.g. a fixed and an adaptive arm)")
+    ap.add_argument("--independent", action="store_true",
+                    help="calibrate with the independent joint model instead of the shared-effect one")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
     if args.summarise:
@@ -489,14 +496,16 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS
+    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS, SHARED
+    SHARED = not args.independent
     SPREAD, INDICATOR, SAVE = args.spread, args.indicator, args.save
     ZONE = args.margin
     CRITERION, SEED_BASE = args.criterion, args.seed_base
     SHAPE_ARMS = ("fixed", "adaptive") if args.shape_arms == "both" else (args.shape_arms,)
     ARMS = (args.arm,) if args.arm else ARMS
     print(f"settle and the criterion on {INDICATOR} ({CRITERION}), margin {ZONE}, {studies} studies per shape "
-          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}")
+          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}; joint model "
+          f"{'shared-effect' if SHARED else 'independent'}")
     if not args.skip_cost:
         priority_cost()
     if args.only in (None, "shapes", "ecir"):

@@ -1412,7 +1412,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             spread: float = 1.0, first_wave: int | None = None,
                             truth_b1=None, indicator: str = "b1_std", reference_seed: int = 0,
                             margin: float = MARGIN, target: str | None = None,
-                            criterion: str = "information") -> pd.DataFrame:
+                            criterion: str = "information", shared_effect: bool = True) -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
     Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
@@ -1477,6 +1477,9 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     target : str or None, optional
         The criterion's target (:func:`example_priorities`); None: ``indicator`` when it is one of
         :data:`TARGETS`, else ``b1_joint``.
+    shared_effect : bool, optional
+        Calibrate with the shared-effect joint model (default True, as ``calibrate``) or the
+        independent one (False; the model the criterion itself fits).
 
     Returns
     -------
@@ -1545,7 +1548,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         study = StudyData(examples, k=k, n_levels=n_levels, judgments=judgments, name="simulated")
         result = calibrate(study, forms, sat_model="both", bootstrap=bootstrap, seed=seed + look,
                            model_check_folds=0, reference=reference,
-                           standardised_intervals=reference is not None)
+                           standardised_intervals=reference is not None, shared_effect=shared_effect)
         s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator,
                    margin=margin, study=study)
         bias = result.bias
