@@ -93,9 +93,11 @@ MODEL_WEIGHT = 0.01
 #: What the criterion targets by default: the standardised b1 (design-free), or b1_joint.
 TARGETS = ("b1_std", "b1_joint")
 #: The criteria for b1_std: the exact expected information of one more answer, the models'
-#: covariances updated after every pick of a wave (default), or the first-order influence with
-#: the cells' decay within a wave (the earlier criterion).
-CRITERIA = ("information", "influence")
+#: covariances updated after every pick of a wave, its precision term A-optimal on the vector of
+#: b1_std (the sum of their variances: the widest intervals count most; default) or on their
+#: relative variances (``information-relative``, every formulation's log-variance alike: issue 24's
+#: second round); or the first-order influence with the cells' decay within a wave (the first).
+CRITERIA = ("information", "information-relative", "influence")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default indifference margin of the stopping rule, in b1 units (a mean absolute gap between
@@ -538,7 +540,7 @@ class _Design:
 
 
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                margin: float, fits=None, cache=None):
+                margin: float, fits=None, cache=None, relative: bool = False):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -546,10 +548,12 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     :func:`std_gradients`, Sigma_g the model's inverse observed information). The design
     minimises, greedily one answer at a time, the L-optimal objective
 
-        Phi(Sigma) = spread / F sum_f Var(b1_std(f)) / Var_0(f)
+        Phi(Sigma) = spread sum_f Var(b1_std(f)) / sum_f Var_0(f)
                      + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-    the relative variances of every formulation's b1_std (what the interval widths are made of)
+    the sum of the variances of every formulation's b1_std (A-optimal on the b1_std vector: what
+    the interval widths are made of, the widest counting most; with ``relative`` the mean of their
+    relative variances, spread / F sum_f Var(f) / Var_0(f), which counts the narrowest as much)
     and of the open contrasts with the leader L (what the stopping rule reads), o_c the
     contrast's openness 2 Phi(-(|d_c| + margin) / sd_c), Var_0 the variances now. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
@@ -573,7 +577,12 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     U, sigma, M = [], [], []
     for g in models:
         G = grads[g][ok]
-        m = spread * (G.T / var[ok]) @ G / ok.sum() if spread > 0 else np.zeros((G.shape[1],) * 2)
+        if spread <= 0:
+            m = np.zeros((G.shape[1],) * 2)
+        elif relative:   # sum_f Var_f / Var_0(f) / F: every formulation's log-variance alike
+            m = spread * (G.T / var[ok]) @ G / ok.sum()
+        else:            # sum_f Var_f / sum_f Var_0(f): A-optimal on the b1_std vector
+            m = spread * G.T @ G / var[ok].sum()
         for openness, c, var_d in chosen:
             d = grads[g][c] - grads[g][lead]
             m = m + openness * np.outer(d, d) / var_d / len(chosen)
@@ -636,8 +645,9 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     state = None
     if empty:
         info, leader, cont = np.zeros(len(pool)), None, ()
-    elif ref is not None and criterion == "information":
-        state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
+    elif ref is not None and criterion != "influence":
+        state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
+                                          relative=criterion == "information-relative")
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
