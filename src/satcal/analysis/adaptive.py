@@ -15,10 +15,12 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
    and Sigma_g the model's inverse observed information. The criterion (``criterion=
    "information"``, :func:`_design_std`) is L-optimal: it lowers
 
-       Phi = spread / F sum_f Var b1_std(f) / Var_0 b1_std(f)
+       Phi = spread sum_f Var b1_std(f) / sum_f Var_0 b1_std(f)
              + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-   the relative variances of every formulation's b1_std (the interval widths) and of the open
+   the sum of the variances of every formulation's b1_std (A-optimal on the b1_std vector: the
+   interval widths, the widest counting most; ``"information-relative"``: their mean relative
+   variance instead) and the relative variances of the open
    contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
    contrast's openness 2 Phi(-(|d_c| + margin) / sd_c). One more answer at example x adds its
    expected Fisher information I_x = sum_y J_y J_y' / p_y (J the Jacobian of the four outcome
@@ -741,11 +743,13 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         the study's judgments with seed ``reference_seed`` (kept in ``cache``).
     reference_seed : int, optional
         Seed of that draw (default 0; a study passes the seed its calibrations use).
-    criterion : {"information", "influence"}, optional
+    criterion : {"information", "information-relative", "influence"}, optional
         For b1_std: ``information`` (default) scores an example by the exact reduction of the
-        L-optimal objective (relative variances of every b1_std and of the open contrasts with
-        the leader) from the expected Fisher information of one more answer there
-        (:func:`_design_std`); ``influence`` by the first-order preposterior variance of those
+        L-optimal objective (the sum of every b1_std's variance over its value now, and the
+        relative variances of the open contrasts with the leader) from the expected Fisher
+        information of one more answer there (:func:`_design_std`); ``information-relative`` the
+        same with the mean relative variance of every b1_std in place of the sum; ``influence``
+        by the first-order preposterior variance of those
         contrasts plus ``spread`` times the formulations' own (:func:`_information_std`).
 
     Returns
