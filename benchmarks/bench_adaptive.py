@@ -219,9 +219,13 @@ def report(runs, n_fixed, best, truth_form, ind="b1_joint"):
     right_reach = [bool(row["right"]) if row is not None else False for row in reach]
     zone_reach = [bool(row["right_zone"]) if row is not None else False for row in reach]
     med = np.nanmedian(n_reach) if np.isfinite(n_reach).any() else np.nan
+    every = np.median(np.where(np.isfinite(n_reach), n_reach, np.inf))   # a study not reaching it: beyond N
     print(f"true least biased: {best}")
     print(f"fixed design: {n_fixed} answers, median {ind} width {fixed_width:.4f}, right pick "
           f"{fixed_right:.2f}, within {ZONE} of the best {fixed_zone:.2f} ({len(runs['fixed'])} studies)")
+    print(f"adaptive: median over all {len(reach)} studies of the answers from which its width stays at or below "
+          f"that (a study never there counts as beyond N): "
+          + (f"{every:.0f} ({every / n_fixed:.0%} of N)" if np.isfinite(every) else "beyond N"))
     print(f"adaptive: reaches that width (and stays there) in {sum(np.isfinite(n_reach))} of {len(reach)} studies, median "
           f"{med:.0f} answers ({med / n_fixed:.0%} of the fixed design's; saving {1 - med / n_fixed:.0%}); right pick "
           f"there {np.mean(right_reach):.2f}, within {ZONE} {np.mean(zone_reach):.2f}; at {n_fixed} answers width "
@@ -385,6 +389,9 @@ def summarise(paths):
             ns = cs[0][0]
             med_curve = np.median(np.stack([w for _, w, _ in cs]), axis=0)
             at = _crossing(ns, med_curve, target)
+            every = np.median(np.where(np.isfinite(per), per, np.inf))   # a study not reaching it: beyond N
+            print(f"   {arm}: per study, median over all {len(per)} (one not reaching it counts as beyond N): "
+                  + (f"{every:.0f} answers ({every / n_fixed:.0%} of N)" if np.isfinite(every) else "beyond N"))
             print(f"   {arm}: per study reaches it and stays in {int(np.isfinite(per).sum())} of {len(per)}, "
                   f"median {np.nanmedian(per) if np.isfinite(per).any() else float('nan'):.0f} answers "
                   f"({np.nanmedian(per) / n_fixed if np.isfinite(per).any() else float('nan'):.0%} of N; studies not "
@@ -395,6 +402,20 @@ def summarise(paths):
             print("     median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(ns, med_curve)))
         fc = np.median(np.stack([w for _, w, _ in c["fixed"]]), axis=0)
         print("     fixed median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(c["fixed"][0][0], fc)))
+    print("-- which intervals stay wide: per formulation, the median over studies of the BC width and of the "
+          "bootstrap SD at looks 4, 7 and N (the median width is the 4th/5th of 8)")
+    order = list(truth.sort_values().index)
+    print("   " + " " * 24 + " ".join(f"{f:>10}" for f in order))
+    for arm, tables in arms.items():
+        forms = list(tables[0].attrs["bias"]["formulation"])
+        cols = [forms.index(f) for f in order]
+        for li in (3, 6, len(tables[0].attrs["std_looks"]) - 1):
+            w = np.median([np.subtract(*_intervals(t.attrs["std_looks"][li][1], t.attrs["std_looks"][li][2], "bc")[::-1])
+                           for t in tables], axis=0)
+            sd = np.median([np.nanstd(t.attrs["std_looks"][li][2], axis=0, ddof=1) for t in tables], axis=0)
+            n = tables[0].attrs["std_looks"][li][0]
+            print(f"   {arm[:14]:<14} n {n:>5} BC " + " ".join(f"{w[c]:10.4f}" for c in cols))
+            print(f"   {'':<14} {'':>7} SD " + " ".join(f"{sd[c]:10.4f}" for c in cols))
     print("-- picks at N (leader of b1_std; exact / within the margin) and settled decisions")
     for arm, tables in arms.items():
         lead = [t["leader_b1_std"].iloc[-1] for t in tables]
