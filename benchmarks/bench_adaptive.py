@@ -41,7 +41,10 @@ median width per study and on the median-over-studies curve (log-log interpolati
 by BC width and by bootstrap SE; picks and settled decisions; and the coverage of 95% intervals by
 interval method (BC, percentile, basic, normal) for the formulations within the margin of the
 least, the others, the generating one, and the contrasts with the leader that ``settle`` reads,
-with each formulation's mean error at N.
+with each formulation's mean error at N, and which formulations' intervals stay wide (per
+formulation, the median BC width and bootstrap SD at looks 4, 7 and N). ``--independent``
+calibrates the simulated studies with the independent joint model instead of the shared-effect
+one (the analysis's default, whose b1_std replicates go wild on these studies: docs/benchmarks.md).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
