@@ -48,7 +48,7 @@ one (the analysis's default, whose b1_std replicates go wild on these studies: d
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
-        [--criterion information|information-relative|influence] [--seed-base S] [--shape-arms both|fixed|adaptive] [--independent]
+        [--criterion information|information-sum|influence] [--seed-base S] [--shape-arms both|fixed|adaptive] [--independent]
     python benchmarks/bench_adaptive.py --summarise P.ecir.pkl [Q.ecir.pkl ...]
 """
 import argparse
@@ -494,7 +494,7 @@ def main():
     ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
     ap.add_argument("--arm", choices=("fixed", "adaptive"), default=None, help="one arm of the settled-decisions part")
     ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
-    ap.add_argument("--criterion", choices=("information", "information-relative", "influence"), default="information",
+    ap.add_argument("--criterion", choices=("information", "information-sum", "influence"), default="information",
                     help="the adaptive arm's criterion")
     ap.add_argument("--seed-base", type=int, default=0, help="first study's seed offset (fresh seeds: another base)")
     ap.add_argument("--shape-arms", choices=("both", "fixed", "adaptive"), default="both",

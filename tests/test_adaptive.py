@@ -574,10 +574,10 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
         state.add(j)
 
 
-def test_information_criterion_precision_term_is_a_optimal_on_the_b1_std_vector(judgments, pool):
-    """The precision term of criterion="information" is the fall of sum_f Var b1_std(f) over its
-    value now (A-optimal on the b1_std vector: the widest count most); "information-relative"
-    the fall of the mean relative variance (1/F) sum_f Var(f) / Var_0(f). Checked by explicit
+def test_information_criterion_precision_terms_relative_and_summed(judgments, pool):
+    """The precision term of criterion="information" is the fall of the mean relative variance
+    (1/F) sum_f Var b1_std(f) / Var_0(f); of "information-sum" the fall of sum_f Var(f) over its
+    value now (A-optimal on the b1_std vector: the widest count most). Checked by explicit
     inverses: each model's covariance after one answer (Sigma^-1 + I_x)^-1, the variances
     sum_g G_fg Sigma_g G_fg' from std_gradients; the contrast term (spread 0) taken out."""
     from satcal.analysis.adaptive import _design_std, _fit_all, std_gradients

@@ -15,13 +15,12 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
    and Sigma_g the model's inverse observed information. The criterion (``criterion=
    "information"``, :func:`_design_std`) is L-optimal: it lowers
 
-       Phi = spread sum_f Var b1_std(f) / sum_f Var_0 b1_std(f)
+       Phi = spread / F sum_f Var b1_std(f) / Var_0 b1_std(f)
              + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-   the sum of the variances of every formulation's b1_std (A-optimal on the b1_std vector: the
-   interval widths, the widest counting most; ``"information-relative"``: their mean relative
-   variance instead) and the relative variances of the open
-   contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
+   the relative variances of every formulation's b1_std (the interval widths;
+   ``"information-sum"``: their sum over its value now, A-optimal on the b1_std vector) and of
+   the open contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
    contrast's openness 2 Phi(-(|d_c| + margin) / sd_c). One more answer at example x adds its
    expected Fisher information I_x = sum_y J_y J_y' / p_y (J the Jacobian of the four outcome
    probabilities) to each model's information; the covariance then falls by the exact rank-4
@@ -95,11 +94,11 @@ MODEL_WEIGHT = 0.01
 #: What the criterion targets by default: the standardised b1 (design-free), or b1_joint.
 TARGETS = ("b1_std", "b1_joint")
 #: The criteria for b1_std: the exact expected information of one more answer, the models'
-#: covariances updated after every pick of a wave, its precision term A-optimal on the vector of
-#: b1_std (the sum of their variances: the widest intervals count most; default) or on their
-#: relative variances (``information-relative``, every formulation's log-variance alike: issue 24's
-#: second round); or the first-order influence with the cells' decay within a wave (the first).
-CRITERIA = ("information", "information-relative", "influence")
+#: covariances updated after every pick of a wave, its precision term the mean relative variance
+#: of every b1_std (default) or A-optimal on the vector of b1_std (``information-sum``: the sum of
+#: their variances, the widest intervals counting most; not measurably better, docs/adaptive.md);
+#: or the first-order influence with the cells' decay within a wave (the first criterion).
+CRITERIA = ("information", "information-sum", "influence")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default indifference margin of the stopping rule, in b1 units (a mean absolute gap between
@@ -542,7 +541,7 @@ class _Design:
 
 
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                margin: float, fits=None, cache=None, relative: bool = False):
+                margin: float, fits=None, cache=None, relative: bool = True):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -550,12 +549,12 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     :func:`std_gradients`, Sigma_g the model's inverse observed information). The design
     minimises, greedily one answer at a time, the L-optimal objective
 
-        Phi(Sigma) = spread sum_f Var(b1_std(f)) / sum_f Var_0(f)
+        Phi(Sigma) = spread / F sum_f Var(b1_std(f)) / Var_0(f)
                      + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-    the sum of the variances of every formulation's b1_std (A-optimal on the b1_std vector: what
-    the interval widths are made of, the widest counting most; with ``relative`` the mean of their
-    relative variances, spread / F sum_f Var(f) / Var_0(f), which counts the narrowest as much)
+    the relative variances of every formulation's b1_std (what the interval widths are made of;
+    with ``relative`` false, ``criterion="information-sum"``, their sum over its value now,
+    spread sum_f Var(f) / sum_f Var_0(f), A-optimal on the b1_std vector: the widest count most)
     and of the open contrasts with the leader L (what the stopping rule reads), o_c the
     contrast's openness 2 Phi(-(|d_c| + margin) / sd_c), Var_0 the variances now. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
@@ -649,7 +648,7 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
         info, leader, cont = np.zeros(len(pool)), None, ()
     elif ref is not None and criterion != "influence":
         state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
-                                          relative=criterion == "information-relative")
+                                          relative=criterion == "information")
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
@@ -743,12 +742,12 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         the study's judgments with seed ``reference_seed`` (kept in ``cache``).
     reference_seed : int, optional
         Seed of that draw (default 0; a study passes the seed its calibrations use).
-    criterion : {"information", "information-relative", "influence"}, optional
+    criterion : {"information", "information-sum", "influence"}, optional
         For b1_std: ``information`` (default) scores an example by the exact reduction of the
-        L-optimal objective (the sum of every b1_std's variance over its value now, and the
-        relative variances of the open contrasts with the leader) from the expected Fisher
-        information of one more answer there (:func:`_design_std`); ``information-relative`` the
-        same with the mean relative variance of every b1_std in place of the sum; ``influence``
+        L-optimal objective (relative variances of every b1_std and of the open contrasts with
+        the leader) from the expected Fisher information of one more answer there
+        (:func:`_design_std`); ``information-sum`` the same with the sum of every b1_std's
+        variance over its value now in place of their mean relative variance; ``influence``
         by the first-order preposterior variance of those
         contrasts plus ``spread`` times the formulations' own (:func:`_information_std`).
 
