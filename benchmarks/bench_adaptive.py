@@ -41,11 +41,14 @@ median width per study and on the median-over-studies curve (log-log interpolati
 by BC width and by bootstrap SE; picks and settled decisions; and the coverage of 95% intervals by
 interval method (BC, percentile, basic, normal) for the formulations within the margin of the
 least, the others, the generating one, and the contrasts with the leader that ``settle`` reads,
-with each formulation's mean error at N.
+with each formulation's mean error at N, and which formulations' intervals stay wide (per
+formulation, the median BC width and bootstrap SD at looks 4, 7 and N). ``--independent``
+calibrates the simulated studies with the independent joint model instead of the shared-effect
+one (the analysis's default, whose b1_std replicates go wild on these studies: docs/benchmarks.md).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
-        [--criterion information|influence] [--seed-base S] [--shape-arms both|fixed|adaptive]
+        [--criterion information|information-sum|influence] [--seed-base S] [--shape-arms both|fixed|adaptive] [--independent]
     python benchmarks/bench_adaptive.py --summarise P.ecir.pkl [Q.ecir.pkl ...]
 """
 import argparse
@@ -85,6 +88,10 @@ SEED_BASE = 0
 #: The arms run by the shapes part (``--shape-arms``); a run with one arm only saves its studies
 #: (``--save``) for ``--summarise``.
 SHAPE_ARMS = ("fixed", "adaptive")
+#: Calibrate with the shared-effect joint model (the analysis's default) or, with
+#: ``--independent``, the independent one (the model the criterion fits; the one issue 24's second
+#: round measured with).
+SHARED = True
 
 
 def synthetic_judgments(seed=7):
@@ -164,13 +171,13 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
                                             criterion=CRITERION,
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
-                                            indicator=INDICATOR, margin=ZONE)
+                                            indicator=INDICATOR, margin=ZONE, shared_effect=SHARED)
             runs[arm].append(table)
             if SAVE:   # every finished study, so that a run cut short can still be summarised
                 import pickle
                 with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
                     pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form,
-                                 "criterion": CRITERION, "seed_base": SEED_BASE,
+                                 "criterion": CRITERION, "seed_base": SEED_BASE, "shared_effect": SHARED,
                                  "limit": None}, fh)
             if r == SEED_BASE and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
@@ -215,9 +222,13 @@ def report(runs, n_fixed, best, truth_form, ind="b1_joint"):
     right_reach = [bool(row["right"]) if row is not None else False for row in reach]
     zone_reach = [bool(row["right_zone"]) if row is not None else False for row in reach]
     med = np.nanmedian(n_reach) if np.isfinite(n_reach).any() else np.nan
+    every = np.median(np.where(np.isfinite(n_reach), n_reach, np.inf))   # a study not reaching it: beyond N
     print(f"true least biased: {best}")
     print(f"fixed design: {n_fixed} answers, median {ind} width {fixed_width:.4f}, right pick "
           f"{fixed_right:.2f}, within {ZONE} of the best {fixed_zone:.2f} ({len(runs['fixed'])} studies)")
+    print(f"adaptive: median over all {len(reach)} studies of the answers from which its width stays at or below "
+          f"that (a study never there counts as beyond N): "
+          + (f"{every:.0f} ({every / n_fixed:.0%} of N)" if np.isfinite(every) else "beyond N"))
     print(f"adaptive: reaches that width (and stays there) in {sum(np.isfinite(n_reach))} of {len(reach)} studies, median "
           f"{med:.0f} answers ({med / n_fixed:.0%} of the fixed design's; saving {1 - med / n_fixed:.0%}); right pick "
           f"there {np.mean(right_reach):.2f}, within {ZONE} {np.mean(zone_reach):.2f}; at {n_fixed} answers width "
@@ -263,7 +274,8 @@ def settle_shape(judgments, studies, boot):
         tables = [simulate_adaptive_study(judgments, crowd("lin-const", 2000 + r), forms, adaptive=arm == "adaptive",
                                           budget=min(1500, len(fixed)), wave_size=100, seed=7 * r + 1, pool=pool,
                                           fixed=fixed, bootstrap=boot, max_looks=15, stop=False, truth_b1=truths,
-                                          spread=SPREAD, indicator=INDICATOR, margin=ZONE) for r in range(studies)]
+                                          spread=SPREAD, indicator=INDICATOR, margin=ZONE, shared_effect=SHARED)
+                  for r in range(studies)]
         for ind in INDICATORS:
             rows = []
             for t in tables:
@@ -380,6 +392,9 @@ def summarise(paths):
             ns = cs[0][0]
             med_curve = np.median(np.stack([w for _, w, _ in cs]), axis=0)
             at = _crossing(ns, med_curve, target)
+            every = np.median(np.where(np.isfinite(per), per, np.inf))   # a study not reaching it: beyond N
+            print(f"   {arm}: per study, median over all {len(per)} (one not reaching it counts as beyond N): "
+                  + (f"{every:.0f} answers ({every / n_fixed:.0%} of N)" if np.isfinite(every) else "beyond N"))
             print(f"   {arm}: per study reaches it and stays in {int(np.isfinite(per).sum())} of {len(per)}, "
                   f"median {np.nanmedian(per) if np.isfinite(per).any() else float('nan'):.0f} answers "
                   f"({np.nanmedian(per) / n_fixed if np.isfinite(per).any() else float('nan'):.0%} of N; studies not "
@@ -390,6 +405,20 @@ def summarise(paths):
             print("     median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(ns, med_curve)))
         fc = np.median(np.stack([w for _, w, _ in c["fixed"]]), axis=0)
         print("     fixed median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(c["fixed"][0][0], fc)))
+    print("-- which intervals stay wide: per formulation, the median over studies of the BC width and of the "
+          "bootstrap SD at looks 4, 7 and N (the median width is the 4th/5th of 8)")
+    order = list(truth.sort_values().index)
+    print("   " + " " * 24 + " ".join(f"{f:>10}" for f in order))
+    for arm, tables in arms.items():
+        forms = list(tables[0].attrs["bias"]["formulation"])
+        cols = [forms.index(f) for f in order]
+        for li in (3, 6, len(tables[0].attrs["std_looks"]) - 1):
+            w = np.median([np.subtract(*_intervals(t.attrs["std_looks"][li][1], t.attrs["std_looks"][li][2], "bc")[::-1])
+                           for t in tables], axis=0)
+            sd = np.median([np.nanstd(t.attrs["std_looks"][li][2], axis=0, ddof=1) for t in tables], axis=0)
+            n = tables[0].attrs["std_looks"][li][0]
+            print(f"   {arm[:14]:<14} n {n:>5} BC " + " ".join(f"{w[c]:10.4f}" for c in cols))
+            print(f"   {'':<14} {'':>7} SD " + " ".join(f"{sd[c]:10.4f}" for c in cols))
     print("-- picks at N (leader of b1_std; exact / within the margin) and settled decisions")
     for arm, tables in arms.items():
         lead = [t["leader_b1_std"].iloc[-1] for t in tables]
@@ -465,13 +494,15 @@ def main():
     ap.add_argument("--margin", type=float, default=MARGIN, help="the stopping rule's indifference margin")
     ap.add_argument("--arm", choices=("fixed", "adaptive"), default=None, help="one arm of the settled-decisions part")
     ap.add_argument("--save", default=None, help="pickle each shape's studies to SAVE.<shape>.pkl as they finish")
-    ap.add_argument("--criterion", choices=("information", "influence"), default="information",
+    ap.add_argument("--criterion", choices=("information", "information-sum", "influence"), default="information",
                     help="the adaptive arm's criterion")
     ap.add_argument("--seed-base", type=int, default=0, help="first study's seed offset (fresh seeds: another base)")
     ap.add_argument("--shape-arms", choices=("both", "fixed", "adaptive"), default="both",
                     help="the arms of the shapes part (one arm: save with --save, combine with --summarise)")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL",
                     help="print the figures of saved studies (several runs' pickles, e.g. a fixed and an adaptive arm)")
+    ap.add_argument("--independent", action="store_true",
+                    help="calibrate with the independent joint model instead of the shared-effect one")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
     if args.summarise:
@@ -489,14 +520,16 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS
+    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS, SHARED
+    SHARED = not args.independent
     SPREAD, INDICATOR, SAVE = args.spread, args.indicator, args.save
     ZONE = args.margin
     CRITERION, SEED_BASE = args.criterion, args.seed_base
     SHAPE_ARMS = ("fixed", "adaptive") if args.shape_arms == "both" else (args.shape_arms,)
     ARMS = (args.arm,) if args.arm else ARMS
     print(f"settle and the criterion on {INDICATOR} ({CRITERION}), margin {ZONE}, {studies} studies per shape "
-          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}")
+          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}; joint model "
+          f"{'shared-effect' if SHARED else 'independent'}")
     if not args.skip_cost:
         priority_cost()
     if args.only in (None, "shapes", "ecir"):

@@ -572,3 +572,37 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
         assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
         free[j] = False
         state.add(j)
+
+
+def test_information_criterion_precision_terms_relative_and_summed(judgments, pool):
+    """The precision term of criterion="information" is the fall of the mean relative variance
+    (1/F) sum_f Var b1_std(f) / Var_0(f); of "information-sum" the fall of sum_f Var(f) over its
+    value now (A-optimal on the b1_std vector: the widest count most). Checked by explicit
+    inverses: each model's covariance after one answer (Sigma^-1 + I_x)^-1, the variances
+    sum_g G_fg Sigma_g G_fg' from std_gradients; the contrast term (spread 0) taken out."""
+    from satcal.analysis.adaptive import _design_std, _fit_all, std_gradients
+    from satcal.analysis.standardise import akaike_weights, reference_scores
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in FORMS]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    _, _, fits = _fit_all(study, forms)
+    _, grads = std_gradients(np.stack([f.theta for f in fits]), ref, akaike_weights([f.loglik for f in fits]))
+    models = [g for g in grads if np.isfinite(fits[g].cov).all()]
+    var0 = sum(np.einsum("fi,ij,fj->f", grads[g], fits[g].cov, grads[g]) for g in models)
+    assert var0.max() > 1.2 * var0.min()   # so the two weightings differ
+    for relative in (False, True):
+        full, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.005, fits=fits, relative=relative)
+        contrast, _, _ = _design_std(pa, pb, study, forms, None, 0.0, ref, 0.005, fits=fits, relative=relative)
+        red = full.reductions() - contrast.reductions()
+        for idx in (0, 17, 101):
+            after = np.zeros_like(var0)
+            for m, g in enumerate(models):
+                U = full.U[m][idx]
+                post = np.linalg.inv(np.linalg.inv(fits[g].cov) + U.T @ U)
+                after += np.einsum("fi,ij,fj->f", grads[g], post, grads[g])
+            want = np.mean((var0 - after) / var0) if relative else (var0 - after).sum() / var0.sum()
+            assert red[idx] == pytest.approx(want, rel=1e-6, abs=1e-12)

@@ -18,8 +18,9 @@ Three pieces, used between waves of answers (``export --next-batch``) or page by
        Phi = spread / F sum_f Var b1_std(f) / Var_0 b1_std(f)
              + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-   the relative variances of every formulation's b1_std (the interval widths) and of the open
-   contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
+   the relative variances of every formulation's b1_std (the interval widths;
+   ``"information-sum"``: their sum over its value now, A-optimal on the b1_std vector) and of
+   the open contrasts between the leader L and its contenders c (what the stopping rule reads), o_c a
    contrast's openness 2 Phi(-(|d_c| + margin) / sd_c). One more answer at example x adds its
    expected Fisher information I_x = sum_y J_y J_y' / p_y (J the Jacobian of the four outcome
    probabilities) to each model's information; the covariance then falls by the exact rank-4
@@ -93,9 +94,11 @@ MODEL_WEIGHT = 0.01
 #: What the criterion targets by default: the standardised b1 (design-free), or b1_joint.
 TARGETS = ("b1_std", "b1_joint")
 #: The criteria for b1_std: the exact expected information of one more answer, the models'
-#: covariances updated after every pick of a wave (default), or the first-order influence with
-#: the cells' decay within a wave (the earlier criterion).
-CRITERIA = ("information", "influence")
+#: covariances updated after every pick of a wave, its precision term the mean relative variance
+#: of every b1_std (default) or A-optimal on the vector of b1_std (``information-sum``: the sum of
+#: their variances, the widest intervals counting most; not measurably better, docs/adaptive.md);
+#: or the first-order influence with the cells' decay within a wave (the first criterion).
+CRITERIA = ("information", "information-sum", "influence")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default indifference margin of the stopping rule, in b1 units (a mean absolute gap between
@@ -538,7 +541,7 @@ class _Design:
 
 
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                margin: float, fits=None, cache=None):
+                margin: float, fits=None, cache=None, relative: bool = True):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -549,7 +552,9 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
         Phi(Sigma) = spread / F sum_f Var(b1_std(f)) / Var_0(f)
                      + 1 / C sum_c o_c Var(b1_std(c) - b1_std(L)) / Var_0(c - L),
 
-    the relative variances of every formulation's b1_std (what the interval widths are made of)
+    the relative variances of every formulation's b1_std (what the interval widths are made of;
+    with ``relative`` false, ``criterion="information-sum"``, their sum over its value now,
+    spread sum_f Var(f) / sum_f Var_0(f), A-optimal on the b1_std vector: the widest count most)
     and of the open contrasts with the leader L (what the stopping rule reads), o_c the
     contrast's openness 2 Phi(-(|d_c| + margin) / sd_c), Var_0 the variances now. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
@@ -573,7 +578,12 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     U, sigma, M = [], [], []
     for g in models:
         G = grads[g][ok]
-        m = spread * (G.T / var[ok]) @ G / ok.sum() if spread > 0 else np.zeros((G.shape[1],) * 2)
+        if spread <= 0:
+            m = np.zeros((G.shape[1],) * 2)
+        elif relative:   # sum_f Var_f / Var_0(f) / F: every formulation's log-variance alike
+            m = spread * (G.T / var[ok]) @ G / ok.sum()
+        else:            # sum_f Var_f / sum_f Var_0(f): A-optimal on the b1_std vector
+            m = spread * G.T @ G / var[ok].sum()
         for openness, c, var_d in chosen:
             d = grads[g][c] - grads[g][lead]
             m = m + openness * np.outer(d, d) / var_d / len(chosen)
@@ -636,8 +646,9 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     state = None
     if empty:
         info, leader, cont = np.zeros(len(pool)), None, ()
-    elif ref is not None and criterion == "information":
-        state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
+    elif ref is not None and criterion != "influence":
+        state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
+                                          relative=criterion == "information")
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
@@ -731,11 +742,13 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         the study's judgments with seed ``reference_seed`` (kept in ``cache``).
     reference_seed : int, optional
         Seed of that draw (default 0; a study passes the seed its calibrations use).
-    criterion : {"information", "influence"}, optional
+    criterion : {"information", "information-sum", "influence"}, optional
         For b1_std: ``information`` (default) scores an example by the exact reduction of the
         L-optimal objective (relative variances of every b1_std and of the open contrasts with
         the leader) from the expected Fisher information of one more answer there
-        (:func:`_design_std`); ``influence`` by the first-order preposterior variance of those
+        (:func:`_design_std`); ``information-sum`` the same with the sum of every b1_std's
+        variance over its value now in place of their mean relative variance; ``influence``
+        by the first-order preposterior variance of those
         contrasts plus ``spread`` times the formulations' own (:func:`_information_std`).
 
     Returns
@@ -1412,7 +1425,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             spread: float = 1.0, first_wave: int | None = None,
                             truth_b1=None, indicator: str = "b1_std", reference_seed: int = 0,
                             margin: float = MARGIN, target: str | None = None,
-                            criterion: str = "information") -> pd.DataFrame:
+                            criterion: str = "information", shared_effect: bool = True) -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
     Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
@@ -1477,6 +1490,9 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     target : str or None, optional
         The criterion's target (:func:`example_priorities`); None: ``indicator`` when it is one of
         :data:`TARGETS`, else ``b1_joint``.
+    shared_effect : bool, optional
+        Calibrate with the shared-effect joint model (default True, as ``calibrate``) or the
+        independent one (False; the model the criterion itself fits).
 
     Returns
     -------
@@ -1545,7 +1561,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         study = StudyData(examples, k=k, n_levels=n_levels, judgments=judgments, name="simulated")
         result = calibrate(study, forms, sat_model="both", bootstrap=bootstrap, seed=seed + look,
                            model_check_folds=0, reference=reference,
-                           standardised_intervals=reference is not None)
+                           standardised_intervals=reference is not None, shared_effect=shared_effect)
         s = settle(result, confidence=confidence, top_m=top_m, look=look, max_looks=max_looks, indicator=indicator,
                    margin=margin, study=study)
         bias = result.bias
