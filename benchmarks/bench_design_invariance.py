@@ -26,7 +26,7 @@ users of the same population, says how far two studies agree from sampling noise
 on each design's lists (no noise): for formulations other than the truth it too depends on which
 lists a design holds, so it bounds what any estimator of that estimand can reach.
 
-    python benchmarks/bench_design_invariance.py [--seeds 5] [--answers 4115] [--worker-sd 0.5]
+    python benchmarks/bench_design_invariance.py [--seeds 5] [--first-seed 0] [--answers 4115] [--worker-sd 0.5]
         [--indicator-range full|data] [--truth exp2-zipf] [--intercept -2] [--slope 4] [--save DIR]
 """
 import argparse
@@ -120,6 +120,7 @@ def compare(bias_ecir, bias_gen, names):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run from this one on")
     parser.add_argument("--answers", type=int, default=4115)
     parser.add_argument("--worker-sd", type=float, default=0.5, help="sd of the worker intercepts")
     parser.add_argument("--indicator-range", default="full", choices=["full", "data"],
@@ -155,7 +156,7 @@ def main():
         Path(args.save).mkdir(parents=True, exist_ok=True)
         truth_std.to_csv(Path(args.save) / "truth_std.csv", index=False)
     rows = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         t = time.perf_counter()
         rng = np.random.default_rng(seed)
         ex = generate(study.judgments, seed=seed).examples
@@ -181,9 +182,18 @@ def main():
             kinds = fits["flags"].fillna("").str.split("; ").explode()
             bias[name].attrs["kinds"] = sorted({k.split(":")[0] for k in kinds if k})
             bias[name].attrs["pairing"] = float(np.median(pairing_correlation(pa, pb)))
+            # the satisfaction model every standardised curve is read through: the joint models'
+            # Akaike weights (SPEC 7.2)
+            weights = r.meta["provenance"]["reference_population"]["weights"]
+            top = max(weights, key=weights.get)
+            bias[name].attrs["model"] = f"{top} {weights[top]:.2f}"
+            bias[name].attrs["weights"] = weights
         if args.save:
+            import json
             for name, table in bias.items():
                 table.to_csv(Path(args.save) / f"bias_seed{seed}_{name}.csv", index=False)
+            (Path(args.save) / f"weights_seed{seed}.json").write_text(
+                json.dumps({n: b.attrs["weights"] for n, b in bias.items()}, indent=1))
         oracle = {name: oracle_b1(pa, pb, truth, args.worker_sd, **user) for name, (pa, pb) in designs.items()}
         o_rho = spearmanr(oracle["ecir"], oracle["generated"]).statistic
         ids = np.array([f.id for f in forms])
@@ -225,6 +235,7 @@ def main():
             "truth_b2_ecir": lc("ecir", "b2"), "truth_b2_generated": lc("generated", "b2"),
             "truth_b2_joint_ecir": lc("ecir", "b2_joint"),
             "truth_b2_joint_generated": lc("generated", "b2_joint"),
+            "sat_model": " / ".join(bias[n].attrs["model"] for n in designs),
             "flagged_fits": f"{bias['ecir'].attrs['flags']} / {bias['generated'].attrs['flags']}",
             "flags": ", ".join(sorted(set(bias["ecir"].attrs["kinds"]) | set(bias["generated"].attrs["kinds"]))),
             "seconds": round(time.perf_counter() - t, 1)})
