@@ -24,7 +24,10 @@ standardised ones (b1_std, b2_std, b3_std). A third study, the ECIR design answe
 users of the same population, says how far two studies agree from sampling noise alone
 (``noise_*``); ``oracle_*`` is the ranking by b1 of each formulation's population per-list curve
 on each design's lists (no noise): for formulations other than the truth it too depends on which
-lists a design holds, so it bounds what any estimator of that estimand can reach.
+lists a design holds, so it bounds what any estimator of that estimand can reach. Each study has
+its own 100 workers: ``own_users_rho`` is the Spearman correlation between the two designs'
+*users'* own standardised rankings (their realised intercepts, no answers), ``std_vs_own_*`` each
+study's estimate against its own users'.
 
 ``--answers`` sets the size of every study (default 4,115, the paper's); on the ECIR design the
 pairs are then drawn with replacement, on the generated one every example is answered about
@@ -42,7 +45,9 @@ standardised mean rank over b1_std-b3_std:
         (0.972-0.998), >= 0.95 in 6 of 6; same design 0.995, 6 of 6; same least biased 5 of 6
 
 Each study has its own 100 workers, so it estimates its users' curve, not the population's:
-a floor on the agreement that more answers do not lower (docs/benchmarks.md).
+a floor on the agreement that more answers do not lower. From 12,345 answers every study's
+estimate agrees with its own users' ranking (``std_vs_own_*``) at >= 0.98 on either design
+(docs/benchmarks.md).
 
     python benchmarks/bench_design_invariance.py [--seeds 5] [--first-seed 0] [--answers 4115] [--worker-sd 0.5]
         [--indicator-range full|data] [--truth exp2-zipf] [--intercept -2] [--slope 4] [--save DIR]
@@ -65,8 +70,9 @@ CODES = np.array(["a_better", "b_better", "both_good", "both_bad"], dtype=object
 
 
 def simulate_users(phi_a, phi_b, truth, rng, workers=100, intercept=-3.0, slope=6.0, sd=0.5,
-                   undecided=0.3, accuracy=0.8, lapse=0.1):
-    """Answers of SPEC 7.1's process with per-worker intercepts (each answer a random worker)."""
+                   undecided=0.3, accuracy=0.8, lapse=0.1, effects=False):
+    """Answers of SPEC 7.1's process with per-worker intercepts (each answer a random worker);
+    with ``effects``, also each answer's worker intercept u (the same draws)."""
     n = len(phi_a)
     u = rng.normal(0, sd, workers)[rng.integers(0, workers, n)]
     ta, tb = phi_a[:, truth], phi_b[:, truth]
@@ -81,7 +87,7 @@ def simulate_users(phi_a, phi_b, truth, rng, workers=100, intercept=-3.0, slope=
     higher_a = np.where(d > 0, True, np.where(d < 0, False, rng.random(n) < 0.5))
     pick_a = np.where(d == 0, higher_a, (rng.random(n) < accuracy) == higher_a)
     out[states] = np.where(pick_a[states], "a_better", "b_better")
-    return out
+    return (out, u) if effects else out
 
 
 def oracle_b1(phi_a, phi_b, truth, sd=0.5, intercept=-3.0, slope=6.0):
@@ -100,18 +106,24 @@ def oracle_b1(phi_a, phi_b, truth, sd=0.5, intercept=-3.0, slope=6.0):
 
 
 def oracle_std(reference, truth, sd=0.5, intercept=-3.0, slope=6.0, undecided=0.3, accuracy=0.8,
-               lapse=0.1):
+               lapse=0.1, effects=None):
     """The standardised indicators (b1_std-b3_std) of the simulated users themselves: the
     answer process of simulate_users is the joint model with pi = undecided, delta = accuracy,
     lambda = lapse and a worker intercept u shared by both lists of an answer, so a mixture
-    over Gauss-Hermite nodes of u (one "model" per node, on the truth's scores) is exact."""
+    over Gauss-Hermite nodes of u (one "model" per node, on the truth's scores) is exact.
+    With ``effects`` (each answer's u, from ``simulate_users(effects=True)``): the users of
+    one study, its workers weighted by their answers, instead of the population."""
     from scipy.special import logit
     from satcal.analysis.standardise import standardised_indicators
-    z, w = np.polynomial.hermite_e.hermegauss(40)
+    if effects is None:
+        z, w = np.polynomial.hermite_e.hermegauss(40)
+        z = sd * z
+    else:
+        z, w = np.unique(np.asarray(effects, float), return_counts=True)
     F = reference.shape[1]
     ref = np.concatenate([reference, np.repeat(reference[:, [truth]], z.size, axis=1)], axis=1)
     thetas = np.zeros((F + z.size, 7))
-    thetas[F:] = [[intercept + sd * zk, slope, 0.0, logit(undecided), 0.0, logit(accuracy),
+    thetas[F:] = [[intercept + zk, slope, 0.0, logit(undecided), 0.0, logit(accuracy),
                    logit(2 * lapse)] for zk in z]
     weights = np.concatenate([np.zeros(F), w / w.sum()])
     ind = standardised_indicators(thetas, ref, weights)
@@ -188,9 +200,12 @@ def main():
         # noise alone allows
         designs = {"ecir": (ecir_a[e_pick], ecir_b[e_pick]), "generated": (gen_a, gen_b),
                    "ecir_again": (ecir_a[e_pick], ecir_b[e_pick])}
-        bias = {}
+        bias, own = {}, {}
         for name, (pa, pb) in designs.items():
-            answers = simulate_users(pa, pb, truth, rng, sd=args.worker_sd, **user)
+            answers, u = simulate_users(pa, pb, truth, rng, sd=args.worker_sd, effects=True, **user)
+            # the ranking of this study's own users (its 100 workers, not the population's)
+            own[name] = rankings(oracle_std(reference, truth, args.worker_sd, effects=u, **user).assign(
+                formulation=[f.id for f in forms]), ["b1_std", "b2_std", "b3_std"])["mean_rank"]
             r = calibrate(None, forms, phi_a=pa, phi_b=pb, answers=answers, sat_model="both",
                           model_check_folds=0, indicator_range=args.indicator_range,
                           reference=reference, bootstrap=0, seed=0)
@@ -246,6 +261,11 @@ def main():
             "std_vs_truth_rho": float(np.mean([spearmanr(rankings(bias[n], ["b1_std", "b2_std", "b3_std"])["mean_rank"],
                                                          r_true["mean_rank"].loc[rankings(bias[n], ["b1_std"]).index]).statistic
                                                for n in ("ecir", "generated")])),
+            "own_users_rho": spearmanr(own["ecir"], own["generated"].loc[own["ecir"].index]).statistic,
+            "own_users_best": f"{own['ecir'].idxmin()} / {own['generated'].idxmin()}",
+            **{f"std_vs_own_{n}": spearmanr(rankings(bias[n], ["b1_std", "b2_std", "b3_std"])["mean_rank"],
+                                            own[n].loc[rankings(bias[n], ["b1_std"]).index]).statistic
+               for n in designs},
             "oracle_b1_rho": o_rho, "oracle_best": o_best,
             "noise_paper_b1_rho": noise_paper["b1"][0], "noise_paper_mean_rho": noise_paper["mean_rank"][0],
             "noise_joint_b1_rho": noise_joint["b1_joint"][0], "noise_joint_mean_rho": noise_joint["mean_rank"][0],
