@@ -126,6 +126,17 @@ def test_simulated_study_from_the_joint_family_is_recovered(exported_workspace, 
     fit = indep.fits[(indep.fits.formulation == f) & (indep.fits.sat_model == "joint")].iloc[0]
     assert "joint_tau" not in indep.fits.columns
     assert abs(fit["joint_lambda"] - 0.1) < 0.06 and abs(fit["joint_delta"] - 0.8) < 0.15
+    # the report's study table names each model as fitted
+    from satcal.report import _parameters
+    named = {prov["joint_model"]: dict(_parameters(prov))["satisfaction models"]
+             for prov in (result.meta["provenance"], indep.meta["provenance"])}
+    assert named == {
+        "shared answer effect v ~ N(0, tau^2) on both lists' logits, 24-node Gauss-Hermite":
+            "the paper's P(Sat|phi) (both_good/both_bad answers); shared-effect joint model (per-list "
+            "s(phi) from all four answers; both lists of an answer share an effect v ~ N(0, tau^2))",
+        "independent lists given phi (tau = 0)":
+            "the paper's P(Sat|phi) (both_good/both_bad answers); joint model without a shared effect "
+            "(per-list s(phi) from all four answers; lists independent given phi, tau = 0)"}
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,16 @@ def _answers(phi_a, phi_b, rng):
 def partial():
     """A study whose lists reach phi < 0.6 under every formulation (the reference population
     reaches 1), so the standardised curves are unsupported beyond; indicators over [0, 1]
-    (``full``), so the curves' ``supported`` column does not mark it and the figure has to."""
+    (``full``), which must not change where curves.csv and the figure mark the data."""
     from satcal.analysis import calibrate
+    forms, phi_a, phi_b, answers, ref = _partial_study()
+    return calibrate(None, forms, phi_a=phi_a, phi_b=phi_b, answers=answers,
+                     sat_model="both", model_check_folds=0, indicator_range="full", reference=ref,
+                     bootstrap=20, seed=3)
+
+
+def _partial_study():
+    """(formulations, phi_a, phi_b, answers, reference scores) of the ``partial`` study."""
     from satcal.measures import study_formulations
     rng = np.random.default_rng(7)
     forms = study_formulations()[:FORMS]
@@ -43,9 +51,7 @@ def partial():
     phi_a, phi_b = np.round(jitter(base_a), 3), np.round(jitter(base_b), 3)
     ref_base = rng.random(4000)
     ref = np.round(np.clip(ref_base[:, None] + rng.normal(0, 0.05, (4000, FORMS)) * [0, 1, 1], 0, 1), 3)
-    return calibrate(None, forms, phi_a=phi_a, phi_b=phi_b, answers=_answers(phi_a, phi_b, rng),
-                     sat_model="both", model_check_folds=0, indicator_range="full", reference=ref,
-                     bootstrap=20, seed=3)
+    return forms, phi_a, phi_b, _answers(phi_a, phi_b, rng), ref
 
 
 def _lines(ax, name):
@@ -129,15 +135,55 @@ def test_figure_draws_the_standardised_curves(partial):
                                atol=1e-6)
 
 
+def _held(x, n_bins=10, min_count=5):
+    """Grid points inside the hull of the SPEC 4 bins (width 1/10, a score of 1 in the last)
+    holding at least 5 observations, counted here with numpy's histogram."""
+    counts, _ = np.histogram(np.minimum(np.asarray(x, float) + 1e-5, 1.0), bins=np.linspace(0, 1, n_bins + 1))
+    held = np.flatnonzero(counts >= min_count)
+    lo, hi = held[0] / n_bins, (held[-1] + 1) / n_bins
+    return (GRID >= lo - 1e-9) & (GRID <= hi + 1e-9)
+
+
+def test_supported_marks_where_the_answers_hold_data_whatever_the_indicator_range(partial):
+    """curves.csv's ``supported`` is where the study's answers hold data (the curve's own
+    observations: the both_good/both_bad answers' lists for the paper's s, every answered list
+    for the per-list and standardised s, every answer's |dphi| for P), recomputed here from the
+    scores; the same under ``--indicator-range full`` (``partial``) as under ``data``, where it is
+    also the range b1 averages over."""
+    from satcal.analysis import calibrate
+    forms, phi_a, phi_b, answers, ref = _partial_study()
+    data = calibrate(None, forms, phi_a=phi_a, phi_b=phi_b, answers=answers, sat_model="both",
+                     model_check_folds=0, indicator_range="data", reference=ref, bootstrap=0, seed=3)
+    both = np.isin(answers, ["both_good", "both_bad"])
+    dphi = np.abs(phi_a - phi_b)
+    dphi[dphi < TIE_TOLERANCE] = 0.0
+    for result in (partial, data):
+        c = result.curves
+        for j, f in enumerate(f.id for f in forms):
+            expected = {("published", "sat"): _held(np.r_[phi_a[both, j], phi_b[both, j]]),
+                        ("joint", "sat"): _held(np.r_[phi_a[:, j], phi_b[:, j]]),
+                        ("standardised", "sat"): _held(np.r_[phi_a[:, j], phi_b[:, j]]),
+                        ("published", "pref"): _held(dphi[:, j]),
+                        ("standardised", "pref"): _held(dphi[:, j])}
+            for (model, curve), mask in expected.items():
+                rows = c[(c.formulation == f) & (c.sat_model == model) & (c.curve == curve)]
+                np.testing.assert_array_equal(rows.x, GRID)
+                assert not mask.all(), (f, model, curve)   # the study reaches phi < 0.6 only
+                np.testing.assert_array_equal(rows.supported.astype(bool), mask, err_msg=f"{f} {model} {curve}")
+    # with indicators over the data, b1_joint is the per-list curve's mean distance over them
+    c = data.curves[(data.curves.sat_model == "joint") & (data.curves.formulation == forms[1].id)]
+    inside = c[c.supported.astype(bool)]
+    assert data.bias.set_index("formulation").loc[forms[1].id, "b1_joint"] == pytest.approx(
+        np.mean(np.abs(inside.x - inside.p)), abs=1e-12)
+
+
 def test_nothing_solid_or_banded_beyond_the_data(partial):
     """The study's lists reach phi < 0.6 (and |dphi| < 0.6): the solid line and the band stop
-    at the supported range calibration.json records, the dotted line covers the rest, though
-    with indicators over [0, 1] curves.csv calls every point supported."""
+    at the supported range calibration.json records, the dotted line covers the rest (with
+    indicators over [0, 1] too)."""
     from satcal.report import figure_standardised
     forms = list(partial.bias.formulation)
     ranges = partial.meta["provenance"]["support"]["ranges"]
-    c = partial.curves[partial.curves.sat_model == "standardised"]
-    assert c.supported.all()
     fig = figure_standardised(partial, formulations=forms)
     for ax, curve, key in zip(fig.axes[:2], ("sat", "pref"), ("sat_joint", "pref")):
         bands = [p for p in ax.collections if type(p).__name__ in ("PolyCollection", "FillBetweenPolyCollection")]

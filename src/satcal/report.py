@@ -628,12 +628,27 @@ def _parameters(prov: dict) -> list[tuple[str, object]]:
             ("normalisation", ", ".join(norms)), ("negative levels", ", ".join(negs)),
             ("formulations and measures", len(prov.get("formulations", []))),
             ("preference population", prov.get("population")),
-            ("satisfaction model", ", ".join(prov.get("sat_model", []))),
+            ("satisfaction models", _sat_model_text(prov)),
             ("answers", prov.get("answers")), ("examples", prov.get("examples")),
             ("workers", prov.get("workers")), ("bootstrap replicates", prov.get("bootstrap")),
             ("bootstrap resamples", prov.get("resampling")),
             ("seed", prov.get("seed")), ("answers simulated", _simulated_text(prov))]
     return [(k, v) for k, v in rows if v not in (None, "")]
+
+
+def _sat_model_text(prov: dict) -> str:
+    """The satisfaction models the analysis fitted, named as the docs name them: the paper's
+    P(Sat|phi), and the joint (per-list) model with the answer effect both lists share, or
+    without it (``calibrate(shared_effect=False)``), as ``calibration.json``'s ``joint_model``
+    records."""
+    names = {"published": "the paper's P(Sat|phi) (both_good/both_bad answers)"}
+    shared = str(prov.get("joint_model", ""))
+    names["joint"] = ("shared-effect joint model (per-list s(phi) from all four answers; both lists "
+                      "of an answer share an effect v ~ N(0, tau^2))" if shared.startswith("shared") else
+                      "joint model without a shared effect (per-list s(phi) from all four answers; "
+                      "lists independent given phi, tau = 0)" if shared.startswith("independent") else
+                      "joint model (per-list s(phi) from all four answers)")
+    return "; ".join(names.get(m, m) for m in prov.get("sat_model", []))
 
 
 def _simulated_text(prov: dict) -> str:

@@ -437,7 +437,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         ranges["sat_joint"] = support["sat_joint"] if indicator_range == "data" else None
         joint_fits, joint_curves, b_joint, joint_models = _joint_model(types, fcols, progress,
                                                                       ranges["sat_joint"], ranges["pref"],
-                                                                      shared_effect)
+                                                                      shared_effect, support["sat_joint"])
         meta["provenance"]["joint_model"] = (
             f"shared answer effect v ~ N(0, tau^2) on both lists' logits, {joint_models[0].nodes}-node "
             "Gauss-Hermite" if shared_effect else "independent lists given phi (tau = 0)")
@@ -452,8 +452,10 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
             b_std = standardised_indicators(thetas, ref_phi, weights, ranges["sat_joint"], ranges["pref"],
                                             coefficients=True)
             ties = reference_ties(ref_phi)   # P*_f is fitted to the pairs f orders, (1 - ties) of them
+            # `supported` marks where the study's answers hold data, whatever range the
+            # indicators average over
             std_fits, std_curves = _standardised_rows(fcols, b_std.pop("beta_sat"), b_std.pop("beta_pref"),
-                                                      len(ref_phi), ranges, ties)
+                                                      len(ref_phi), support, ties)
             fit_rows += std_fits
             curve_frames += std_curves
             bias = bias.assign(**{c: v for c, v in b_std.items()}, ties_std=ties)
@@ -615,12 +617,15 @@ def _list_support(types: AnswerTypes, j: int, n_bins: int) -> tuple:
 
 
 def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_range=None, pref_range=None,
-                 shared_effect: bool = True):
+                 shared_effect: bool = True, support=None):
     """The joint model of every formulation: fits rows (with the maximised log-likelihood, how
     many starts agreed, tau and the fit's flags), curve frames, and b1_joint, b2_joint, b3_joint
     (b3 from the implied preference curve, :func:`~satcal.analysis.joint.implied_preference`).
     ``shared_effect``: the shared-effect model (:func:`~satcal.analysis.joint.fit_joint_shared`,
-    the default), else the independent one (:func:`~satcal.analysis.joint.fit_joint`)."""
+    the default), else the independent one (:func:`~satcal.analysis.joint.fit_joint`).
+    ``sat_range``, ``pref_range``: where the indicators average (None: [0, 1]); ``support``
+    (F, 2): where the answered lists hold data, the curves' ``supported`` column (None: the
+    indicators' range)."""
     from .joint import fit_joint, fit_joint_shared, implied_preference
     fits, curves, b1, b2, b3, models = [], [], [], [], [], []
     iterator = range(len(fcols))
@@ -650,7 +655,8 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
         p_rng = None if pref_range is None else pref_range[j]
         curves.append(pd.DataFrame({**{c: [v] * GRID.size for c, v in ident.items()}, "curve": "sat",
                                     "sat_model": "joint", "x": GRID, "p": p, "lo": lo, "hi": hi,
-                                    "p_isotonic": np.nan, "supported": supported_mask(s_rng)}))
+                                    "p_isotonic": np.nan,
+                                    "supported": supported_mask(s_rng if support is None else support[j])}))
         ind = bias_indicators(p, implied_preference(fit, GRID), sat_range=s_rng, pref_range=p_rng)
         b1.append(float(ind["b1"]))
         b2.append(float(ind["b2"]))
@@ -663,7 +669,9 @@ def _standardised_rows(fcols: pd.DataFrame, beta_sat, beta_pref, n_lists: int, r
     """fits.csv and curves.csv rows of the standardised curves s*_f and P*_f
     (``sat_model = standardised``): their coefficients, fitted to the reference population (n is
     its lists, or for P*_f the pairs f orders: the pairs less the share ``ties`` (F,) it ties),
-    and the curves on the grid (a band only from the bootstrap).
+    and the curves on the grid (a band only from the bootstrap). ``ranges``: the study's data
+    support (``sat_joint``: every answered list's phi, ``pref``: the answers' |dphi|; (F, 2) or
+    None), which ``supported`` marks: the reference population reaches further than the answers.
     """
     from scipy.special import expit as _expit
     from .core import design
