@@ -50,7 +50,8 @@ estimate agrees with its own users' ranking (``std_vs_own_*``) at >= 0.98 on eit
 (docs/benchmarks.md).
 
     python benchmarks/bench_design_invariance.py [--seeds 5] [--first-seed 0] [--answers 4115] [--worker-sd 0.5]
-        [--indicator-range full|data] [--truth exp2-zipf] [--intercept -2] [--slope 4] [--save DIR]
+        [--indicator-range full|data] [--truth exp2-zipf] [--intercept -2] [--slope 4] [--same-users]
+        [--save DIR]
 """
 import argparse
 import time
@@ -70,11 +71,14 @@ CODES = np.array(["a_better", "b_better", "both_good", "both_bad"], dtype=object
 
 
 def simulate_users(phi_a, phi_b, truth, rng, workers=100, intercept=-3.0, slope=6.0, sd=0.5,
-                   undecided=0.3, accuracy=0.8, lapse=0.1, effects=False):
+                   undecided=0.3, accuracy=0.8, lapse=0.1, effects=False, panel=None):
     """Answers of SPEC 7.1's process with per-worker intercepts (each answer a random worker);
-    with ``effects``, also each answer's worker intercept u (the same draws)."""
+    with ``effects``, also each answer's worker intercept u (the same draws). ``panel``: the
+    workers' intercepts to draw answerers from (default: a new panel of ``workers`` from
+    N(0, sd^2)), so two designs can be answered by the same users."""
     n = len(phi_a)
-    u = rng.normal(0, sd, workers)[rng.integers(0, workers, n)]
+    panel = rng.normal(0, sd, workers) if panel is None else np.asarray(panel)
+    u = panel[rng.integers(0, len(panel), n)]
     ta, tb = phi_a[:, truth], phi_b[:, truth]
     sat_a = rng.random(n) < expit(intercept + u + slope * ta)
     sat_b = rng.random(n) < expit(intercept + u + slope * tb)
@@ -159,6 +163,10 @@ def main():
     parser.add_argument("--truth", default="exp2-zipf", help="the formulation users follow")
     parser.add_argument("--intercept", type=float, default=-2.0)
     parser.add_argument("--slope", type=float, default=4.0)
+    parser.add_argument("--same-users", action="store_true",
+                        help="every study of a seed answered by the same panel of 100 workers (the "
+                             "issue's 'same simulated users'), ecir_again included: its agreement "
+                             "with ecir is then the noise of the answers alone")
     parser.add_argument("--save", default=None, help="write each seed's three bias tables and the users' "
                         "own standardised indicators as CSV into this directory (for analyses across seeds)")
     args = parser.parse_args()
@@ -201,8 +209,9 @@ def main():
         designs = {"ecir": (ecir_a[e_pick], ecir_b[e_pick]), "generated": (gen_a, gen_b),
                    "ecir_again": (ecir_a[e_pick], ecir_b[e_pick])}
         bias, own = {}, {}
+        shared = rng.normal(0, args.worker_sd, 100) if args.same_users else None
         for name, (pa, pb) in designs.items():
-            answers, u = simulate_users(pa, pb, truth, rng, sd=args.worker_sd, effects=True, **user)
+            answers, u = simulate_users(pa, pb, truth, rng, sd=args.worker_sd, effects=True, panel=shared, **user)
             # the ranking of this study's own users (its 100 workers, not the population's)
             own[name] = rankings(oracle_std(reference, truth, args.worker_sd, effects=u, **user).assign(
                 formulation=[f.id for f in forms]), ["b1_std", "b2_std", "b3_std"])["mean_rank"]
