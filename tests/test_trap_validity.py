@@ -143,6 +143,48 @@ def test_builtin_traps_follow_the_order_and_honest_workers_pass_them(tmp_path, s
     assert (accuracy[accuracy.index.isin(spammers)] < 0.7).all() and len(spammers) == 9
 
 
+def test_random_spammers_answer_uniformly_and_the_trap_rule_keeps_them_at_its_stated_rate(tmp_path):
+    """The 0-3 DL-like shape's 20 one-answer traps (chance 1/4 each), 200 random spammers of the
+    simulator (every one answers every trap): their shown answers are uniform over the four codes
+    and their correct counts Binomial(20, 1/4) (chi-square, scipy); the trap rule alone
+    (worker_table with the other rules off) keeps exactly those with 11 or more right, a rule
+    worked out by hand: the likelihood ratio keeps y >= 10 (y log(0.25 / 0.7) + (20 - y)
+    log(0.75 / 0.3) <= 0) and the binomial test of "accuracy >= 0.7" excludes y <= 10
+    (P(Bin(20, 0.7) <= 10) = 0.048 < 0.05), so a random answerer is kept with probability
+    P(Bin(20, 1/4) >= 11) = 0.0039, trap_exclusion's complement. (Two spammers of 45 kept with
+    11 right on seeds 8101-8105 were that chance: 1 of 360 on 40 other seeds, 1.4 expected.)"""
+    from scipy.stats import binom, chisquare
+    from satcal.platforms import build_items, swap_answer
+    from satcal.quality import trap_exclusion, worker_table
+    from satcal.simulate import UserModel, simulate_answers
+    counts = SHAPES["0-3"]
+    judgments = read_judgments(trec_like(tmp_path / "qrels.txt", counts, top_in_every=1, seed=8103))
+    traps = build_traps(judgments, k=10, n=20, seed=8103, levels=[0, 1, 2, 3])
+    assert (~traps["expected"].str.contains(";")).all()  # one accepted answer each: chance 1/4
+    example = traps.iloc[[0]].drop(columns=["trap_id", "expected"]).assign(example_id="ex1")
+    items, key = build_items(example, traps, 10, seed=8103, items_per_page=10)
+    lists = pd.concat([example.assign(source_id="ex1"), traps.assign(source_id=traps["trap_id"])], ignore_index=True)
+    answers, truth = simulate_answers(items, key, lists, 10, 3, UserModel(workers=400, spammers=0.5, seed=8103))
+    answers = answers[answers["status"] == ""].merge(key, on="item_id")
+    answers = answers[(answers["is_trap"].astype(str) == "True") & answers["worker_id"].isin(truth["spammers"])]
+    assert len(truth["spammers"]) == 200 and len(answers) == 200 * 20
+    shown = answers["answer"].value_counts().reindex(["a_better", "b_better", "both_good", "both_bad"])
+    assert chisquare(shown.to_numpy()).pvalue > 0.01
+    canonical = [swap_answer(a) if str(sw) == "True" else a for a, sw in zip(answers["answer"], answers["swapped"])]
+    expected = answers["source_id"].map(traps.set_index("trap_id")["expected"])
+    right = pd.Series(np.array(canonical) == expected.to_numpy()).groupby(answers["worker_id"].to_numpy()).sum()
+    observed = np.bincount(np.minimum(right.to_numpy(), 9), minlength=10)
+    law = np.r_[binom.pmf(np.arange(9), 20, 0.25), binom.sf(8, 20, 0.25)] * 200
+    assert chisquare(observed, law).pvalue > 0.01
+    table = worker_table(pd.DataFrame({"worker_id": answers["worker_id"].to_numpy(), "example_id": answers["source_id"].to_numpy(),
+                                       "is_trap": True, "correct": np.array(canonical) == expected.to_numpy(),
+                                       "expected": expected.to_numpy(), "answer": canonical}),
+                         0.7, 3, straight_alpha=0, consistency_alpha=0, crowd_alpha=0).set_index("worker_id")
+    assert (~table["excluded"].astype(bool)).to_dict() == (right.reindex(table.index) >= 11).to_dict()
+    assert (right >= 10).sum() >= 1  # the boundary is met
+    assert 1 - trap_exclusion([0.25], 0.7, 20) == pytest.approx(binom.sf(10, 20, 0.25))
+
+
 def test_trap_table_is_leave_one_out_by_hand():
     """Three workers, three traps, worked by hand (threshold 0.5, min_traps 2): a worker is
     otherwise trusted on a trap when their share right on the two other traps is >= 0.5."""
