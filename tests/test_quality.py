@@ -340,7 +340,7 @@ def test_consistency_fit_is_a_maximum_when_the_spread_is_small_but_not_zero():
     likelihood written with scipy.stats (betabinom and binom pmfs, central differences): the
     derivatives in mu and rho vanish, the one in pi points out of the box at pi = 0, and the
     likelihood is higher than at the best rho = 0 (a fit that switched to the binomial below a
-    small rho stopped there, 0.11 short, and its p-values were too small, 2-12 times). Each p is
+    small rho stopped there, 0.11 short, and its p-values were too small, 2-50 times at 5-10 of 20). Each p is
     scipy's betabinom.sf at the fit; at rho = 0 the tail is the exact binomial's."""
     from scipy.optimize import minimize_scalar
     from scipy.stats import betabinom, binom
