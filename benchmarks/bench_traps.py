@@ -17,7 +17,9 @@ example answers per worker. The two done-when shapes again with examples besides
 consistency test and the crowd-likelihood rule on a million answers. ``--template-only``: the
 template's settings only; ``--seeds=A-B``: other seeds (a validation on seeds not looked at
 before); ``--diagnose``: every spammer kept and honest worker excluded, with its evidence under
-each rule, and the crowd rule's log ratios of honest workers and spammers.
+each rule, and the crowd rule's log ratios of honest workers and spammers;
+``--done-when-only``: the issue's two shapes only (the template's settings); ``--trap-power=P``:
+quality.trap_power (the traps the rule asks per worker).
 Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
 import re
@@ -33,12 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_trap_validity import SHAPES, trec_like  # noqa: E402
 
 SEEDS = range(5)
+#: ``--trap-power=P``: study.toml's quality.trap_power (None: the template's).
+TRAP_POWER = None
 #: Columns of workers.csv printed for each spammer kept and each honest worker excluded
 #: (``--diagnose``): how much evidence each had and how close each rule came.
 DIAGNOSE_COLUMNS = ["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct", "chance_evidence",
                     "binomial_p", "straight_lining_p", "dominance_decisive", "dominated_preferred",
                     "dominated_crowd_share", "consistency_p", "crowd_answers", "random_evidence", "reason"]
 DIAGNOSED = []
+#: The traps each run's workers saw (every worker sees all of them in the Toloka shape).
+TRAPS_SEEN = []
 #: Every worker's evidence under each rule, for the distributions ``--diagnose`` prints.
 EVIDENCE = []
 
@@ -64,6 +70,8 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", 
             text = re.sub(r"(?m)^consistency_alpha = .*$", f"consistency_alpha = {consistency_alpha}", text)
         if crowd_alpha is not None:  # likewise (0: the crowd-likelihood rule off)
             text = re.sub(r"(?m)^crowd_alpha = .*$", f"crowd_alpha = {crowd_alpha}", text)
+        if TRAP_POWER is not None:  # the traps per worker the rule asks ([traps] count = "auto")
+            text = re.sub(r"(?m)^trap_power = .*$", f"trap_power = {TRAP_POWER}", text)
         (ws.path / "study.toml").write_text(text)
         ws = Workspace.open(ws.path)
         ws.generate()
@@ -92,6 +100,7 @@ def run(shape: str, seed: int, top_in_every: int, spammer_kind: str = "random", 
             DIAGNOSED.append({"shape": shape, "top_in_every": top_in_every, "seed": seed, "kind": spammer_kind,
                               "per_example": per_example, "spammer": row["worker_id"] in set(truth["spammers"]),
                               **row.to_dict()})
+        TRAPS_SEEN.append(int(w["traps_seen"].astype(float).max()))
         return (int((excluded & ~spam).sum()), int((~spam).sum()), by_kind,
                 float(traps["trusted_accuracy"].astype(float).min()), int((lined & ~spam).sum()),
                 int((dominated & ~spam).sum()), float(w["examples_answered"].astype(float).mean()),
@@ -121,6 +130,7 @@ def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_a
           f"{'spammers caught, by kind':<44} {'(dominated)':>11} {'min trap acc.':>13} {'examples/worker':>15}")
     for shape, top_in_every, label, kinds in cases:
         for kind in kinds:
+            del TRAPS_SEEN[:]
             rows = [run(shape, s, top_in_every, kind, min_per_cell, per_example, consistency_alpha, crowd_alpha)
                     for s in SEEDS]
             honest_ex, honest = sum(r[0] for r in rows), sum(r[1] for r in rows)
@@ -133,7 +143,7 @@ def main(cases=CASES, min_per_cell: int = 1, per_example: int = 1, consistency_a
             print(f"{label:<28} {kind:<8} {honest_ex:>6} of {honest:<4} ({100 * honest_ex / honest:3.1f}%) "
                   f"{sum(r[4] for r in rows):>12}, {sum(r[5] for r in rows):<10} {text:<44} {sum(r[7] for r in rows):>11} "
                   f"{min(r[3] for r in rows):>13.3f} {np.mean([r[6] for r in rows]):>15.1f} "
-                  f"{sum(r[8] for r in rows):>12}, {sum(r[9] for r in rows):<10}", flush=True)
+                  f"{sum(r[8] for r in rows):>12}, {sum(r[9] for r in rows):<10} traps {sorted(set(TRAPS_SEEN))}", flush=True)
 
 
 def _simulate_answers_per_trap(shape: str, top_in_every: int, seed: int, k: int = 10):
@@ -259,13 +269,19 @@ def print_diagnosed():
 
 if __name__ == "__main__":
     # --timing: worker_table at 1M answers; --examples-only, --hosted-only, --no-hosted: parts;
+    # --done-when-only: the issue's two shapes (-2..4 and 0-3 DL-like) with the template's settings;
+    # --trap-power=P: quality.trap_power (the rule's count of traps);
     # --seeds A-B: other seeds (a validation on seeds never looked at); --diagnose: print the
     # kept spammers and excluded honest workers; --template-only: the template's settings only
     for arg in sys.argv:
         if arg.startswith("--seeds="):
             lo, hi = arg.split("=", 1)[1].split("-")
             SEEDS = range(int(lo), int(hi) + 1)
-    if "--template-only" in sys.argv:
+        if arg.startswith("--trap-power="):
+            TRAP_POWER = float(arg.split("=", 1)[1])
+    if "--done-when-only" in sys.argv:  # the issue's two shapes, the template's settings
+        main(CASES[:2])
+    elif "--template-only" in sys.argv:
         main()
         main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS)
         if "--diagnose" in sys.argv:

@@ -334,6 +334,48 @@ def test_judgment_consistency_tests_against_a_beta_binomial_of_the_honest_worker
     assert not judgment_consistency(a[["worker_id", "answer"]])["inconsistent"].any()
 
 
+def test_consistency_fit_is_a_maximum_when_the_spread_is_small_but_not_zero():
+    """A reference crowd (a simulated study's at 47 traps) whose honest spread is small but
+    not 0: the fit's (mu, rho, pi) satisfies the maximum's first-order conditions on a log
+    likelihood written with scipy.stats (betabinom and binom pmfs, central differences): the
+    derivatives in mu and rho vanish, the one in pi points out of the box at pi = 0, and the
+    likelihood is higher than at the best rho = 0 (a fit that switched to the binomial below a
+    small rho stopped there, 0.11 short, and its p-values were too small, 2-50 times at 5-10 of 20). Each p is
+    scipy's betabinom.sf at the fit; at rho = 0 the tail is the exact binomial's."""
+    from scipy.optimize import minimize_scalar
+    from scipy.stats import betabinom, binom
+    from satcal.quality import _betabinom_tail, honest_dispersion, judgment_consistency
+    y = np.array([1, 3, 0, 1, 0, 1, 1, 0, 1, 0, 0, 0, 0, 1, 2, 0, 0, 2, 0, 0, 1, 1, 1, 0, 1, 0, 1, 0, 4, 0, 0, 1, 0,
+                  2, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0])
+    n = np.array([25, 27, 25, 24, 24, 20, 18, 20, 25, 24, 24, 11, 18, 24, 22, 22, 21, 20, 21, 10, 20, 17, 10, 28, 20,
+                  21, 21, 21, 25, 26, 18, 23, 18, 22, 22, 21, 26, 20, 26, 19, 23, 24, 21, 23, 18, 17, 27, 21, 19, 18, 25])
+
+    def loglik(mu, rho, pi):
+        s = (1 - rho) / max(rho, 1e-300)
+        honest = binom.logpmf(y, n, mu) if rho == 0 else betabinom.logpmf(y, n, mu * s, (1 - mu) * s)
+        with np.errstate(divide="ignore"):
+            ll = np.logaddexp(np.log1p(-pi) + honest, np.log(pi) + binom.logpmf(y, n, 0.5))
+        return ll.sum() + np.log(mu) + np.log1p(-mu)
+    mu, rho, pi = honest_dispersion(y, n)
+    assert rho > 1e-3 and pi == 0.0
+    h = 1e-5
+    d_mu = (loglik(mu + h, rho, pi) - loglik(mu - h, rho, pi)) / (2 * h)
+    d_rho = (loglik(mu, rho + h, pi) - loglik(mu, rho - h, pi)) / (2 * h)
+    d_pi = (loglik(mu, rho, pi + h) - loglik(mu, rho, pi)) / h
+    assert abs(d_mu) < 1e-2 and abs(d_rho) < 1e-2 and d_pi < 0
+    at_zero = minimize_scalar(lambda m: -loglik(m, 0.0, 0.0), bounds=(1e-4, 0.5), method="bounded",
+                              options={"xatol": 1e-10})
+    assert loglik(mu, rho, pi) > -at_zero.fun + 0.1
+    # the p-values: the same tail as scipy's at the fit, the binomial's at rho = 0
+    answers = pd.DataFrame([(f"w{i}", "b_better", 1) for i, yy in enumerate(y) for _ in range(yy)]
+                           + [(f"w{i}", "a_better", 1) for i, (yy, nn) in enumerate(zip(y, n)) for _ in range(nn - yy)],
+                           columns=["worker_id", "answer", "dominant"])
+    c = judgment_consistency(answers, 0.01).loc[[f"w{i}" for i in range(len(y))]]
+    s = (1 - rho) / rho
+    assert c["consistency_p"].to_numpy() == pytest.approx(betabinom.sf(y - 1, n, mu * s, (1 - mu) * s), rel=1e-9)
+    assert _betabinom_tail(y, n, mu, 0.0) == pytest.approx(binom.sf(y - 1, n, mu), rel=1e-9)
+
+
 def test_judgment_consistency_one_binomial_rate_when_no_spread():
     """Honest counts that vary no more than one binomial rate: the fit's spread is ~0 and the p
     is (to 1%) the exact binomial test against the fitted rate (scipy's binomtest); with one decisive

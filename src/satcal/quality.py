@@ -658,11 +658,47 @@ def betabinom_sf(y, n, a, b) -> np.ndarray:
 
 def _log_betabinom(y, n, mu, rho):
     """log P(Y = y), Y beta-binomial with n trials, mean share ``mu`` and intra-worker
-    correlation ``rho`` > 0 (shape parameters mu (1 - rho) / rho and (1 - mu) (1 - rho) / rho)."""
-    from scipy.special import betaln, gammaln
-    scale = (1 - rho) / rho
-    a, b = mu * scale, (1 - mu) * scale
-    return gammaln(n + 1) - gammaln(y + 1) - gammaln(n - y + 1) + betaln(y + a, n - y + b) - betaln(a, b)
+    correlation ``rho`` in [0, 1), for one (mu, rho) shared by every element of ``y, n``.
+
+    Written as products (Williams 1975; Prentice 1986), with r = rho / (1 - rho):
+    P(Y = y) = C(n, y) prod_{j<y} (mu + j r) prod_{j<n-y} (1 - mu + j r) / prod_{j<n} (1 + j r),
+    the gamma-function form with shape parameters mu / r and (1 - mu) / r divided through by
+    1 / r. At r = 0 it is exactly the binomial and it is smooth in rho there, so a fit reaches
+    or leaves the boundary rho = 0 by the likelihood itself (a switch to the binomial below a
+    small rho made the likelihood flat there, and L-BFGS-B's finite-difference gradient stopped
+    a fit at rho = 0 short of its maximum). Each product is a cumulative sum of logs up to the
+    largest n, read at y, n - y and n: O(max n) a call.
+
+    References
+    ----------
+    Williams, D. A. (1975). The analysis of binary responses from toxicological experiments
+    involving reproduction and teratogenicity. Biometrics 31(4), 949-952.
+
+    Prentice, R. L. (1986). Binary regression using an extended beta-binomial distribution.
+    Journal of the American Statistical Association 81(394), 321-327.
+    """
+    from scipy.special import gammaln
+    y, n = np.asarray(y, np.int64), np.asarray(n, np.int64)
+    r = rho / (1 - rho)
+    j = np.arange(int(n.max()) if n.size else 0, dtype=float)
+    cum = lambda x: np.concatenate([[0.0], np.cumsum(np.log(x))])  # noqa: E731
+    up, down, total = cum(mu + j * r), cum(1 - mu + j * r), cum(1 + j * r)
+    return gammaln(n + 1) - gammaln(y + 1) - gammaln(n - y + 1) + up[y] + down[n - y] - total[n]
+
+
+def _betabinom_tail(y, n, mu, rho) -> np.ndarray:
+    """P(Y >= y) for Y beta-binomial (n, mu, rho) (:func:`_log_betabinom`, exact and the
+    binomial's at rho = 0), one (mu, rho) for every element: the tail y..n summed in one flat
+    pass. 1 where y <= 0; 0 where y > n."""
+    y, n = np.asarray(y, np.int64), np.asarray(n, np.int64)
+    lo = np.clip(y, 0, None)
+    length = np.where(lo <= n, n - lo + 1, 0)
+    out = np.zeros(len(y))
+    if length.sum():
+        row = np.repeat(np.arange(len(y)), length)
+        k = lo[row] + (np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length))
+        out = np.bincount(row, weights=np.exp(_log_betabinom(k, n[row], mu, rho)), minlength=len(y))
+    return np.where(y <= 0, 1.0, np.clip(out, 0, 1))
 
 
 def honest_dispersion(y, n) -> tuple[float, float, float]:
@@ -713,12 +749,11 @@ def honest_dispersion(y, n) -> tuple[float, float, float]:
     binomial = gammaln(nn + 1) - gammaln(yy + 1) - gammaln(nn - yy + 1)  # log C(n, y)
     guess = binomial + nn * np.log(0.5)
 
+    yi, ni = pairs[0], pairs[1]
+
     def loss(theta):
         mu, rho, pi = theta
-        # rho below 1e-7 is the binomial to within n^2 rho: taken as it, so that the boundary
-        # rho = 0 (honest workers who do not differ) is reached exactly
-        honest = (binomial + yy * np.log(mu) + (nn - yy) * np.log1p(-mu) if rho < 1e-7
-                  else _log_betabinom(yy, nn, mu, rho))
+        honest = _log_betabinom(yi, ni, mu, rho)  # the binomial at rho = 0, smooth there
         with np.errstate(divide="ignore"):
             ll = logsumexp(np.stack([np.log1p(-pi) + honest, np.log(pi) + guess]), axis=0)
         return -float((count * ll).sum() + np.log(mu) + np.log1p(-mu))
@@ -731,7 +766,7 @@ def honest_dispersion(y, n) -> tuple[float, float, float]:
         if best is None or fit.fun < best.fun:
             best = fit
     mu, rho, pi = best.x
-    return float(mu), float(rho if rho >= 1e-7 else 0.0), float(pi)
+    return float(mu), float(rho), float(pi)
 
 
 def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=None) -> pd.DataFrame:
@@ -812,13 +847,9 @@ def _judgment_consistency(answers, codes, alpha=None, reference=None):
     ref = _reference_mask(reference, workers)
 
     mu, rho, pi = honest_dispersion(y[ref], n[ref])
-    if rho > 1e-6:
-        scale = (1 - rho) / rho
-        p = betabinom_sf(y, n, mu * scale, (1 - mu) * scale)
-    else:  # no spread between the honest workers: the exact binomial
-        from scipy.special import bdtrc  # P(Bin(n, p) > k), without scipy.stats' import cost
-        p = bdtrc(y - 1, n, mu)
-    # P(Y >= y); a worker without decisive answers on such pairs is not tested
+    # P(Y >= y) under the fitted null, by the same log pmf the fit maximised (the exact
+    # binomial at rho = 0); a worker without decisive answers on such pairs is not tested
+    p = _betabinom_tail(y, n, mu, rho)
     p = np.where(n > 0, p, np.nan)
     q0, flagged = np.full(len(workers), mu), (n > 0) & (p < alpha)
     out["dominated_guessers"] = pi
