@@ -464,7 +464,7 @@ class StudyRoutes:
             return self.message(request, 403, _EXPIRED)
         if form.get("consent") != "yes":
             return self.render(request, "consent.html", 422, error="Please tick the box to take part.", **context)
-        await self.db.run(self.study.consent, pid)
+        await self.db.run(functools.partial(self.study.consent, pid, claim_first=True))
         return RedirectResponse("/page", 303)
 
     def _page(self, pid, form):
@@ -477,7 +477,8 @@ class StudyRoutes:
             return participant, None, None
         outcome = None
         if form is not None:
-            outcome = study.submit(pid, str(form.get("assignment", "")), form)
+            # the next page is claimed in the same write: showing it after the redirect writes nothing
+            outcome = study.submit(pid, str(form.get("assignment", "")), form, claim_next=True)
             if outcome != "missing":
                 return participant, outcome, None
         return participant, outcome, study.next_page(pid)
