@@ -232,7 +232,15 @@ class StudyRoutes:
         from ..platforms import template_environment
         self.study = study
         self.settings = study.settings
-        self.templates = Jinja2Templates(env=template_environment(HERE / "templates"))
+        env = template_environment(HERE / "templates")
+        # the templates do not change while the server runs: without this Jinja2 looks at each
+        # template file's time on every page (a stat on the event loop, which gives up the
+        # interpreter lock and waits for it again: about 0.3 ms a page under load)
+        env.auto_reload = False
+        for name in ("base.html", "page.html", "consent.html", "message.html", "entry.html", "switch.html",
+                     "status.html", "_item.html"):
+            env.get_template(name)  # compiled now, not by the first participants
+        self.templates = Jinja2Templates(env=env)
         self.limiter = MovingWindow()
         self.per_participant, self.per_entry = parse(participant_rate), parse(entry_rate)
         self._items = self._render_items()
