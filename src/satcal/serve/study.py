@@ -144,6 +144,43 @@ def load_pages(items: pd.DataFrame, k: int) -> dict[int, list[dict]]:
     return pages
 
 
+def _participant_by_id():
+    from sqlalchemy import bindparam, select
+    p = db.tables()["participants"]
+    return select(p).where(p.c.id == bindparam("pid"))
+
+
+def _participant_by_identity():
+    from sqlalchemy import bindparam, select
+    p = db.tables()["participants"]
+    return (select(p).where((p.c.kind == bindparam("kind")) & (p.c.external_id == bindparam("external_id")))
+            .order_by(p.c.id).limit(1))
+
+
+def _assignments_of():
+    from sqlalchemy import bindparam, select
+    a = db.tables()["assignments"]
+    return select(a).where(a.c.participant_id == bindparam("pid")).order_by(a.c.position)
+
+
+def _assignment_by_token():
+    from sqlalchemy import bindparam, select
+    a = db.tables()["assignments"]
+    return select(a).where((a.c.token == bindparam("token")) & (a.c.participant_id == bindparam("pid")))
+
+
+def _pages_of():
+    from sqlalchemy import bindparam, select
+    a = db.tables()["assignments"]
+    return select(a.c.page, a.c.extra_items).where(a.c.participant_id == bindparam("pid"))
+
+
+#: The reads every request makes, each built and compiled once (:class:`satcal.serve.db.Read`).
+_READS = {"participant": db.Read(_participant_by_id), "known": db.Read(_participant_by_identity),
+          "assignments": db.Read(_assignments_of), "assignment": db.Read(_assignment_by_token),
+          "pages": db.Read(_pages_of)}
+
+
 class _Lost(Exception):
     """A compare-and-set lost to a concurrent request: roll the transaction back."""
 
@@ -487,12 +524,7 @@ class HostedStudy:
         dict or None
             Their first participant row.
         """
-        from sqlalchemy import select
-        p = db.tables()["participants"]
-        with self.reader.connect() as conn:
-            row = conn.execute(select(p).where((p.c.kind == kind) & (p.c.external_id == external_id))
-                               .order_by(p.c.id).limit(1)).mappings().first()
-        return dict(row) if row else None
+        return _READS["known"].first(self.engine, kind=kind, external_id=external_id)
 
     def participant(self, pid: int) -> dict | None:
         """The participant row ``pid``, or None if there is none.
@@ -506,11 +538,7 @@ class HostedStudy:
         -------
         dict or None
         """
-        from sqlalchemy import select
-        p = db.tables()["participants"]
-        with self.reader.connect() as conn:
-            row = conn.execute(select(p).where(p.c.id == pid)).mappings().first()
-        return dict(row) if row else None
+        return _READS["participant"].first(self.engine, pid=pid)
 
     def consent(self, pid: int, claim_first: bool = False) -> None:
         """Record that participant ``pid`` consented (the first time only).
@@ -546,10 +574,7 @@ class HostedStudy:
         -------
         PageView or None
         """
-        from sqlalchemy import select
-        a = db.tables()["assignments"]
-        with self.reader.connect() as conn:  # one query: a participant has a few pages at most
-            mine = conn.execute(select(a).where(a.c.participant_id == pid).order_by(a.c.position)).mappings().all()
+        mine = _READS["assignments"].rows(self.engine, pid=pid)  # one query: a participant has a few pages at most
         open_row = next((row for row in mine if row["submitted_at"] is None), None)
         done = len(mine)
         if open_row is not None:
@@ -683,13 +708,9 @@ class HostedStudy:
 
     def _traps_met(self, pid: int) -> set[str]:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
-        from sqlalchemy import select
-        a = db.tables()["assignments"]
-        with self.reader.connect() as conn:
-            rows = conn.execute(select(a.c.page, a.c.extra_items).where(a.c.participant_id == pid)).all()
         met = set()
-        for page, extra in rows:
-            met |= self.traps_on_page.get(int(page), set()) | set((extra or "").split())
+        for row in _READS["pages"].rows(self.engine, pid=pid):
+            met |= self.traps_on_page.get(int(row["page"]), set()) | set((row["extra_items"] or "").split())
         return met
 
     def _extra_traps(self, pid: int, position: int, page: int, met: set[str]) -> list[str]:
@@ -778,14 +799,13 @@ class HostedStudy:
         -------
         str
         """
-        from sqlalchemy import insert, select, update
+        from sqlalchemy import insert, update
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
         a, s, r = t["assignments"], t["slots"], t["responses"]
         if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
             return "unknown"  # nothing malformed reaches the database (PostgreSQL refuses NUL bytes)
-        with self.reader.connect() as conn:
-            row = conn.execute(select(a).where((a.c.token == token) & (a.c.participant_id == pid))).mappings().first()
+        row = _READS["assignment"].first(self.engine, token=token, pid=pid)
         if row is None:
             return "unknown"
         if row["submitted_at"] is not None:
