@@ -990,3 +990,22 @@ def test_a_running_server_keeps_its_key(served_ws):
         assert running_server(served_ws.path) is not None
     # stopped (SIGTERM: uvicorn shuts down, then ends by the signal): no server counts as running
     assert running_server(served_ws.path) is None
+
+
+def test_answer_controls_rendered_at_start_equal_the_templates_rendering(served_ws):
+    """The answer controls the server rendered once at start (nothing chosen), and those it
+    renders for a page sent back with answers chosen, equal Jinja2's rendering of the item
+    template's ``options`` macro for the same item, byte for byte."""
+    from markupsafe import Markup
+    from satcal.platforms import ANSWER_LABELS, template_environment
+    from satcal.serve.routes import StudyRoutes
+    study = _study(served_ws)
+    routes = StudyRoutes(study)
+    macro = template_environment().get_template("_item.html").module.options
+    items = [it for page in study.pages.values() for it in page]
+    for it in items:
+        assert routes.options_html(it) == Markup(macro(it, ANSWER_LABELS, required=True, chosen={}))
+        chosen = {f"answer-{it['item_id']}": "b_better"}
+        got = routes.options_html(it, chosen)
+        assert got == Markup(macro(it, ANSWER_LABELS, required=True, chosen=chosen)) and got.count(" checked") == 1
+    study.engine.dispose()
