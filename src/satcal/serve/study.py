@@ -673,7 +673,7 @@ class HostedStudy:
             if conn.dialect.name == "sqlite":
                 try:
                     return claim(conn)
-                except _Lost:
+                except (_Lost, IntegrityError):  # the insert, the claim's first write, undoes itself
                     return None
             try:
                 with conn.begin_nested():  # PostgreSQL: a failed claim undoes only itself
