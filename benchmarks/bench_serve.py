@@ -6,7 +6,8 @@ pages of ten items as a browser without JavaScript (every request a real HTTP re
 real server process), against SQLite (one server process) and PostgreSQL (two processes
 sharing the database; Debian's postgresql, started privately as the tests do). Printed per
 page kind: requests, p50 and p95 latency; errors; and whether the stored answers equal the
-submitted ones (none lost, none doubled). The first peer is the same server's static stylesheet,
+submitted ones (none lost, none doubled); and a page submission together with the page it
+redirects to (``submit + next``: what a participant waits for between two pages). The first peer is the same server's static stylesheet,
 fetched under the same load by the same client (httpx; by default a thread of the process
 whose threads are the participants): the ratio says what a page costs above serving a file. A page submission is stored on disk
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
@@ -249,6 +250,11 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         values = np.array(kinds.get(kind, [])) * 1000
         if values.size:
             print(f"{kind:<14} {values.size:>8} {np.percentile(values, 50):>8.1f} {np.percentile(values, 95):>8.1f}")
+    # what a participant waits for between pages: the submission and the next page it redirects to
+    turns = np.array([po + ge for v in visits for po, ge in zip(v.latencies.get("page (post)", []),
+                                                                  v.latencies.get("page", [])[1:])]) * 1000
+    if turns.size:
+        print(f"{'submit + next':<14} {turns.size:>8} {np.percentile(turns, 50):>8.1f} {np.percentile(turns, 95):>8.1f}")
     peer_ms = np.array(peer) * 1000
     print(f"{'static (peer)':<14} {peer_ms.size:>8} {np.percentile(peer_ms, 50):>8.1f} {np.percentile(peer_ms, 95):>8.1f}")
     durable_ms = np.array(durable) * 1000

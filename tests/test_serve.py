@@ -1040,3 +1040,51 @@ def test_a_running_server_keeps_its_key(served_ws):
         assert running_server(served_ws.path) is not None
     # stopped (SIGTERM: uvicorn shuts down, then ends by the signal): no server counts as running
     assert running_server(served_ws.path) is None
+
+
+def test_answer_controls_rendered_at_start_equal_the_templates_rendering(served_ws):
+    """The answer controls the server rendered once at start (nothing chosen), and those it
+    renders for a page sent back with answers chosen, equal Jinja2's rendering of the item
+    template's ``options`` macro for the same item, byte for byte."""
+    from markupsafe import Markup
+    from satcal.platforms import ANSWER_LABELS, template_environment
+    from satcal.serve.routes import StudyRoutes
+    study = _study(served_ws)
+    routes = StudyRoutes(study)
+    macro = template_environment().get_template("_item.html").module.options
+    items = [it for page in study.pages.values() for it in page]
+    for it in items:
+        assert routes.options_html(it) == Markup(macro(it, ANSWER_LABELS, required=True, chosen={}))
+        chosen = {f"answer-{it['item_id']}": "b_better"}
+        got = routes.options_html(it, chosen)
+        assert got == Markup(macro(it, ANSWER_LABELS, required=True, chosen=chosen)) and got.count(" checked") == 1
+    study.engine.dispose()
+
+
+def test_a_claim_that_fails_never_fails_the_submission_it_rides_on(served_ws, monkeypatch):
+    """The next page's claim rides on a page's submission; when its insert fails (forced here:
+    the new assignment's token collides with an existing one) the submission is stored all
+    the same, every answer of it counted in the database, nothing is claimed, and showing the
+    next page claims it as before."""
+    from sqlalchemy import func, select
+    from satcal.serve import db
+    from satcal.serve import study as study_module
+    study = _study(served_ws)
+    pid = study.enter("lab", "collide")
+    study.consent(pid)
+    view = study.next_page(pid)
+    real = study_module.secrets.token_hex
+    monkeypatch.setattr(study_module.secrets, "token_hex", lambda n=None: view.token if n == 16 else real(n))
+    answers = {f"answer-{it['item_id']}": it.get("expected", "both_bad") for it in view.items}
+    assert study.submit(pid, view.token, answers, claim_next=True) == "stored"
+    monkeypatch.undo()
+    t = db.tables()
+    r, a = t["responses"], t["assignments"]
+    with study.engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(r.join(a, r.c.assignment_id == a.c.id))
+                              .where(a.c.token == view.token)).scalar_one()
+        claimed = conn.execute(select(func.count()).select_from(a).where(a.c.participant_id == pid)).scalar_one()
+    assert stored == len(view.items) and claimed == 1
+    second = study.next_page(pid)
+    assert second is not None and second.position == 2 and second.token != view.token
+    study.engine.dispose()

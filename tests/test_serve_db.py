@@ -137,3 +137,32 @@ def test_a_write_inside_another_on_the_same_thread_is_refused_not_a_deadlock(tmp
     with engine.connect() as conn:
         assert dict(conn.execute(text("SELECT k, v FROM t")).all()) == {2: 2}
     engine.dispose()
+
+
+def test_read_through_the_driver_gives_sqlalchemys_rows(tmp_path):
+    """``db.Read`` (a statement compiled once, run on the driver) returns the rows SQLAlchemy's
+    own execution of the same statement returns: values, Booleans as bool, a LIMIT and an
+    ORDER BY kept, bound values by name, no row as None."""
+    from sqlalchemy import bindparam, insert, select
+    from satcal.serve import db
+    engine = db.connect(f"sqlite:///{tmp_path / 'r.db'}")
+    t = db.tables()
+    t["metadata"].create_all(engine)
+    p = t["participants"]
+    people = [dict(kind=k, external_id=e, study_id="s", session_id="", created_at=1.5 * i, outcome="",
+                   simulated=bool(i % 2), consented_at=None if i % 3 else 2.25 * i)
+              for i, (k, e) in enumerate([("lab", "a"), ("prolific", "a"), ("prolific", "b"), ("lab", "c")])]
+    with db.writer(engine).begin() as conn:
+        conn.execute(insert(p), people)
+    build = lambda: (select(p).where((p.c.kind == bindparam("kind")) | (p.c.external_id == bindparam("ext")))
+                     .order_by(p.c.id.desc()).limit(2))
+    read = db.Read(build)
+    for kind, ext in (("lab", "b"), ("prolific", "zz"), ("none", "none")):
+        with engine.connect() as conn:
+            expected = [dict(r) for r in conn.execute(build(), {"kind": kind, "ext": ext}).mappings().all()]
+        got = read.rows(engine, kind=kind, ext=ext)
+        assert got == expected
+        assert [type(r["simulated"]) for r in got] == [bool] * len(expected)
+        assert read.first(engine, kind=kind, ext=ext) == (expected[0] if expected else None)
+    assert len(read.rows(engine, kind="lab", ext="b")) == 2  # three match, LIMIT 2
+    engine.dispose()

@@ -5,7 +5,8 @@ limiter) and has one method per endpoint, Starlette's ``async def endpoint(reque
 :func:`satcal.serve.app.create_app` mounts them. Each handler does its database work in one
 call to the database threads (:class:`DatabaseThreads`; the event loop never waits on
 the database), and a page's items are
-rendered once, when the server starts (:meth:`StudyRoutes.item_html`).
+rendered once, when the server starts (:meth:`StudyRoutes.item_html`), and so are their answer
+controls (:meth:`StudyRoutes.options_html`).
 """
 from __future__ import annotations
 
@@ -232,10 +233,19 @@ class StudyRoutes:
         from ..platforms import template_environment
         self.study = study
         self.settings = study.settings
-        self.templates = Jinja2Templates(env=template_environment(HERE / "templates"))
+        env = template_environment(HERE / "templates")
+        # the templates do not change while the server runs: without this Jinja2 looks at each
+        # template file's time on every page (a stat on the event loop, which gives up the
+        # interpreter lock and waits for it again: about 0.3 ms a page under load)
+        env.auto_reload = False
+        for name in ("base.html", "page.html", "consent.html", "message.html", "entry.html", "switch.html",
+                     "status.html", "_item.html"):
+            env.get_template(name)  # compiled now, not by the first participants
+        self.templates = Jinja2Templates(env=env)
         self.limiter = MovingWindow()
         self.per_participant, self.per_entry = parse(participant_rate), parse(entry_rate)
         self._items = self._render_items()
+        self._options = {item_id: self.options_html({"item_id": item_id}) for item_id in self._items}
         self.db = DatabaseThreads(study.engine)
 
     def routes(self) -> list:
@@ -274,6 +284,30 @@ class StudyRoutes:
             from markupsafe import Markup
             html = Markup(self.templates.env.get_template("_item.html").module.lists(item))
         return html
+
+    def options_html(self, item: dict, chosen: dict | None = None):
+        """The answer controls of ``item`` (radio buttons named ``answer-<item id>``), those
+        of a page with nothing chosen rendered once, when the server starts; ``chosen``: the
+        answers a page sent back with some missing had, which stay checked.
+
+        Parameters
+        ----------
+        item : dict
+            The item's view; only its ``item_id`` is used.
+        chosen : dict or None, optional
+            ``{"answer-<item id>": code}`` of a page sent back (default None: nothing chosen).
+
+        Returns
+        -------
+        markupsafe.Markup
+        """
+        if not chosen:
+            html = getattr(self, "_options", {}).get(item["item_id"])
+            if html is not None:
+                return html
+        from markupsafe import Markup
+        macro = self.templates.env.get_template("_item.html").module.options
+        return Markup(macro(item, ANSWER_LABELS, required=True, chosen=chosen or {}))
 
     def render(self, request, name, status=200, **context):
         """The template ``name`` as a response, with the study's title and ``context``.
@@ -464,7 +498,7 @@ class StudyRoutes:
             return self.message(request, 403, _EXPIRED)
         if form.get("consent") != "yes":
             return self.render(request, "consent.html", 422, error="Please tick the box to take part.", **context)
-        await self.db.run(self.study.consent, pid)
+        await self.db.run(functools.partial(self.study.consent, pid, claim_first=True))
         return RedirectResponse("/page", 303)
 
     def _page(self, pid, form):
@@ -477,7 +511,8 @@ class StudyRoutes:
             return participant, None, None
         outcome = None
         if form is not None:
-            outcome = study.submit(pid, str(form.get("assignment", "")), form)
+            # the next page is claimed in the same write: showing it after the redirect writes nothing
+            outcome = study.submit(pid, str(form.get("assignment", "")), form, claim_next=True)
             if outcome != "missing":
                 return participant, outcome, None
         return participant, outcome, study.next_page(pid)
@@ -510,7 +545,8 @@ class StudyRoutes:
         if view is None:
             return RedirectResponse("/done", 303)
         return self.render(request, "page.html", 422 if error else 200, view=view, labels=ANSWER_LABELS,
-                           csrf=self.study.csrf_token(pid), error=error, chosen=chosen, item_html=self.item_html)
+                           csrf=self.study.csrf_token(pid), error=error, chosen=chosen, item_html=self.item_html,
+                           options_html=self.options_html)
 
     # -- the end ------------------------------------------------------------------------------
     def _done(self, pid):

@@ -160,6 +160,43 @@ def load_pages(items: pd.DataFrame, k: int) -> dict[int, list[dict]]:
     return pages
 
 
+def _participant_by_id():
+    from sqlalchemy import bindparam, select
+    p = db.tables()["participants"]
+    return select(p).where(p.c.id == bindparam("pid"))
+
+
+def _participant_by_identity():
+    from sqlalchemy import bindparam, select
+    p = db.tables()["participants"]
+    return (select(p).where((p.c.kind == bindparam("kind")) & (p.c.external_id == bindparam("external_id")))
+            .order_by(p.c.id).limit(1))
+
+
+def _assignments_of():
+    from sqlalchemy import bindparam, select
+    a = db.tables()["assignments"]
+    return select(a).where(a.c.participant_id == bindparam("pid")).order_by(a.c.position)
+
+
+def _assignment_by_token():
+    from sqlalchemy import bindparam, select
+    a = db.tables()["assignments"]
+    return select(a).where((a.c.token == bindparam("token")) & (a.c.participant_id == bindparam("pid")))
+
+
+def _pages_of():
+    from sqlalchemy import bindparam, select
+    a = db.tables()["assignments"]
+    return select(a.c.page, a.c.extra_items).where(a.c.participant_id == bindparam("pid"))
+
+
+#: The reads every request makes, each built and compiled once (:class:`satcal.serve.db.Read`).
+_READS = {"participant": db.Read(_participant_by_id), "known": db.Read(_participant_by_identity),
+          "assignments": db.Read(_assignments_of), "assignment": db.Read(_assignment_by_token),
+          "pages": db.Read(_pages_of)}
+
+
 class _Lost(Exception):
     """A compare-and-set lost to a concurrent request: roll the transaction back."""
 
@@ -624,12 +661,7 @@ class HostedStudy:
         dict or None
             Their first participant row.
         """
-        from sqlalchemy import select
-        p = db.tables()["participants"]
-        with self.reader.connect() as conn:
-            row = conn.execute(select(p).where((p.c.kind == kind) & (p.c.external_id == external_id))
-                               .order_by(p.c.id).limit(1)).mappings().first()
-        return dict(row) if row else None
+        return _READS["known"].first(self.engine, kind=kind, external_id=external_id)
 
     def participant(self, pid: int) -> dict | None:
         """The participant row ``pid``, or None if there is none.
@@ -643,23 +675,27 @@ class HostedStudy:
         -------
         dict or None
         """
-        from sqlalchemy import select
-        p = db.tables()["participants"]
-        with self.reader.connect() as conn:
-            row = conn.execute(select(p).where(p.c.id == pid)).mappings().first()
-        return dict(row) if row else None
+        return _READS["participant"].first(self.engine, pid=pid)
 
-    def consent(self, pid: int) -> None:
+    def consent(self, pid: int, claim_first: bool = False) -> None:
         """Record that participant ``pid`` consented (the first time only).
 
         Parameters
         ----------
         pid : int
             The participant's id.
+        claim_first : bool, default False
+            Also claim their first page in the same write (:meth:`_claim_along`), as the
+            server does: the page they are sent to next is then shown without a write.
         """
         p = db.tables()["participants"]
-        self.writer.run(lambda conn: conn.execute(p.update().where((p.c.id == pid) & p.c.consented_at.is_(None))
-                                                  .values(consented_at=time.time())))
+        claim = self._claim_along(pid, 0) if claim_first else None
+
+        def consent(conn):
+            conn.execute(p.update().where((p.c.id == pid) & p.c.consented_at.is_(None)).values(consented_at=time.time()))
+            if claim is not None:
+                claim(conn)
+        self.writer.run(consent)
 
     # -- pages -----------------------------------------------------------------------------
     def next_page(self, pid: int) -> PageView | None:
@@ -675,10 +711,7 @@ class HostedStudy:
         -------
         PageView or None
         """
-        from sqlalchemy import select
-        a = db.tables()["assignments"]
-        with self.reader.connect() as conn:  # one query: a participant has a few pages at most
-            mine = conn.execute(select(a).where(a.c.participant_id == pid).order_by(a.c.position)).mappings().all()
+        mine = _READS["assignments"].rows(self.engine, pid=pid)  # one query: a participant has a few pages at most
         open_row = next((row for row in mine if row["submitted_at"] is None), None)
         done = len(mine)
         if open_row is not None:
@@ -690,42 +723,13 @@ class HostedStudy:
 
     def _claim(self, pid: int, position: int):
         """Claim the emptiest free slot on a page this participant has not had."""
-        from sqlalchemy import and_, insert, or_, select, update
+        from sqlalchemy import select
         from sqlalchemy.exc import IntegrityError
-        t = db.tables()
-        s, a, p = t["slots"], t["assignments"], t["participants"]
+        a = db.tables()["assignments"]
         if self.closed():
             return None  # adaptive: settled or at the budget, no page handed out any more
         for _ in range(50):
-            now = time.time()
-            free = and_(s.c.done.is_(False), s.c.replicate <= self.settings.answers_per_example,
-                        or_(s.c.assignment_id.is_(None), s.c.held_until < now))
-            seen = self._seen(pid)
-            traps_met = self._traps_met(pid)
-            # a page holding a trap this participant met on top of another page would show it twice
-            met_on = [page for page, traps in self.traps_on_page.items() if traps & traps_met]
-            if met_on:
-                free = free & s.c.page.not_in(met_on)
-            def claim(conn, free=free, seen=seen, traps_met=traps_met, now=now):
-                slot = self._choose_slot(conn, free & s.c.page.not_in(seen))
-                if slot is None:
-                    return None
-                token = secrets.token_hex(16)
-                attention = position in self._attention_at
-                values = dict(token=token, participant_id=pid, position=position, page=slot.page,
-                              slot_id=slot.id, created_at=now,
-                              expires_at=now + 60 * self.settings.assignment_timeout_minutes,
-                              attention_item=secrets.token_hex(8) if attention else "",
-                              attention_expected=secrets.choice(SHOWN_CODES) if attention else "",
-                              extra_items=" ".join(self._extra_traps(pid, position, slot.page, traps_met)))
-                aid = conn.execute(insert(a).values(**values)).inserted_primary_key[0]
-                won = conn.execute(update(s).where((s.c.id == slot.id) & free)
-                                   .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
-                if won != 1:
-                    raise _Lost  # another participant took this slot first: try the next
-                if position == 0:  # a newcomer told to come back has a page now
-                    conn.execute(update(p).where((p.c.id == pid) & (p.c.outcome == WAITING)).values(outcome=""))
-                return {**values, "id": aid, "submitted_at": None}
+            claim = self._claim_block(pid, position)
             try:
                 return self.writer.run(claim)
             except _Lost:
@@ -738,6 +742,82 @@ class HostedStudy:
                 if row is not None:
                     return dict(row) if row["submitted_at"] is None else None
         raise SatcalError("too many concurrent claims; try again")
+
+    def _claim_block(self, pid: int, position: int):
+        """The write block that claims the ``position``-th page of participant ``pid``
+        (``claim(conn)``: the assignment's row, or None when no slot is free; raises ``_Lost``
+        when another claimer took the slot first and ``IntegrityError`` when the participant
+        has that page already). What it needs to know beforehand (the traps they met) is read
+        now, outside the writers' turn."""
+        from sqlalchemy import and_, insert, or_, update
+        t = db.tables()
+        s, a, p = t["slots"], t["assignments"], t["participants"]
+        now = time.time()
+        free = and_(s.c.done.is_(False), s.c.replicate <= self.settings.answers_per_example,
+                    or_(s.c.assignment_id.is_(None), s.c.held_until < now))
+        seen = self._seen(pid)
+        traps_met = self._traps_met(pid)
+        # a page holding a trap this participant met on top of another page would show it twice
+        met_on = [page for page, traps in self.traps_on_page.items() if traps & traps_met]
+        if met_on:
+            free = free & s.c.page.not_in(met_on)
+
+        def claim(conn):
+            slot = self._choose_slot(conn, free & s.c.page.not_in(seen))
+            if slot is None:
+                return None
+            token = secrets.token_hex(16)
+            attention = position in self._attention_at
+            values = dict(token=token, participant_id=pid, position=position, page=slot.page,
+                          slot_id=slot.id, created_at=now,
+                          expires_at=now + 60 * self.settings.assignment_timeout_minutes,
+                          attention_item=secrets.token_hex(8) if attention else "",
+                          attention_expected=secrets.choice(SHOWN_CODES) if attention else "",
+                          extra_items=" ".join(self._extra_traps(pid, position, slot.page, traps_met)))
+            aid = conn.execute(insert(a).values(**values)).inserted_primary_key[0]
+            won = conn.execute(update(s).where((s.c.id == slot.id) & free)
+                               .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
+            if won != 1:
+                # another participant took this slot first: undo the assignment (a block of a
+                # SQLite group is not always in a savepoint of its own) and try the next
+                conn.execute(a.delete().where(a.c.id == aid))
+                raise _Lost
+            if position == 0:  # a newcomer told to come back has a page now
+                conn.execute(update(p).where((p.c.id == pid) & (p.c.outcome == WAITING)).values(outcome=""))
+            return {**values, "id": aid, "submitted_at": None}
+        return claim
+
+    def _claim_along(self, pid: int, position: int):
+        """A write block claiming the participant's ``position``-th page inside another write
+        (a page's submission, a consent), so that the page they are sent to next is ready and
+        showing it writes nothing: one turn at the writers and one commit instead of two. None
+        when there is nothing to claim (their pages are all had, or an adaptive study
+        stopped). The claim is skipped, never failing the write it rides on, when the
+        participant has that page already (a concurrent request of theirs) or the slot is lost
+        (PostgreSQL); showing the page then claims as before."""
+        from sqlalchemy import func, select
+        from sqlalchemy.exc import IntegrityError
+        if position >= self.per_participant or self.closed():
+            return None
+        a = db.tables()["assignments"]
+        claim = self._claim_block(pid, position)
+
+        def along(conn):
+            # SQLite: writers take turns, so this look and the insert see the same state
+            if conn.execute(select(func.count()).select_from(a).where(
+                    (a.c.participant_id == pid) & (a.c.position == position))).scalar_one():
+                return None
+            if conn.dialect.name == "sqlite":
+                try:
+                    return claim(conn)
+                except (_Lost, IntegrityError):  # the insert, the claim's first write, undoes itself
+                    return None
+            try:
+                with conn.begin_nested():  # PostgreSQL: a failed claim undoes only itself
+                    return claim(conn)
+            except (_Lost, IntegrityError):
+                return None
+        return along
 
     def closed(self) -> bool:
         """Whether an adaptive study's latest plan says stop (settled, or at its budget)."""
@@ -765,13 +845,9 @@ class HostedStudy:
 
     def _traps_met(self, pid: int) -> set[str]:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
-        from sqlalchemy import select
-        a = db.tables()["assignments"]
-        with self.reader.connect() as conn:
-            rows = conn.execute(select(a.c.page, a.c.extra_items).where(a.c.participant_id == pid)).all()
         met = set()
-        for page, extra in rows:
-            met |= self.traps_on_page.get(int(page), set()) | set((extra or "").split())
+        for row in _READS["pages"].rows(self.engine, pid=pid):
+            met |= self.traps_on_page.get(int(row["page"]), set()) | set((row["extra_items"] or "").split())
         return met
 
     def _extra_traps(self, pid: int, position: int, page: int, met: set[str]) -> list[str]:
@@ -838,7 +914,7 @@ class HostedStudy:
         return PageView(token=row["token"], position=int(row["position"]) + 1, total=self.per_participant,
                         items=items)
 
-    def submit(self, pid: int, token: str, form: dict) -> str:
+    def submit(self, pid: int, token: str, form: dict, claim_next: bool = False) -> str:
         """Store a submitted page. Returns ``"stored"``, ``"already"`` (a resubmission: nothing
         stored twice), ``"missing"`` (not every item answered: nothing stored) or ``"unknown"``
         (not this participant's page).
@@ -851,19 +927,22 @@ class HostedStudy:
             The page's assignment token.
         form : dict
             The submitted fields; ``answer-<item id>`` holds each item's answer.
+        claim_next : bool, default False
+            Also claim the participant's next page in the same write when this page is stored
+            (:meth:`_claim_along`), as the server does: the page they are sent to next is then
+            shown without a write.
 
         Returns
         -------
         str
         """
-        from sqlalchemy import insert, select, update
+        from sqlalchemy import insert, update
         from sqlalchemy.exc import IntegrityError
         t = db.tables()
         a, s, r = t["assignments"], t["slots"], t["responses"]
         if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
             return "unknown"  # nothing malformed reaches the database (PostgreSQL refuses NUL bytes)
-        with self.reader.connect() as conn:
-            row = conn.execute(select(a).where((a.c.token == token) & (a.c.participant_id == pid))).mappings().first()
+        row = _READS["assignment"].first(self.engine, token=token, pid=pid)
         if row is None:
             return "unknown"
         if row["submitted_at"] is not None:
@@ -877,6 +956,8 @@ class HostedStudy:
                     "answer": answers[it["item_id"]], "submitted_at": now,
                     "correct": (answers[it["item_id"]] == it["expected"]) if it["kind"] == "attention" else None}
                    for it in view.items]
+        claim = self._claim_along(pid, int(row["position"]) + 1) if claim_next else None
+
         def store(conn):
             first = conn.execute(update(a).where((a.c.id == row["id"]) & a.c.submitted_at.is_(None))
                                  .values(submitted_at=now)).rowcount
@@ -887,6 +968,8 @@ class HostedStudy:
             # to someone else meanwhile, is stored all the same: an extra answer)
             conn.execute(update(s).where((s.c.id == row["slot_id"]) & (s.c.assignment_id == row["id"]))
                          .values(done=True))
+            if claim is not None:
+                claim(conn)
         try:
             self.writer.run(store)
         except (IntegrityError, _Lost):
