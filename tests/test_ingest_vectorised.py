@@ -388,3 +388,22 @@ def test_ordinary_pages_restores_numpys_setting(setting):
     finally:
         _set_madvise_hugepage(previous)
     assert seen == [False, False]
+
+
+def test_reasons_are_shortened_as_the_regular_expression_did():
+    """The ingest summary counts duplicates, excluded workers and malformed answers each as one
+    reason: ``_short_reason`` (``str.find``) against the regular expression it replaced, on
+    reasons an ingest writes and on texts holding the heads anywhere, twice or across a line end."""
+    import re
+    from satcal.ingest import _short_reason
+    pattern = re.compile(r"(duplicate).*|(excluded worker).*|(malformed answer).*")
+    texts = ["duplicate of a.csv:3", "conflicting duplicate: a.csv:3 said a_better",
+             "excluded worker: trust 0.20 (1 of 5 traps): below 0.70", "malformed answer 'maybe'",
+             "platform status: rejected", "missing worker id", "", "platform status: duplicate\nexcluded worker",
+             "malformed answer 'duplicate'", "excluded worker: duplicate", "unknown example id"]
+    parts = ["duplicate", "excluded worker", "malformed answer", "x", ": ", "\n", "dup"]
+    rng = np.random.default_rng(0)
+    texts += ["".join(rng.choice(parts, rng.integers(0, 6))) for _ in range(2000)]
+    for text in texts:
+        want = pattern.sub(lambda m: m.group(1) or m.group(2) or m.group(3), text)
+        assert _short_reason(text) == want, text

@@ -849,13 +849,27 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
                          "new": row.sha256 in fresh})
     # each distinct reason shortened once, the rows counted by their codes
     codes, distinct = pd.factorize(rejects["reason"].to_numpy(dtype=object))
-    short = pd.Series(distinct, dtype=object).str.replace(
-        r"(duplicate).*|(excluded worker).*|(malformed answer).*",
-        lambda m: m.group(1) or m.group(2) or m.group(3), regex=True)
-    reasons = pd.Series(short.to_numpy(dtype=object)[codes], dtype=object, name="reason").value_counts()
+    short = np.array([_short_reason(v) for v in distinct], dtype=object)
+    reasons = pd.Series(short[codes], dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
                         reasons, workers, answers, rejects, before_exclusion, traps)
+
+
+#: The reasons counted as one whatever follows them (the row a duplicate repeats, the worker's
+#: own reason, the spelling): each is cut after the first of these words it holds.
+_REASON_HEADS = ("duplicate", "excluded worker", "malformed answer")
+
+
+def _short_reason(text: str) -> str:
+    """``re.sub(r"(duplicate).*|(excluded worker).*|(malformed answer).*", r"\1\2\3", text)``
+    by ``str.find`` (a duplicate's reason names its row, so there are about as many distinct
+    reasons as duplicates): the text up to the first of the heads it holds, and that head."""
+    if "\n" in text:  # ``.`` stops at a line end (a platform's status may hold one)
+        return re.sub(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
+                      lambda m: m.group(1) or m.group(2) or m.group(3), text)
+    at, head = min(((text.find(h), h) for h in _REASON_HEADS if h in text), default=(-1, ""))
+    return text if at < 0 else text[:at] + head
 
 
 def _trap_report(key: pd.DataFrame, answers: pd.DataFrame, threshold: float, min_traps: int,
