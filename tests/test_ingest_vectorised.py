@@ -170,7 +170,9 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
         given = rows.assign(**{c: pd.Categorical(rows[c], categories=[*sorted(set(rows[c].dropna())), "unused"])
                                for c in ("source_file", "item_id", "worker_id", "answer", "submitted_at", "status")},
                              row_id=rows["row_id"].astype("str"))  # Arrow text, as the fast reader gives it
-    new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    written = {}
+    new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant,
+                       written=written)
     if categorical:
         assert not any(isinstance(t[c].dtype, pd.CategoricalDtype) for t in new for c in t.columns)
     old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2,
@@ -186,6 +188,16 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
     assert wanted <= set(reasons.dropna())
     assert len(answers) + len(rejects) == len(rows)
     assert set(before["swapped"]) == {True, False} and set(before["correct"]) == {True, False, ""}
+    # the tables as the writer takes them (text as codes) make the files pandas writes of the
+    # tables returned, by pandas and by the Arrow path alike
+    from satcal import fileio
+    for name, table in (("answers", answers), ("rejects", rejects)):
+        want = fileio.to_csv_safe(table).encode("utf-8")
+        assert fileio.table_csv_bytes(written[name]) == want
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fileio, "ARROW_MIN_ROWS", 1)
+            mp.setattr(fileio, "ARROW_BLOCK_ROWS", 700)
+            assert fileio.table_csv_bytes(written[name]) == want
 
 
 # ---- spreadsheet safety once per distinct value -----------------------------------------------

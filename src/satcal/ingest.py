@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +188,8 @@ class IngestReport(ResultTables):
     before_exclusion: pd.DataFrame = None
     #: per trap: answers and accuracy among otherwise trusted workers (traps_report.csv)
     traps: pd.DataFrame = None
+    #: answers and rejects as the CSV writer takes them (:func:`resolve_rows`' ``written``)
+    _written: dict = field(default=None, repr=False, compare=False)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per file, rejects by reason, workers, answers, rejects, the answers before workers
@@ -386,33 +388,44 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     # the codes of the example ids' texts, per row, from the distinct items' ones
     example_codes = pd.factorize(np.array([_as_text(v) for v in example], dtype=object))[0]
     return {"codes": codes, "items": items, "item_example": np.array([_as_text(v) for v in example], dtype=object),
+            "per_item": {"example_id": example.astype(object), "example_hash": hashes},
             "example_codes": example_codes[codes], "known": known[codes],
             "ecir": ecir[codes], "example_id": example.astype(object)[codes],
             "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
 
-def _canonical(shown: np.ndarray, swapped: np.ndarray) -> np.ndarray:
-    """The answer in the example's own orientation: A and B exchanged where the item was shown
-    swapped."""
+def _canonical(shown: np.ndarray, swapped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The answer in the example's own orientation (A and B exchanged where the item was shown
+    swapped), as (codes, distinct values): the answers are ``distinct[codes]``."""
     from .platforms import swap_answer
     codes, uniques = _distinct(shown)
     swapped_text = np.array([swap_answer(v) for v in uniques], dtype=object)
-    return np.where(swapped, swapped_text[codes], uniques[codes])
+    return np.where(swapped, codes + len(uniques), codes), np.concatenate([uniques, swapped_text])
 
 
-def _correct(canonical: np.ndarray, expected: tuple, is_trap: np.ndarray) -> np.ndarray:
+def _correct(canonical: tuple, expected: tuple, is_trap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``True``/``False`` for an answer to a trap (one of the expected answers, ';'-separated),
-    '' otherwise; checked once per distinct (item, answer) pair."""
+    '' otherwise, as (codes, distinct values); checked once per distinct (item, answer) pair
+    (``canonical``: the answers' codes and distinct values, :func:`_canonical`)."""
     item_codes, expected_text = expected
-    ans_codes, ans = _distinct(canonical)
+    ans_codes, ans = _distinct(canonical[1][canonical[0]])
     pair = item_codes.astype(np.int64) * max(len(ans), 1) + ans_codes
     pcodes, pairs = pd.factorize(pair)
     ok = np.array([ans[p % max(len(ans), 1)] in expected_text[p // max(len(ans), 1)].split(";") for p in pairs],
                   dtype=object)
-    out = np.full(len(canonical), "", dtype=object)
-    out[is_trap] = ok[pcodes[is_trap]]
-    return out
+    return np.where(is_trap, pcodes + 1, 0), np.concatenate([np.array([""], dtype=object), ok])
+
+
+def _written_text(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
+    """``distinct[codes]`` as the CSV writer renders its cells (a string as it is, a missing
+    value empty, ``str`` of any other value), as a Categorical of text: each distinct value
+    rendered once, so that a table is written from codes without a string object per cell
+    (:func:`satcal.fileio.write_csv_safe`)."""
+    text = np.array([v if isinstance(v, str) else "" if pd.isna(v) else str(v) for v in distinct], dtype=object)
+    text_codes, uniques = pd.factorize(text)
+    return pd.Categorical.from_codes(text_codes[codes],
+                                     dtype=pd.CategoricalDtype(pd.Index(np.asarray(uniques, dtype=object), dtype=object)))
 
 
 def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: np.ndarray,
@@ -470,7 +483,8 @@ def _stable_order(*keys) -> np.ndarray:
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
                  min_traps: int, screen: dict | None = None, reading: pd.Series | None = None,
-                 attention_limit: int | None = None, dominant: pd.Series | None = None):
+                 attention_limit: int | None = None, dominant: pd.Series | None = None,
+                 written: dict | None = None):
     """Raw rows -> (answers, rejects, workers), in canonical orientation.
 
     ``dominant`` (by example id: +1 where list A dominates by the judged levels, -1 where B
@@ -512,6 +526,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         Failed attention checks that exclude a worker; None keeps them.
     dominant : pandas.Series or None, optional
         The dominant list of each example (+1 A, -1 B, 0 neither), by example id.
+    written : dict or None, optional
+        When given, receives ``"answers"`` and ``"rejects"``: the same tables as the CSV writer
+        takes them, their text columns Categoricals of the text written (codes into distinct
+        values, as the rows were resolved), so that writing them makes no string per cell. The
+        files are byte for byte those of the returned tables.
 
     Returns
     -------
@@ -533,7 +552,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     for name in ("example_id", "is_trap", "swapped", "example_hash"):
         r[name] = _column(keyed[name])
     shown = _normalise_shown(r["answer"]).to_numpy(dtype=object)
-    canonical = _canonical(shown, keyed["swapped"])
+    canonical_coded = _canonical(shown, keyed["swapped"])
+    canonical = canonical_coded[1][canonical_coded[0]]
     r["answer_canonical"] = _column(canonical)
 
     reason = np.full(n, "", dtype=object)
@@ -573,7 +593,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     dup, dup_text = _duplicates(r, free.copy(), canonical, wcodes, keyed["example_codes"])
     mark(dup, dup_text)
     ok = free.copy()
-    r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
+    correct_coded = _correct(canonical_coded, keyed["expected"], keyed["is_trap"])
+    r["correct"] = _column(correct_coded[1][correct_coded[0]])
     r["answer_shown"] = _column(shown)
     codes, expected_text = keyed["expected"]
     r["expected"] = _column(expected_text[codes])  # a trap's accepted codes: its chance rate weighs it in the trust rule
@@ -622,6 +643,17 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     ok = free
     rejects = _plain(r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]]).assign(
         reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
+    if written is not None:
+        # the columns resolved here by distinct value, kept as codes; the reader's own
+        # categoricals as they are
+        text = {"example_id": _written_text(keyed["per_item"]["example_id"], keyed["codes"]),
+                "example_hash": _written_text(keyed["per_item"]["example_hash"], keyed["codes"]),
+                "answer": _written_text(*canonical_coded[::-1]), "correct": _written_text(*correct_coded[::-1])}
+        rest = [c for c in ANSWER_TABLE_COLUMNS if c not in text]
+        written["answers"] = r.loc[ok, rest].reset_index(drop=True).assign(
+            **{c: v[ok] for c, v in text.items()})[ANSWER_TABLE_COLUMNS]
+        written["rejects"] = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].reset_index(
+            drop=True).assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
     return answers, rejects.reset_index(drop=True), workers, before_exclusion
 
 
@@ -835,9 +867,10 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
         ranks = [f"r{s}{i}" for s in "ab" for i in range(1, k + 1)]
         lv = examples[ranks].apply(pd.to_numeric, errors="coerce").to_numpy(float)
         dominant = pd.Series(dominance(lv[:, :k], lv[:, k:]), index=examples["example_id"].astype(str))
+    written = {}
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
                                                                quality.min_traps, screen, reading,
-                                                               attention_limit, dominant)
+                                                               attention_limit, dominant, written)
     traps = _trap_report(key, before_exclusion, threshold, quality.min_traps, screen["drop_traps"])
     per_file = []
     fresh = set(parsed)
@@ -853,7 +886,7 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     reasons = pd.Series(short[codes], dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
-                        reasons, workers, answers, rejects, before_exclusion, traps)
+                        reasons, workers, answers, rejects, before_exclusion, traps, written)
 
 
 #: The reasons counted as one whatever follows them (the row a duplicate repeats, the worker's
