@@ -419,3 +419,25 @@ def test_reasons_are_shortened_as_the_regular_expression_did():
     for text in texts:
         want = pattern.sub(lambda m: m.group(1) or m.group(2) or m.group(3), text)
         assert _short_reason(text) == want, text
+
+
+@pytest.mark.parametrize("content", [b"item_id,worker_id,answer\ni1,w1,a\ni2,w2,b\n", b"a,b\n1,2",
+                                     b'a,b\n"x,y",2\n', b"a,b\r\n1,2\r\n", b"a,b\n1\n", b" \n\x1c\t\n", b""])
+def test_an_ascii_file_is_read_as_its_decoded_text(tmp_path, content):
+    """An ASCII file is read from its bytes (no decoded copy): the same table, or the same
+    error, as from its text decoded by ``decode_utf8`` and given to ``read_delimited``."""
+    from satcal.errors import InputFileError
+    from satcal.fileio import decode_utf8, read_delimited
+    path = tmp_path / "f.csv"
+    path.write_bytes(content)
+    header = content.split(b"\n")[0].decode().strip().split(",")
+    outcomes = []
+    for text in (None, decode_utf8(content, path)):
+        try:
+            outcomes.append(read_delimited(path, ",", header[:1], text=text, rows="rows"))
+        except InputFileError as exc:
+            outcomes.append(str(exc))
+    if isinstance(outcomes[0], str):
+        assert outcomes[0] == outcomes[1]
+    else:
+        pd.testing.assert_frame_equal(outcomes[0], outcomes[1])
