@@ -438,7 +438,7 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
     joined strings."""
     n = len(r)
     worker, example = worker.astype(np.int64), example.astype(np.int64)
-    ident = pd.factorize(worker * (int(example.max()) + 1 if n else 1) + example)[0]
+    pair = worker * (int(example.max()) + 1 if n else 1) + example
     when_codes, when_vals = _distinct(r["submitted_at"])
     when_text = np.array([_as_text(v).strip()
                           for v in when_vals], dtype=object)
@@ -448,16 +448,23 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
     line = pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy()
     order = _stable_order(blank, when, source_codes, line)
     ordered_ok = order[ok[order]]
-    later = pd.Index(ident[ordered_ok]).duplicated(keep="first")
+    # the pairs factorised in that order number themselves as they first appear: a row is the
+    # first of its pair when its code exceeds every code before it, and the row of pair c's
+    # first answer is then the c-th of those rows (one hashing pass, of the valid rows only)
+    ident = pd.factorize(pair[ordered_ok])[0]
+    first = np.empty(len(ident), dtype=bool)
+    if len(ident):
+        first[0] = True
+        first[1:] = ident[1:] > np.maximum.accumulate(ident[:-1])
     dup = np.zeros(n, dtype=bool)
-    dup[ordered_ok[later]] = True
-    winner = np.full(ident.max() + 1 if n else 0, -1, dtype=np.int64)
-    firsts = ordered_ok[~later]
-    winner[ident[firsts]] = firsts
+    dup[ordered_ok[~first]] = True
+    winner = ordered_ok[first]
+    pair_of = np.zeros(n, dtype=np.int64)
+    pair_of[ordered_ok] = ident
     text = np.full(n, "", dtype=object)
     if dup.any():
         rows = np.flatnonzero(dup)
-        prev = winner[ident[rows]]
+        prev = winner[pair_of[rows]]
         where = sources[source_codes[prev]] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
         same = canonical[prev] == canonical[rows]
         text[rows] = np.where(same, "duplicate of " + where,
