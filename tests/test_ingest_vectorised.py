@@ -441,3 +441,25 @@ def test_an_ascii_file_is_read_as_its_decoded_text(tmp_path, content):
         assert outcomes[0] == outcomes[1]
     else:
         pd.testing.assert_frame_equal(outcomes[0], outcomes[1])
+
+
+def test_a_result_file_is_parsed_from_the_bytes_archived(tmp_path):
+    """``read_result_files`` reads a file once: its platform's reader parses the bytes that are
+    hashed and archived (held by ``fileio.holding``), not a second read of the path."""
+    import hashlib
+    from satcal import fileio
+    from satcal.ingest import read_result_files
+    path = tmp_path / "results.csv"
+    first = b"item_id,worker_id,answer\ni1,w1,a_better\ni2,w2,b_better\n"
+    path.write_bytes(first)
+    calls = []
+    real = fileio.Path.read_bytes
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fileio.Path, "read_bytes", lambda self: calls.append(self) or real(self))
+        (got,) = read_result_files([path], "csv", set())
+    assert len(calls) == 1
+    assert got.data == first and got.sha256 == hashlib.sha256(first).hexdigest()
+    assert got.rows["worker_id"].astype(str).tolist() == ["w1", "w2"]
+    with fileio.holding(path, b"other"):
+        assert fileio.read_file_bytes(path) == b"other"
+    assert fileio.read_file_bytes(path) == first

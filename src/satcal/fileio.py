@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "sha256_bytes", "save_figure", "OutputSet",
-           "read_utf8_text", "read_delimited",
+           "read_utf8_text", "read_delimited", "holding",
            "spreadsheet_safe", "spreadsheet_value", "to_csv_safe", "write_csv_safe", "table_csv_bytes"]
 
 
@@ -472,6 +472,9 @@ def read_file_bytes(path: "str | os.PathLike") -> bytes:
     """
     from .errors import SatcalError
     path = Path(path)
+    held = _HELD.get(os.path.abspath(path))
+    if held is not None:
+        return held
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -483,6 +486,39 @@ def read_file_bytes(path: "str | os.PathLike") -> bytes:
                           "permissions)") from None
     except OSError as exc:
         raise SatcalError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+#: Files whose bytes are read already (:func:`holding`), by absolute path.
+_HELD: dict = {}
+
+
+def holding(path: "str | os.PathLike", data: bytes):
+    """A context in which :func:`read_file_bytes` of ``path`` gives ``data``, the bytes read
+    already: a result file is read once (not again by its platform's reader), and the rows an
+    ingest parses are those of the very bytes it archives and hashes.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    data : bytes
+        Its bytes.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+    """
+    import contextlib
+
+    @contextlib.contextmanager
+    def held():
+        key = os.path.abspath(path)
+        _HELD[key] = data
+        try:
+            yield
+        finally:
+            _HELD.pop(key, None)
+    return held()
 
 
 #: Byte-order marks of the wider Unicode encodings, longest first (UTF-32's LE mark starts

@@ -723,7 +723,7 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
     SatcalError
         A file is missing, unreadable or cannot be parsed.
     """
-    from .fileio import read_file_bytes, sha256_bytes
+    from .fileio import holding, read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
     out: list[ResultFile] = []
     for f in files:
@@ -735,7 +735,8 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
         if digest in known or digest in {r.sha256 for r in out}:
             continue
         plat = platform or detect_platform(path, data[:4096].decode("utf-8", "replace"))
-        parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+        with holding(path, data):  # the platform's reader parses these bytes, not a second read
+            parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
         out.append(ResultFile(digest, f"{digest[:12]}-{path.name}", plat, data, parsed))
     return out
 
