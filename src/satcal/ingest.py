@@ -233,7 +233,8 @@ class IngestReport(ResultTables):
                            "(see workers.csv)")
         out += _trap_lines(self.traps)
         from .quality import agreement
-        examples = self.answers[~self.answers["is_trap"].astype(bool)]
+        # the two columns agreement reads, not a copy of every column of the answers
+        examples = self.answers.loc[~self.answers["is_trap"].astype(bool), ["example_id", "answer"]]
         agreed = agreement(examples) if len(examples) else None
         if agreed is not None:
             out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
