@@ -467,9 +467,12 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
         rows = np.flatnonzero(dup)
         prev = winner[pair_of[rows]]
         where = sources[source_codes[prev]] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
-        same = canonical[prev] == canonical[rows]
-        text[rows] = np.where(same, "duplicate of " + where,
-                              "conflicting duplicate: " + where + " said " + canonical[prev])
+        said = canonical[prev]
+        same = said == canonical[rows]
+        both = np.empty(len(rows), dtype=object)  # each row's own wording, not both for every row
+        both[same] = "duplicate of " + where[same]
+        both[~same] = "conflicting duplicate: " + where[~same] + " said " + said[~same]
+        text[rows] = both
     return dup, text
 
 
@@ -622,7 +625,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
     scored = _plain(scored)
-    workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
+    # a trap's '' (not a trap) as False, once per distinct value: scored["correct"].replace("", False)
+    truth = correct_coded[1].copy()
+    truth[np.array([v == "" for v in truth], dtype=bool)] = False
+    workers = worker_table(scored.assign(correct=pd.Series(truth[correct_coded[0][ok]], index=scored.index,
+                                                           dtype=object)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "chance_evidence", "trust", "trust_source", "binomial_p", "excluded", "reason",
