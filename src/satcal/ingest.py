@@ -418,6 +418,14 @@ def _correct(canonical: tuple, expected: tuple, is_trap: np.ndarray) -> tuple[np
     return np.where(is_trap, pcodes + 1, 0), np.concatenate([np.array([""], dtype=object), ok])
 
 
+def _coded_values(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
+    """``distinct[codes]`` as a Categorical of the same values (equal distinct values merged,
+    a missing one a missing cell)."""
+    value_codes, uniques = pd.factorize(np.asarray(distinct, dtype=object))
+    return pd.Categorical.from_codes(np.where(value_codes[codes] < 0, -1, value_codes[codes]),
+                                     dtype=pd.CategoricalDtype(pd.Index(np.asarray(uniques, dtype=object), dtype=object)))
+
+
 def _written_text(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
     """``distinct[codes]`` as the CSV writer renders its cells (a string as it is, a missing
     value empty, ``str`` of any other value), as a Categorical of text: each distinct value
@@ -625,6 +633,12 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
     scored = _plain(scored)
+    # the columns worker_table only factorises (unsorted) as Categoricals of the same values:
+    # the same codes, without hashing 900,000 strings three times
+    codes_expected, expected_text = keyed["expected"]
+    scored = scored.assign(**{name: pd.Series(_coded_values(*pair)[ok], index=scored.index) for name, pair in (
+        ("answer", canonical_coded[::-1]), ("expected", (expected_text, codes_expected)),
+        ("example_id", (keyed["per_item"]["example_id"], keyed["codes"])))})
     # a trap's '' (not a trap) as False, once per distinct value: scored["correct"].replace("", False)
     truth = correct_coded[1].copy()
     truth[np.array([v == "" for v in truth], dtype=bool)] = False
