@@ -170,7 +170,9 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
         given = rows.assign(**{c: pd.Categorical(rows[c], categories=[*sorted(set(rows[c].dropna())), "unused"])
                                for c in ("source_file", "item_id", "worker_id", "answer", "submitted_at", "status")},
                              row_id=rows["row_id"].astype("str"))  # Arrow text, as the fast reader gives it
-    new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant)
+    written = {}
+    new = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2, dominant=dominant,
+                       written=written)
     if categorical:
         assert not any(isinstance(t[c].dtype, pd.CategoricalDtype) for t in new for c in t.columns)
     old = resolve_rows_per_row(rows, key, example_ids, threshold, 2, screen, reading, attention_limit=2,
@@ -186,6 +188,16 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
     assert wanted <= set(reasons.dropna())
     assert len(answers) + len(rejects) == len(rows)
     assert set(before["swapped"]) == {True, False} and set(before["correct"]) == {True, False, ""}
+    # the tables as the writer takes them (text as codes) make the files pandas writes of the
+    # tables returned, by pandas and by the Arrow path alike
+    from satcal import fileio
+    for name, table in (("answers", answers), ("rejects", rejects)):
+        want = fileio.to_csv_safe(table).encode("utf-8")
+        assert fileio.table_csv_bytes(written[name]) == want
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fileio, "ARROW_MIN_ROWS", 1)
+            mp.setattr(fileio, "ARROW_BLOCK_ROWS", 700)
+            assert fileio.table_csv_bytes(written[name]) == want
 
 
 # ---- spreadsheet safety once per distinct value -----------------------------------------------
@@ -388,3 +400,66 @@ def test_ordinary_pages_restores_numpys_setting(setting):
     finally:
         _set_madvise_hugepage(previous)
     assert seen == [False, False]
+
+
+def test_reasons_are_shortened_as_the_regular_expression_did():
+    """The ingest summary counts duplicates, excluded workers and malformed answers each as one
+    reason: ``_short_reason`` (``str.find``) against the regular expression it replaced, on
+    reasons an ingest writes and on texts holding the heads anywhere, twice or across a line end."""
+    import re
+    from satcal.ingest import _short_reason
+    pattern = re.compile(r"(duplicate).*|(excluded worker).*|(malformed answer).*")
+    texts = ["duplicate of a.csv:3", "conflicting duplicate: a.csv:3 said a_better",
+             "excluded worker: trust 0.20 (1 of 5 traps): below 0.70", "malformed answer 'maybe'",
+             "platform status: rejected", "missing worker id", "", "platform status: duplicate\nexcluded worker",
+             "malformed answer 'duplicate'", "excluded worker: duplicate", "unknown example id"]
+    parts = ["duplicate", "excluded worker", "malformed answer", "x", ": ", "\n", "dup"]
+    rng = np.random.default_rng(0)
+    texts += ["".join(rng.choice(parts, rng.integers(0, 6))) for _ in range(2000)]
+    for text in texts:
+        want = pattern.sub(lambda m: m.group(1) or m.group(2) or m.group(3), text)
+        assert _short_reason(text) == want, text
+
+
+@pytest.mark.parametrize("content", [b"item_id,worker_id,answer\ni1,w1,a\ni2,w2,b\n", b"a,b\n1,2",
+                                     b'a,b\n"x,y",2\n', b"a,b\r\n1,2\r\n", b"a,b\n1\n", b" \n\x1c\t\n", b""])
+def test_an_ascii_file_is_read_as_its_decoded_text(tmp_path, content):
+    """An ASCII file is read from its bytes (no decoded copy): the same table, or the same
+    error, as from its text decoded by ``decode_utf8`` and given to ``read_delimited``."""
+    from satcal.errors import InputFileError
+    from satcal.fileio import decode_utf8, read_delimited
+    path = tmp_path / "f.csv"
+    path.write_bytes(content)
+    header = content.split(b"\n")[0].decode().strip().split(",")
+    outcomes = []
+    for text in (None, decode_utf8(content, path)):
+        try:
+            outcomes.append(read_delimited(path, ",", header[:1], text=text, rows="rows"))
+        except InputFileError as exc:
+            outcomes.append(str(exc))
+    if isinstance(outcomes[0], str):
+        assert outcomes[0] == outcomes[1]
+    else:
+        pd.testing.assert_frame_equal(outcomes[0], outcomes[1])
+
+
+def test_a_result_file_is_parsed_from_the_bytes_archived(tmp_path):
+    """``read_result_files`` reads a file once: its platform's reader parses the bytes that are
+    hashed and archived (held by ``fileio.holding``), not a second read of the path."""
+    import hashlib
+    from satcal import fileio
+    from satcal.ingest import read_result_files
+    path = tmp_path / "results.csv"
+    first = b"item_id,worker_id,answer\ni1,w1,a_better\ni2,w2,b_better\n"
+    path.write_bytes(first)
+    calls = []
+    real = fileio.Path.read_bytes
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fileio.Path, "read_bytes", lambda self: calls.append(self) or real(self))
+        (got,) = read_result_files([path], "csv", set())
+    assert len(calls) == 1
+    assert got.data == first and got.sha256 == hashlib.sha256(first).hexdigest()
+    assert got.rows["worker_id"].astype(str).tolist() == ["w1", "w2"]
+    with fileio.holding(path, b"other"):
+        assert fileio.read_file_bytes(path) == b"other"
+    assert fileio.read_file_bytes(path) == first

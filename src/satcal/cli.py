@@ -229,6 +229,21 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
                                          replaces the earlier snapshot of the same database.
     satcal ingest DIR --remove FILE      takes a file ingested by mistake back out.
     """
+    import gc
+    # a command of a few seconds that makes millions of cells and few reference cycles: the
+    # collector's passes over everything imported (0.08 s of the imports alone) buy nothing.
+    # What is left when it ends (the modules it imported, mostly) goes to the permanent
+    # generation, so that neither the next collection nor the one at exit walks it (0.06 s each)
+    gc.disable()
+    try:
+        _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):
+    """:func:`ingest`, with the collector as the caller left it."""
     from .study import Study
     ws = Study.open(directory)
     if drop_trap:

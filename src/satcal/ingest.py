@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +188,8 @@ class IngestReport(ResultTables):
     before_exclusion: pd.DataFrame = None
     #: per trap: answers and accuracy among otherwise trusted workers (traps_report.csv)
     traps: pd.DataFrame = None
+    #: answers and rejects as the CSV writer takes them (:func:`resolve_rows`' ``written``)
+    _written: dict = field(default=None, repr=False, compare=False)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per file, rejects by reason, workers, answers, rejects, the answers before workers
@@ -231,7 +233,8 @@ class IngestReport(ResultTables):
                            "(see workers.csv)")
         out += _trap_lines(self.traps)
         from .quality import agreement
-        examples = self.answers[~self.answers["is_trap"].astype(bool)]
+        # the two columns agreement reads, not a copy of every column of the answers
+        examples = self.answers.loc[~self.answers["is_trap"].astype(bool), ["example_id", "answer"]]
         agreed = agreement(examples) if len(examples) else None
         if agreed is not None:
             out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
@@ -386,33 +389,52 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     # the codes of the example ids' texts, per row, from the distinct items' ones
     example_codes = pd.factorize(np.array([_as_text(v) for v in example], dtype=object))[0]
     return {"codes": codes, "items": items, "item_example": np.array([_as_text(v) for v in example], dtype=object),
+            "per_item": {"example_id": example.astype(object), "example_hash": hashes},
             "example_codes": example_codes[codes], "known": known[codes],
             "ecir": ecir[codes], "example_id": example.astype(object)[codes],
             "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
 
-def _canonical(shown: np.ndarray, swapped: np.ndarray) -> np.ndarray:
-    """The answer in the example's own orientation: A and B exchanged where the item was shown
-    swapped."""
+def _canonical(shown: np.ndarray, swapped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The answer in the example's own orientation (A and B exchanged where the item was shown
+    swapped), as (codes, distinct values): the answers are ``distinct[codes]``."""
     from .platforms import swap_answer
     codes, uniques = _distinct(shown)
     swapped_text = np.array([swap_answer(v) for v in uniques], dtype=object)
-    return np.where(swapped, swapped_text[codes], uniques[codes])
+    return np.where(swapped, codes + len(uniques), codes), np.concatenate([uniques, swapped_text])
 
 
-def _correct(canonical: np.ndarray, expected: tuple, is_trap: np.ndarray) -> np.ndarray:
+def _correct(canonical: tuple, expected: tuple, is_trap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``True``/``False`` for an answer to a trap (one of the expected answers, ';'-separated),
-    '' otherwise; checked once per distinct (item, answer) pair."""
+    '' otherwise, as (codes, distinct values); checked once per distinct (item, answer) pair
+    (``canonical``: the answers' codes and distinct values, :func:`_canonical`)."""
     item_codes, expected_text = expected
-    ans_codes, ans = _distinct(canonical)
+    ans_codes, ans = _distinct(canonical[1][canonical[0]])
     pair = item_codes.astype(np.int64) * max(len(ans), 1) + ans_codes
     pcodes, pairs = pd.factorize(pair)
     ok = np.array([ans[p % max(len(ans), 1)] in expected_text[p // max(len(ans), 1)].split(";") for p in pairs],
                   dtype=object)
-    out = np.full(len(canonical), "", dtype=object)
-    out[is_trap] = ok[pcodes[is_trap]]
-    return out
+    return np.where(is_trap, pcodes + 1, 0), np.concatenate([np.array([""], dtype=object), ok])
+
+
+def _coded_values(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
+    """``distinct[codes]`` as a Categorical of the same values (equal distinct values merged,
+    a missing one a missing cell)."""
+    value_codes, uniques = pd.factorize(np.asarray(distinct, dtype=object))
+    return pd.Categorical.from_codes(np.where(value_codes[codes] < 0, -1, value_codes[codes]),
+                                     dtype=pd.CategoricalDtype(pd.Index(np.asarray(uniques, dtype=object), dtype=object)))
+
+
+def _written_text(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
+    """``distinct[codes]`` as the CSV writer renders its cells (a string as it is, a missing
+    value empty, ``str`` of any other value), as a Categorical of text: each distinct value
+    rendered once, so that a table is written from codes without a string object per cell
+    (:func:`satcal.fileio.write_csv_safe`)."""
+    text = np.array([v if isinstance(v, str) else "" if pd.isna(v) else str(v) for v in distinct], dtype=object)
+    text_codes, uniques = pd.factorize(text)
+    return pd.Categorical.from_codes(text_codes[codes],
+                                     dtype=pd.CategoricalDtype(pd.Index(np.asarray(uniques, dtype=object), dtype=object)))
 
 
 def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: np.ndarray,
@@ -425,7 +447,7 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
     joined strings."""
     n = len(r)
     worker, example = worker.astype(np.int64), example.astype(np.int64)
-    ident = pd.factorize(worker * (int(example.max()) + 1 if n else 1) + example)[0]
+    pair = worker * (int(example.max()) + 1 if n else 1) + example
     when_codes, when_vals = _distinct(r["submitted_at"])
     when_text = np.array([_as_text(v).strip()
                           for v in when_vals], dtype=object)
@@ -435,20 +457,30 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
     line = pd.to_numeric(r["line"], errors="coerce").fillna(0).to_numpy()
     order = _stable_order(blank, when, source_codes, line)
     ordered_ok = order[ok[order]]
-    later = pd.Index(ident[ordered_ok]).duplicated(keep="first")
+    # the pairs factorised in that order number themselves as they first appear: a row is the
+    # first of its pair when its code exceeds every code before it, and the row of pair c's
+    # first answer is then the c-th of those rows (one hashing pass, of the valid rows only)
+    ident = pd.factorize(pair[ordered_ok])[0]
+    first = np.empty(len(ident), dtype=bool)
+    if len(ident):
+        first[0] = True
+        first[1:] = ident[1:] > np.maximum.accumulate(ident[:-1])
     dup = np.zeros(n, dtype=bool)
-    dup[ordered_ok[later]] = True
-    winner = np.full(ident.max() + 1 if n else 0, -1, dtype=np.int64)
-    firsts = ordered_ok[~later]
-    winner[ident[firsts]] = firsts
+    dup[ordered_ok[~first]] = True
+    winner = ordered_ok[first]
+    pair_of = np.zeros(n, dtype=np.int64)
+    pair_of[ordered_ok] = ident
     text = np.full(n, "", dtype=object)
     if dup.any():
         rows = np.flatnonzero(dup)
-        prev = winner[ident[rows]]
+        prev = winner[pair_of[rows]]
         where = sources[source_codes[prev]] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
-        same = canonical[prev] == canonical[rows]
-        text[rows] = np.where(same, "duplicate of " + where,
-                              "conflicting duplicate: " + where + " said " + canonical[prev])
+        said = canonical[prev]
+        same = said == canonical[rows]
+        both = np.empty(len(rows), dtype=object)  # each row's own wording, not both for every row
+        both[same] = "duplicate of " + where[same]
+        both[~same] = "conflicting duplicate: " + where[~same] + " said " + said[~same]
+        text[rows] = both
     return dup, text
 
 
@@ -470,7 +502,8 @@ def _stable_order(*keys) -> np.ndarray:
 
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
                  min_traps: int, screen: dict | None = None, reading: pd.Series | None = None,
-                 attention_limit: int | None = None, dominant: pd.Series | None = None):
+                 attention_limit: int | None = None, dominant: pd.Series | None = None,
+                 written: dict | None = None):
     """Raw rows -> (answers, rejects, workers), in canonical orientation.
 
     ``dominant`` (by example id: +1 where list A dominates by the judged levels, -1 where B
@@ -512,6 +545,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         Failed attention checks that exclude a worker; None keeps them.
     dominant : pandas.Series or None, optional
         The dominant list of each example (+1 A, -1 B, 0 neither), by example id.
+    written : dict or None, optional
+        When given, receives ``"answers"`` and ``"rejects"``: the same tables as the CSV writer
+        takes them, their text columns Categoricals of the text written (codes into distinct
+        values, as the rows were resolved), so that writing them makes no string per cell. The
+        files are byte for byte those of the returned tables.
 
     Returns
     -------
@@ -533,7 +571,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     for name in ("example_id", "is_trap", "swapped", "example_hash"):
         r[name] = _column(keyed[name])
     shown = _normalise_shown(r["answer"]).to_numpy(dtype=object)
-    canonical = _canonical(shown, keyed["swapped"])
+    canonical_coded = _canonical(shown, keyed["swapped"])
+    canonical = canonical_coded[1][canonical_coded[0]]
     r["answer_canonical"] = _column(canonical)
 
     reason = np.full(n, "", dtype=object)
@@ -573,7 +612,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     dup, dup_text = _duplicates(r, free.copy(), canonical, wcodes, keyed["example_codes"])
     mark(dup, dup_text)
     ok = free.copy()
-    r["correct"] = _column(_correct(canonical, keyed["expected"], keyed["is_trap"]))
+    correct_coded = _correct(canonical_coded, keyed["expected"], keyed["is_trap"])
+    r["correct"] = _column(correct_coded[1][correct_coded[0]])
     r["answer_shown"] = _column(shown)
     codes, expected_text = keyed["expected"]
     r["expected"] = _column(expected_text[codes])  # a trap's accepted codes: its chance rate weighs it in the trust rule
@@ -593,7 +633,17 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
     scored = _plain(scored)
-    workers = worker_table(scored.assign(correct=scored["correct"].replace("", False)),
+    # the columns worker_table only factorises (unsorted) as Categoricals of the same values:
+    # the same codes, without hashing 900,000 strings three times
+    codes_expected, expected_text = keyed["expected"]
+    scored = scored.assign(**{name: pd.Series(_coded_values(*pair)[ok], index=scored.index) for name, pair in (
+        ("answer", canonical_coded[::-1]), ("expected", (expected_text, codes_expected)),
+        ("example_id", (keyed["per_item"]["example_id"], keyed["codes"])))})
+    # a trap's '' (not a trap) as False, once per distinct value: scored["correct"].replace("", False)
+    truth = correct_coded[1].copy()
+    truth[np.array([v == "" for v in truth], dtype=bool)] = False
+    workers = worker_table(scored.assign(correct=pd.Series(truth[correct_coded[0][ok]], index=scored.index,
+                                                           dtype=object)),
                            threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
         columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
                  "platform_trust", "chance_evidence", "trust", "trust_source", "binomial_p", "excluded", "reason",
@@ -622,6 +672,17 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     ok = free
     rejects = _plain(r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]]).assign(
         reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
+    if written is not None:
+        # the columns resolved here by distinct value, kept as codes; the reader's own
+        # categoricals as they are
+        text = {"example_id": _written_text(keyed["per_item"]["example_id"], keyed["codes"]),
+                "example_hash": _written_text(keyed["per_item"]["example_hash"], keyed["codes"]),
+                "answer": _written_text(*canonical_coded[::-1]), "correct": _written_text(*correct_coded[::-1])}
+        rest = [c for c in ANSWER_TABLE_COLUMNS if c not in text]
+        written["answers"] = r.loc[ok, rest].reset_index(drop=True).assign(
+            **{c: v[ok] for c, v in text.items()})[ANSWER_TABLE_COLUMNS]
+        written["rejects"] = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].reset_index(
+            drop=True).assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
     return answers, rejects.reset_index(drop=True), workers, before_exclusion
 
 
@@ -684,7 +745,7 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
     SatcalError
         A file is missing, unreadable or cannot be parsed.
     """
-    from .fileio import read_file_bytes, sha256_bytes
+    from .fileio import holding, read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
     out: list[ResultFile] = []
     for f in files:
@@ -696,7 +757,8 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
         if digest in known or digest in {r.sha256 for r in out}:
             continue
         plat = platform or detect_platform(path, data[:4096].decode("utf-8", "replace"))
-        parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+        with holding(path, data):  # the platform's reader parses these bytes, not a second read
+            parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
         out.append(ResultFile(digest, f"{digest[:12]}-{path.name}", plat, data, parsed))
     return out
 
@@ -835,9 +897,10 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
         ranks = [f"r{s}{i}" for s in "ab" for i in range(1, k + 1)]
         lv = examples[ranks].apply(pd.to_numeric, errors="coerce").to_numpy(float)
         dominant = pd.Series(dominance(lv[:, :k], lv[:, k:]), index=examples["example_id"].astype(str))
+    written = {}
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
                                                                quality.min_traps, screen, reading,
-                                                               attention_limit, dominant)
+                                                               attention_limit, dominant, written)
     traps = _trap_report(key, before_exclusion, threshold, quality.min_traps, screen["drop_traps"])
     per_file = []
     fresh = set(parsed)
@@ -849,13 +912,27 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
                          "new": row.sha256 in fresh})
     # each distinct reason shortened once, the rows counted by their codes
     codes, distinct = pd.factorize(rejects["reason"].to_numpy(dtype=object))
-    short = pd.Series(distinct, dtype=object).str.replace(
-        r"(duplicate).*|(excluded worker).*|(malformed answer).*",
-        lambda m: m.group(1) or m.group(2) or m.group(3), regex=True)
-    reasons = pd.Series(short.to_numpy(dtype=object)[codes], dtype=object, name="reason").value_counts()
+    short = np.array([_short_reason(v) for v in distinct], dtype=object)
+    reasons = pd.Series(short[codes], dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
-                        reasons, workers, answers, rejects, before_exclusion, traps)
+                        reasons, workers, answers, rejects, before_exclusion, traps, written)
+
+
+#: The reasons counted as one whatever follows them (the row a duplicate repeats, the worker's
+#: own reason, the spelling): each is cut after the first of these words it holds.
+_REASON_HEADS = ("duplicate", "excluded worker", "malformed answer")
+
+
+def _short_reason(text: str) -> str:
+    """``re.sub(r"(duplicate).*|(excluded worker).*|(malformed answer).*", r"\1\2\3", text)``
+    by ``str.find`` (a duplicate's reason names its row, so there are about as many distinct
+    reasons as duplicates): the text up to the first of the heads it holds, and that head."""
+    if "\n" in text:  # ``.`` stops at a line end (a platform's status may hold one)
+        return re.sub(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
+                      lambda m: m.group(1) or m.group(2) or m.group(3), text)
+    at, head = min(((text.find(h), h) for h in _REASON_HEADS if h in text), default=(-1, ""))
+    return text if at < 0 else text[:at] + head
 
 
 def _trap_report(key: pd.DataFrame, answers: pd.DataFrame, threshold: float, min_traps: int,

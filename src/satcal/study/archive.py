@@ -81,8 +81,10 @@ class Archive:
         s = self.settings
         report = rebuild(index, parsed, self.path / "raw", self.keys(), self.table("examples.csv", required=False),
                          self.table("items.csv", required=False), self.k, s.quality, s.serve, threshold)
+        written = report._written or {}
         for name, attr in INGEST_TABLES.items():
-            write_csv_safe(outputs.file(name), getattr(report, attr))  # pandas' bytes, by Arrow when it can
+            # pandas' bytes, by Arrow when it can; the large tables from their codes
+            write_csv_safe(outputs.file(name), written.get(attr, getattr(report, attr)))
         return report
 
     def remove(self, name: str, threshold: float | None = None):
