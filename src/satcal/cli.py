@@ -234,12 +234,14 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     # collector's passes over everything imported (0.08 s of the imports alone) buy nothing.
     # What is left when it ends (the modules it imported, mostly) goes to the permanent
     # generation, so that neither the next collection nor the one at exit walks it (0.06 s each)
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap)
     finally:
         gc.freeze()
-        gc.enable()
+        if was_enabled:   # a caller that turned the collector off keeps it off
+            gc.enable()
 
 
 def _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):
