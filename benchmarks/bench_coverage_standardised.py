@@ -108,12 +108,13 @@ def run(n_studies=60, B=100, n_answers=1500, shared=1, out=None, intercept=-3.0,
 
 def methods(reps, est):
     """95% intervals of every method from one study's replicates (B, F) and estimates (F,)."""
-    from satcal.analysis.bootstrap import _bc_interval, _quantiles
+    from satcal.analysis.bootstrap import _bc_interval, _quantiles, floor_interval
     q_lo, q_hi = _quantiles(reps)
     se = robust_se(reps)
     out = {"percentile": (q_lo, q_hi), "BC": _bc_interval(reps, est),
            "basic": (2 * est - q_hi, 2 * est - q_lo),
-           "normal (robust SE)": (est - 1.96 * se, est + 1.96 * se)}
+           "normal (robust SE)": (est - 1.96 * se, est + 1.96 * se),
+           "floor_interval": floor_interval(reps, est)}
     return out
 
 
@@ -150,15 +151,15 @@ def summarise(res, near_margin=0.005):
     print(f"b1_std by group (near the floor: {[f.id for f, n in zip(FORMS, near) if n]}, true "
           f"{np.round(t[near], 4).tolist()}; away: {np.round(t[~near], 4).tolist()})")
     per = [methods(reps[s, :, :, 0], est[s, :, 0]) for s in range(S)]
-    rows = {"reported": (res["lo"][:, :, 0], res["hi"][:, :, 0])}
+    rows = {"reported (bias.csv when run)": (res["lo"][:, :, 0], res["hi"][:, :, 0])}
     rows.update({m: (np.array([p[m][0] for p in per]), np.array([p[m][1] for p in per])) for m in per[0]})
     for m, (lo, hi) in rows.items():
         hit = (lo <= t) & (t <= hi)
         below = t < lo                                               # the interval above the truth
-        print(f"  {m:<22} near {hit[:, near].mean():.3f} (truth below {below[:, near].mean():.3f}), "
+        print(f"  {m:<28} near {hit[:, near].mean():.3f} (truth below {below[:, near].mean():.3f}), "
               f"away {hit[:, ~near].mean():.3f}; per formulation "
               + " ".join(f"{v:.2f}" for v in hit.mean(axis=0))
-              + f"; mean width {np.mean(hi - lo):.4f}")
+              + f"; width mean {np.mean(hi - lo):.4f}, median {np.median(hi - lo):.4f}")
     for j, f in enumerate(FORMS):
         e = est[:, j, 0]
         print(f"  {f.id:<10} true {t[j]:.4f}  mean est {e.mean():.4f}  bias/SD {(e.mean() - t[j]) / e.std(ddof=1):+.2f}"

@@ -39,14 +39,15 @@ answers from 60 workers with heterogeneity 0.5 on random pairs, 4 formulations, 
 - no worker effects, examples resampled: SE ratio 0.87-1.03, coverage of b1, b2, b3 0.89,
   0.91, 0.94 and of the band 0.94.
 
-Curves and points get percentile intervals (2.5 %, 97.5 %). The bias indicators get
-bias-corrected (BC) percentile intervals (Efron 1981, "Nonparametric standard errors and
-confidence intervals", Canadian Journal of Statistics 9(2)): b1 averages an absolute value, so
-its estimate is biased upward where the curve is near the diagonal. Where b1 is small (0.037,
-tests/test_bootstrap.py's design) BC intervals cover it 0.89 of the time and percentile ones
-0.75; at b1 = 0.11-0.30 (the benchmark) percentile intervals cover a little more than BC (b1
-0.93-0.94 against 0.89-0.92 where the resampling is right; basic and normal intervals less). BC is
-kept for its worst case. The two-sided bootstrap p-value of a difference d between
+Curves and points get percentile intervals (2.5 %, 97.5 %). The b1 indicators (b1, b1_joint,
+b1_std: means of absolute distances |x - s(x)|, bounded below by 0) get :func:`floor_interval`,
+the union of the percentile and the basic interval cut at 0: near the floor the estimate is
+biased upward by about its standard error and the percentile and BC intervals lie above the
+truth (they covered b1_std 0.00-0.44 of the time, docs/benchmarks.md), while the basic interval
+undercovers where the distance is clearly positive; the union covered 0.94-1.00 in both regimes
+(conservative). b2 and b3 (smooth functionals of the curves, no kink) keep bias-corrected (BC)
+percentile intervals (Efron 1981, "Nonparametric standard errors and confidence intervals",
+Canadian Journal of Statistics 9(2)). The two-sided bootstrap p-value of a difference d between
 formulations is ``min(1, 2 min(P*(d <= 0), P*(d >= 0)))``. Replicates whose fit does not
 converge (separation) are left out and counted.
 """
@@ -319,8 +320,9 @@ def floor_interval(reps: np.ndarray, estimate: np.ndarray, floor: float = 0.0):
     replicates, biased again, sit above it: the percentile and BC intervals then lie above the
     truth (they covered 0.00-0.44 there). The basic interval reflects the replicates about the
     estimate and moves down by the bootstrap's own bias, but where the distance is clearly
-    positive and skewed it is the wrong side to reflect (0.86 against the percentile's 0.95 in
-    tests/test_bootstrap.py's Gaussian model). The bootstrap is not consistent at such a
+    positive and skewed it is the wrong side to reflect (0.88 against the percentile's 0.94 at
+    b1 = 0.06 in benchmarks/bench_floor_intervals.py's Gaussian model; 0.78-0.87 against
+    0.91-0.94 in bench_coverage_standardised.py). The bootstrap is not consistent at such a
     boundary (Andrews 2000, Econometrica 68(2); Fang and Santos 2019, Review of Economic
     Studies 86(1), for directionally differentiable functionals such as |.|), and which regime
     a study is in is not known; the union of the intervals that hold in each regime holds in
