@@ -720,8 +720,12 @@ def _joint_replicates(phi_a, phi_b, code, W, fit, sat_range=None, pref_range=Non
     else:
         curves = expit(thetas[:, :3] @ design(GRID).T)  # (B, G)
     ind = bias_indicators(curves, implied_preference(thetas, GRID), sat_range=sat_range, pref_range=pref_range)
+    # re-fitted replicates (a weakly identified tau) are far from the fit: their exact
+    # log-likelihoods, not the second-order form around the fit that suits one-step ones
+    from .joint import weak_tau
+    near = None if thetas.shape[1] > 7 and weak_tau(fit) else fit
     return {"band": _quantiles(curves), "indicators": np.stack([ind["b1"], ind["b2"], ind["b3"]], axis=1),
-            "thetas": thetas, "loglik": replicate_loglik(thetas, phi_a, phi_b, code, W, fit=fit)}
+            "thetas": thetas, "loglik": replicate_loglik(thetas, phi_a, phi_b, code, W, fit=near)}
 
 
 def bootstrap_joint(types: AnswerTypes, fits: list, formulations: list[str], replicates: int,
