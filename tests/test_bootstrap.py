@@ -170,6 +170,38 @@ def test_holm_adjusted_is_statsmodels_holm_bit_for_bit(rng):
     np.testing.assert_allclose(holm_adjusted([0.04, 0.01, 0.02]), [0.04, 0.03, 0.04])
 
 
+def test_floor_interval_by_hand_and_against_scipys_percentile_and_basic_intervals():
+    """floor_interval is the union of the percentile and the basic interval, cut at 0.
+    By hand: replicates 0.100, 0.101, ..., 0.140 (41 values) have np.percentile's 2.5% and
+    97.5% quantiles 0.101 and 0.139; at the estimate 0.09 (below every replicate, as near the
+    floor) the basic interval is (0.18 - 0.139, 0.18 - 0.101) = (0.041, 0.079), the union
+    (0.041, 0.139); replicates 0, 0.01, ..., 0.40 at estimate 0.05 give the basic (-0.29, 0.09),
+    percentile (0.01, 0.39), so (0, 0.39) after the cut. A failed (NaN) replicate is left out;
+    a column with none finite gives NaN. Then a peer: |mean| of 60 normal values (the textbook
+    boundary case), scipy.stats.bootstrap's percentile and basic intervals from one bootstrap
+    distribution, which floor_interval reads."""
+    from scipy.stats import bootstrap
+    from satcal.analysis.bootstrap import floor_interval
+    reps = np.full((42, 3), np.nan)
+    reps[:41, 0] = 0.100 + np.arange(41) / 1000
+    reps[:41, 1] = np.arange(41) / 100
+    lo, hi = floor_interval(reps, np.array([0.09, 0.05, 0.1]))
+    np.testing.assert_allclose(lo[:2], [0.041, 0.0], atol=1e-12)
+    np.testing.assert_allclose(hi[:2], [0.139, 0.39], atol=1e-12)
+    assert np.isnan(lo[2]) and np.isnan(hi[2])
+    x = np.random.default_rng(3).normal(0.02, 0.1, 60)
+    stat = lambda v, axis=-1: np.abs(np.mean(v, axis=axis))  # noqa: E731
+    res = {m: bootstrap((x,), stat, method=m, n_resamples=999, random_state=np.random.default_rng(5),
+                        vectorized=True) for m in ("percentile", "basic")}
+    dist = res["percentile"].bootstrap_distribution
+    np.testing.assert_array_equal(dist, res["basic"].bootstrap_distribution)
+    lo, hi = floor_interval(dist, np.array(stat(x)))
+    ci_p, ci_b = res["percentile"].confidence_interval, res["basic"].confidence_interval
+    assert lo == pytest.approx(max(0.0, min(ci_p.low, ci_b.low)), abs=1e-15)
+    assert hi == pytest.approx(max(ci_p.high, ci_b.high), abs=1e-15)
+    assert ci_b.low < 0 == lo  # the cut at the floor is what happened here
+
+
 def test_robust_se_is_the_normals_sd_despite_a_few_wild_replicates(rng):
     """1000 replicates from N(0.1, 0.03^2), 10 of them planted far out (k-step replicates whose tau
     ran away): robust_se is scipy.stats.iqr(scale="normal") to 1e-12 and the normal's SD within

@@ -40,24 +40,61 @@ def test_sums_of_squares_equal_statsmodels(rng):
             assert ss[name][1] == table.loc[term, "df"]
 
 
+def _ogk(x):
+    """The orthogonalised Gnanadesikan-Kettenring covariance (Maronna and Zamar 2002, sec. 2)
+    with scipy's normalised IQR as the scale, written out from the paper's steps."""
+    from scipy.stats import iqr
+    s = lambda v: iqr(v, axis=0, scale="normal")  # noqa: E731
+    d = s(x)
+    y = x / d
+    q = x.shape[1]
+    u = np.array([[1.0 if j == k else (s(y[:, j] + y[:, k]) ** 2 - s(y[:, j] - y[:, k]) ** 2) / 4
+                   for k in range(q)] for j in range(q)])
+    e = np.linalg.eigh(u)[1]
+    a = np.diag(d) @ e
+    return a @ np.diag(s(y @ e) ** 2) @ a.T
+
+
+def test_robust_cov_is_ogk_equals_the_covariance_for_normal_replicates_and_ignores_wild_ones(rng):
+    """robust_cov against the OGK estimator written out here from scipy's IQR; for one column it
+    is robust_se^2; for 20,000 normal replicates it is their covariance within sampling error
+    (5% of the scale); 1% of replicates planted far out (k-step replicates whose tau ran away)
+    inflate np.cov many times and move robust_cov by little."""
+    from satcal.analysis.bootstrap import robust_cov, robust_se
+    cov = _shared_answers_cov()[:5, :5] + np.diag([1e-4, 2e-4, 0, 0, 3e-4])
+    x = rng.multivariate_normal(np.zeros(5), cov, size=20000)
+    got = robust_cov(x)
+    np.testing.assert_allclose(got, _ogk(x), rtol=1e-10)
+    assert np.abs(got - cov).max() < 0.05 * cov.max()
+    assert robust_cov(x[:, :1])[0, 0] == pytest.approx(float(robust_se(x[:, 0])) ** 2, rel=1e-12)
+    x[:200] += rng.normal(0, 1.0, (200, 5))
+    assert np.abs(robust_cov(x) - cov).max() < 0.1 * cov.max()
+    assert np.diag(np.cov(x, rowvar=False)).min() > 10 * cov.max()
+
+
 def test_wald_equals_statsmodels_wald_test(rng):
-    """W against statsmodels' Wald test of R theta = 0 with the covariance given (R: the first
-    five deviations of the gain means from their grand mean, a full-rank set)."""
+    """W against statsmodels' Wald test of C theta = 0 with the covariance given: C the
+    gain contrasts, the covariance of theta C+ V C+' with C+ the pseudo-inverse of C and V the
+    OGK covariance of the contrasts' replicates (written out in _ogk), so that C cov C' = V; then the formula as
+    written with the first five deviations of the gain means from their grand mean."""
     import statsmodels.api as sm
     g = _grid()
     theta = rng.normal(size=36) * 0.01
     reps = rng.multivariate_normal(theta, _shared_answers_cov(), size=500)
-    w, f, df, b, p = wald_test(theta, reps, effect_contrasts(g.gain))
-    dev = np.stack([(g.gain == x).to_numpy() / 6.0 for x in sorted(GAINS)]) - 1 / 36
+    c = effect_contrasts(g.gain)
+    w, f, df, b, p = wald_test(theta, reps, c)
+    v = _ogk(reps @ c.T)
     res = sm.OLS(theta, np.eye(36)).fit()
-    ref = res.wald_test(dev[:5], cov_p=np.cov(reps, rowvar=False), use_f=False, scalar=True)
+    c_plus = np.linalg.pinv(c)
+    ref = res.wald_test(c, cov_p=c_plus @ v @ c_plus.T, use_f=False, scalar=True)
     assert df == 5 and b == 500 and w == pytest.approx(float(ref.statistic), rel=1e-8)
     # Hotelling's T^2 as an F on (5, 495) df, by hand
     from scipy.stats import f as f_dist
     assert f == pytest.approx(w * 495 / (499 * 5)) and p == pytest.approx(f_dist.sf(w * 495 / (499 * 5), 5, 495))
     # the formula as written, with the 6 dependent deviations and a pseudo-inverse
-    v = dev @ np.cov(reps, rowvar=False) @ dev.T
-    assert w == pytest.approx(float(dev @ theta @ np.linalg.pinv(v, rcond=1e-10) @ (dev @ theta)), rel=1e-6)
+    dev = np.stack([(g.gain == x).to_numpy() / 6.0 for x in sorted(GAINS)]) - 1 / 36
+    full = dev @ c_plus @ v @ c_plus.T @ dev.T
+    assert w == pytest.approx(float(dev @ theta @ np.linalg.pinv(full, rcond=1e-10) @ (dev @ theta)), rel=1e-6)
 
 
 def _studies(n, rng, boot=400):

@@ -1387,10 +1387,10 @@ def _look_figures(result, indicator: str, truth: pd.Series | None, study=None, m
     """One look judged by ``indicator``: its leader, the median 95% interval width and bootstrap
     SE over formulations, and with ``truth`` whether the leader is right (the true least, and
     within ``margin`` of it) and the share of intervals covering the truth. For b1_std the
-    replicates are :func:`std_replicates`' and the intervals their bias-corrected percentile
-    intervals (Efron 1981); the bias table's intervals give ``width_median_calib`` and
+    replicates are :func:`std_replicates`' and the intervals the bias table's rule for b1
+    (:func:`~satcal.analysis.bootstrap.floor_interval`); the bias table's intervals give ``width_median_calib`` and
     ``covered_calib`` (the same when the calibration computed its standardised intervals)."""
-    from .bootstrap import _bc_interval
+    from .bootstrap import floor_interval
     bias = result.bias
     lo, hi = bias[f"{indicator}_lo"].to_numpy(float), bias[f"{indicator}_hi"].to_numpy(float)
     est, reps = _replicates(result, indicator)
@@ -1400,7 +1400,7 @@ def _look_figures(result, indicator: str, truth: pd.Series | None, study=None, m
         if refit is not None:
             extra = {"width_median_calib": float(np.nanmedian(hi - lo)), "lo_calib": lo, "hi_calib": hi}
             reps = refit
-            lo, hi = _bc_interval(reps, est)
+            lo, hi = floor_interval(reps, est)
     leader = str(bias["formulation"].iloc[int(np.nanargmin(est))])
     se = float("nan") if reps is None else float(np.nanmedian(robust_se(reps)))
     out = {"leader": leader, "width_median": float(np.nanmedian(hi - lo)), "se_median": se}

@@ -10,7 +10,11 @@ For an effect with levels g = 1..G (gain: G = 6), theta is the vector of the for
 point estimates, m_g the mean of theta over the formulations at level g, and C the G x F
 matrix that maps theta to the deviations m_g - mean_g(m_g) (G - 1 independent contrasts).
 With Sigma the covariance of the bootstrap replicates of theta (resampling the answers, so it
-holds every correlation between formulations),
+holds every correlation between formulations), estimated by the rule every bootstrap standard
+error follows (:func:`~satcal.analysis.bootstrap.robust_cov`: the orthogonalised
+Gnanadesikan-Kettenring covariance with the replicates' normalised IQR as scale, Maronna and
+Zamar 2002; for one contrast it is robust_se^2, the pairwise table's), so that a few wild
+k-step replicates do not inflate it and the tests agree with the standard errors beside them,
 
     W = (C theta)' (C Sigma C')^+ (C theta)  ~  chi2(q),  q = rank(C Sigma C'),  under "no effect",
 
@@ -51,6 +55,8 @@ import pandas as pd
 from scipy.linalg import null_space
 from scipy.stats import f as f_dist
 
+from .bootstrap import robust_cov
+
 __all__ = ["COLUMNS", "TEST_NAME", "NO_BOOTSTRAP_NOTE", "effects_table", "wald_test",
            "effect_contrasts", "sequential_sums_of_squares", "bootstrap_replicates"]
 
@@ -90,7 +96,7 @@ def effect_contrasts(levels: Sequence) -> np.ndarray:
 
 def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarray,
               clusters: int | None = None):
-    """Wald test of C theta = 0 with the bootstrap covariance (module docstring).
+    """Wald test of C theta = 0 with the replicates' robust covariance (module docstring).
 
     Parameters
     ----------
@@ -135,7 +141,7 @@ def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarra
     if units < c.shape[0] + 2:
         return np.nan, np.nan, 0, b, np.nan
     ct = c @ np.asarray(estimate, float)
-    v = np.atleast_2d(np.cov(reps @ c.T, rowvar=False))   # = C Sigma C', without the F x F Sigma
+    v = robust_cov(reps @ c.T)   # = C Sigma C', without the F x F Sigma (module docstring)
     vals, vecs = np.linalg.eigh(v)
     keep = vals > vals.max() * 1e-10 if vals.max() > 0 else np.zeros(vals.size, bool)
     df = int(keep.sum())
