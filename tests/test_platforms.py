@@ -299,3 +299,10 @@ def test_export_summaries_say_where_a_worker_meets_the_trap_rules_count():
     few = TrapCount(needed, needed - 1, 1000)
     for line in (toloka.describe_settings({}, 8, 1, few), appen.describe_settings({}, 8, 1, few)):
         assert f"the batch holds {needed - 1} traps, fewer than the trap rule's {needed}" in line
+    # a batch with no traps: no control task or test question is printed, as pool.json writes none
+    none = TrapCount(None, 0, 1000)
+    assert toloka.pool_json(8, 1, 0)["mixer_config"]["golden_tasks_count"] == 0
+    assert "0 control task(s) a suite" in toloka.describe_settings({}, 8, 1, none)
+    assert "no control tasks: the batch has no traps" in toloka.describe_settings({}, 8, 1, none)
+    line = appen.describe_settings({}, 8, 1, none)
+    assert "0 test question(s) a page" in line and "no test questions: the batch has no traps" in line

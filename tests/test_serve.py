@@ -346,6 +346,10 @@ def test_participant_traps_take_the_trap_rules_count_capped_by_the_pages():
     assert f"pages_per_participant to {-(-needed * 5 // few)}" in warned[0]
     # fewer items than min_traps: min_traps
     assert participant_traps(chance, 3, 1, "auto", 0.7, 0.99, 5)[0] == 5
+    # min_traps above the rule's count (or a low trap_power): never fewer than ingest scores
+    assert participant_traps(chance, 100, 5, "auto", 0.7, 0.99, needed + 5)[0] == needed + 5
+    low = traps_needed(chance, 0.7, 0.5)
+    assert low < 10 and participant_traps(chance, 100, 5, "auto", 0.7, 0.5, 10)[0] == 10
     # a number below the count: kept, with its power
     n, line, warned = participant_traps(chance, 100, 5, 7, 0.7, 0.99, 5)
     assert n == 7 and warned == [f"[serve] traps_per_participant = 7 is below the trap rule's {needed}: a participant "

@@ -144,13 +144,15 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
     """
     s = {**DEFAULTS, **(settings or {})}
     needed = traps.needed if traps is not None else None
-    quiz, per_page = test_questions(s, items_per_page, needed)
+    no_traps = traps is not None and not traps.in_batch
+    quiz, per_page = (0, 0) if no_traps else test_questions(s, items_per_page, needed)
     limit = (f"at most {s['pages_per_worker']} pages a contributor" if s["pages_per_worker"]
              else "no limit of pages a contributor")
     auto = traps_a_page(needed, s["pages_per_worker"], items_per_page, first=quiz)
     where = (trap_count_line(needed, per_page, s["pages_per_worker"], first=quiz, available=traps.in_batch,
                              platform="Appen", keys=("pages_per_worker", "test_questions_per_page"), auto=auto)
-             if traps is not None and per_page else "no test questions")
+             if traps is not None and per_page else
+             ("no test questions: the batch has no traps" if no_traps else "no test questions"))
     said = (" (auto)" if s["test_questions_per_page"] == "auto" else "") + (
         f" after a quiz page of {quiz}" if quiz else "")
     return (f"payment {s['payment_cents_per_page']} cents per page of {items_per_page} units, "
@@ -206,7 +208,8 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
     units["answer_gold"] = [e.replace(";", "\n") for e in golden["expected_shown"].fillna("")]
     units["answer_gold_reason"] = np.where(golden["is_trap"].to_numpy(),
                                            "The relevance of the two lists makes this answer clear.", "")
-    quiz, per_page = test_questions(s, items_per_page, traps.needed if traps else None)
+    n_traps = int(golden["is_trap"].sum())
+    quiz, per_page = test_questions(s, items_per_page, traps.needed if traps else None) if n_traps else (0, 0)
     pages = s["pages_per_worker"]
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [atomic_write_text(out_dir / "units.csv", write_delimited(units, ",")),
@@ -214,10 +217,11 @@ def write_batch(visible: pd.DataFrame, key: pd.DataFrame, out_dir: Path, k: int,
              atomic_write_text(out_dir / "instructions.html", render_instructions_html(instructions) + "\n"),
              atomic_write_text(out_dir / "job-settings.txt", JOB_SETTINGS.format(
                  rows=items_per_page, judgments=answers_per_example,
-                 traps=int(golden["is_trap"].sum()), cents=s["payment_cents_per_page"],
+                 traps=n_traps, cents=s["payment_cents_per_page"],
                  per_page=per_page, accuracy=s["min_accuracy"],
                  max_judgments=pages * items_per_page if pages else "none (no limit)",
-                 rule=("none is enough for these traps" if traps is None or traps.needed is None
+                 rule=("nothing: the batch has no traps" if not n_traps
+                       else "none is enough for these traps" if traps is None or traps.needed is None
                        else f"{traps.needed} test questions a contributor"),
                  meets=(min(quiz + per_page * pages, len(golden[golden["is_trap"]])) if pages
                         else "one a page"),

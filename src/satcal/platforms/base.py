@@ -118,7 +118,8 @@ class TrapCount:
     ----------
     needed : int or None
         Traps a worker must meet for the traps alone to exclude a random answerer with
-        probability ``trap_power``; None when no count can.
+        probability ``trap_power``, and at least ``quality.min_traps`` (fewer leave a worker
+        unscored at ingest); None when no count can.
     in_batch : int
         Traps in the batch.
     items : int

@@ -258,13 +258,14 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
     """
     s = {**DEFAULTS, **(settings or {})}
     needed = traps.needed if traps is not None else None
-    golden = control_tasks(s, items_per_page, needed)
+    no_traps = traps is not None and not traps.in_batch
+    golden = 0 if no_traps else control_tasks(s, items_per_page, needed)   # as pool_settings writes it
     limit = (f"at most {s['suites_per_worker']} task suites a worker" if s["suites_per_worker"]
              else "no limit of task suites a worker")
     auto = traps_a_page(needed, s["suites_per_worker"], items_per_page)
     where = trap_count_line(needed, golden, s["suites_per_worker"], available=traps.in_batch, page="task suite",
                             platform="Toloka", keys=("suites_per_worker", "control_tasks_per_suite"), auto=auto) \
-        if traps is not None and golden else "no control tasks"
+        if traps is not None and golden else ("no control tasks: the batch has no traps" if no_traps else "no control tasks")
     per_item = s["reward_per_assignment"] / max(items_per_page, 1)
     rule = ("no quality rule" if s["restriction"] == "none" else
             f"workers under {s['control_min_accuracy']}% correct after {s['control_min_answers']} control "

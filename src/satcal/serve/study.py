@@ -301,7 +301,9 @@ def participant_traps(chance, items_seen: int, pages: int, asked, threshold: flo
     available = len(chance)
     needed = traps_needed(chance, threshold, power) if available else None
     if asked == "auto":
-        n = min(needed, max(items_seen, min_traps)) if needed is not None else min_traps
+        # the rule's count, at most the participant's own items, never under min_traps (fewer
+        # leave a participant unscored at ingest); the batch's traps cap it all
+        n = max(min_traps, min(needed, items_seen)) if needed is not None else min_traps
         n = min(n, available)
         how = 'traps_per_participant = "auto"'
     else:

@@ -235,6 +235,8 @@ class DesignStages:
         traps = key[key["is_trap"].astype(str) == "True"]
         needed = traps_needed(_chance(traps), self["quality.trust_threshold"], self["quality.trap_power"]) \
             if len(traps) else None
+        if needed is not None:   # fewer than min_traps would leave every worker unscored at ingest
+            needed = max(needed, int(self["quality.min_traps"]))
         return TrapCount(needed, len(traps), len(key))
 
     def keys(self) -> pd.DataFrame | None:
