@@ -171,7 +171,7 @@ def test_holm_adjusted_is_statsmodels_holm_bit_for_bit(rng):
 
 
 def test_floor_interval_by_hand_and_against_scipys_percentile_and_basic_intervals():
-    """floor_interval is the union of the percentile and the basic interval, cut at 0.
+    """floor_interval is the span of the percentile and the basic interval, cut at 0.
     By hand: replicates 0.100, 0.101, ..., 0.140 (41 values) have np.percentile's 2.5% and
     97.5% quantiles 0.101 and 0.139; at the estimate 0.09 (below every replicate, as near the
     floor) the basic interval is (0.18 - 0.139, 0.18 - 0.101) = (0.041, 0.079), the union

@@ -508,7 +508,7 @@ def test_ranking_by_the_standardised_estimator_with_its_bootstrap(ecir_study):
     assert table["p_best"].sum() == pytest.approx(1.0)
     reps = r.bootstrap.joint["std_indicators"]
     assert reps.shape == (20, 3, 3) and np.isfinite(reps).all()
-    # b1_std's interval is the union of the percentile and the basic interval of its
+    # b1_std's interval is the span of the percentile and the basic interval of its
     # replicates, cut at 0 (bootstrap.floor_interval; percentile and BC miss near the floor)
     q_lo, q_hi = np.percentile(reps[:, :, 0], [2.5, 97.5], axis=0)
     est = r.bias["b1_std"].to_numpy()

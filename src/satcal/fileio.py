@@ -1055,8 +1055,9 @@ def ordinary_pages(func):
             except ImportError:
                 return func(*args, **kwargs)
         previous = _set_madvise_hugepage(False)
-        pool = _system_arrow_pool()
+        pool = None
         try:
+            pool = _system_arrow_pool()
             return func(*args, **kwargs)
         finally:
             _set_madvise_hugepage(previous)

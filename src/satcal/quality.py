@@ -61,7 +61,7 @@ from .errors import SatcalError
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
-           "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "judgment_consistency", "CONSISTENCY_ALPHA", "betabinom_sf", "honest_dispersion",
+           "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "judgment_consistency", "CONSISTENCY_ALPHA", "honest_dispersion",
            "crowd_likelihood", "CROWD_ALPHA", "typed_workers", "WORKER_NUMBER_COLUMNS",
            "WORKER_FLAG_COLUMNS"]
 
@@ -618,44 +618,6 @@ def _reference_mask(reference, workers: pd.Index) -> np.ndarray:
     return pd.Series(reference).reindex(workers).fillna(False).to_numpy(dtype=bool)
 
 
-def betabinom_sf(y, n, a, b) -> np.ndarray:
-    """``scipy.stats.betabinom.sf(y - 1, n, a, b)``, i.e. P(Y >= y) for Y beta-binomial with
-    ``n`` trials and shape parameters ``a, b`` (all broadcast per element), summed over the
-    tail y..n from the log pmf log C(n, k) + log B(k + a, n - k + b) - log B(a, b) in one
-    flat pass (the tails' lengths add up to at most the trials plus one a worker), without
-    importing scipy.stats. 1 where y <= 0.
-
-    Parameters
-    ----------
-    y : array_like of int
-        The smallest count in the tail.
-    n : array_like of int
-        Trials (>= 0).
-    a, b : array_like of float
-        Shape parameters (> 0).
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    from scipy.special import betaln, gammaln
-    y, n, a, b = np.broadcast_arrays(np.asarray(y, np.int64), np.asarray(n, np.int64),
-                                     np.asarray(a, float), np.asarray(b, float))
-    shape = y.shape
-    y, n, a, b = y.ravel(), n.ravel(), a.ravel(), b.ravel()
-    lo = np.clip(y, 0, None)
-    length = np.where(lo <= n, n - lo + 1, 0)
-    out = np.zeros(len(y))
-    if length.sum():
-        row = np.repeat(np.arange(len(y)), length)
-        k = lo[row] + (np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length))
-        nn, aa, bb = n[row], a[row], b[row]
-        log_pmf = (gammaln(nn + 1) - gammaln(k + 1) - gammaln(nn - k + 1)
-                   + betaln(k + aa, nn - k + bb) - betaln(aa, bb))
-        out = np.bincount(row, weights=np.exp(log_pmf), minlength=len(y))
-    return np.where(y <= 0, 1.0, np.clip(out, 0, 1)).reshape(shape)
-
-
 def _log_betabinom(y, n, mu, rho):
     """log P(Y = y), Y beta-binomial with n trials, mean share ``mu`` and intra-worker
     correlation ``rho`` in [0, 1), for one (mu, rho) shared by every element of ``y, n``.
@@ -792,7 +754,7 @@ def judgment_consistency(answers: pd.DataFrame, alpha: float = None, reference=N
     neither the null it is tested against nor anyone else's (with a tenth of guessers in the
     crowd, a moment estimate of rho rose from 0.15 to 0.21-0.26 and caught 5% of them; the
     mixture's was 0.16). The
-    p-value is P(Y >= y) for Y beta-binomial (n, mu, rho) (:func:`betabinom_sf`; the exact
+    p-value is P(Y >= y) for Y beta-binomial (n, mu, rho) (:func:`_betabinom_tail`; the exact
     binomial P(Bin(n, mu) >= y) when rho is 0). Excluded when p < ``alpha``.
 
     Parameters

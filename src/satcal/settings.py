@@ -333,7 +333,7 @@ class ServeSection:
                                             "how many failed checks send a participant to failed_attention_code (Prolific allows\n"
                                             "rejecting only after two failed checks). Traps never reject anyone: they only exclude data.")
     attention_fail_limit: int = setting(2, int, lambda v: 1 <= v <= 100, "an integer from 1 to 100",
-                                        "Failed attention checks that end a participation.", required=False)
+                                        "Failed attention checks after which a participant ends with the failed-attention code.", required=False)
     assignment_timeout_minutes: float = setting(30, _NUMBER, lambda v: 0 < v <= 7 * 24 * 60,
                                                 "a number of minutes above 0, at most a week",
                                                 "Minutes before an unanswered page goes to someone else.", required=False,

@@ -944,7 +944,8 @@ def std_replicates(result, study: StudyData | None = None):
     ``calibrate`` (``standardised_intervals=True``) computes them: replicate b's weights are
     w_bg = exp(l_bg - max_g l_bg) / sum_g exp(l_bg - max_g l_bg), l_bg the replicate's
     log-likelihood of model g at its k-step parameters theta_bg
-    (:func:`~satcal.analysis.joint.replicate_loglik`, second order around the full-sample fit),
+    (:func:`~satcal.analysis.joint.replicate_loglik`: second order around the full-sample fit
+    for one-step replicates, exact for the re-fitted replicates of a weak tau),
     S_b = sum_g w_bg s_g(phi_g; theta_bg) over the reference lists, then the standardised curves
     and b1 (:func:`~satcal.analysis.standardise.standardised_indicators`). A calibration run
     without them (but with its joint replicates and their log-likelihoods) gets them here from

@@ -41,10 +41,10 @@ answers from 60 workers with heterogeneity 0.5 on random pairs, 4 formulations, 
 
 Curves and points get percentile intervals (2.5 %, 97.5 %). The b1 indicators (b1, b1_joint,
 b1_std: means of absolute distances |x - s(x)|, bounded below by 0) get :func:`floor_interval`,
-the union of the percentile and the basic interval cut at 0: near the floor the estimate is
+the smallest interval holding the percentile and the basic interval, cut at 0: near the floor the estimate is
 biased upward by about its standard error and the percentile and BC intervals lie above the
 truth (they covered b1_std 0.00-0.44 of the time, docs/benchmarks.md), while the basic interval
-undercovers where the distance is clearly positive; the union covered 0.94-1.00 in both regimes
+undercovers where the distance is clearly positive; the span covered 0.94-1.00 in both regimes
 (conservative). b2 and b3 (smooth functionals of the curves, no kink) keep bias-corrected (BC)
 percentile intervals (Efron 1981, "Nonparametric standard errors and confidence intervals",
 Canadian Journal of Statistics 9(2)). The two-sided bootstrap p-value of a difference d between
@@ -311,11 +311,12 @@ def floor_interval(reps: np.ndarray, estimate: np.ndarray, floor: float = 0.0):
     lo = max(floor, min(q_lo, 2 est - q_hi)),  hi = max(floor, q_hi, 2 est - q_lo),
 
     with q_lo, q_hi the replicates' 2.5% and 97.5% quantiles along axis 0 (finite ones only):
-    the union of the percentile interval (q_lo, q_hi) and the basic, or reverse-percentile,
-    interval (2 est - q_hi, 2 est - q_lo) (Davison and Hinkley 1997, Bootstrap Methods and
+    the smallest interval holding the percentile interval (q_lo, q_hi) and the basic, or
+    reverse-percentile, interval (2 est - q_hi, 2 est - q_lo): their union, and the gap between
+    them when they do not overlap (Davison and Hinkley 1997, Bootstrap Methods and
     their Application, sec. 5.2), cut at the floor the indicator cannot cross.
 
-    Why the union. Where the true curve is near the diagonal, the curve's noise adds to |x - s|
+    Why both. Where the true curve is near the diagonal, the curve's noise adds to |x - s|
     whatever its sign, so the estimate is biased upward by about its own standard error and the
     replicates, biased again, sit above it: the percentile and BC intervals then lie above the
     truth (they covered 0.00-0.44 there). The basic interval reflects the replicates about the
@@ -325,9 +326,9 @@ def floor_interval(reps: np.ndarray, estimate: np.ndarray, floor: float = 0.0):
     0.91-0.94 in bench_coverage_standardised.py). The bootstrap is not consistent at such a
     boundary (Andrews 2000, Econometrica 68(2); Fang and Santos 2019, Review of Economic
     Studies 86(1), for directionally differentiable functionals such as |.|), and which regime
-    a study is in is not known; the union of the intervals that hold in each regime holds in
-    both (the robust confidence sets of Andrews and Cheng 2012, Econometrica 80(5), are such
-    unions), at the price of some width near the floor (docs/benchmarks.md). It estimates a
+    a study is in is not known; an interval holding the intervals that hold in each regime holds
+    in both (in the spirit of Andrews and Cheng 2012, Econometrica 80(5), whose robust confidence
+    sets take the least favourable critical value over the regimes; this is not their construction), at the price of some width near the floor (docs/benchmarks.md). It estimates a
     95% confidence interval for the indicator of the fitted model's estimand (b1 of the true
     curve), conservative rather than short where the two intervals disagree.
 
@@ -586,7 +587,7 @@ class BootstrapResult(ResultTables):
 
         ``diff`` is the full-sample difference (the bootstrap mean where no estimate is kept),
         ``lo``/``hi`` the 95% percentile interval of the replicates' differences, ``se`` their
-        standard deviation. ``p`` is the two-sided bootstrap p-value, twice the share of
+        normalised interquartile range (:func:`robust_se`). ``p`` is the two-sided bootstrap p-value, twice the share of
         replicates on the far side of 0: it cannot resolve anything below 1/B (``p_floor``).
         ``p_normal`` = 2 (1 - Phi(|diff| / se)) uses the bootstrap standard error with a
         normal approximation, which does resolve small p-values; ``p_holm`` is Holm's step-down

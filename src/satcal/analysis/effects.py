@@ -20,8 +20,10 @@ k-step replicates do not inflate it and the tests agree with the standard errors
 
 a Wald test with a bootstrap covariance (Wald 1943; Cameron and Trivedi 2005, Microeconometrics,
 Cambridge University Press, sec. 11.2.4, "bootstrap estimate of the variance in a Wald test").
-``W`` is computed in an orthonormal basis of the contrasts, where C Sigma C' is invertible; it
-is the same number as with the pseudo-inverse above. Sigma is itself estimated from B
+``W`` is computed in the orthonormal basis of the contrasts that ``effect_contrasts`` gives,
+where C Sigma C' is invertible. The robust covariance is not equivariant under a change of basis,
+so W is defined for that fixed basis (random rotations of the same contrasts gave 2.24-2.46 where
+this basis gives one of them; with np.cov every basis would agree). Sigma is itself estimated from B
 replicates; Hotelling's T^2 distribution accounts for that Monte-Carlo error (Hotelling 1931,
 Ann. Math. Statist.): the p-value is P(F(q, B - q) > F) with
 
@@ -141,7 +143,7 @@ def wald_test(estimate: np.ndarray, replicates: np.ndarray, contrasts: np.ndarra
     if units < c.shape[0] + 2:
         return np.nan, np.nan, 0, b, np.nan
     ct = c @ np.asarray(estimate, float)
-    v = robust_cov(reps @ c.T)   # = C Sigma C', without the F x F Sigma (module docstring)
+    v = robust_cov(reps @ c.T)   # stands for C Sigma C' in this basis (module docstring)
     vals, vecs = np.linalg.eigh(v)
     keep = vals > vals.max() * 1e-10 if vals.max() > 0 else np.zeros(vals.size, bool)
     df = int(keep.sum())

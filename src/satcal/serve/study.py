@@ -50,7 +50,7 @@ class ServeSettings:
     attention_checks : int
         ``serve.attention_checks``: instructional attention checks per participant.
     attention_fail_limit : int
-        ``serve.attention_fail_limit``: failed attention checks that end a participation.
+        ``serve.attention_fail_limit``: failed attention checks after which a participant ends with the failed-attention code.
     assignment_timeout_minutes : float
         ``serve.assignment_timeout_minutes``: minutes before a page left unanswered goes to
         someone else.
@@ -435,7 +435,7 @@ def _screening(pages: dict, chance: pd.Series, per_participant: int, settings: S
                  f"{own:.1f} items on average")
     checks = min(settings.attention_checks, per_participant)
     line += (f"; {checks} attention check{'' if checks == 1 else 's'} (failing {settings.attention_fail_limit} "
-             "ends a participation and excludes its answers at ingest)" if checks else "; no attention checks")
+             "ends a participation with the failed-attention code and excludes its answers at ingest)" if checks else "; no attention checks")
     return n, line, warned + screening_warnings(pages, chance.index, per_participant, n, settings.traps_on_top)
 
 
