@@ -11,7 +11,7 @@ shifted up by 0.3, 0.6 and 1.2 on the logit scale (b1 0.060, 0.108, 0.205).
 
 Methods, all from the same replicates: percentile, BC (Efron 1981), basic (2 est - quantiles),
 the normal interval est +/- 1.96 robust SE, Fang and Santos' (2019, Review of Economic Studies
-86(1)) derivative bootstrap with pretest thresholds kappa = 0.5, 1, 2, and ``floor_interval`` (the union of the percentile
+86(1)) derivative bootstrap with pretest thresholds kappa = 0.5, 1, 2, and ``floor_interval`` (the span of the percentile
 and the basic interval, cut at 0; satcal.analysis.bootstrap), what bias.csv reports for b1,
 b1_joint and b1_std. The simulation of the real estimator with worker effects is
 bench_coverage_standardised.py; this one isolates the functional.
@@ -25,7 +25,6 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from satcal.analysis.bootstrap import _bc_interval, _quantiles, floor_interval, robust_se
 from satcal.analysis.core import GRID, design
 
 X = design(GRID)                                                  # (grid, 3): 1, x, x^2
@@ -60,12 +59,10 @@ def fang_santos(est_beta, rep_beta, est, kappa):
 
 
 def methods(reps, est, est_beta=None, rep_beta=None):
-    q_lo, q_hi = _quantiles(reps)
-    se = robust_se(reps)
-    out = {"percentile": (q_lo, q_hi), "BC": _bc_interval(reps, est),
-           "basic": (2 * est - q_hi, 2 * est - q_lo),
-           "normal (robust SE)": (est - 1.96 * se, est + 1.96 * se),
-           "floor_interval": floor_interval(reps, est)}
+    """The interval methods bench_coverage_standardised compares, and Fang and Santos' at three
+    tuning constants when the parameters' estimates and replicates are given."""
+    from bench_coverage_standardised import methods as interval_methods   # this folder is on sys.path
+    out = interval_methods(reps, est)
     if est_beta is not None:
         for kappa in (0.5, 1.0, 2.0):
             out[f"Fang-Santos k={kappa:g}"] = fang_santos(est_beta, rep_beta, est, kappa)
