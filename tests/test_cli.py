@@ -274,7 +274,7 @@ def test_an_interval_that_misses_its_estimate_is_drawn(tmp_path, ecir_study):
     point estimate (lin-log2's b1 on 40 of the ECIR answers); analyze drew the figure with
     negative error bars and died (ValueError: 'xerr' must not contain negative values). b1's
     interval is now the span of the percentile and the basic interval, which always holds its
-    estimate; a BC interval (b2, b3) still can miss it when nearly every replicate lies on one
+    estimate; a percentile interval (b2, b3) still can miss it when nearly every replicate lies on one
     side. So the study runs end to end, and the figure is drawn from its own bias table with
     one b2 interval moved wholly above its estimate: that bar is clipped at the point and the
     point marked with a red cross (read back from the Axes)."""

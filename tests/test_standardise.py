@@ -514,3 +514,8 @@ def test_ranking_by_the_standardised_estimator_with_its_bootstrap(ecir_study):
     est = r.bias["b1_std"].to_numpy()
     np.testing.assert_allclose(r.bias["b1_std_lo"], np.maximum(0, np.minimum(q_lo, 2 * est - q_hi)), rtol=1e-12)
     np.testing.assert_allclose(r.bias["b1_std_hi"], np.maximum(q_hi, 2 * est - q_lo), rtol=1e-12)
+    # b2_std and b3_std: the replicates' 2.5% and 97.5% quantiles (percentile intervals)
+    for k, name in ((1, "b2_std"), (2, "b3_std")):
+        lo, hi = np.percentile(reps[:, :, k], [2.5, 97.5], axis=0)
+        np.testing.assert_allclose(r.bias[f"{name}_lo"], lo, rtol=1e-12)
+        np.testing.assert_allclose(r.bias[f"{name}_hi"], hi, rtol=1e-12)
