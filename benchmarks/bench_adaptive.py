@@ -38,13 +38,17 @@ studies' seeds at S, so a criterion chosen on one set of seeds is reported on fr
 ``--shape-arms`` runs one arm only (saved with ``--save``). ``--summarise P.pkl [Q.pkl ...]``
 prints, from saved studies (arms of several runs on the same seeds), the answers to the fixed
 median width per study and on the median-over-studies curve (log-log interpolation between looks),
-by BC width and by bootstrap SE; picks and settled decisions; and the coverage of 95% intervals by
-interval method (BC, percentile, basic, normal) for the formulations within the margin of the
+by the width of the product's interval (``floor_interval``, the one the calibration's bias table
+and each look's figures use) and by bootstrap SE; picks and settled decisions; and the coverage of
+95% intervals by interval method (floor_interval, BC, percentile, basic, normal) for the
+formulations within the margin of the
 least, the others, the generating one, and the contrasts with the leader that ``settle`` reads,
 with each formulation's mean error at N, and which formulations' intervals stay wide (per
-formulation, the median BC width and bootstrap SD at looks 4, 7 and N). ``--independent``
+formulation, the median floor_interval width and bootstrap SD at looks 4, 7 and N). ``--independent``
 calibrates the simulated studies with the independent joint model instead of the shared-effect
-one (the analysis's default, whose b1_std replicates go wild on these studies: docs/benchmarks.md).
+one (the analysis's default; its replicates went wild on these studies until weakly identified
+tau got full refits per replicate, issue 20: the third round ran ``--independent``, the fourth
+the default; docs/benchmarks.md).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive.py [--quick] [--studies N] [--boot B] [--spread S]
         [--margin M] [--indicator b1_std|b1_joint] [--only ecir|synthetic|shapes|settle] [--arm A] [--save P]
@@ -308,11 +312,16 @@ def priority_cost():
           f"{cold / warm:.1f}; leader {p.attrs['leader']}, contenders {', '.join(p.attrs['contenders'])}")
 
 
-def _intervals(est, reps, kind):
-    """95% intervals of ``est`` (F,) from replicates (B, F): bc (Efron's bias-corrected
-    percentile, the calibration's), percentile, basic (2 est - quantiles) or normal (est +- 1.96 sd)."""
+def _intervals(est, reps, kind, floor=0.0):
+    """95% intervals of ``est`` (F,) from replicates (B, F): floor (the calibration's and the
+    looks' own, :func:`~satcal.analysis.bootstrap.floor_interval`: the union of the percentile and
+    the basic interval cut at 0), bc (Efron's bias-corrected percentile), percentile, basic
+    (2 est - quantiles) or normal (est +- 1.96 sd). ``floor``: floor_interval's bound (-inf for
+    the contrasts, which have none: the union alone)."""
     from scipy.stats import norm
-    from satcal.analysis.bootstrap import _bc_interval
+    from satcal.analysis.bootstrap import _bc_interval, floor_interval
+    if kind == "floor":
+        return floor_interval(reps, est, floor)
     if kind == "bc":
         return _bc_interval(reps, est)
     q = np.nanpercentile(reps, [2.5, 97.5], axis=0)
@@ -367,8 +376,8 @@ def summarise(paths):
             forms = list(t.attrs["bias"]["formulation"])
             ns, ws = [], []
             for n, est, reps in looks:
-                if what == "bc":
-                    lo, hi = _intervals(est, reps, "bc")
+                if what == "floor":
+                    lo, hi = _intervals(est, reps, "floor")
                     ws.append(float(np.nanmedian(hi - lo)))
                 else:
                     ws.append(float(np.nanmedian(np.nanstd(reps, axis=0, ddof=1))))
@@ -376,7 +385,7 @@ def summarise(paths):
             out.append((np.array(ns), np.array(ws), forms))
         return out
 
-    for what, name in (("bc", "median BC 95% width"), ("se", "median bootstrap SE")):
+    for what, name in (("floor", "median floor_interval 95% width"), ("se", "median bootstrap SE")):
         c = {a: curves(t, what) for a, t in arms.items()}
         if "fixed" not in c:
             for arm, cs in c.items():
@@ -405,7 +414,7 @@ def summarise(paths):
             print("     median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(ns, med_curve)))
         fc = np.median(np.stack([w for _, w, _ in c["fixed"]]), axis=0)
         print("     fixed median curve: " + " ".join(f"{n}:{w:.4f}" for n, w in zip(c["fixed"][0][0], fc)))
-    print("-- which intervals stay wide: per formulation, the median over studies of the BC width and of the "
+    print("-- which intervals stay wide: per formulation, the median over studies of the floor_interval width and of the "
           "bootstrap SD at looks 4, 7 and N (the median width is the 4th/5th of 8)")
     order = list(truth.sort_values().index)
     print("   " + " " * 24 + " ".join(f"{f:>10}" for f in order))
@@ -413,11 +422,11 @@ def summarise(paths):
         forms = list(tables[0].attrs["bias"]["formulation"])
         cols = [forms.index(f) for f in order]
         for li in (3, 6, len(tables[0].attrs["std_looks"]) - 1):
-            w = np.median([np.subtract(*_intervals(t.attrs["std_looks"][li][1], t.attrs["std_looks"][li][2], "bc")[::-1])
+            w = np.median([np.subtract(*_intervals(t.attrs["std_looks"][li][1], t.attrs["std_looks"][li][2], "floor")[::-1])
                            for t in tables], axis=0)
             sd = np.median([np.nanstd(t.attrs["std_looks"][li][2], axis=0, ddof=1) for t in tables], axis=0)
             n = tables[0].attrs["std_looks"][li][0]
-            print(f"   {arm[:14]:<14} n {n:>5} BC " + " ".join(f"{w[c]:10.4f}" for c in cols))
+            print(f"   {arm[:14]:<14} n {n:>5} FI " + " ".join(f"{w[c]:10.4f}" for c in cols))
             print(f"   {'':<14} {'':>7} SD " + " ".join(f"{sd[c]:10.4f}" for c in cols))
     print("-- picks at N (leader of b1_std; exact / within the margin) and settled decisions")
     for arm, tables in arms.items():
@@ -433,7 +442,7 @@ def summarise(paths):
     near = truth <= truth.min() + ZONE
     for arm, tables in arms.items():
         rows = {}
-        for kind in ("bc", "percentile", "basic", "normal"):
+        for kind in ("floor", "bc", "percentile", "basic", "normal"):
             cov = {"near": [], "away": [], "gen": [], "contrast": [], "contrast_open": [], "near_all": [],
                    "away_all": [], "contrast_all": []}
             bias = []
@@ -450,7 +459,7 @@ def summarise(paths):
                     L = int(np.nanargmin(est))
                     dreps = reps - reps[:, [L]]
                     dest = est - est[L]
-                    dlo, dhi = _intervals(dest, dreps, kind)
+                    dlo, dhi = _intervals(dest, dreps, kind, -np.inf)
                     dt = tb - tb[L]
                     others = np.arange(len(forms)) != L
                     dhit = ((dlo <= dt) & (dt <= dhi))[others]
@@ -469,7 +478,7 @@ def summarise(paths):
                 mb = np.mean(bias, axis=0)
                 rows["_bias"] = {f: tuple(mb[:, j]) for j, f in enumerate(forms)}
         print(f"   {arm}:")
-        for kind in ("bc", "percentile", "basic", "normal"):
+        for kind in ("floor", "bc", "percentile", "basic", "normal"):
             r = rows[kind]
             print(f"     {kind:<10} formulations within {ZONE} of the least {r['near'][0]:.2f} (n {r['near'][1]}), "
                   f"away {r['away'][0]:.2f} ({r['away'][1]}), generating {r['gen'][0]:.2f}; contrasts with the "
