@@ -388,6 +388,11 @@ def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: i
     return []
 
 
+def _trap_rows(key: pd.DataFrame) -> pd.DataFrame:
+    """key.csv's trap rows (``is_trap`` as written, or read back as text)."""
+    return key.loc[key["is_trap"].astype(str) == "True"]
+
+
 def trap_items(key: pd.DataFrame) -> pd.Series:
     """The item ids of a batch's traps (key.csv).
 
@@ -400,7 +405,7 @@ def trap_items(key: pd.DataFrame) -> pd.Series:
     -------
     pandas.Series
     """
-    return key.loc[key["is_trap"].astype(str) == "True", "item_id"].astype(str)
+    return _trap_rows(key)["item_id"].astype(str)
 
 
 def trap_chances(key: pd.DataFrame) -> pd.Series:
@@ -417,7 +422,7 @@ def trap_chances(key: pd.DataFrame) -> pd.Series:
     pandas.Series
     """
     from ..quality import _chance
-    traps = key.loc[key["is_trap"].astype(str) == "True"]
+    traps = _trap_rows(key)
     return pd.Series(_chance(traps), index=traps["item_id"].astype(str).to_numpy(), dtype=float)
 
 
