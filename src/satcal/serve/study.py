@@ -317,6 +317,15 @@ def _write(name: str):
     return _WRITES[name]
 
 
+def _choose(met: int):
+    """The claim's choice of slot without an adaptive plan for ``met`` pages left out
+    (:func:`_choose_in_page_order`), as a :class:`satcal.serve.db.Write`."""
+    choose = _CHOOSE.get(met)
+    if choose is None:
+        choose = _CHOOSE[met] = db.Write(lambda: _choose_in_page_order(met))
+    return choose
+
+
 class _Lost(Exception):
     """A compare-and-set lost to a concurrent request: roll the transaction back."""
 
@@ -658,6 +667,10 @@ class HostedStudy:
         #: adaptive studies: the page order and the stop, published by a background refit
         #: (:class:`satcal.serve.priority.PageOrder`, set by the caller); None: page order
         self.order = None
+        # every statement a request runs, compiled now rather than by the first participants
+        _write("lock")  # builds them all
+        for statement in [*_READS.values(), *_WRITES.values(), *(_choose(met) for met in range(4))]:
+            statement.compile(engine)
 
     @classmethod
     def from_batch(cls, items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings, engine,
@@ -948,10 +961,7 @@ class HostedStudy:
         adaptive study, the latest published plan's order (never waiting for a refit), then the
         lowest page number. Runs inside the claim's write transaction."""
         if self.order is None:  # one statement per shape, compiled once, run on the driver
-            choose = _CHOOSE.get(met)
-            if choose is None:
-                choose = _CHOOSE[met] = db.Write(lambda: _choose_in_page_order(met))
-            rows = choose.run(conn, **params)
+            rows = _choose(met).run(conn, **params)
             return rows[0] if rows else None
         from sqlalchemy import select
         s = db.tables()["slots"]
