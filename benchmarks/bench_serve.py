@@ -26,7 +26,7 @@ machine one run says little, so SQLite runs ``--runs`` times (a fresh database e
 the ratios of each run and their median are printed with the load average.
 
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
-                                     [--think 1] [--no-postgres]
+                                     [--think 0 1] [--no-postgres]
     python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
@@ -315,6 +315,26 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
     return True
 
 
+def summary(ratios: dict, runs: int, think: float, concurrency: int) -> None:
+    """Each run's p95 and p50 ratios to the two peers, their medians and the load, for one
+    think time."""
+    regime = (f"no think time: a closed loop at saturation, latency ~ {concurrency} / throughput" if think == 0 else
+              f"{think:g} s on each form: {concurrency} participants at once, the server not saturated")
+    print(f"\nSQLite, {runs} runs, {regime}; p95 of each / p95 of the static file in the same run (goal <= 1.5x)")
+    print("load average before -> after: " + ", ".join(f"{a:.1f} -> {b:.1f}" for a, b in ratios["load"]))
+    for kind in ("entry", "page (post)"):
+        p95 = [r[1] for r in ratios[kind]]
+        p50 = [r[0] for r in ratios[kind]]
+        print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in p95)}; median {np.median(p95):.2f}x, "
+              f"met in {sum(x <= 1.5 for x in p95)} of {len(p95)}; p50 ratio median {np.median(p50):.2f}x")
+    print("p95 of each / p95 of the durable write (second peer) in the same run:")
+    for kind in ("entry", "page (post)"):
+        d95 = [r[1] for r in ratios[kind + " durable"]]
+        d50 = [r[0] for r in ratios[kind + " durable"]]
+        print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in d95)}; median {np.median(d95):.2f}x; "
+              f"p50 ratio median {np.median(d50):.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--participants", type=int, default=200)
@@ -326,9 +346,10 @@ def main():
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--adaptive", action="store_true", help="fixed against adaptive study, SQLite")
     parser.add_argument("--refit-seconds", type=float, default=2.0)
-    parser.add_argument("--think", type=float, default=0.0,
+    parser.add_argument("--think", type=float, nargs="+", default=[0.0],
                         help="seconds each participant spends on a form before submitting it, the first "
-                             "wave arriving over as many seconds (default 0: as fast as the server answers)")
+                             "wave arriving over as many seconds (default 0: as fast as the server answers); "
+                             "several values: each run of each, in turn (e.g. --think 0 1: both regimes)")
     parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.durable_peer:
@@ -340,23 +361,13 @@ def main():
                                               args.runs) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
-        ratios: dict = {}
+        by_think: dict = {think: {} for think in args.think}
         for i in range(args.runs):
-            ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
-                      ratios=ratios, client_processes=args.client_processes, think=args.think) is not None
-        print(f"\nSQLite, {args.runs} runs, {args.think:g} s on each form: p95 of each / p95 of the static file in the same run (goal <= 1.5x)")
-        print("load average before -> after: " + ", ".join(f"{a:.1f} -> {b:.1f}" for a, b in ratios["load"]))
-        for kind in ("entry", "page (post)"):
-            p95 = [r[1] for r in ratios[kind]]
-            p50 = [r[0] for r in ratios[kind]]
-            print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in p95)}; median {np.median(p95):.2f}x, "
-                  f"met in {sum(x <= 1.5 for x in p95)} of {len(p95)}; p50 ratio median {np.median(p50):.2f}x")
-        print("p95 of each / p95 of the durable write (second peer) in the same run:")
-        for kind in ("entry", "page (post)"):
-            d95 = [r[1] for r in ratios[kind + " durable"]]
-            d50 = [r[0] for r in ratios[kind + " durable"]]
-            print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in d95)}; median {np.median(d95):.2f}x; "
-                  f"p50 ratio median {np.median(d50):.2f}x")
+            for think, ratios in by_think.items():  # the regimes in turn, so that each meets the same load
+                ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
+                          ratios=ratios, client_processes=args.client_processes, think=think) is not None
+        for think, ratios in by_think.items():
+            summary(ratios, args.runs, think, args.concurrency)
         if not args.no_postgres:
             from pg import ensure_postgres, temporary_postgres
             reason = ensure_postgres()
@@ -366,7 +377,7 @@ def main():
                 ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
                 with temporary_postgres() as url:
                     ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2,
-                              think=args.think) is not None
+                              think=args.think[0]) is not None
     sys.exit(0 if ok else 1)
 
 

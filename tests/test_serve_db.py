@@ -166,3 +166,49 @@ def test_read_through_the_driver_gives_sqlalchemys_rows(tmp_path):
         assert read.first(engine, kind=kind, ext=ext) == (expected[0] if expected else None)
     assert len(read.rows(engine, kind="lab", ext="b")) == 2  # three match, LIMIT 2
     engine.dispose()
+
+
+def test_write_through_the_driver_does_what_sqlalchemys_execution_does(tmp_path):
+    """``db.Write`` (a statement compiled once, run on the driver inside a SQLAlchemy write
+    transaction): an insert returns its row's id, ``many`` inserts each row, an update returns
+    the rows it changed (1, then 0 once its condition no longer holds), a select returns
+    SQLAlchemy's rows (Booleans as bool), and a duplicate raises SQLAlchemy's IntegrityError
+    with nothing of its block stored."""
+    from sqlalchemy import bindparam, insert, select, update
+    from sqlalchemy.exc import IntegrityError
+    from satcal.serve import db
+    engine = db.connect(f"sqlite:///{tmp_path / 'w.db'}")
+    t = db.tables()
+    t["metadata"].create_all(engine)
+    p = t["participants"]
+    names = ("kind", "external_id", "study_id", "session_id", "created_at", "outcome", "simulated")
+    add = db.Write(lambda: insert(p).values(**{n: bindparam(n) for n in names}), returning_id=True)
+    add_many = db.Write(lambda: insert(p).values(**{n: bindparam(n) for n in names}).inline())
+    consent = db.Write(lambda: update(p).where((p.c.id == bindparam("pid")) & p.c.consented_at.is_(None))
+                       .values(consented_at=bindparam("at")))
+    build = lambda: select(p.c.id, p.c.external_id, p.c.simulated).where(p.c.kind == bindparam("kind")).order_by(p.c.id)
+    find = db.Write(build)
+    people = [dict(kind=k, external_id=e, study_id="s", session_id="", created_at=1.5 * i, outcome="",
+                   simulated=bool(i % 2)) for i, (k, e) in enumerate([("lab", "a"), ("prolific", "a"), ("lab", "c")])]
+    writer = db.writer(engine)
+    ids = [writer.run(lambda conn: add.run(conn, **people[0]))]
+    writer.run(lambda conn: add_many.many(conn, people[1:]))
+    changed = [writer.run(lambda conn: consent.run(conn, pid=1, at=7.25)) for _ in range(2)]
+    assert ids == [1] and changed == [1, 0]
+    with engine.connect() as conn:
+        stored = [dict(r) for r in conn.execute(select(*(p.c[n] for n in ("id",) + names + ("consented_at",)))
+                                                .order_by(p.c.id)).mappings()]
+        expected = [dict(r) for r in conn.execute(build(), {"kind": "lab"}).mappings()]
+    assert stored == [dict(id=i + 1, **person, consented_at=7.25 if i == 0 else None) for i, person in enumerate(people)]
+    got = writer.run(lambda conn: find.run(conn, kind="lab"))
+    assert got == expected == [dict(id=1, external_id="a", simulated=False), dict(id=3, external_id="c", simulated=False)]
+    assert [type(r["simulated"]) for r in got] == [bool, bool]
+
+    def duplicate(conn):
+        add.run(conn, **dict(people[2], external_id="d"))
+        add.run(conn, **people[1])  # (kind, external_id, study_id) is unique
+    with pytest.raises(IntegrityError):
+        writer.run(duplicate)
+    with engine.connect() as conn:
+        assert conn.execute(select(p.c.external_id).order_by(p.c.id)).scalars().all() == ["a", "a", "c"]
+    engine.dispose()

@@ -191,10 +191,139 @@ def _pages_of():
     return select(a.c.page, a.c.extra_items).where(a.c.participant_id == bindparam("pid"))
 
 
+def _first_of_identity():
+    from sqlalchemy import bindparam, select
+    p = db.tables()["participants"]
+    return (select(p.c.id).where((p.c.kind == bindparam("kind")) & (p.c.external_id == bindparam("external_id")))
+            .order_by(p.c.id).limit(1))
+
+
+def _answered_count():
+    from sqlalchemy import bindparam, func, select
+    a = db.tables()["assignments"]
+    return select(func.count().label("n")).select_from(a).where(
+        (a.c.participant_id == bindparam("pid")) & a.c.submitted_at.is_not(None))
+
+
+def _attention_failed_count():
+    from sqlalchemy import bindparam, func, select
+    t = db.tables()
+    r, a = t["responses"], t["assignments"]
+    return (select(func.count().label("n")).select_from(r.join(a, r.c.assignment_id == a.c.id))
+            .where((a.c.participant_id == bindparam("pid")) & (r.c.kind == "attention") & r.c.correct.is_(False)))
+
+
 #: The reads every request makes, each built and compiled once (:class:`satcal.serve.db.Read`).
 _READS = {"participant": db.Read(_participant_by_id), "known": db.Read(_participant_by_identity),
           "assignments": db.Read(_assignments_of), "assignment": db.Read(_assignment_by_token),
-          "pages": db.Read(_pages_of)}
+          "pages": db.Read(_pages_of), "first": db.Read(_first_of_identity), "answered": db.Read(_answered_count),
+          "attention_failed": db.Read(_attention_failed_count)}
+
+
+def _free_slot():
+    """A slot free to claim: not answered, a replicate wanted (``ape``), held by no one or by
+    an assignment timed out before ``now``."""
+    from sqlalchemy import and_, bindparam, or_
+    s = db.tables()["slots"]
+    return and_(s.c.done.is_(False), s.c.replicate <= bindparam("ape"),
+                or_(s.c.assignment_id.is_(None), s.c.held_until < bindparam("now")))
+
+
+def _seen_by(pid):
+    """The pages person ``pid`` (a value or a bindparam) has had, under any of their
+    participant rows (a database from before one Prolific id was one participant may hold two
+    rows of one person): a subquery of page numbers."""
+    from sqlalchemy import select
+    t = db.tables()
+    a, p = t["assignments"], t["participants"]
+    me = p.alias("me")
+    same = (select(p.c.id).join(me, (me.c.kind == p.c.kind) & (me.c.external_id == p.c.external_id))
+            .where(me.c.id == pid))
+    return select(a.c.page).where(a.c.participant_id.in_(same))
+
+
+def _candidates(met: int):
+    """Free slots on a page person ``pid`` has not had nor holds a trap they met on another
+    page (``met`` such pages, bound as ``met0``, ``met1``, ...)."""
+    from sqlalchemy import bindparam
+    s = db.tables()["slots"]
+    where = _free_slot() & s.c.page.not_in(_seen_by(bindparam("pid")))
+    if met:
+        where = where & s.c.page.not_in([bindparam(f"met{i}") for i in range(met)])
+    return where
+
+
+def _choose_in_page_order(met: int):
+    """The claim's slot without an adaptive plan: the emptiest page first, then the lowest page
+    number (PostgreSQL skips slots another claimer has locked; SQLite serialises writers)."""
+    from sqlalchemy import select
+    s = db.tables()["slots"]
+    return (select(s.c.id, s.c.page).where(_candidates(met)).order_by(s.c.replicate, s.c.page)
+            .limit(1).with_for_update(skip_locked=True, of=s))
+
+
+def _writes():
+    """The statements of the write transactions (:class:`satcal.serve.db.Write`), each built and
+    compiled once."""
+    from sqlalchemy import bindparam, func, insert, select, update
+    t = db.tables()
+    p, a, s, r, meta = t["participants"], t["assignments"], t["slots"], t["responses"], t["meta"]
+    bind = lambda *names: {n: bindparam(n) for n in names}
+    return {
+        # entry
+        "lock": db.Write(lambda: select(meta.c.name).where(meta.c.name == "schema_version").with_for_update()),
+        "first": db.Write(_first_of_identity),
+        "participant": db.Write(lambda: insert(p).values(**bind("kind", "external_id", "study_id", "session_id",
+                                                                "created_at", "outcome", "simulated")),
+                                returning_id=True),
+        "consent": db.Write(lambda: update(p).where((p.c.id == bindparam("pid")) & p.c.consented_at.is_(None))
+                            .values(consented_at=bindparam("at"))),
+        # a page's submission
+        "submitted": db.Write(lambda: update(a).where((a.c.id == bindparam("aid")) & a.c.submitted_at.is_(None))
+                              .values(submitted_at=bindparam("at"))),
+        "responses": db.Write(lambda: insert(r).values(**bind("assignment_id", "item_id", "kind", "answer", "correct",
+                                                              "submitted_at")).inline()),
+        "slot_done": db.Write(lambda: update(s).where((s.c.id == bindparam("sid")) & (s.c.assignment_id == bindparam("aid")))
+                              .values(done=True)),
+        # a claim
+        "has_position": db.Write(lambda: select(func.count().label("n")).select_from(a).where(
+            (a.c.participant_id == bindparam("pid")) & (a.c.position == bindparam("pos")))),
+        "assignment": db.Write(lambda: insert(a).values(**bind(
+            "token", "participant_id", "position", "page", "slot_id", "created_at", "expires_at", "attention_item",
+            "attention_expected", "extra_items")), returning_id=True),
+        "take_slot": db.Write(lambda: update(s).where((s.c.id == bindparam("sid")) & _free_slot())
+                              .values(assignment_id=bindparam("aid"), held_until=bindparam("until"))),
+        "drop_assignment": db.Write(lambda: a.delete().where(a.c.id == bindparam("aid"))),
+        "not_waiting": db.Write(lambda: update(p).where((p.c.id == bindparam("pid")) & (p.c.outcome == WAITING))
+                                .values(outcome="")),
+        # the end
+        "outcome": db.Write(lambda: update(p).where((p.c.id == bindparam("pid")) & p.c.finished_at.is_(None))
+                            .values(outcome=bindparam("outcome"))),
+        "finished": db.Write(lambda: update(p).where((p.c.id == bindparam("pid")) & p.c.finished_at.is_(None))
+                             .values(finished_at=bindparam("at"), outcome=bindparam("outcome"))),
+    }
+
+
+#: Write statements (:func:`_writes`), built on first use.
+_WRITES: dict = {}
+#: The claim's choice of slot without an adaptive plan, one statement per count of pages left
+#: out for a trap met elsewhere (:func:`_choose_in_page_order`).
+_CHOOSE: dict = {}
+
+
+def _write(name: str):
+    if not _WRITES:
+        _WRITES.update(_writes())
+    return _WRITES[name]
+
+
+def _choose(met: int):
+    """The claim's choice of slot without an adaptive plan for ``met`` pages left out
+    (:func:`_choose_in_page_order`), as a :class:`satcal.serve.db.Write`."""
+    choose = _CHOOSE.get(met)
+    if choose is None:
+        choose = _CHOOSE[met] = db.Write(lambda: _choose_in_page_order(met))
+    return choose
 
 
 class _Lost(Exception):
@@ -538,6 +667,10 @@ class HostedStudy:
         #: adaptive studies: the page order and the stop, published by a background refit
         #: (:class:`satcal.serve.priority.PageOrder`, set by the caller); None: page order
         self.order = None
+        # every statement a request runs, compiled now rather than by the first participants
+        _write("lock")  # builds them all
+        for statement in [*_READS.values(), *_WRITES.values(), *(_choose(met) for met in range(4))]:
+            statement.compile(engine)
 
     @classmethod
     def from_batch(cls, items: pd.DataFrame, key: pd.DataFrame, settings: ServeSettings, engine,
@@ -624,29 +757,23 @@ class HostedStudy:
         SatcalError
             The participant could not be registered after three tries.
         """
-        from sqlalchemy import insert, select
         from sqlalchemy.exc import IntegrityError
-        t = db.tables()
-        p, meta = t["participants"], t["meta"]
-        where = (p.c.kind == kind) & (p.c.external_id == external_id)
-        first = select(p.c.id).where(where).order_by(p.c.id).limit(1)
+        who = dict(kind=kind, external_id=external_id)
         for attempt in range(3):
             if look_first or attempt:
-                with self.reader.connect() as conn:
-                    found = conn.execute(first).scalar()
+                found = _READS["first"].first(self.engine, **who)
                 if found is not None:
-                    return int(found), False
+                    return int(found["id"]), False
             def create(conn):
                 # entries queue here (SQLite: one writer; PostgreSQL: this row lock), so the
                 # same person entering under two STUDY_IDs at once gets one row, not two
                 if conn.dialect.name != "sqlite":
-                    conn.execute(select(meta.c.name).where(meta.c.name == "schema_version").with_for_update())
-                found = conn.execute(first).scalar()
-                if found is not None:
-                    return int(found), False
-                return int(conn.execute(insert(p).values(
-                    kind=kind, external_id=external_id, study_id=study_id, session_id=session_id,
-                    created_at=time.time(), outcome="", simulated=bool(simulated))).inserted_primary_key[0]), True
+                    _write("lock").run(conn)
+                found = _write("first").run(conn, **who)
+                if found:
+                    return int(found[0]["id"]), False
+                return _write("participant").run(conn, **who, study_id=study_id, session_id=session_id,
+                                                 created_at=time.time(), outcome="", simulated=bool(simulated)), True
             try:
                 return self.writer.run(create)
             except IntegrityError:
@@ -695,11 +822,10 @@ class HostedStudy:
             Also claim their first page in the same write (:meth:`_claim_along`), as the
             server does: the page they are sent to next is then shown without a write.
         """
-        p = db.tables()["participants"]
         claim = self._claim_along(pid, 0) if claim_first else None
 
         def consent(conn):
-            conn.execute(p.update().where((p.c.id == pid) & p.c.consented_at.is_(None)).values(consented_at=time.time()))
+            _write("consent").run(conn, pid=pid, at=time.time())
             if claim is not None:
                 claim(conn)
         self.writer.run(consent)
@@ -756,41 +882,34 @@ class HostedStudy:
         when another claimer took the slot first and ``IntegrityError`` when the participant
         has that page already). What it needs to know beforehand (the traps they met) is read
         now, outside the writers' turn."""
-        from sqlalchemy import and_, insert, or_, update
-        t = db.tables()
-        s, a, p = t["slots"], t["assignments"], t["participants"]
         now = time.time()
-        free = and_(s.c.done.is_(False), s.c.replicate <= self.settings.answers_per_example,
-                    or_(s.c.assignment_id.is_(None), s.c.held_until < now))
-        seen = self._seen(pid)
         traps_met = self._traps_met(pid)
         # a page holding a trap this participant met on top of another page would show it twice
         met_on = [page for page, traps in self.traps_on_page.items() if traps & traps_met]
-        if met_on:
-            free = free & s.c.page.not_in(met_on)
+        free = dict(ape=self.settings.answers_per_example, now=now)
+        where = dict(free, pid=pid, **{f"met{i}": page for i, page in enumerate(met_on)})
 
         def claim(conn):
-            slot = self._choose_slot(conn, free & s.c.page.not_in(seen))
+            slot = self._choose_slot(conn, len(met_on), where)
             if slot is None:
                 return None
             token = secrets.token_hex(16)
             attention = position in self._attention_at
-            values = dict(token=token, participant_id=pid, position=position, page=slot.page,
-                          slot_id=slot.id, created_at=now,
+            values = dict(token=token, participant_id=pid, position=position, page=int(slot["page"]),
+                          slot_id=int(slot["id"]), created_at=now,
                           expires_at=now + 60 * self.settings.assignment_timeout_minutes,
                           attention_item=secrets.token_hex(8) if attention else "",
                           attention_expected=secrets.choice(SHOWN_CODES) if attention else "",
-                          extra_items=" ".join(self._extra_traps(pid, position, slot.page, traps_met)))
-            aid = conn.execute(insert(a).values(**values)).inserted_primary_key[0]
-            won = conn.execute(update(s).where((s.c.id == slot.id) & free)
-                               .values(assignment_id=aid, held_until=values["expires_at"])).rowcount
+                          extra_items=" ".join(self._extra_traps(pid, position, int(slot["page"]), traps_met)))
+            aid = _write("assignment").run(conn, **values)
+            won = _write("take_slot").run(conn, sid=values["slot_id"], aid=aid, until=values["expires_at"], **free)
             if won != 1:
                 # another participant took this slot first: undo the assignment (a block of a
                 # SQLite group is not always in a savepoint of its own) and try the next
-                conn.execute(a.delete().where(a.c.id == aid))
+                _write("drop_assignment").run(conn, aid=aid)
                 raise _Lost
             if position == 0:  # a newcomer told to come back has a page now
-                conn.execute(update(p).where((p.c.id == pid) & (p.c.outcome == WAITING)).values(outcome=""))
+                _write("not_waiting").run(conn, pid=pid)
             return {**values, "id": aid, "submitted_at": None}
         return claim
 
@@ -802,17 +921,14 @@ class HostedStudy:
         stopped). The claim is skipped, never failing the write it rides on, when the
         participant has that page already (a concurrent request of theirs) or the slot is lost
         (PostgreSQL); showing the page then claims as before."""
-        from sqlalchemy import func, select
         from sqlalchemy.exc import IntegrityError
         if position >= self.per_participant or self.closed():
             return None
-        a = db.tables()["assignments"]
         claim = self._claim_block(pid, position)
 
         def along(conn):
             # SQLite: writers take turns, so this look and the insert see the same state
-            if conn.execute(select(func.count()).select_from(a).where(
-                    (a.c.participant_id == pid) & (a.c.position == position))).scalar_one():
+            if _write("has_position").run(conn, pid=pid, pos=position)[0]["n"]:
                 return None
             if conn.dialect.name == "sqlite":
                 try:
@@ -837,18 +953,22 @@ class HostedStudy:
             return s.c.replicate, s.c.page
         return s.c.replicate, self.order.rank_expression(s.c.page, self.engine.dialect.name), s.c.page
 
-    def _choose_slot(self, conn, candidates):
-        """The page assignment: which of the free slots matching ``candidates`` (a condition on
-        the slots table: free, on a page this participant may get) the participant claims, as
-        a row (id, page), or None when there is none. The emptiest page first (the lowest
+    def _choose_slot(self, conn, met: int, params: dict):
+        """The page assignment: which of the free slots on a page this participant may get
+        (:func:`_candidates`, its bound values ``params``) the participant claims, as a dict
+        (id, page), or None when there is none. The emptiest page first (the lowest
         replicate, so every page gets its first answer before any gets a second), then, on an
         adaptive study, the latest published plan's order (never waiting for a refit), then the
         lowest page number. Runs inside the claim's write transaction."""
+        if self.order is None:  # one statement per shape, compiled once, run on the driver
+            rows = _choose(met).run(conn, **params)
+            return rows[0] if rows else None
         from sqlalchemy import select
         s = db.tables()["slots"]
         # PostgreSQL: skip slots another claimer has locked (SQLite serialises writers)
-        return conn.execute(select(s.c.id, s.c.page).where(candidates).order_by(*self._slot_order(s))
-                            .limit(1).with_for_update(skip_locked=True, of=s)).first()
+        row = conn.execute(select(s.c.id, s.c.page).where(_candidates(met)).order_by(*self._slot_order(s))
+                           .limit(1).with_for_update(skip_locked=True, of=s), params).first()
+        return None if row is None else {"id": row.id, "page": row.page}
 
     def _traps_met(self, pid: int) -> set[str]:
         """The traps this participant has been shown so far: on their pages, and on top of them."""
@@ -875,13 +995,7 @@ class HostedStudy:
     def _seen(self, pid: int):
         """The pages this person has had, under any of their participant rows (a database from
         before one Prolific id was one participant may hold two rows of one person)."""
-        from sqlalchemy import select
-        t = db.tables()
-        a, p = t["assignments"], t["participants"]
-        me = p.alias("me")
-        same = (select(p.c.id).join(me, (me.c.kind == p.c.kind) & (me.c.external_id == p.c.external_id))
-                .where(me.c.id == pid))
-        return select(a.c.page).where(a.c.participant_id.in_(same))
+        return _seen_by(pid)
 
     def first_release(self, pid: int) -> float | None:
         """When this participant can next get a page: None when every slot on a page they have
@@ -943,10 +1057,7 @@ class HostedStudy:
         -------
         str
         """
-        from sqlalchemy import insert, update
         from sqlalchemy.exc import IntegrityError
-        t = db.tables()
-        a, s, r = t["assignments"], t["slots"], t["responses"]
         if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
             return "unknown"  # nothing malformed reaches the database (PostgreSQL refuses NUL bytes)
         row = _READS["assignment"].first(self.engine, token=token, pid=pid)
@@ -966,15 +1077,12 @@ class HostedStudy:
         claim = self._claim_along(pid, int(row["position"]) + 1) if claim_next else None
 
         def store(conn):
-            first = conn.execute(update(a).where((a.c.id == row["id"]) & a.c.submitted_at.is_(None))
-                                 .values(submitted_at=now)).rowcount
-            if first != 1:
+            if _write("submitted").run(conn, aid=row["id"], at=now) != 1:
                 raise _Lost
-            conn.execute(insert(r), records)
+            _write("responses").many(conn, records)
             # the slot is done if this page still holds it (a late page, whose slot went
             # to someone else meanwhile, is stored all the same: an extra answer)
-            conn.execute(update(s).where((s.c.id == row["slot_id"]) & (s.c.assignment_id == row["id"]))
-                         .values(done=True))
+            _write("slot_done").run(conn, sid=row["slot_id"], aid=row["id"])
             if claim is not None:
                 claim(conn)
         try:
@@ -995,13 +1103,7 @@ class HostedStudy:
         -------
         int
         """
-        from sqlalchemy import func, select
-        t = db.tables()
-        r, a = t["responses"], t["assignments"]
-        with self.reader.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(r.join(a, r.c.assignment_id == a.c.id))
-                                    .where((a.c.participant_id == pid) & (r.c.kind == "attention")
-                                           & r.c.correct.is_(False))).scalar_one())
+        return int(_READS["attention_failed"].first(self.engine, pid=pid)["n"])
 
     def finish(self, pid: int) -> str:
         """Record the end; the outcome: ``completed``, ``failed_attention``, ``full`` (a
@@ -1018,15 +1120,9 @@ class HostedStudy:
         -------
         str
         """
-        from sqlalchemy import func, select
-        t = db.tables()
-        p, a = t["participants"], t["assignments"]
-        with self.reader.connect() as conn:
-            answered = conn.execute(select(func.count()).select_from(a).where(
-                (a.c.participant_id == pid) & a.c.submitted_at.is_not(None))).scalar_one()
+        answered = _READS["answered"].first(self.engine, pid=pid)["n"]
         if answered == 0 and not self.closed() and self.first_release(pid) is not None:
-            self.writer.run(lambda conn: conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
-                                                      .values(outcome=WAITING)))
+            self.writer.run(lambda conn: _write("outcome").run(conn, pid=pid, outcome=WAITING))
             return WAITING
         if answered == 0:
             outcome = "full"
@@ -1034,8 +1130,7 @@ class HostedStudy:
             outcome = "failed_attention"
         else:
             outcome = "completed"
-        self.writer.run(lambda conn: conn.execute(p.update().where((p.c.id == pid) & p.c.finished_at.is_(None))
-                                                  .values(finished_at=time.time(), outcome=outcome)))
+        self.writer.run(lambda conn: _write("finished").run(conn, pid=pid, at=time.time(), outcome=outcome))
         return outcome
 
     # -- the researcher's view -------------------------------------------------------------
