@@ -296,20 +296,18 @@ def participant_traps(chance, items_seen: int, pages: int, asked, threshold: flo
     tuple of (int, str, list of str)
         The count, the line, the warnings.
     """
-    from ..quality import trap_exclusion, trap_rule_line, traps_needed
+    from ..quality import trap_exclusion, trap_rule_line, traps_within
     chance = np.asarray(chance, float)
     available = len(chance)
-    needed = traps_needed(chance, threshold, power) if available else None
+    # the rule's count, at most the participant's own items, never under min_traps (fewer
+    # leave a participant unscored at ingest); the batch's traps cap it all
+    n, needed, reached = traps_within(chance, items_seen, threshold, power, min_traps)
     if asked == "auto":
-        # the rule's count, at most the participant's own items, never under min_traps (fewer
-        # leave a participant unscored at ingest); the batch's traps cap it all
-        n = max(min_traps, min(needed, items_seen)) if needed is not None else min_traps
-        n = min(n, available)
         how = 'traps_per_participant = "auto"'
     else:
         n = int(asked)
         how = f"traps_per_participant = {n}"
-    reached = trap_exclusion(chance, threshold, n) if available else 0.0
+        reached = trap_exclusion(chance, threshold, n) if available else 0.0
     line = (f"screening: each participant meets {n} trap{'' if n == 1 else 's'} over their {pages} "
             f"page{'' if pages == 1 else 's'} ([serve] {how}; the trap rule asks "
             f"{'none: the batch has no traps' if not available else needed if needed is not None else 'more than any count gives'}"

@@ -173,7 +173,10 @@ class DesignStages:
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
         # the hosted study's count: its own line and warnings (pipeline.export_text)
-        _warn_traps(trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"], 0),
+        # a wave's traps are a draw of traps.csv (next_wave warns where the wave is short): the
+        # rule's advice on [traps] count is about traps.csv
+        _warn_traps(trap_rule(traps if wave is None else self.table("traps.csv", required=False),
+                              self["quality.trust_threshold"], self["quality.trap_power"], 0),
                     self.path, always=True)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
