@@ -271,8 +271,11 @@ def test_every_participant_meets_the_trap_rules_count_spread_over_their_pages(se
     "auto": the trap rule's own count for the batch's traps (quality.traps_needed on their
     chance rates), at most the items of a participant's 4 pages, at least quality.min_traps."""
     from satcal.quality import _chance, trap_exclusion, traps_needed
+    # pages of 6 items, so 4 of them hold the rule's count ("auto" items a page would leave
+    # room for the traps on top: test_auto_pages_with_traps_on_top_stay_within_three_screens)
     ws = _configure(served_ws, pages_per_participant=4, answers_per_example=6, attention_checks=0,
-                    traps_on_top=True)
+                    traps_on_top=True, items_per_page=6)
+    ws.export(force=True)
     assert ws["serve.traps_per_participant"] == "auto"  # the default
     key = ws.table("key.csv")
     traps = key[key["is_trap"] == "True"]
@@ -1066,8 +1069,9 @@ def test_a_running_server_keeps_its_key(served_ws):
     from satcal.serve.client import ServerProcess
     from satcal.workspace import running_server
     toml = served_ws.path / "study.toml"
-    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", "items_per_page = 3", toml.read_text()))
     key = (served_ws.path / "key.csv").read_bytes()
+    per_page = int(served_ws.table("key.csv").groupby("page").size().max())
+    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", f"items_per_page = {per_page + 2}", toml.read_text()))
     runner = CliRunner()
     server = ServerProcess(served_ws.path).start()
     try:
