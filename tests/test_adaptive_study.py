@@ -224,16 +224,28 @@ def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(ada
     examples = ws.table("examples.csv")
     n_traps = len(ws.table("traps.csv"))
     wanted = list(examples["example_id"].iloc[::-1])  # the planner's order: last examples first
+    from satcal.errors import SatcalWarning
+    from satcal.quality import _chance, trap_exclusion, traps_needed
+    # 4 pages of 5 items; traps: the trap rule's count (as the hosted study's "auto" and the
+    # platforms' test questions), at most half the wave, at least quality.min_traps
+    chance, threshold, power = _chance(ws.table("traps.csv")), ws["quality.trust_threshold"], ws["quality.trap_power"]
+    needed = traps_needed(chance, threshold, power)
+    traps = min(n_traps, 19, max(ws["quality.min_traps"], min(needed, 10)))
+    assert needed > traps == 10  # the embedded judgments' 20 traps of chance 1/4 ask 19: the wave is short
     calls, rows = [], 0
     for wave in (1, 2, 3):
-        export_next(ws, "csv", plan_wave=prefer(wanted), settle=settle_at(10 ** 6, calls))
+        with pytest.warns(SatcalWarning) as caught:
+            export_next(ws, "csv", plan_wave=prefer(wanted), settle=settle_at(10 ** 6, calls))
+        short = [str(w.message) for w in caught if "trap rule's" in str(w.message) and "wave" in str(w.message)]
+        assert short == [f"{ws.path}: the wave holds 10 traps, not the trap rule's {needed}: a wave of 20 items "
+                         "keeps at least half for examples, so a worker answering at random is excluded by the "
+                         f"traps alone with probability {trap_exclusion(chance, threshold, 10):.3f}, not "
+                         f"quality.trap_power = {power:g}; raise [design] wave_pages to {-(-2 * needed // 5)}"]
         path, _ = _simulate(ws)
         rows += len(pd.read_csv(path, dtype=str))
         _ingest(ws, path)
     keys = _keys_of(ws)
     assert sorted(keys) == [1, 2, 3]
-    # 4 pages of 5 items; traps: the pool's share of them, at least quality.min_traps
-    traps = min(n_traps, 19, max(ws["quality.min_traps"], int(np.ceil(20 * n_traps / (len(examples) + n_traps)))))
     asked = []
     for batch, key in keys.items():
         assert len(key) == 20 and key["page"].astype(int).max() == 4

@@ -84,3 +84,18 @@ def test_demo_says_which_estimand_each_curve_estimates(demo):
     assert "per-list satisfaction" in line and "same verdict" in line
     # the joint model's band holds the simulated users' per-list curve
     assert s["joint_band_coverage"] >= 0.8
+
+
+def test_simulate_serve_says_how_many_participants_were_given_no_page():
+    """The hosted dry run with more simulated participants than pages: 60 sent, 26 of them given
+    no page (a study of 162 pages, 5 a participant, holds about 32); saying "60 answered" would
+    count the 26 in."""
+    from pathlib import Path
+    from satcal.pipeline import simulation_text
+    truth = {"pages": 162, "spammers": ["SIM-0008", "SIM-0016"]}
+    text = simulation_text(truth, served_at="http://127.0.0.1:8000", participants=60, where=Path("study"),
+                           unserved=60 - 34)
+    assert text == ("60 simulated participants answered 162 pages at http://127.0.0.1:8000 (2 spammers); 26 of "
+                    "them were given no page (the study had none left: [simulation] workers is more than its "
+                    "pages hold); truth in study/simulated/serve-truth.json")
+    assert "no page" not in simulation_text(truth, served_at="u", participants=30, where=Path("s"))

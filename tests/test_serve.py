@@ -271,8 +271,11 @@ def test_every_participant_meets_the_trap_rules_count_spread_over_their_pages(se
     "auto": the trap rule's own count for the batch's traps (quality.traps_needed on their
     chance rates), at most the items of a participant's 4 pages, at least quality.min_traps."""
     from satcal.quality import _chance, trap_exclusion, traps_needed
+    # pages of 6 items, so 4 of them hold the rule's count ("auto" items a page would leave
+    # room for the traps on top: test_auto_pages_with_traps_on_top_stay_within_three_screens)
     ws = _configure(served_ws, pages_per_participant=4, answers_per_example=6, attention_checks=0,
-                    traps_on_top=True)
+                    traps_on_top=True, items_per_page=6)
+    ws.export(force=True)
     assert ws["serve.traps_per_participant"] == "auto"  # the default
     key = ws.table("key.csv")
     traps = key[key["is_trap"] == "True"]
@@ -366,6 +369,52 @@ def test_participant_traps_take_the_trap_rules_count_capped_by_the_pages():
     assert n == 5 and warned == [trap_rule_line([0.75] * 20, 0.7, 0.99)]
     # no traps at all
     assert participant_traps([], 100, 5, "auto", 0.7, 0.99, 5)[0] == 0
+
+def test_auto_items_a_page_leave_room_for_the_traps_shown_on_top():
+    """A hand-worked case: pages hold 5 items by reading load, 5 pages a participant, 20 traps
+    of chance 1/4 (the rule asks 19 at threshold 0.7, power 0.99) among 80 examples (a fifth
+    of any page is traps). 5 own items: 25 seen, 19 traps, 5 on the pages, ceil(14 / 5) = 3 on
+    top: 8 > 5. 4: 19 - 4 = 15, 3 on top: 7. 3: 15 traps (at most the 15 items seen), 12, 3 on
+    top: 6. 2: 10 traps, 8, 2 on top: 4 <= 5, so 2."""
+    from satcal.quality import traps_needed
+    from satcal.serve.study import items_per_page_with_traps
+    chance = [0.25] * 20
+    assert traps_needed(chance, 0.7, 0.99) == 19
+    assert items_per_page_with_traps(5, 5, chance, 80, "auto", 0.7, 0.99, 5) == 2
+    # a fixed 5 a participant: their 5 pages of 5 hold them (5 x 5 / 5), none on top
+    assert items_per_page_with_traps(5, 5, chance, 80, 5, 0.7, 0.99, 5) == 5
+    # 10 a participant: 5 + ceil((10 - 5) / 5) = 6 > 5; 4 + ceil((10 - 4) / 5) = 6 > 5;
+    # 3 + ceil((10 - 3) / 5) = 5
+    assert items_per_page_with_traps(5, 5, chance, 80, 10, 0.7, 0.99, 5) == 3
+    # no traps: the reading load alone; a page too small for any trap: one item
+    assert items_per_page_with_traps(5, 5, [], 80, "auto", 0.7, 0.99, 5) == 5
+    assert items_per_page_with_traps(1, 5, chance, 80, "auto", 0.7, 0.99, 5) == 1
+
+
+def test_auto_pages_with_traps_on_top_stay_within_three_screens(exported_workspace, tmp_path, copy_workspace):
+    """items_per_page = "auto" with traps shown on top: every page a participant gets, its own
+    items, the traps on top and the attention check, is estimated (the stylesheet's heights,
+    satcal.platforms.serve.item_heights, checked in Chromium) within the three screens the
+    reading-load budget allows. Before, the budget counted the page's own items only and "auto"
+    traps (up to as many again) were added on top: 356 + 10 x 246 = 2816 px here."""
+    from satcal.platforms.serve import ITEM_FRAME_PX, PAGE_BUDGET_PX, PAGE_FRAME_PX, item_heights
+    ws = copy_workspace(exported_workspace("serve", 10), tmp_path)
+    ws = _configure(ws, pages_per_participant=5, attention_checks=2, traps_on_top=True)
+    assert ws["presentation.items_per_page"] == "auto" and ws["serve.traps_per_participant"] == "auto"
+    ws.export(force=True)
+    visible = ws.table("items.csv").set_index("item_id")
+    height = pd.Series(item_heights(visible, ws.k), index=visible.index)
+    study = _study(ws)
+    assert study.traps_per_participant >= ws["quality.min_traps"]
+    for n in range(3):
+        pid = study.enter("lab", f"h{n}")
+        for _ in range(5):
+            view = study.next_page(pid)
+            ids = [it["item_id"] for it in view.items if it["kind"] == "item"]
+            checks = sum(it["kind"] != "item" for it in view.items)
+            assert PAGE_FRAME_PX + height[ids].sum() + checks * ITEM_FRAME_PX <= PAGE_BUDGET_PX
+            assert study.submit(pid, view.token, {f"answer-{it['item_id']}": "both_bad" for it in view.items}) == "stored"
+
 
 def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
     from sqlalchemy import insert, select, text
@@ -1020,8 +1069,9 @@ def test_a_running_server_keeps_its_key(served_ws):
     from satcal.serve.client import ServerProcess
     from satcal.workspace import running_server
     toml = served_ws.path / "study.toml"
-    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", "items_per_page = 3", toml.read_text()))
     key = (served_ws.path / "key.csv").read_bytes()
+    per_page = int(served_ws.table("key.csv").groupby("page").size().max())
+    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", f"items_per_page = {per_page + 2}", toml.read_text()))
     runner = CliRunner()
     server = ServerProcess(served_ws.path).start()
     try:

@@ -183,7 +183,8 @@ def test_answers_in_the_study_database_count_as_collected(exported_workspace, tm
     import re
     text = toml.read_text()
     assert re.search(r"(?m)^items_per_page = ", text)
-    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", "items_per_page = 3", text))  # a new key (auto gives 7 here)
+    other = int(ws.table("key.csv").groupby("page").size().max()) + 2  # a new key: pages of another size
+    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", f"items_per_page = {other}", text))
     runner = CliRunner()
     res = runner.invoke(main, ["export", str(ws.path), "--force"])
     assert res.exit_code == 2, res.output
@@ -215,7 +216,8 @@ def test_a_noted_study_database_is_looked_at_too(exported_workspace, tmp_path, c
     url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     ws.remember_database(url)
     toml = ws.path / "study.toml"
-    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", "items_per_page = 3", toml.read_text()))  # a new key
+    other = int(ws.table("key.csv").groupby("page").size().max()) + 2  # a new key: pages of another size
+    toml.write_text(re.sub(r"(?m)^items_per_page = .*$", f"items_per_page = {other}", toml.read_text()))
     fresh = copy_workspace(ws, tmp_path / "fresh")
     assert fresh.export(force=True)  # nothing answered anywhere: the key may be replaced
     answered = _answer_one_page(ws, url)

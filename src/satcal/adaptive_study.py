@@ -582,7 +582,7 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     batch = ws.batch_number() + 1
     rng = np.random.default_rng([ws.seed, 24, batch])
     items = s.wave_pages * per_page
-    n_traps = _wave_traps(len(traps), items, len(pool), ws["quality.min_traps"])
+    n_traps = _wave_traps(ws, traps, items, per_page)
     n = items - n_traps
     if b.answers is not None:  # the last wave asks for what the budget leaves
         n = min(n, max(1, math.ceil((b.answers - asked_answers) / ws["design.answers_per_example"])))
@@ -625,13 +625,27 @@ def export_next(ws, platform: str | None = None, plan_wave=None, settle=None) ->
         return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle))
 
 
-def _wave_traps(available: int, items: int, pool: int, min_traps: int) -> int:
-    """Traps in a wave: the share the whole pool would have, at least ``min_traps`` (so a
-    worker of the wave can be scored), never the whole wave."""
-    if not available or items < 2:
+def _wave_traps(ws, traps: pd.DataFrame, items: int, per_page: int) -> int:
+    """Traps in a wave: the trap rule's count (:func:`satcal.quality.traps_within`, as the
+    hosted study's ``"auto"`` and the platforms' test questions take it), at most half the
+    wave's items (the wave stays mostly examples) and never the whole wave; a warning with the
+    power reached where the wave is too short for the count."""
+    import warnings
+    from .errors import SatcalWarning
+    from .quality import _chance, traps_within
+    if not len(traps) or items < 2:
         return 0
-    share = math.ceil(items * available / (pool + available))
-    return int(min(available, items - 1, max(min_traps, share)))
+    power = ws["quality.trap_power"]
+    n, needed, reached = traps_within(_chance(traps), items // 2, ws["quality.trust_threshold"], power,
+                                      ws["quality.min_traps"])
+    n = min(n, items - 1)
+    if needed is not None and n < needed <= len(traps):
+        pages = -(-2 * needed // max(per_page, 1))
+        warnings.warn(f"{ws.path}: the wave holds {n} traps, not the trap rule's {needed}: a wave of {items} items "
+                      f"keeps at least half for examples, so a worker answering at random is excluded by the traps "
+                      f"alone with probability {reached:.3f}, not quality.trap_power = {power:g}; raise [design] "
+                      f"wave_pages to {pages}", SatcalWarning, stacklevel=3)
+    return int(n)
 
 
 # -- the hosted study ----------------------------------------------------------------------

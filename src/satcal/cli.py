@@ -206,7 +206,8 @@ def simulate(directory, platform, force, serve_url, concurrency):
     ws = Study.open(directory)
     if serve_url:
         visits, truth = ws.simulate_served(serve_url, concurrency=concurrency, progress=True)
-        click.echo(simulation_text(truth, served_at=serve_url, participants=len(visits), where=ws.path))
+        click.echo(simulation_text(truth, served_at=serve_url, participants=len(visits), where=ws.path,
+                                   unserved=sum(v.pages == 0 for v in visits)))
         return
     path, truth = ws.simulate(platform, force=force)
     click.echo(simulation_text(truth, path))

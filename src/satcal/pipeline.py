@@ -1033,9 +1033,11 @@ def export_text(study, paths, platform, next_batch: bool) -> tuple[str, list[str
     return "\n".join(said), warned
 
 
-def simulation_text(truth: dict, path=None, served_at=None, participants: int = 0, where=None) -> str:
+def simulation_text(truth: dict, path=None, served_at=None, participants: int = 0, where=None,
+                    unserved: int = 0) -> str:
     """What ``satcal simulate`` says of its crowd: written to ``path``, or ``participants`` sent
-    to ``served_at`` (the truth then in ``where``/simulated/).
+    to ``served_at`` (the truth then in ``where``/simulated/), ``unserved`` of whom were given
+    no page.
 
     Parameters
     ----------
@@ -1049,14 +1051,19 @@ def simulation_text(truth: dict, path=None, served_at=None, participants: int = 
         Participants sent (default 0).
     where : path or None, optional
         The study directory.
+    unserved : int, optional
+        Participants sent who were given no page (the study had none left for them; default 0).
 
     Returns
     -------
     str
     """
     if served_at:
+        # participants beyond the study's pages get none: say so, rather than count them in
+        none = (f"; {unserved} of them were given no page (the study had none left: [simulation] workers "
+                "is more than its pages hold)" if unserved else "")
         return (f"{participants} simulated participants answered {truth['pages']} pages at {served_at} "
-                f"({len(truth['spammers'])} spammers); truth in {where}/simulated/serve-truth.json")
+                f"({len(truth['spammers'])} spammers){none}; truth in {where}/simulated/serve-truth.json")
     return (f"Wrote {truth['answers']} simulated answers to {path} ({len(truth['spammers'])} spammers among "
             f"{truth['model']['workers']} workers); truth in {path.parent}/{path.name.split('-')[0]}-truth.json")
 

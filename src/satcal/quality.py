@@ -61,7 +61,7 @@ from .errors import SatcalError
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
-           "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "judgment_consistency", "CONSISTENCY_ALPHA", "honest_dispersion",
+           "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "traps_within", "judgment_consistency", "CONSISTENCY_ALPHA", "honest_dispersion",
            "crowd_likelihood", "CROWD_ALPHA", "typed_workers", "WORKER_NUMBER_COLUMNS",
            "WORKER_FLAG_COLUMNS"]
 
@@ -294,6 +294,41 @@ def trap_rule_line(chance, threshold: float, power: float) -> str:
             f"is excluded by the traps alone with probability >= {power:g} "
             f"({trap_exclusion(chance, threshold, n):.3f}); one at the threshold accuracy {threshold:g} is "
             f"excluded with probability {honest:.3f}")
+
+
+def traps_within(chance, room: int, threshold: float, power: float, min_traps: int) -> tuple[int, int | None, float]:
+    """The trap rule's count where a design has room for only so many traps, as the hosted
+    study's ``traps_per_participant = "auto"`` and the adaptive study's waves place them:
+    :func:`traps_needed` of the traps' chance rates, at most ``room``, at least ``min_traps``
+    (fewer leave a worker unscored at ingest), never more than the traps given.
+
+    Parameters
+    ----------
+    chance : array_like of float
+        The chance acceptance rate of each trap available (accepted codes / 4).
+    room : int
+        The most traps the design gives room for (a participant's own items; half a wave).
+    threshold : float
+        ``quality.trust_threshold``.
+    power : float
+        ``quality.trap_power``.
+    min_traps : int
+        ``quality.min_traps``.
+
+    Returns
+    -------
+    tuple of (int, int or None, float)
+        The count; the rule's count (None: no count reaches ``power``, or no traps); the
+        probability that the count excludes a random answerer by the traps alone
+        (:func:`trap_exclusion`).
+    """
+    chance = np.asarray(chance, float)
+    if not len(chance):
+        return 0, None, 0.0
+    needed = traps_needed(chance, threshold, power)
+    n = max(int(min_traps), min(needed, int(room))) if needed is not None else int(min_traps)
+    n = min(n, len(chance))
+    return n, needed, float(trap_exclusion(chance, threshold, n))
 
 
 #: workers.csv's columns of numbers (NaN where a rule did not compute one) and of flags.

@@ -22,6 +22,7 @@ from ..platforms import SHOWN_CODES
 from . import db
 
 __all__ = ["ServeSettings", "HostedStudy", "PageView", "load_pages", "ID_PATTERN", "WAITING",
+           "items_per_page_with_traps",
            "simulation_token", "trap_targets", "screening_warnings", "batch_screening", "trap_items",
            "trap_chances", "participant_traps"]
 
@@ -425,20 +426,18 @@ def participant_traps(chance, items_seen: int, pages: int, asked, threshold: flo
     tuple of (int, str, list of str)
         The count, the line, the warnings.
     """
-    from ..quality import trap_exclusion, trap_rule_line, traps_needed
+    from ..quality import trap_exclusion, trap_rule_line, traps_within
     chance = np.asarray(chance, float)
     available = len(chance)
-    needed = traps_needed(chance, threshold, power) if available else None
+    # the rule's count, at most the participant's own items, never under min_traps (fewer
+    # leave a participant unscored at ingest); the batch's traps cap it all
+    n, needed, reached = traps_within(chance, items_seen, threshold, power, min_traps)
     if asked == "auto":
-        # the rule's count, at most the participant's own items, never under min_traps (fewer
-        # leave a participant unscored at ingest); the batch's traps cap it all
-        n = max(min_traps, min(needed, items_seen)) if needed is not None else min_traps
-        n = min(n, available)
         how = 'traps_per_participant = "auto"'
     else:
         n = int(asked)
         how = f"traps_per_participant = {n}"
-    reached = trap_exclusion(chance, threshold, n) if available else 0.0
+        reached = trap_exclusion(chance, threshold, n) if available else 0.0
     line = (f"screening: each participant meets {n} trap{'' if n == 1 else 's'} over their {pages} "
             f"page{'' if pages == 1 else 's'} ([serve] {how}; the trap rule asks "
             f"{'none: the batch has no traps' if not available else needed if needed is not None else 'more than any count gives'}"
@@ -464,6 +463,53 @@ def participant_traps(chance, items_seen: int, pages: int, asked, threshold: flo
                      f"{items_seen} items their {pages} pages hold (traps at most half of their answers), so {short}; "
                      f"raise [serve] pages_per_participant to {more}, or set traps_per_participant = {needed} "
                      f"(pages then hold about {-(-needed // max(pages, 1))} traps each beside their items)"]
+
+
+def items_per_page_with_traps(fit: int, pages: int, chance, examples: int, asked, threshold: float,
+                              power: float, min_traps: int) -> int:
+    """The hosted study's own items a page (``presentation.items_per_page = "auto"`` with
+    ``serve.traps_on_top``): the most, ``n``, for which the page's own ``n`` and the traps shown on
+    top of it still fit the ``fit`` items a page holds by reading load; at least one.
+
+    A participant's ``pages`` pages of ``n`` items hold ``n pages T / (E + T)`` of the batch's
+    ``T`` traps among its ``E`` examples; :func:`participant_traps` gives the count ``m`` they
+    must meet (at most ``n pages`` under ``"auto"``), so ``ceil((m - native) / pages)`` more
+    traps a page are shown on top (the server spreads them evenly, :func:`trap_targets`).
+    Without this a page under ``"auto"`` traps could hold twice the items its reading load
+    allows.
+
+    Parameters
+    ----------
+    fit : int
+        Items of the batch's mean height a page holds within its height budget
+        (:func:`satcal.platforms.serve.auto_items_per_page` with no reserve).
+    pages : int
+        ``serve.pages_per_participant``.
+    chance : array_like of float
+        The chance acceptance rate of each of the batch's traps.
+    examples : int
+        The batch's examples (items that are not traps).
+    asked : int or str
+        ``serve.traps_per_participant``.
+    threshold : float
+        ``quality.trust_threshold``.
+    power : float
+        ``quality.trap_power``.
+    min_traps : int
+        ``quality.min_traps``.
+
+    Returns
+    -------
+    int
+    """
+    chance = np.asarray(chance, float)
+    share = len(chance) / max(examples + len(chance), 1)
+    for n in range(max(int(fit), 1), 1, -1):
+        met = participant_traps(chance, n * pages, pages, asked, threshold, power, min_traps)[0]
+        on_top = -(-max(0.0, met - n * pages * share) // max(pages, 1))
+        if n + on_top <= fit:
+            return n
+    return 1
 
 
 def screening_warnings(pages: dict, trap_ids, per_participant: int, min_traps: int, traps_on_top: bool) -> list[str]:

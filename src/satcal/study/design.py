@@ -170,10 +170,15 @@ class DesignStages:
         if per_page == "auto":  # by reading load: the items' text decides how many fit a page
             from ..platforms.serve import auto_items_per_page
             per_page = auto_items_per_page(visible, self.k)
+            if plat.name == "serve" and self["serve.traps_on_top"]:
+                per_page = self._serve_items_per_page(visible, traps, len(examples))
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
         # the hosted study's count: its own line and warnings (pipeline.export_text)
-        _warn_traps(trap_rule(traps, self["quality.trust_threshold"], self["quality.trap_power"], 0),
+        # a wave's traps are a draw of traps.csv (next_wave warns where the wave is short): the
+        # rule's advice on [traps] count is about traps.csv
+        _warn_traps(trap_rule(traps if wave is None else self.table("traps.csv", required=False),
+                              self["quality.trust_threshold"], self["quality.trap_power"], 0),
                     self.path, always=True)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
@@ -214,6 +219,20 @@ class DesignStages:
                                    **({"wave_examples": len(examples)} if wave is not None else {})},
                         outputs=outputs)
         return [out / Path(p).relative_to(staged_out) for p in written]
+
+    def _serve_items_per_page(self, visible: pd.DataFrame, traps: pd.DataFrame, examples: int) -> int:
+        """The hosted study's own items a page under ``"auto"`` with traps shown on top: the
+        page's items and its traps on top within the reading-load budget, the room of an
+        attention check kept (:func:`satcal.serve.study.items_per_page_with_traps`)."""
+        from ..platforms.serve import ITEM_FRAME_PX, PAGE_BUDGET_PX, auto_items_per_page
+        from ..quality import _chance
+        from ..serve.study import items_per_page_with_traps
+        check = ITEM_FRAME_PX if self["serve.attention_checks"] else 0  # an attention check: a frame, no lists
+        fit = auto_items_per_page(visible, self.k, budget_px=PAGE_BUDGET_PX - check, reserve=0)
+        chance = _chance(traps) if len(traps) else []
+        return items_per_page_with_traps(fit, self["serve.pages_per_participant"], chance, examples,
+                                         self["serve.traps_per_participant"], self["quality.trust_threshold"],
+                                         self["quality.trap_power"], self["quality.min_traps"])
 
     def trap_count(self, key: pd.DataFrame | None = None):
         """The trap rule's count for the current batch (:class:`satcal.platforms.base.TrapCount`):
