@@ -167,18 +167,32 @@ def test_screening_thresholds_come_from_the_caller():
 
 
 def test_too_fast_is_calibrated_to_the_reading_load_of_the_items():
-    """Same 5 s an item: too fast for items that take 20 s to skim, not for items of 1 s
-    (floor = screen_seconds 2 s to decide + the skimming time)."""
-    from satcal.quality import screening
-    rows = [("heavy", 20.0, 20.0, f"t{i // 4}") for i in range(8)] + [("light", 20.0, 1.0, f"t{i // 4}") for i in range(8)]
+    """Paces are read against each worker's reading load: five workers on heavy items (22 s to
+    decide and skim) at 10-14 s an item, five on light items (3 s) at 2.5-3.5 s, and one on
+    heavy items at 5 s. Everyone is under the skimming floor, as honest people often are, so
+    the floor alone would flag all of them; the relative speed index (median pace / own pace,
+    by hand) flags only the one at twice the typical pace."""
+    from satcal.quality import SCREEN_RELATIVE_SPEED, screening
+    per_item = {"h1": (10, 20), "h2": (11, 20), "h3": (12, 20), "h4": (13, 20), "h5": (14, 20),
+                "l1": (2.5, 1), "l2": (2.75, 1), "l3": (3.0, 1), "l4": (3.25, 1), "l5": (3.5, 1),
+                "rusher": (5.0, 20)}
+    rows = [(w, 4 * sec, read, f"t{i // 4}") for w, (sec, read) in per_item.items() for i in range(8)]
     a = pd.DataFrame(rows, columns=["worker_id", "seconds", "reading_seconds", "submitted_at"])
     s = screening(a)
-    assert s.loc["heavy", "reading_floor_per_answer"] == pytest.approx(22.0)
-    assert s.loc["light", "reading_floor_per_answer"] == pytest.approx(3.0)
-    assert s.loc["heavy", "too_fast"] and not s.loc["light", "too_fast"]
+    floor = {w: 2.0 + read for w, (_, read) in per_item.items()}
+    pace = {w: sec / floor[w] for w, (sec, _) in per_item.items()}
+    median = float(np.median(list(pace.values())))
+    for w in per_item:
+        assert s.loc[w, "reading_floor_per_answer"] == pytest.approx(floor[w])
+        assert s.loc[w, "relative_speed"] == pytest.approx(median / pace[w])
+    assert median / pace["rusher"] >= SCREEN_RELATIVE_SPEED
+    assert list(s.index[s["too_fast"]]) == ["rusher"]
+    # too few timed workers for a typical pace: only the fixed seconds an item apply
+    few = screening(a[a["worker_id"].isin(["h1", "l1", "rusher"])])
+    assert few["relative_speed"].isna().all() and not few["too_fast"].any()
     # an item without a known reading load falls back to the fixed seconds an item
     b = a.assign(reading_seconds=np.nan)
-    assert not screening(b)["too_fast"].any() and screening(b, seconds=6)["too_fast"].all()
+    assert not screening(b)["too_fast"].any() and screening(b, seconds=6)["too_fast"].sum() == 6
 
 
 def test_reading_seconds_counts_the_words_an_item_shows():

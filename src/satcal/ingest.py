@@ -226,7 +226,7 @@ class IngestReport(ResultTables):
         why = ", ".join(parts) if len(parts) > 1 else "trust below threshold"
         out.append(f"workers: {len(self.workers)}, excluded {len(excl)} ({why}), kept {len(self.workers) - len(excl)}")
         out.extend(self.warnings())
-        for flag, what in (("too_fast", "answered faster than their pages can be skimmed"),
+        for flag, what in (("too_fast", "answered too fast (under the seconds an item, or twice the typical pace for their pages' reading load)"),
                            ("same_side", "nearly always chose the same side as shown")):
             if flag in self.workers.columns and self.workers[flag].astype(bool).any():
                 out.append(f"  screening: {int(self.workers[flag].astype(bool).sum())} workers {what} "

@@ -41,10 +41,11 @@ rule.
 Workers who failed instructional attention checks (the hosted study's) are excluded at the
 study's limit (:func:`exclude_failed_attention`).
 
-Screening flags (reported, not excluded: a flag is a reason to look, not proof): workers who
-answer faster than ``SCREEN_SECONDS`` seconds per item plus the time to skim the items' words
-(:func:`reading_seconds`, where the items are known), where the platform records times, and
-workers who pick the side shown first (or second) in at least ``SCREEN_SAME_SIDE`` of their
+Screening flags (reported, not excluded: a flag is a reason to look, not proof): workers who,
+where the platform records times, answer faster than ``SCREEN_SECONDS`` seconds per item, or,
+where the items are known, at least ``SCREEN_RELATIVE_SPEED`` times faster than the crowd's
+median worker on the same reading load (the items' words at skimming speed,
+:func:`reading_seconds`; Leiner 2019's relative speed index), and workers who pick the side shown first (or second) in at least ``SCREEN_SAME_SIDE`` of their
 answers: A and B are swapped at random, so an attentive worker's choices of the shown side
 follow the lists, not the screen.
 """
@@ -76,6 +77,14 @@ SCREEN_MIN_ANSWERS = 10
 #: normal reading, already costs comprehension). A page answered faster than its words at this
 #: speed, plus the decision time of each item, was not read.
 SKIM_WORDS_PER_MINUTE = 700
+#: Relative speed index at and above which a worker is flagged too fast for the reading load:
+#: the crowd's median pace (seconds over the pages' reading floor) over the worker's own. 2 is
+#: Leiner's (2019) cut-off ("Too fast, too straight, too weird: non-reactive indicators for
+#: meaningless data in internet surveys", Survey Research Methods 13(3), 229-248): twice as
+#: fast as the typical respondent on the same load.
+SCREEN_RELATIVE_SPEED = 2.0
+#: Timed workers needed before the crowd's median pace is a yardstick.
+SCREEN_MIN_TIMED_WORKERS = 5
 #: Level of the one-sided binomial test of "trap accuracy >= threshold".
 TRUST_ALPHA = 0.05
 #: The answer codes a trap can accept (a trap's chance rate is its accepted share of them).
@@ -336,7 +345,8 @@ WORKER_NUMBER_COLUMNS = ("answers", "examples_answered", "traps_seen", "traps_co
                          "chance_evidence", "trust", "binomial_p", "top_answer_share", "crowd_share",
                          "straight_lining_p", "dominance_decisive", "dominated_preferred", "dominated_crowd_share",
                          "dominated_dispersion", "dominated_guessers", "consistency_p", "crowd_answers",
-                         "random_evidence", "seconds_per_answer", "reading_floor_per_answer", "same_side_share",
+                         "random_evidence", "seconds_per_answer", "reading_floor_per_answer", "relative_speed",
+                         "same_side_share",
                          "attention_failed", "ds_accuracy")
 WORKER_FLAG_COLUMNS = ("excluded", "straight_lining", "inconsistent", "random_like", "too_fast", "same_side",
                        "simulated")
@@ -943,6 +953,21 @@ def screening(answers: pd.DataFrame, seconds: float = None, same_side: float = N
     ``seconds`` an item, default ``SCREEN_SECONDS``) and ``same_side`` (a share of at least
     ``same_side``, default ``SCREEN_SAME_SIDE``, over ``SCREEN_MIN_ANSWERS`` answers or more).
 
+    With ``reading_seconds`` (each item's skimming time) the speed is also read against the
+    load: ``reading_floor_per_answer`` is deciding plus skimming every word an answer's items
+    show, a worker's pace is ``seconds_per_answer / reading_floor_per_answer``, and
+    ``relative_speed`` is the timed workers' median pace over the worker's own (Leiner's
+    relative speed index, RSI = median time / own time, with time per unit of reading load).
+    ``too_fast`` then also flags RSI >= ``SCREEN_RELATIVE_SPEED`` (2: twice as fast as the
+    typical worker on the same load), once ``SCREEN_MIN_TIMED_WORKERS`` workers are timed.
+    The floor itself is not the rule: few people read every snippet of two result lists, and a
+    floor every honest worker misses would flag everyone.
+
+    References
+    ----------
+    Leiner, D. J. (2019). Too fast, too straight, too weird: non-reactive indicators for
+    meaningless data in internet surveys. Survey Research Methods 13(3), 229-248.
+
     Parameters
     ----------
     answers : pandas.DataFrame
@@ -980,7 +1005,8 @@ def _screening(answers, codes, seconds=None, same_side=None):
     else:
         out["seconds_per_answer"] = np.nan
     out["too_fast"] = out["seconds_per_answer"] < seconds
-    if "reading_seconds" in a.columns and out["seconds_per_answer"].notna().any():
+    if ("reading_seconds" in a.columns and out["seconds_per_answer"].notna().any()
+            and pd.to_numeric(a["reading_seconds"], errors="coerce").notna().any()):
         # calibrated to the reading load: a worker is too fast when their pages took less time
         # than the decision time of each item plus skimming the words it shows
         timed = a.assign(seconds=pd.to_numeric(a["seconds"], errors="coerce"),
@@ -988,7 +1014,9 @@ def _screening(answers, codes, seconds=None, same_side=None):
         timed = timed.dropna(subset=["seconds"])
         floor = timed.groupby("worker_id")["floor"].sum()
         out["reading_floor_per_answer"] = (floor / timed.groupby("worker_id").size()).reindex(everyone).to_numpy()
-        out["too_fast"] = out["seconds_per_answer"] < out["reading_floor_per_answer"]
+        out["relative_speed"] = _relative_speed(out["seconds_per_answer"].to_numpy(float),
+                                                out["reading_floor_per_answer"].to_numpy(float))
+        out["too_fast"] = out["too_fast"] | (out["relative_speed"] >= SCREEN_RELATIVE_SPEED)
     if "answer_shown" in a.columns:
         # once per distinct shown code, spread by the codes; counts by bincount over the workers
         code, distinct = pd.factorize(answers["answer_shown"])  # missing -> -1: neither side
@@ -1003,6 +1031,21 @@ def _screening(answers, codes, seconds=None, same_side=None):
     else:
         out["same_side_share"] = np.nan
         out["same_side"] = False
+    return out
+
+
+def _relative_speed(seconds: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Each worker's relative speed index on their own reading load (Leiner 2019): the crowd's
+    median pace over the worker's, where a pace is the seconds an answer took over the seconds
+    its items' words take to skim (so a heavy page and a light one are compared fairly). NaN
+    where a worker is untimed or fewer than ``SCREEN_MIN_TIMED_WORKERS`` workers are timed:
+    too few to say what a typical pace is."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pace = np.where(floor > 0, seconds / floor, np.nan)
+    timed = np.isfinite(pace) & (pace > 0)
+    out = np.full(len(pace), np.nan)
+    if timed.sum() >= SCREEN_MIN_TIMED_WORKERS:
+        out[timed] = np.median(pace[timed]) / pace[timed]
     return out
 
 
