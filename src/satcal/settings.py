@@ -398,7 +398,7 @@ class QualitySection:
     straight_lining_alpha: float = setting(0.001, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
                                            "Level of the test that excludes workers repeating one answer.",
                                            required=False,
-                                           comment="Straight-liners are excluded: one answer (as shown) in at least 80% of 10 or more\n"
+                                           comment="Straight-liners are excluded: one answer (as shown) in at least 90% of 10 or more\n"
                                                    "answers, far more often than the other workers give it (exact one-sided binomial\n"
                                                    "test, Bonferroni over the four answers, at this level; 0 excludes nobody).")
     consistency_alpha: float = setting(0.01, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
