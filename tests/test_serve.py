@@ -276,7 +276,7 @@ def test_every_participant_meets_the_trap_rules_count_spread_over_their_pages(se
     assert ws["serve.traps_per_participant"] == "auto"  # the default
     key = ws.table("key.csv")
     traps = key[key["is_trap"] == "True"]
-    needed = traps_needed(_chance(traps), 0.7, 0.99)
+    needed = traps_needed(_chance(traps), 0.7, ws["quality.trap_power"])
     seen = int(4 * len(key) / key["page"].nunique())
     m = min(max(min(needed, seen), ws["quality.min_traps"]), len(traps))
     study = _study(ws)
