@@ -18,7 +18,8 @@ consistency test and the crowd-likelihood rule on a million answers. ``--templat
 template's settings only; ``--seeds=A-B``: other seeds (a validation on seeds not looked at
 before); ``--diagnose``: every spammer kept and honest worker excluded, with its evidence under
 each rule, and the crowd rule's log ratios of honest workers and spammers;
-``--done-when-only``: the issue's two shapes only (the template's settings); ``--trap-power=P``:
+``--done-when-only``: the issue's two shapes, -2..4 and 0-3 each with a rare top level, and 0-3
+DL-like (the template's settings); ``--trap-power=P``:
 quality.trap_power (the traps the rule asks per worker).
 Run: PYTHONPATH=src python benchmarks/bench_traps.py
 """
@@ -268,8 +269,11 @@ def print_diagnosed():
 
 
 if __name__ == "__main__":
+    if "--help" in sys.argv or "-h" in sys.argv:  # no argparse here: the docstring says what each flag does
+        print(__doc__)
+        sys.exit(0)
     # --timing: worker_table at 1M answers; --examples-only, --hosted-only, --no-hosted: parts;
-    # --done-when-only: the issue's two shapes (-2..4 and 0-3 DL-like) with the template's settings;
+    # --done-when-only: the issue's shapes (-2..4, 0-3 DL-like, 0-3 level 3 rare), the template's settings;
     # --trap-power=P: quality.trap_power (the rule's count of traps);
     # --seeds A-B: other seeds (a validation on seeds never looked at); --diagnose: print the
     # kept spammers and excluded honest workers; --template-only: the template's settings only
@@ -279,8 +283,8 @@ if __name__ == "__main__":
             SEEDS = range(int(lo), int(hi) + 1)
         if arg.startswith("--trap-power="):
             TRAP_POWER = float(arg.split("=", 1)[1])
-    if "--done-when-only" in sys.argv:  # the issue's two shapes, the template's settings
-        main(CASES[:2])
+    if "--done-when-only" in sys.argv:  # the issue's shapes (top level rare; and 0-3 DL-like), the template's settings
+        main(CASES[:3])
     elif "--template-only" in sys.argv:
         main()
         main(CASES_EXAMPLES, min_per_cell=5, per_example=EXAMPLE_ANSWERS)

@@ -223,9 +223,9 @@ def test_failed_attention_checks_exclude_at_the_limit_and_are_kept_when_asked():
 def test_straight_lining_is_an_exact_binomial_test_against_the_other_workers():
     """'line' answers both_bad (as shown) 20 times of 20; the other workers give both_bad 58 of
     their 158 answers, so its p-value is 4 P(Bin(20, 58/158) >= 20), scipy's exact binomial test
-    times the four codes. 'lenient' gives both_good 24 of 30 (80%), far above the others' rate:
+    times the four codes. 'lenient' gives both_good 27 of 30 (90%), far above the others' rate:
     excluded too. 'mild' answers
-    both_bad 23 of 30 (77%, under the 80% share): kept, whatever its p-value. A worker with 8
+    both_bad 26 of 30 (87%, under the 90% share): kept, whatever its p-value. A worker with 8
     answers all one code is under the 10 answers needed."""
     from scipy.stats import binomtest
     from satcal.quality import straight_lining
@@ -236,19 +236,19 @@ def test_straight_lining_is_an_exact_binomial_test_against_the_other_workers():
                    worker("o1", {"both_bad": 8, "a_better": 11, "b_better": 8, "both_good": 3}),
                    worker("o2", {"both_bad": 9, "a_better": 9, "b_better": 9, "both_good": 3}),
                    worker("o3", {"both_bad": 10, "a_better": 10, "b_better": 10}),
-                   worker("lenient", {"both_good": 24, "a_better": 6}),
-                   worker("mild", {"both_bad": 23, "a_better": 7}),
+                   worker("lenient", {"both_good": 27, "a_better": 3}),
+                   worker("mild", {"both_bad": 26, "a_better": 4}),
                    worker("short", {"both_bad": 8})], ignore_index=True)
     s = straight_lining(a).loc[["line", "lenient", "mild", "short"]]
     # the other workers' answers, counted here: everything but the worker's own
     def crowd(w, code):
         others = a[a["worker_id"] != w]
         return (others["answer_shown"] == code).mean()
-    for w, code, x, n in (("line", "both_bad", 20, 20), ("lenient", "both_good", 24, 30), ("mild", "both_bad", 23, 30)):
+    for w, code, x, n in (("line", "both_bad", 20, 20), ("lenient", "both_good", 27, 30), ("mild", "both_bad", 26, 30)):
         p0 = crowd(w, code)
         assert s.loc[w, "top_answer"] == code and s.loc[w, "crowd_share"] == pytest.approx(p0)
         assert s.loc[w, "straight_lining_p"] == pytest.approx(min(1, 4 * binomtest(x, n, p0, alternative="greater").pvalue))
-    assert s.loc["line", "crowd_share"] == pytest.approx((8 + 9 + 10 + 23 + 8) / (5 * 30 + 8))  # hand count
+    assert s.loc["line", "crowd_share"] == pytest.approx((8 + 9 + 10 + 26 + 8) / (5 * 30 + 8))  # hand count
     assert s["straight_lining"].to_dict() == {"line": True, "lenient": True, "mild": False, "short": False}
     assert s.loc["mild", "straight_lining_p"] < 0.001  # significant, but not one code often enough
     # in worker_table: excluded with the reason, even though every trap it met accepted both_bad
@@ -262,6 +262,40 @@ def test_straight_lining_is_an_exact_binomial_test_against_the_other_workers():
     pair = pd.concat([worker("line", {"both_bad": 20}), worker("o", {"a_better": 8})], ignore_index=True)
     alone = straight_lining(pair).loc["line"]
     assert np.isnan(alone["straight_lining_p"]) and not alone["straight_lining"]
+
+
+def test_a_strict_honest_worker_on_both_bad_traps_is_not_a_straight_liner():
+    """69 traps, every one accepting "a_better;both_bad" (level 3 rare: no list is all top
+    level), worked by hand. Ten crowd workers answer both_bad to 41 and A (right) to 28; 'strict'
+    answers both_bad to 58 (84%) and A to 11, every trap right; 'line' answers both_bad to all
+    69. 'strict' is far above the crowd's rate (binomial p < 0.001 even times the four codes: the
+    old 80% share excluded them) but does not give one answer whatever the item: kept. 'line' is
+    excluded for straight-lining though every trap is right."""
+    from scipy.stats import binomtest
+    from satcal.quality import STRAIGHT_ALPHA, STRAIGHT_SHARE
+
+    def worker(w, bad, good):
+        return pd.DataFrame({"worker_id": w, "answer_shown": ["both_bad"] * bad + ["a_better"] * good,
+                             "example_id": [f"t{i}" for i in range(bad + good)]})
+    a = pd.concat([worker(f"c{i}", 41, 28) for i in range(10)] + [worker("strict", 58, 11), worker("line", 69, 0)],
+                  ignore_index=True)
+    a = a.assign(is_trap=True, correct=True, expected="a_better;both_bad", answer=a["answer_shown"])
+    w = worker_table(a, threshold=0.7, min_traps=5, consistency_alpha=0, crowd_alpha=0).set_index("worker_id")
+    # the others' both_bad rate, by hand: strict's others are 10 x 41 + 69 of 11 x 69 answers
+    p_strict = (10 * 41 + 69) / (11 * 69)
+    p_line = (10 * 41 + 58) / (11 * 69)
+    assert w.loc["strict", "crowd_share"] == pytest.approx(p_strict)
+    assert w.loc["line", "crowd_share"] == pytest.approx(p_line)
+    p = min(1.0, 4 * binomtest(58, 69, p_strict, alternative="greater").pvalue)
+    assert w.loc["strict", "straight_lining_p"] == pytest.approx(p) and p < STRAIGHT_ALPHA
+    assert w.loc["strict", "trust"] == 1.0 and not w.loc["strict", "excluded"] and w.loc["strict", "reason"] == ""
+    assert 0.8 <= 58 / 69 < STRAIGHT_SHARE == 0.9
+    q = min(1.0, 4 * p_line ** 69)  # P(Bin(69, p) >= 69) = p^69
+    assert w.loc["line", "straight_lining_p"] == pytest.approx(q)
+    assert w.loc["line", "trust"] == 1.0 and w.loc["line", "excluded"]
+    assert w.loc["line", "reason"] == (f"straight-lining: answered both_bad in 100% of 69 answers, the other workers "
+                                       f"{p_line:.0%} (binomial p = {q:.2g}, x4 codes, < 0.001)")
+    assert not w.loc[[f"c{i}" for i in range(10)], "excluded"].any()
 
 
 def test_dominance_rank_by_rank_by_the_levels_order():

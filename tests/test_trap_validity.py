@@ -232,7 +232,7 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     of three kinds (random, "both bad" to everything, always the side shown first); the
     spammers are excluded and fewer than 5% of honest workers; a per-trap table. Level 4 (or 3)
     is rare, so every built-in trap accepts "both bad": the straight-liners are caught by the
-    straight-lining test, not by traps. With the rule's count (``"auto"``: 47 traps here,
+    straight-lining test, not by traps. With the rule's count (``"auto"``: 69 traps here,
     where the consistency fit's spread is small but not 0) and with 20 traps."""
     from scipy.stats import betabinom, binom, binomtest
     ws = _study(tmp_path, shape)
@@ -244,7 +244,7 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     ws = Workspace.open(ws.path)
     ws.generate()
     n_traps = len(ws.table("traps.csv"))
-    assert ws.table("traps.csv")["expected"].str.contains("both_bad").all() and n_traps == (47 if count == "auto" else 20)
+    assert ws.table("traps.csv")["expected"].str.contains("both_bad").all() and n_traps == (69 if count == "auto" else 20)
     ws.export("toloka")
     results, truth = ws.simulate("toloka")
     report = ws.ingest([results])
@@ -384,7 +384,7 @@ def test_a_trap_trusted_workers_miss_is_flagged_and_can_be_dropped(tmp_path, eci
     start = html.index('<h2 id="traps">')
     section = html[start:html.index("<h2", start + 1)]
     assert f"Dropped from trust: {bad}." in section and "No trap is missed by most of them" in section
-    assert section.count("<tr") == 21  # the header and the 20 traps
+    assert section.count("<tr") == 1 + len(ws.table("traps.csv"))  # the header and each trap
 
 
 def test_toloka_settings_come_from_study_toml(tmp_path):
@@ -460,7 +460,7 @@ def test_merge_hint_names_the_rare_level_and_what_merging_reaches(tmp_path):
 
 def test_auto_trap_count_reaches_the_power_and_the_toloka_export_carries_it(tmp_path):
     """[traps] count = "auto": the batch holds as many traps as a worker must meet for the trap
-    rule to exclude a random answerer with probability 0.99, checked by an independent Monte
+    rule to exclude a random answerer with probability 0.999 (the default), checked by an independent Monte
     Carlo of random answerers through worker_table, and the Toloka export carries them all."""
     import warnings
     from satcal.quality import _chance, traps_needed, worker_table
@@ -470,7 +470,7 @@ def test_auto_trap_count_reaches_the_power_and_the_toloka_export_carries_it(tmp_
     ws.generate()
     traps = ws.table("traps.csv")
     chance = _chance(traps)
-    needed = traps_needed(chance, 0.7, 0.99)
+    needed = traps_needed(chance, 0.7, 0.999)
     assert len(traps) >= needed > 20  # the mix of 1/4 and 1/2 traps needs more than 20
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -487,4 +487,4 @@ def test_auto_trap_count_reaches_the_power_and_the_toloka_export_carries_it(tmp_
     answers = pd.DataFrame({"worker_id": np.repeat(np.arange(workers), n), "is_trap": True,
                             "correct": right.ravel(), "expected": np.tile(traps["expected"].to_numpy(), workers)})
     table = worker_table(answers, 0.7, 5, straight_alpha=0, consistency_alpha=0, crowd_alpha=0)
-    assert table["excluded"].mean() >= 0.99 - 3 * np.sqrt(0.99 * 0.01 / workers)
+    assert table["excluded"].mean() >= 0.999 - 3 * np.sqrt(0.999 * 0.001 / workers)

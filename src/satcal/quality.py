@@ -93,8 +93,14 @@ N_ANSWER_CODES = 4
 #: the answers a worker needs before it is judged, and the level of the exact binomial test
 #: against the other workers' rate of that code (Bonferroni over the four codes). Small, as an
 #: exclusion on a worker's whole answer pattern: a lenient or strict honest worker who answers
-#: one code often, near what the crowd does, is not a straight-liner.
-STRAIGHT_SHARE = 0.8
+#: one code often, near what the crowd does, is not a straight-liner. The share is nine in ten,
+#: not eight: honest workers differ in strictness, so with many traps that all accept "both bad"
+#: the binomial test rejects the crowd's rate for the strictest of them (84% "both bad" of 69
+#: traps against the crowd's 59%), and only the share says "one code whatever the item". The
+#: simulated honest workers' "both bad" shares on such traps fit a beta-binomial with mean 0.59
+#: and intra-worker correlation 0.03 (204 workers, docs/benchmarks.md): at 69 traps one reaches
+#: 80% with probability 0.015 and 90% with 0.0002, while a worker repeating one code reaches 100%.
+STRAIGHT_SHARE = 0.9
 STRAIGHT_MIN_ANSWERS = 10
 STRAIGHT_ALPHA = 0.001
 #: Judgment consistency (:func:`judgment_consistency`): level of the exact one-sided binomial

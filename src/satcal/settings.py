@@ -383,11 +383,13 @@ class QualitySection:
     min_traps: int = setting(5, int, lambda v: v >= 0, "an integer >= 0",
                              "Traps a worker must answer before their trust counts.",
                              comment="Traps a worker must have answered before their trust counts (fewer let one slip decide).")
-    trap_power: float = setting(0.99, _NUMBER, _share(0, 1, hi_open=True), "a number in [0, 1)",
+    trap_power: float = setting(0.999, _NUMBER, _share(0, 1, hi_open=True), "a number in [0, 1)",
                                 "Chance the traps alone exclude a worker answering at random.", required=False,
                                 comment="The traps each worker must meet are set from the traps' chance acceptance rates so that a\n"
                                         "worker answering at random is excluded by the trap rule alone with this probability\n"
-                                        "(generate and export print the number and warn when the batch or min_traps gives fewer).")
+                                        "(generate and export print the number and warn when the batch or min_traps gives fewer).\n"
+                                        "Per worker: a study with m random answerers keeps one with probability up to\n"
+                                        "m x (1 - trap_power), so 0.999 keeps none of 10 with probability 0.99.")
     screen_seconds_per_answer: float = setting(2.0, _NUMBER, lambda v: 0 <= v < 3600, "seconds, at least 0",
                                                "Flag workers faster than this many seconds an item.", required=False,
                                                comment="Screening flags in workers.csv and the report (flags to look at, not exclusions): faster\n"
@@ -398,7 +400,7 @@ class QualitySection:
     straight_lining_alpha: float = setting(0.001, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",
                                            "Level of the test that excludes workers repeating one answer.",
                                            required=False,
-                                           comment="Straight-liners are excluded: one answer (as shown) in at least 80% of 10 or more\n"
+                                           comment="Straight-liners are excluded: one answer (as shown) in at least 90% of 10 or more\n"
                                                    "answers, far more often than the other workers give it (exact one-sided binomial\n"
                                                    "test, Bonferroni over the four answers, at this level; 0 excludes nobody).")
     consistency_alpha: float = setting(0.01, _NUMBER, _share(0, 1), "a number in [0, 1] (0: exclude nobody)",

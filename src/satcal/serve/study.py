@@ -104,7 +104,7 @@ class ServeSettings:
     traps_per_participant: object = "auto"
     min_traps: int = 5
     trust_threshold: float = 0.7
-    trap_power: float = 0.99
+    trap_power: float = 0.999
     traps_on_top: bool = True
     #: what the consent page says besides the instructions
     consent: str = ""
