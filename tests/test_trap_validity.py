@@ -205,8 +205,10 @@ def test_trap_table_is_leave_one_out_by_hand():
     # on t3: w1 (t1, t2) 2/2, w2 1/2, w3 0/2 -> w1, w2 trusted; right: none -> 0 -> suspect
     assert t.loc["t3", "trusted_answers"] == 2 and t.loc["t3", "trusted_accuracy"] == 0.0
     assert t.loc["t3", "accuracy"] == round(1 / 3, 4) and t.loc["t3", "most_common_answer"] == "both_bad"
-    # suspect needs 3 otherwise trusted answers: t2 (1/3 < 0.5) is flagged, t3 has only 2
-    assert t["suspect"].to_dict() == {"t1": False, "t2": True, "t3": False}
+    # suspect needs 3 otherwise trusted answers (t3 has only 2) and a significant shortfall:
+    # t2's 1 of 3 has P(Bin(3, 0.5) <= 1) = 4/8, what a good trap often gets
+    assert t.loc["t2", "suspect_p"] == pytest.approx(0.5)
+    assert t["suspect"].to_dict() == {"t1": False, "t2": False, "t3": False}
     # dropping t2: it no longer counts towards anyone's trust
     d = trap_table(a, pd.Series({"t1": "a_better", "t2": "a_better", "t3": "a_better"}), threshold=0.5,
                    min_traps=1, drop_traps=["t2"]).set_index("trap_id")
@@ -323,6 +325,24 @@ def test_simulated_study_excludes_spammers_and_keeps_honest_workers(tmp_path, sh
     np.testing.assert_allclose(got.loc[per.index], per.round(4).to_numpy())
     assert (traps["suspect"] == "False").all()
     assert not any(line.lstrip().startswith("trap ") for line in report.lines())
+
+
+def test_a_trap_is_flagged_only_when_trusted_workers_miss_it_beyond_chance():
+    """Six workers right on t1-t3 (so otherwise trusted on t4 and t5, threshold 0.7, min_traps
+    3): t4 answered wrong by all six, P(Bin(6, 0.5) <= 0) = 1/64 < 0.05, flagged; t5 right by
+    two of six, P(Bin(6, 0.5) <= 2) = 22/64, below one half but not flagged."""
+    from scipy.stats import binom
+    from satcal.quality import trap_table
+    rows = [(f"w{i}", t, True) for i in range(6) for t in ("t1", "t2", "t3")]
+    rows += [(f"w{i}", "t4", False) for i in range(6)] + [(f"w{i}", "t5", i < 2) for i in range(6)]
+    a = pd.DataFrame(rows, columns=["worker_id", "example_id", "correct"]).assign(
+        is_trap=True, answer=lambda d: np.where(d["correct"], "a_better", "b_better"))
+    t = trap_table(a, pd.Series({f"t{j}": "a_better" for j in range(1, 6)}), threshold=0.7,
+                   min_traps=3).set_index("trap_id")
+    assert t.loc["t4", "suspect_p"] == pytest.approx(binom.cdf(0, 6, 0.5), abs=1e-6)
+    assert t.loc["t5", "suspect_p"] == pytest.approx(binom.cdf(2, 6, 0.5), abs=1e-6)
+    assert t["suspect"].to_dict() == {"t1": False, "t2": False, "t3": False, "t4": True, "t5": False}
+    assert t.loc["t4", "most_common_answer"] == "b_better" and t.loc["t5", "most_common_answer"] == "b_better"
 
 
 def test_a_trap_trusted_workers_miss_is_flagged_and_can_be_dropped(tmp_path, ecir_result):

@@ -60,7 +60,7 @@ from ._results import ResultTables
 from .errors import SatcalError
 
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
-           "TRAP_SUSPECT_ACCURACY", "reading_seconds", "attention_failures", "exclude_failed_attention",
+           "TRAP_SUSPECT_ACCURACY", "TRAP_SUSPECT_ALPHA", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
            "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "traps_within", "judgment_consistency", "CONSISTENCY_ALPHA", "honest_dispersion",
            "crowd_likelihood", "CROWD_ALPHA", "typed_workers", "WORKER_NUMBER_COLUMNS",
@@ -1060,6 +1060,10 @@ def _relative_speed(seconds: np.ndarray, floor: np.ndarray) -> np.ndarray:
 TRAP_SUSPECT_ACCURACY = 0.5
 #: Otherwise trusted workers a trap needs before it can be flagged.
 TRAP_SUSPECT_MIN_ANSWERS = 3
+#: Level of the one-sided exact binomial test that a flagged trap's accuracy among otherwise
+#: trusted workers is below ``TRAP_SUSPECT_ACCURACY`` (a handful of answers below one half is
+#: what a good trap often gets by chance).
+TRAP_SUSPECT_ALPHA = 0.05
 
 
 def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.7, min_traps: int = 3,
@@ -1071,7 +1075,9 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
     answers to the other counted traps over the other traps seen, over at least ``min_traps``
     of them) is at least ``threshold``: a leave-one-out estimate, so a trap cannot vouch for
     itself. A trap that most otherwise trusted workers miss (accuracy below
-    ``TRAP_SUSPECT_ACCURACY`` over ``TRAP_SUSPECT_MIN_ANSWERS`` or more of them) is flagged
+    ``TRAP_SUSPECT_ACCURACY`` over ``TRAP_SUSPECT_MIN_ANSWERS`` or more of them, and
+    significantly so: the one-sided exact binomial p-value ``suspect_p`` = P(X <= right) for
+    X ~ Bin(trusted answers, ``TRAP_SUSPECT_ACCURACY``) below ``TRAP_SUSPECT_ALPHA``) is flagged
     ``suspect``: its expected answer is likely not what attentive people answer, and dropping it
     (``[quality] drop_traps`` in study.toml, or ``satcal ingest --drop-trap``) recomputes trust
     without it.
@@ -1094,7 +1100,8 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
     Returns
     -------
     DataFrame ``trap_id, expected, answers, correct, accuracy, trusted_answers,
-    trusted_accuracy, most_common_answer, suspect, dropped``.
+    trusted_accuracy, most_common_answer, suspect_p, suspect, dropped``;
+    ``most_common_answer`` is the otherwise trusted workers' (all workers' where none is).
     """
     a = answers[answers["is_trap"].astype(str) == "True"]  # bool or read back from CSV
     a = a.assign(ok=a["correct"].astype(str) == "True", trap=a["example_id"].astype(str))
@@ -1121,10 +1128,17 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
     out["trusted_answers"] = t.size().reindex(ids).fillna(0).astype(int)
     trusted_correct = t["ok"].sum().reindex(ids).fillna(0)
     out["trusted_accuracy"] = (trusted_correct / out["trusted_answers"].where(out["trusted_answers"] > 0)).round(4)
-    common = g["answer"].agg(lambda v: v.value_counts().sort_index().idxmax() if len(v) else "")
-    out["most_common_answer"] = common.reindex(ids).fillna("")
+    def modal(v):
+        """The commonest answer (ties: the first in sorted order)."""
+        return v.value_counts().sort_index().idxmax() if len(v) else ""
+    common = t["answer"].agg(modal).reindex(ids)
+    out["most_common_answer"] = common.fillna(g["answer"].agg(modal).reindex(ids)).fillna("")
+    n_trusted = out["trusted_answers"].to_numpy()
+    out["suspect_p"] = np.where(n_trusted > 0, binom_cdf(trusted_correct.to_numpy().astype(int), n_trusted,
+                                                         TRAP_SUSPECT_ACCURACY), np.nan).round(6)
     out["suspect"] = ((out["trusted_answers"] >= TRAP_SUSPECT_MIN_ANSWERS)
-                      & (out["trusted_accuracy"] < TRAP_SUSPECT_ACCURACY))
+                      & (out["trusted_accuracy"] < TRAP_SUSPECT_ACCURACY)
+                      & (out["suspect_p"] < TRAP_SUSPECT_ALPHA))
     out["dropped"] = out.index.isin(list(drop))
     return out.reset_index()
 
