@@ -142,7 +142,8 @@ def summarise(paths):
     for p in paths:
         with open(p, "rb") as fh:
             d = pickle.load(fh)
-        arms.setdefault(d["arm"], []).extend(d["studies"])
+        have = {x["r"] for x in arms.setdefault(d["arm"], [])}
+        arms[d["arm"]].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
         meta = meta or d
     truth = np.atleast_2d(meta["truth"])[0]   # b1_std (F,)
     near = truth <= truth.min() + MARGIN
