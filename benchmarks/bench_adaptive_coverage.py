@@ -44,6 +44,7 @@ from scipy.special import expit
 from scipy.stats import norm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _context import note  # noqa: E402
 from bench_adaptive import crowd  # noqa: E402  (the same simulated crowd)
 
 from satcal.analysis.adaptive import (MARGIN, _answer, candidate_pool, plan_wave,  # noqa: E402
@@ -217,7 +218,7 @@ def main():
         return
     t0 = time.perf_counter()
     c0 = time.process_time()
-    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)", flush=True)
+    print(f"start {note()}", flush=True)
     judgments, fixed, pool = setup(args.min_per_cell, args.pool)
     truth = std_truth(judgments, crowd(TRUTH, 0), FORMS)
     print(f"fixed design {len(fixed)} examples, pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s", flush=True)
@@ -246,7 +247,7 @@ def main():
               f"b1_std " + " ".join(f"{v:.3f}" for v in x["est"][0]) + f"; load {os.getloadavg()[0]:.1f}",
               flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU; "
-          f"load at end {os.getloadavg()[0]:.1f}")
+          f"at the end {note()}")
 
 
 if __name__ == "__main__":
