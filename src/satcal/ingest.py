@@ -410,7 +410,11 @@ def _correct(canonical: tuple, expected: tuple, is_trap: np.ndarray) -> tuple[np
     '' otherwise, as (codes, distinct values); checked once per distinct (item, answer) pair
     (``canonical``: the answers' codes and distinct values, :func:`_canonical`)."""
     item_codes, expected_text = expected
-    ans_codes, ans = _distinct(canonical[1][canonical[0]])
+    # the answers' codes by first appearance, as _distinct of the answers gives them, from
+    # the canonical codes (no object array of a million answers hashed)
+    value_of, ans = pd.factorize(np.asarray(canonical[1], dtype=object), use_na_sentinel=False)
+    first, ans_order = pd.factorize(value_of[canonical[0]])
+    ans_codes, ans = first, np.asarray(ans, dtype=object)[ans_order]
     pair = item_codes.astype(np.int64) * max(len(ans), 1) + ans_codes
     pcodes, pairs = pd.factorize(pair)
     ok = np.array([ans[p % max(len(ans), 1)] in expected_text[p // max(len(ans), 1)].split(";") for p in pairs],
@@ -663,7 +667,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
     if len(excluded):
-        wtext = np.array(["excluded worker: " + _as_text(excluded.get(w)) for w in wuniq], dtype=object)
+        said = dict(zip(excluded.index, excluded.to_numpy(dtype=object)))  # not a Series lookup per worker
+        wtext = np.array(["excluded worker: " + _as_text(said.get(w)) for w in wuniq], dtype=object)
         mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext, wcodes)
     kept = free[ok]
     # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
