@@ -1213,8 +1213,10 @@ def _joined_rows(columns) -> memoryview:
     and quoted) joined by commas, each line ended by ``\n``, as one buffer."""
     import numpy as np
     import pyarrow.compute as pc
-    rows = pc.binary_join_element_wise(*columns, ",")
-    rows = pc.binary_join_element_wise(rows, "", "\n")  # the row, "\n", and nothing
+    # the line end appended to the last cell (the cell, "\n", and nothing), not to the joined
+    # rows: one pass over a column instead of a second pass over every byte of the block
+    last = pc.binary_join_element_wise(columns[-1], "", "\n")
+    rows = pc.binary_join_element_wise(*columns[:-1], last, ",")
     offsets, data = _text_buffers(rows)
     if data is None:
         return memoryview(b"")
