@@ -657,6 +657,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                  "dominated_crowd_share", "dominated_dispersion", "dominated_guessers", "consistency_p",
                  "inconsistent", "crowd_answers",
                  "random_evidence", "random_like"])
+    del scored  # its copies of the valid rows, freed before the answer tables are made (a lower peak)
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(_plain(r)), attention_limit)
     if "simulated" in r.columns:
