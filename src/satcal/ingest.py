@@ -325,10 +325,11 @@ def _normalise_shown(values: pd.Series) -> pd.Series:
     return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
 
 
-def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+def _plain(frame: pd.DataFrame, keep=()) -> pd.DataFrame:
     """``frame`` with each categorical column as an object column of its values (the tables
-    an ingest returns and what :func:`satcal.quality.worker_table` reads hold plain text)."""
-    cats = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    an ingest returns and what :func:`satcal.quality.worker_table` reads hold plain text),
+    but those named in ``keep``."""
+    cats = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype) and c not in keep]
     if not cats:
         return frame
     out = {}
@@ -636,7 +637,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if reading is not None:  # looked up once per distinct item, spread by the item codes
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
-    scored = _plain(scored)
+    scored = _plain(scored, keep=("worker_id",))  # worker_table codes a categorical's workers itself
     # the columns worker_table only factorises (unsorted) as Categoricals of the same values:
     # the same codes, without hashing 900,000 strings three times
     codes_expected, expected_text = keyed["expected"]
