@@ -317,12 +317,27 @@ def _text_codes(values, sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
 def _normalise_shown(values: pd.Series) -> pd.Series:
     """The canonical code of each shown answer ('' for a spelling that is none), looked up
     once per distinct spelling."""
+    codes, mapped = _shown_codes(values)
+    return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
+
+
+def _shown_codes(values) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_normalise_shown` as (codes, canonical code of each distinct spelling)."""
     codes, uniques = _distinct(values)
     text = [_as_text(v).strip().lower().replace("-", "_")
             for v in uniques]
     mapped = np.array([ANSWER_ALIASES.get(v, ANSWER_ALIASES.get(v.replace("_", " "), "")) for v in text],
                       dtype=object)
-    return pd.Series(mapped[codes], index=getattr(values, "index", None), dtype=object)
+    return codes, mapped
+
+
+def _sorted_categorical(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
+    """``distinct[codes]`` (text) as a Categorical whose categories are the distinct texts in
+    sorted order, so that factorising it, sorted or not, numbers the values as factorising
+    the text would when sorted."""
+    rank, names = pd.factorize(pd.Series(np.asarray(distinct, dtype=object), dtype=object), sort=True)
+    return pd.Categorical.from_codes(rank[codes], dtype=pd.CategoricalDtype(pd.Index(np.asarray(names, dtype=object),
+                                                                                     dtype=object)))
 
 
 def _plain(frame: pd.DataFrame, keep=()) -> pd.DataFrame:
@@ -575,7 +590,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     keyed = _key_columns(r["item_id"], key, example_ids)
     for name in ("example_id", "is_trap", "swapped", "example_hash"):
         r[name] = _column(keyed[name])
-    shown = _normalise_shown(r["answer"]).to_numpy(dtype=object)
+    shown_codes, shown_text = _shown_codes(r["answer"])
+    shown = shown_text[shown_codes]
     canonical_coded = _canonical(shown, keyed["swapped"])
     canonical = canonical_coded[1][canonical_coded[0]]
     r["answer_canonical"] = _column(canonical)
@@ -638,6 +654,9 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
     scored = _plain(scored, keep=("worker_id",))  # worker_table codes a categorical's workers itself
+    # the shown answers as codes into their sorted texts (worker_table factorises them twice)
+    scored = scored.assign(answer_shown=pd.Series(_sorted_categorical(shown_text, shown_codes[ok]),
+                                                  index=scored.index))
     # the columns worker_table only factorises (unsorted) as Categoricals of the same values:
     # the same codes, without hashing 900,000 strings three times
     codes_expected, expected_text = keyed["expected"]
