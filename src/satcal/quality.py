@@ -1025,7 +1025,9 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
     DataFrame ``trap_id, expected, answers, correct, accuracy, trusted_answers,
     trusted_accuracy, most_common_answer, suspect, dropped``.
     """
-    a = answers[answers["is_trap"].astype(str) == "True"]  # bool or read back from CSV
+    is_trap = answers["is_trap"]
+    # bool, or read back from CSV as text (a bool column as is: no string made per answer)
+    a = answers[is_trap.to_numpy() if is_trap.dtype == bool else (is_trap.astype(str) == "True").to_numpy()]
     a = a.assign(ok=a["correct"].astype(str) == "True", trap=a["example_id"].astype(str))
     drop = {str(t) for t in drop_traps}
     counted = ~a["trap"].isin(drop)
