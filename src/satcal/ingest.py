@@ -930,11 +930,15 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     traps = _trap_report(key, before_exclusion, threshold, quality.min_traps, screen["drop_traps"])
     per_file = []
     fresh = set(parsed)
+    # rows per file counted once (from the written tables' categorical files when there are
+    # some: a count of codes), not one comparison of every row per file
+    counts = {name: (written.get(name, table)["source_file"]).value_counts()
+              for name, table in (("answers", answers), ("rejects", rejects))}
     for row in index.itertuples():
         per_file.append({"source_file": row.file, "platform": row.platform,
                          "rows": lengths[len(per_file)],
-                         "answers": int((answers["source_file"] == row.file).sum()),
-                         "rejects": int((rejects["source_file"] == row.file).sum()),
+                         "answers": int(counts["answers"].get(row.file, 0)),
+                         "rejects": int(counts["rejects"].get(row.file, 0)),
                          "new": row.sha256 in fresh})
     # each distinct reason shortened once, the rows counted by their codes
     codes, distinct = pd.factorize(rejects["reason"].to_numpy(dtype=object))
