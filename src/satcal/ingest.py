@@ -480,7 +480,7 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
     # the pairs factorised in that order number themselves as they first appear: a row is the
     # first of its pair when its code exceeds every code before it, and the row of pair c's
     # first answer is then the c-th of those rows (one hashing pass, of the valid rows only)
-    ident = pd.factorize(pair[ordered_ok])[0]
+    ident = _first_appearance_codes(pair[ordered_ok])
     first = np.empty(len(ident), dtype=bool)
     if len(ident):
         first[0] = True
@@ -502,6 +502,23 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
         both[~same] = "conflicting duplicate: " + where[~same] + " said " + said[~same]
         text[rows] = both
     return dup, text
+
+
+def _first_appearance_codes(values: np.ndarray) -> np.ndarray:
+    """``pd.factorize(values)[0]`` of non-negative integers: each value's number in the order
+    values first appear. When the values span at most a few times their count (the pairs of
+    worker and example codes), without a hash table: each value's first position by
+    ``np.minimum.at`` over a dense array, and the codes by counting the first positions
+    (25 against 50-65 ms at 889,000 pairs)."""
+    n = len(values)
+    span = int(values.max()) + 1 if n else 0
+    if not n or values.min() < 0 or span > 4 * n + 1024 or n >= 2 ** 31 - 1:
+        return pd.factorize(values)[0]
+    position = np.arange(n, dtype=np.int32)
+    first_at = np.full(span, n, dtype=np.int32)
+    np.minimum.at(first_at, values, position)
+    first_at = first_at[values]  # each row's first position of its value
+    return (np.cumsum(first_at == position) - 1)[first_at]
 
 
 def _stable_order(*keys) -> np.ndarray:
