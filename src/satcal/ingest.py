@@ -412,11 +412,13 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
 
-def _canonical(shown: np.ndarray, swapped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _canonical(shown, swapped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The answer in the example's own orientation (A and B exchanged where the item was shown
-    swapped), as (codes, distinct values): the answers are ``distinct[codes]``."""
+    swapped), as (codes, distinct values): the answers are ``distinct[codes]``. ``shown`` is
+    the shown answers, or already (codes, values) of them (values may repeat)."""
     from .platforms import swap_answer
-    codes, uniques = _distinct(shown)
+    codes, uniques = shown if isinstance(shown, tuple) else _distinct(shown)
+    uniques = np.asarray(uniques, dtype=object)
     swapped_text = np.array([swap_answer(v) for v in uniques], dtype=object)
     return np.where(swapped, codes + len(uniques), codes), np.concatenate([uniques, swapped_text])
 
@@ -609,7 +611,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         r[name] = _column(keyed[name])
     shown_codes, shown_text = _shown_codes(r["answer"])
     shown = shown_text[shown_codes]
-    canonical_coded = _canonical(shown, keyed["swapped"])
+    canonical_coded = _canonical((shown_codes, shown_text), keyed["swapped"])
     canonical = canonical_coded[1][canonical_coded[0]]
     r["answer_canonical"] = _column(canonical)
 
