@@ -502,3 +502,16 @@ def test_first_appearance_codes_equal_pandas_factorize(n, span):
     from satcal.ingest import _first_appearance_codes
     values = np.random.default_rng(n).integers(0, span, n)
     np.testing.assert_array_equal(_first_appearance_codes(values), pd.factorize(values)[0])
+
+
+def test_only_the_satcal_process_itself_keeps_freed_memory(monkeypatch):
+    """The allocator setting (fileio.keep_freed_memory) lasts for the process: the ingest command
+    makes it only when the process is the command (console script or ``python -m satcal``),
+    never inside a caller's process such as a test runner's."""
+    import sys
+
+    from satcal.cli import _own_process
+    for argv, own in ((["/usr/local/bin/satcal", "ingest"], True), (["/src/satcal/__main__.py", "ingest"], True),
+                      (["/venv/lib/pytest/__main__.py"], False), (["/usr/bin/python3"], False), ([""], False)):
+        monkeypatch.setattr(sys, "argv", argv)
+        assert _own_process() is own, argv
