@@ -463,3 +463,55 @@ def test_a_result_file_is_parsed_from_the_bytes_archived(tmp_path):
     with fileio.holding(path, b"other"):
         assert fileio.read_file_bytes(path) == b"other"
     assert fileio.read_file_bytes(path) == first
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_worker_table_on_categorical_ids_equals_it_on_text(trust):
+    """The ingest hands worker_table its workers and shown answers as Categoricals (codes, no
+    string per row): the table is the one the same values as text give, with the categories
+    in any order, unused categories and platform trust."""
+    from satcal.ingest import ANSWER_CODES
+    from satcal.quality import worker_table
+    rng = np.random.default_rng(5)
+    n = 6000
+    workers = np.array([f"w{i:03d}" for i in range(60)], dtype=object)
+    traps = rng.random(n) < 0.2
+    text = pd.DataFrame({
+        "worker_id": workers[rng.integers(0, 60, n)],
+        "example_id": np.array([f"e{i}" for i in range(40)], dtype=object)[rng.integers(0, 40, n)],
+        "is_trap": traps,
+        "correct": np.where(traps, rng.random(n) < 0.7, False).astype(object),
+        "expected": np.where(traps, "a_better", "").astype(object),
+        "answer_shown": np.asarray(ANSWER_CODES, dtype=object)[rng.integers(0, 4, n)],
+        "answer": np.asarray(ANSWER_CODES, dtype=object)[rng.integers(0, 4, n)],
+        "dominant": rng.integers(-1, 2, n).astype(float)})
+    if trust:
+        text["trust"] = np.where(rng.random(n) < 0.5, rng.random(n), np.nan)
+    order = list(pd.unique(text["worker_id"]))[::-1] + ["zz", "aa"]  # not sorted, two unused
+    coded = text.assign(worker_id=pd.Categorical(text["worker_id"], categories=order),
+                        answer_shown=pd.Categorical(text["answer_shown"], categories=sorted(ANSWER_CODES)))
+    expected = worker_table(text, 0.6, 3)
+    assert len(expected) == 60
+    pd.testing.assert_frame_equal(worker_table(coded, 0.6, 3), expected)
+
+
+@pytest.mark.parametrize("n,span", [(0, 1), (1, 1), (200, 3), (5000, 20_000), (5000, 10**12)])
+def test_first_appearance_codes_equal_pandas_factorize(n, span):
+    """Duplicates number the (worker, example) pairs as they first appear, by a dense array
+    when the pairs' span allows, by a hash table otherwise: pandas' codes either way."""
+    from satcal.ingest import _first_appearance_codes
+    values = np.random.default_rng(n).integers(0, span, n)
+    np.testing.assert_array_equal(_first_appearance_codes(values), pd.factorize(values)[0])
+
+
+def test_only_the_satcal_process_itself_keeps_freed_memory(monkeypatch):
+    """The allocator setting (fileio.keep_freed_memory) lasts for the process: the ingest command
+    makes it only when the process is the command (console script or ``python -m satcal``),
+    never inside a caller's process such as a test runner's."""
+    import sys
+
+    from satcal.cli import _own_process
+    for argv, own in ((["/usr/local/bin/satcal", "ingest"], True), (["/src/satcal/__main__.py", "ingest"], True),
+                      (["/venv/lib/pytest/__main__.py"], False), (["/usr/bin/python3"], False), ([""], False)):
+        monkeypatch.setattr(sys, "argv", argv)
+        assert _own_process() is own, argv

@@ -239,12 +239,24 @@ def ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_na
     # generation, so that neither the next collection nor the one at exit walks it (0.06 s each)
     was_enabled = gc.isenabled()
     gc.disable()
+    if _own_process():  # freed memory reused, not faulted in again (fileio.keep_freed_memory)
+        from .fileio import keep_freed_memory
+        keep_freed_memory()
     try:
         _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap)
     finally:
         gc.freeze()
         if was_enabled:   # a caller that turned the collector off keeps it off
             gc.enable()
+
+
+def _own_process() -> bool:
+    """Whether this process is the ``satcal`` command itself (the console script or
+    ``python -m satcal``), not a caller that runs a command inside its own process (the tests'
+    CliRunner): a setting for the rest of the process is then the command's to make."""
+    import sys
+    main_file = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    return main_file.name == "satcal" or (main_file.name == "__main__.py" and main_file.parent.name == "satcal")
 
 
 def _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_name, drop_trap):

@@ -1079,6 +1079,45 @@ def _system_arrow_pool():
     return previous
 
 
+#: glibc's mallopt parameters (malloc.h) and the largest mmap threshold it accepts (64-bit).
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
+
+
+def keep_freed_memory() -> bool:
+    """For the rest of the process, have the C library keep freed memory for reuse rather
+    than hand it back to the kernel (glibc's ``mallopt``; nothing elsewhere). Returns whether
+    it was set.
+
+    Why: an ingest makes and frees dozens of arrays of a million rows; glibc maps each block
+    over its (adaptive) threshold afresh and trims the heap's top as soon as it is free, so
+    the kernel faults in and zeroes new pages for every array (``clear_page`` alone was 15% of
+    a 1M-row ingest's CPU). With blocks up to 32 MB taken from the heap and the heap kept,
+    freed pages are reused: 264,000 -> 208,000 page faults and 0.77 -> 0.60 s of system time
+    (1M rows, 3 runs in turn, load 15). The cost is that the process keeps its peak heap until
+    it exits, so only a command, never a library call, sets it (the setting cannot be undone:
+    the adaptive threshold is off once set).
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+            return False
+    except (ValueError, OSError, AttributeError):  # not glibc (macOS, Windows, musl)
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)
+        ok &= libc.mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1)
+        ok &= libc.mallopt(_M_TOP_PAD, 64 * 1024 * 1024)
+    except (OSError, AttributeError):
+        return False
+    return bool(ok)
+
+
 @ordinary_pages
 def write_csv_safe(path: "str | os.PathLike", table) -> Path:
     """Write ``table`` atomically as the CSV file :func:`to_csv_safe` makes of it (no index,
@@ -1174,8 +1213,10 @@ def _joined_rows(columns) -> memoryview:
     and quoted) joined by commas, each line ended by ``\n``, as one buffer."""
     import numpy as np
     import pyarrow.compute as pc
-    rows = pc.binary_join_element_wise(*columns, ",")
-    rows = pc.binary_join_element_wise(rows, "", "\n")  # the row, "\n", and nothing
+    # the line end appended to the last cell (the cell, "\n", and nothing), not to the joined
+    # rows: one pass over a column instead of a second pass over every byte of the block
+    last = pc.binary_join_element_wise(columns[-1], "", "\n")
+    rows = pc.binary_join_element_wise(*columns[:-1], last, ",")
     offsets, data = _text_buffers(rows)
     if data is None:
         return memoryview(b"")

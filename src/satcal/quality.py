@@ -361,7 +361,18 @@ WORKER_FLAG_COLUMNS = ("excluded", "straight_lining", "inconsistent", "random_li
 def _worker_codes(answers: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
     """Each answer's worker as an integer code in sorted order, and the workers in that order
     (the index a groupby on ``worker_id`` gives): factorised once for all the rules."""
-    who, names = pd.factorize(answers["worker_id"], sort=True)
+    ids = answers["worker_id"]
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        # the categories the rows hold, sorted as factorising the values sorts them, and the
+        # rows' codes remapped: no million strings hashed (the same codes and workers)
+        codes = ids.cat.codes.to_numpy()
+        categories = np.asarray(ids.cat.categories, dtype=object)
+        used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(categories)))
+        rank, names = pd.factorize(pd.Series(categories[used], dtype=object), sort=True)
+        remap = np.full(len(categories) + 1, -1, dtype=np.intp)
+        remap[used] = rank
+        return remap[codes], pd.Index(names, name="worker_id")  # a missing id (-1) stays -1
+    who, names = pd.factorize(ids, sort=True)
     return who, pd.Index(names, name="worker_id")
 
 
@@ -460,6 +471,8 @@ def worker_table(answers: pd.DataFrame, threshold: float = 0.7, min_traps: int =
     m = len(workers)
     size = np.bincount(who, minlength=m)
     trust = pd.to_numeric(a["trust"], errors="coerce")
+    if trust.notna().any() and isinstance(a["worker_id"].dtype, pd.CategoricalDtype):
+        a["worker_id"] = a["worker_id"].astype(object)  # grouped below by value, in sorted order
     table = pd.DataFrame({
         "answers": size,
         "examples_answered": size - np.bincount(who[a["is_trap"].to_numpy()], minlength=m),
@@ -1103,7 +1116,9 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
     trusted_accuracy, most_common_answer, suspect_p, suspect, dropped``;
     ``most_common_answer`` is the otherwise trusted workers' (all workers' where none is).
     """
-    a = answers[answers["is_trap"].astype(str) == "True"]  # bool or read back from CSV
+    is_trap = answers["is_trap"]
+    # bool, or read back from CSV as text (a bool column as is: no string made per answer)
+    a = answers[is_trap.to_numpy() if is_trap.dtype == bool else (is_trap.astype(str) == "True").to_numpy()]
     a = a.assign(ok=a["correct"].astype(str) == "True", trap=a["example_id"].astype(str))
     drop = {str(t) for t in drop_traps}
     counted = ~a["trap"].isin(drop)

@@ -50,6 +50,8 @@ class Archive:
             with self.staged("ingest") as outputs:
                 for r in new_files:
                     atomic_write_bytes(outputs.file(f"raw/{r.name}"), r.data)
+                # archived: the files' bytes are not held through the rebuild (a lower peak)
+                new_files = [(r.name, r.sha256) for r in new_files]
                 if new_files:
                     index = pd.concat([index, added], ignore_index=True)
                 report = self._rebuild(index, parsed, threshold, outputs)
@@ -63,9 +65,10 @@ class Archive:
                         atomic_write_text(outputs.file(f"raw/{SUPERSEDED}"),
                                           table.to_csv(index=False, lineterminator="\n"))
                     atomic_write_text(outputs.file("raw/index.csv"), index.to_csv(index=False, lineterminator="\n"))
-                    self.record("ingest", {"files": [r.name for r in new_files], "answers": len(report.answers),
+                    self.record("ingest", {"files": [name for name, _ in new_files], "answers": len(report.answers),
                                            "rejects": len(report.rejects)},
-                                inputs=[outputs.file(f"raw/{r.name}") for r in new_files], outputs=outputs)
+                                inputs=[outputs.file(f"raw/{name}") for name, _ in new_files], outputs=outputs,
+                                hashes={outputs.file(f"raw/{name}"): digest for name, digest in new_files})
         return report
 
     def _raw_index(self) -> pd.DataFrame:
