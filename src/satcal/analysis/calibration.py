@@ -424,7 +424,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                               "supported": supported_mask(rng)}))
             pts = binned_points(x, y, n_bins, weights=w)
             point_frames.append(pts.assign(**ident, curve=curve))
-            checks = model_check(x, y, model_check_folds, seed, obs=data.obs) if model_check_folds else []
+            checks = model_check(x, y, model_check_folds, seed, weights=w) if model_check_folds else []
             for row in checks:
                 check_rows.append({**ident, "curve": curve, **row})
     ranges = support if indicator_range == "data" else {"sat": None, "pref": None}
