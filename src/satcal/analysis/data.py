@@ -241,8 +241,10 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
     AnswerTypes
     """
     la, lb = study.levels("a"), study.levels("b")
-    answers = np.asarray(study.answers, dtype=object)
-    code = _answer_codes(answers)
+    # the answer codes checked and numbered once per distinct spelling, spread by integer codes
+    which, spellings = pd.factorize(study.examples["answer"], use_na_sentinel=False)
+    spellings = np.asarray(spellings, dtype=object)
+    code = _answer_codes(spellings)[which]
     pooled = [f.id for f in forms if f.uses_pool]
     columns = [la, lb, code[:, None]]
     if pooled:
@@ -259,7 +261,7 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
         kwargs.update(pools=[pools.get(q, empty) for q in qnames], query_index=qcode[first])
     phi_a = score_lists(la[first], forms, **kwargs)
     phi_b = score_lists(lb[first], forms, **kwargs)
-    return AnswerTypes(phi_a, phi_b, answers[first], counts, inverse)
+    return AnswerTypes(phi_a, phi_b, spellings[which[first]], counts, inverse)
 
 
 @dataclass(frozen=True)
