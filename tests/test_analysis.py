@@ -7,6 +7,7 @@ from scipy.special import expit
 
 from satcal.analysis import (GRID, anova_table, bias_indicators, binned_points, calibrate, design,
                              fit_logit, fit_logit_batch, preference_data, satisfaction_data)
+from satcal.ingest import ANSWER_CODES
 from satcal.report import write_analysis
 
 
@@ -284,3 +285,12 @@ def test_api_defaults_are_the_clis():
     assert DEFAULTS == {"bootstrap": 1000, "seed": 2015, "sat_model": "both"}
     for name, value in DEFAULTS.items():
         assert api[name].default == value == cli[name], name
+
+
+def test_answer_counts_from_the_types_equal_counting_every_answer(ecir_result, ecir_study):
+    """meta's answer counts and number of answers, taken from the collapsed types' counts,
+    against counting the study's answers one by one."""
+    from collections import Counter
+    counted = Counter(ecir_study.answers.tolist())
+    assert ecir_result.meta["answer_counts"] == {c: counted.get(c, 0) for c in ANSWER_CODES}
+    assert ecir_result.meta["n_examples"] == len(ecir_study.answers)

@@ -59,10 +59,12 @@ def test_point_fits_equal_per_row_glm(rng):
                                    rtol=1e-9, atol=1e-9)
 
 
-def _model_check_per_row(x, y, folds, seed):
-    """The model check as a per-row computation: every observation its own row."""
+def _model_check_per_row(x, y, fold_of):
+    """The model check as a per-row computation: every observation its own row, in the folds
+    ``fold_of`` (each observation's test fold)."""
     out = {m: (np.empty_like(y)) for m in ("quadratic_logit", "linear_logit", "isotonic")}
-    for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x[:, None], y):
+    for f in np.unique(fold_of):
+        train, test = fold_of != f, fold_of == f
         for model, degree in (("quadratic_logit", 2), ("linear_logit", 1)):
             res = sm.GLM(y[train], design(x[train], degree), family=sm.families.Binomial()).fit(tol=1e-12)
             out[model][test] = expit(design(x[test], degree) @ res.params)
@@ -76,16 +78,76 @@ def _model_check_per_row(x, y, folds, seed):
 
 
 def test_model_check_on_counts_equals_per_row(rng):
+    """The check on distinct rows with counts equals statsmodels and scikit-learn fitted row by
+    row on the same folds: fold_counts' table spread over the observations of each row."""
+    from satcal.analysis.core import fold_counts
     x = rng.choice(np.linspace(0, 1, 17), size=3000)
     y = (rng.uniform(size=x.size) < expit(-1 + 2.5 * x)).astype(float)
-    ref = _model_check_per_row(x, y, 5, seed=7)
-    # the same observations given as distinct rows and an observation -> row map
-    xy, inv = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True)
-    got = {r["model"]: (r["log_loss"], r["brier"])
-           for r in model_check(xy[:, 0], xy[:, 1], 5, seed=7, obs=inv.ravel())}
-    for model, (ll, br) in ref.items():
-        assert got[model][0] == pytest.approx(ll, rel=1e-8)
-        assert got[model][1] == pytest.approx(br, rel=1e-8)
+    xy, inv, counts = np.unique(np.stack([x, y], 1), axis=0, return_inverse=True, return_counts=True)
+    inv = inv.ravel()
+    table = fold_counts(xy[:, 1], counts, 5, seed=7)
+    fold_of = np.empty(x.size, dtype=int)
+    for r in range(len(xy)):  # row r's observations, in data order, take its folds' counts
+        fold_of[inv == r] = np.repeat(np.arange(5), table[:, r])
+    ref = _model_check_per_row(x, y, fold_of)
+    as_rows = {r["model"]: (r["log_loss"], r["brier"]) for r in model_check(x, y, 5, seed=7)}
+    for got in (as_rows,
+                {r["model"]: (r["log_loss"], r["brier"])
+                 for r in model_check(xy[:, 0], xy[:, 1], 5, seed=7, weights=counts)},
+                {r["model"]: (r["log_loss"], r["brier"])
+                 for r in model_check(xy[:, 0], xy[:, 1], 5, seed=7, obs=inv)}):
+        assert got == as_rows  # the same observations, one per row or collapsed: the same draw
+        for model, (ll, br) in ref.items():
+            assert got[model][0] == pytest.approx(ll, rel=1e-8)
+            assert got[model][1] == pytest.approx(br, rel=1e-8)
+
+
+def test_fold_counts_have_sklearn_fold_sizes_and_row_counts():
+    """Each row's observations all land in some fold; each fold tests as many of each class as
+    scikit-learn's StratifiedKFold does (labels in sorted order of first appearance)."""
+    from satcal.analysis.core import fold_counts
+    rng = np.random.default_rng(5)
+    y = np.r_[0.0, (rng.uniform(size=1200) < 0.35).astype(float)]
+    rows = rng.integers(0, 40, y.size) * 2 + y.astype(int)  # rows hold one class each
+    ids, row_of = np.unique(rows, return_inverse=True)
+    counts, y_row = np.bincount(row_of), ids % 2
+    for folds, seed in ((5, 0), (3, 11), (10, 4)):
+        table = fold_counts(y_row, counts, folds, seed)
+        np.testing.assert_array_equal(table.sum(0), counts)
+        ours = np.stack([np.bincount(y_row, weights=t, minlength=2) for t in table])
+        theirs = np.stack([np.bincount(y[test].astype(int), minlength=2) for _, test in
+                           StratifiedKFold(folds, shuffle=True, random_state=seed).split(y[:, None], y)])
+        np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(fold_counts(y_row, counts, folds, seed), table)  # seeded
+    assert fold_counts(np.array([0.0, 1.0]), np.array([20, 4]), 5, 0) is None
+    assert fold_counts(np.array([0.0]), np.array([20]), 5, 0) is None
+
+
+def test_fold_counts_distribution_equals_sklearn_shuffle():
+    """Over seeds, a row's count in a fold has the hypergeometric mean and variance (worked by
+    hand: a fold of a observations out of a class of N, a row of n), and scikit-learn's
+    shuffled folds, counted per row, give the same moments."""
+    from satcal.analysis.core import fold_counts
+    y_row, counts = np.array([0, 0, 0, 1, 1]), np.array([7, 3, 10, 6, 4])
+    y = np.repeat(y_row, counts).astype(float)
+    row_of = np.repeat(np.arange(5), counts)
+    seeds = range(600)
+    ours = np.stack([fold_counts(y_row, counts, 4, s) for s in seeds]).astype(float)
+    theirs = np.empty_like(ours)
+    for i, s in enumerate(seeds):
+        for f, (_, test) in enumerate(StratifiedKFold(4, shuffle=True, random_state=s).split(y[:, None], y)):
+            theirs[i, f] = np.bincount(row_of[test], minlength=5)
+    N = np.array([20, 20, 20, 10, 10])  # each row's class size
+    # fold i takes positions i, i + 4, ... of the sorted labels: 5 of class 0's 20 (positions
+    # 0-19); of class 1's 10 (positions 20-29) 3, 3, 2, 2
+    a = np.array([[5, 5, 5, 3, 3], [5, 5, 5, 3, 3], [5, 5, 5, 2, 2], [5, 5, 5, 2, 2]])
+    mean = counts * a / N
+    var = counts * (a / N) * (1 - a / N) * (N - counts) / (N - 1)
+    for sample in (ours, theirs):
+        np.testing.assert_array_equal(sample.sum(1), np.broadcast_to(counts, (len(seeds), 5)))
+        se = np.sqrt(var / len(seeds))
+        assert np.all(np.abs(sample.mean(0) - mean) < 4.5 * se + 1e-12)
+        assert np.all(np.abs(sample.var(0) / var - 1) < 0.3)
 
 
 def test_fit_logit_weights_are_frequency_weights(rng):

@@ -365,7 +365,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     meta: dict = {"population": population, "seed": seed, "n_formulations": len(forms)}
     if study is not None:
         types = collapse_study(study, forms)
-        answers = np.asarray(study.answers, dtype=object)
+        answers = None  # built only for the bootstrap: the collapsed types hold every count
         meta.update(name=study.name, notice=study.notice, k=study.k, n_levels=study.n_levels)
     else:
         if phi_a is None or phi_b is None or answers is None:
@@ -377,15 +377,17 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         types = collapse_answers(phi_a, phi_b, answers)
     sat_curves = satisfaction_curves(types)
     pref_curves = preference_curves(types, population)
-    counts = pd.Series(answers).value_counts()
+    # each answer code's count, from the types' counts (the same numbers as counting every answer)
+    counts = pd.Series(types.counts).groupby(types.answers).sum()
+    n_answers = types.n_answers
     n_sat = sat_curves[0].n if sat_curves else 0
-    meta.update(n_examples=int(len(answers)), n_sat_lists=n_sat, n_sat_examples=n_sat // 2,
+    meta.update(n_examples=int(n_answers), n_sat_lists=n_sat, n_sat_examples=n_sat // 2,
                 n_distinct_rows=int(types.counts.size),
                 answer_counts={c: int(counts.get(c, 0)) for c in ANSWER_CODES})
     if n_sat < 3:
         raise SatcalError("fewer than 2 both_good/both_bad answers: P(Sat|phi) cannot be fitted")
 
-    meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, len(answers))
+    meta["provenance"] = _provenance(study, forms, population, seed, bootstrap, n_answers)
     meta["provenance"]["sat_model"] = ["published"] + (["joint"] if sat_model != "published" else [])
     meta["provenance"]["pairing_correlation"] = _pairing(types, forms)
     fcols = _formulation_columns(forms)
@@ -424,7 +426,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
                                               "supported": supported_mask(rng)}))
             pts = binned_points(x, y, n_bins, weights=w)
             point_frames.append(pts.assign(**ident, curve=curve))
-            checks = model_check(x, y, model_check_folds, seed, obs=data.obs) if model_check_folds else []
+            checks = model_check(x, y, model_check_folds, seed, weights=w) if model_check_folds else []
             for row in checks:
                 check_rows.append({**ident, "curve": curve, **row})
     ranges = support if indicator_range == "data" else {"sat": None, "pref": None}
@@ -485,6 +487,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
         if study is not None:
             worker_ids, example_ids = (study.examples[c] if c in study.examples.columns else None
                                        for c in ("worker_id", "example_id"))
+            answers = np.asarray(study.answers, dtype=object)
         resampling, clusters = resampling_clusters(len(answers), worker_ids, example_ids)
         meta["provenance"]["resampling"] = resampling
         result.bootstrap = bootstrap_calibration(None, None, answers, forms, population=population,

@@ -1,5 +1,7 @@
 """The model check: cross-validated log loss and Brier score of the quadratic logit against a
-linear logit and isotonic regression, on stratified folds equal to scikit-learn's.
+linear logit and isotonic regression, on stratified folds drawn on the distinct rows' counts
+(:func:`fold_counts`: scikit-learn's fold sizes, the same distribution as its shuffled folds);
+:func:`stratified_folds` gives scikit-learn's own per-observation draw.
 """
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from .fits import design, distinct_pairs, fit_logit_batch
 
 
 
-def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
+def model_check(x, y, folds: int = 5, seed: int = 0, obs=None, weights=None) -> list[dict]:
     """Cross-validated log loss and Brier score of quadratic vs linear logit vs isotonic.
 
-    ``x`` and ``y`` are rows; ``obs`` (optional) lists the row of every observation, so that
-    rows with counts (:class:`CurveData`) are checked as if each observation were its own row.
-    The folds are stratified and drawn over observations; each fold's fits and losses run on
-    the distinct (x, y) rows weighted by how many of the fold's observations they hold.
+    ``x`` and ``y`` are rows; each row stands for ``weights`` observations (one each when
+    neither ``weights`` nor ``obs`` is given), so rows with counts (:class:`CurveData`) are
+    checked as if each observation were its own row, and the same observations give the same
+    result whether they come one per row or collapsed. The folds are stratified and drawn
+    over observations by :func:`fold_counts`, on the distinct (x, y) rows' counts; each fold's
+    fits and losses run on the distinct rows weighted by how many of the fold's observations
+    they hold, so the check costs what distinct rows cost, not what observations cost.
 
     Parameters
     ----------
@@ -28,6 +33,9 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
     folds : int, default 5
     seed : int, default 0
     obs : array-like of int, optional
+        The row of every observation (an alternative to ``weights``: its counts per row).
+    weights : array-like, optional
+        Each row's count of observations (whole numbers).
 
     Returns
     -------
@@ -36,15 +44,18 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
         ``brier``, ``folds``; empty when no stratified split exists.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
-    obs = np.arange(x.size) if obs is None else np.asarray(obs, np.intp)
+    if weights is None:
+        weights = (np.ones(x.size) if obs is None
+                   else np.bincount(np.asarray(obs, np.intp), minlength=x.size))
     xd, yd, inv = distinct_pairs(x, y)
-    row_of = inv[obs]  # the distinct (x, y) row of every observation
-    fold_of = stratified_folds(yd[row_of], folds, seed)
-    if fold_of is None:
-        return []
+    counts = np.bincount(inv, weights=np.asarray(weights, float), minlength=xd.size)
+    if not np.array_equal(counts, np.round(counts)) or (counts < 0).any():
+        raise ValueError("model_check: weights must be counts (whole numbers >= 0)")
     # (folds, rows): how many of each fold's test observations each distinct row holds
-    w_test_all = np.bincount(fold_of * xd.size + row_of, minlength=folds * xd.size)
-    w_test_all = w_test_all.reshape(folds, xd.size).astype(float)
+    w_test_all = fold_counts(yd, counts.astype(np.int64), folds, seed)
+    if w_test_all is None:
+        return []
+    w_test_all = w_test_all.astype(float)
     total = w_test_all.sum(0)
     losses = {m: [0.0, 0.0] for m in ("quadratic_logit", "linear_logit", "isotonic")}
     for w_test in w_test_all:
@@ -58,9 +69,69 @@ def model_check(x, y, folds: int = 5, seed: int = 0, obs=None) -> list[dict]:
             pc = np.clip(p, 1e-4, 1 - 1e-4)  # the same floor for all, so isotonic 0/1 stays finite
             losses[model][0] += float(w_test @ -(yd * np.log(pc) + (1 - yd) * np.log(1 - pc)))
             losses[model][1] += float(w_test @ (p - yd) ** 2)
-    n_obs = row_of.size
+    n_obs = float(total.sum())
     return [{"model": model, "log_loss": ll / n_obs, "brier": br / n_obs, "folds": folds}
             for model, (ll, br) in losses.items()]
+
+
+def fold_counts(y, counts, folds: int, seed: int) -> np.ndarray | None:
+    """Stratified folds drawn on counts: how many of each row's observations each fold tests.
+
+    Row r stands for ``counts[r]`` observations of class ``y[r]``. Each class's observations
+    are split over the folds in scikit-learn's stratified sizes (``StratifiedKFold``: fold i
+    takes the round-robin share of the class over the sorted labels, classes in sorted order),
+    and which observations go to which fold is a uniformly random assignment with those sizes,
+    as ``StratifiedKFold(shuffle=True)``'s shuffle of each class's fold labels makes it. Under
+    that assignment the table of counts (fold x row) within a class is a random contingency
+    table with fixed margins (the fold sizes and the rows' counts); it is drawn fold by fold,
+    each fold's counts a multivariate hypergeometric draw from what the earlier folds left
+    (``numpy.random.Generator.multivariate_hypergeometric``, its ``marginals`` method), so the
+    cost is folds x classes draws over the distinct rows, whatever the number of observations.
+    The table has the same distribution as per-observation stratified folds give; it is not
+    the same draw as scikit-learn's for a seed (:func:`stratified_folds` is).
+
+    Parameters
+    ----------
+    y : array-like
+        Each row's class label.
+    counts : array-like of int
+        Each row's number of observations.
+    folds : int
+    seed : int
+        Seeds ``numpy.random.default_rng``: the same rows, counts and seed give the same table.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (folds, rows), or None
+        None when a class has fewer observations than folds (no stratified split exists).
+    """
+    y, counts = np.asarray(y), np.asarray(counts, np.int64)
+    classes, cls = np.unique(y, return_inverse=True)
+    per_class = np.bincount(cls, weights=counts, minlength=classes.size).astype(np.int64)
+    if classes.size < 2 or per_class.min() < folds:
+        return None
+    allocation = _allocation(per_class, folds)  # (folds, classes)
+    rng = np.random.default_rng(seed)
+    table = np.zeros((folds, y.size), dtype=np.int64)
+    for c in range(classes.size):
+        rows = np.flatnonzero(cls == c)
+        left = counts[rows].copy()
+        for k in range(folds - 1):
+            draw = rng.multivariate_hypergeometric(left, int(allocation[k, c]), method="marginals")
+            table[k, rows] = draw
+            left -= draw
+        table[folds - 1, rows] = left
+    return table
+
+
+def _allocation(counts: np.ndarray, folds: int) -> np.ndarray:
+    """(folds, classes): fold i's share of each class, round robin over the sorted labels
+    (fold i holds positions i, i + folds, ...), as ``StratifiedKFold`` allocates them."""
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    i = np.arange(folds)[:, None]
+    return (np.maximum(ends[None] - i, 0) + folds - 1) // folds \
+        - (np.maximum(starts[None] - i, 0) + folds - 1) // folds
 
 
 def stratified_folds(y, folds: int, seed: int) -> np.ndarray | None:
@@ -141,12 +212,7 @@ def _class_order(encoded: np.ndarray, n_classes: int) -> np.ndarray:
 
 def _shuffled_fold_labels(counts: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """Each class's fold labels, shuffled by one ``RandomState(seed)``, classes one after another."""
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    i = np.arange(folds)[:, None]
-    # round robin over the sorted labels: fold i holds positions i, i + folds, ...
-    allocation = (np.maximum(ends[None] - i, 0) + folds - 1) // folds \
-        - (np.maximum(starts[None] - i, 0) + folds - 1) // folds   # (folds, classes)
+    allocation = _allocation(counts, folds)  # (folds, classes)
     rng = np.random.RandomState(seed)
     # the draws depend only on the length, not the dtype: small labels shuffle faster
     labels = np.arange(folds, dtype=np.int8 if folds <= 127 else np.intp)

@@ -20,7 +20,7 @@ The code lives in four modules, lowest first: :mod:`.data` (rows and collapsed a
 """
 from __future__ import annotations
 
-from .checks import _isotonic_fit, model_check, stratified_folds  # noqa: F401
+from .checks import _isotonic_fit, fold_counts, model_check, stratified_folds  # noqa: F401
 from .data import (CURVES, POPULATIONS, TIE_TOLERANCE, AnswerTypes, CurveData,  # noqa: F401
                    collapse_answers, collapse_study, preference_curves, preference_data,
                    satisfaction_curves, satisfaction_data)

@@ -241,8 +241,10 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
     AnswerTypes
     """
     la, lb = study.levels("a"), study.levels("b")
-    answers = np.asarray(study.answers, dtype=object)
-    code = _answer_codes(answers)
+    # the answer codes checked and numbered once per distinct spelling, spread by integer codes
+    which, spellings = pd.factorize(study.examples["answer"], use_na_sentinel=False)
+    spellings = np.asarray(spellings, dtype=object)
+    code = _answer_codes(spellings)[which]
     pooled = [f.id for f in forms if f.uses_pool]
     columns = [la, lb, code[:, None]]
     if pooled:
@@ -259,7 +261,7 @@ def collapse_study(study: StudyData, forms: list[Formulation]) -> AnswerTypes:
         kwargs.update(pools=[pools.get(q, empty) for q in qnames], query_index=qcode[first])
     phi_a = score_lists(la[first], forms, **kwargs)
     phi_b = score_lists(lb[first], forms, **kwargs)
-    return AnswerTypes(phi_a, phi_b, answers[first], counts, inverse)
+    return AnswerTypes(phi_a, phi_b, spellings[which[first]], counts, inverse)
 
 
 @dataclass(frozen=True)
@@ -274,10 +276,8 @@ class CurveData:
         Each row's outcome: 1 when satisfied (a both_good answer, not both_bad) or when the
         answer prefers the higher-scored list, else 0.
     w : numpy.ndarray
-        Each row's count: how many answers it stands for.
-    obs : numpy.ndarray
-        For every observation, in the order the per-answer data would list it, its row: the
-        cross-validation folds are drawn over observations, as if nothing had been collapsed.
+        Each row's count: how many answers it stands for (the model check's folds are drawn
+        over these observations, as if nothing had been collapsed).
     types : numpy.ndarray or None
         The :class:`AnswerTypes` row behind each row (None: the rows are the types, in order),
         so a bootstrap replicate's counts per type give its counts per row.
@@ -286,20 +286,12 @@ class CurveData:
     x: np.ndarray
     y: np.ndarray
     w: np.ndarray
-    obs: np.ndarray
     types: np.ndarray | None = None
 
     @property
     def n(self) -> int:
         """The number of observations (rows before collapsing)."""
-        return int(self.obs.size)
-
-
-def _positions(mask: np.ndarray) -> np.ndarray:
-    """For each row, its index among the rows where ``mask`` holds (-1 elsewhere)."""
-    pos = np.full(mask.size, -1, dtype=np.intp)
-    pos[mask] = np.arange(int(mask.sum()))
-    return pos
+        return int(round(float(self.w.sum())))
 
 
 def satisfaction_curves(types: AnswerTypes) -> list[CurveData]:
@@ -316,13 +308,10 @@ def satisfaction_curves(types: AnswerTypes) -> list[CurveData]:
     keep = np.isin(types.answers, ("both_good", "both_bad"))
     sat = (types.answers[keep] == "both_good").astype(float)
     w = np.concatenate([types.counts[keep], types.counts[keep]])
-    obs = _positions(keep)[types.inverse]
-    obs = obs[obs >= 0]
-    obs = np.concatenate([obs, obs + int(keep.sum())])
     y = np.concatenate([sat, sat])
     x = np.concatenate([types.phi_a[keep], types.phi_b[keep]], axis=0)
     rows = np.tile(np.flatnonzero(keep), 2)
-    return [CurveData(x[:, j], y, w, obs, rows) for j in range(x.shape[1])]
+    return [CurveData(x[:, j], y, w, rows) for j in range(x.shape[1])]
 
 
 def preference_curves(types: AnswerTypes, population: str = "all") -> list[CurveData]:
@@ -341,8 +330,7 @@ def preference_curves(types: AnswerTypes, population: str = "all") -> list[Curve
     out = []
     for x, y, keep in pairs:
         if keep is None:
-            out.append(CurveData(x, y, types.counts, types.inverse))
+            out.append(CurveData(x, y, types.counts))
             continue
-        obs = _positions(keep)[types.inverse]
-        out.append(CurveData(x, y, types.counts[keep], obs[obs >= 0], np.flatnonzero(keep)))
+        out.append(CurveData(x, y, types.counts[keep], np.flatnonzero(keep)))
     return out
