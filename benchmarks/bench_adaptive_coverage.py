@@ -45,7 +45,7 @@ from scipy.stats import norm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _context import note  # noqa: E402
-from bench_adaptive import crowd  # noqa: E402  (the same simulated crowd)
+from bench_adaptive import _intervals as intervals, crowd  # noqa: E402  (the same simulated crowd and intervals)
 
 from satcal.analysis.adaptive import (MARGIN, _answer, candidate_pool, plan_wave,  # noqa: E402
                                       true_satisfaction)
@@ -123,18 +123,6 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None):
     reps = reps[:, :, order_f]
     lohi = np.stack([np.stack([bias[f"{c}_lo"].to_numpy(float), bias[f"{c}_hi"].to_numpy(float)]) for c in IND])
     return {"est": est, "reps": reps, "lohi": lohi, "examples": examples}
-
-
-def intervals(est, reps, kind, floor=0.0):
-    if kind == "floor":
-        return floor_interval(reps, est, floor)
-    q = np.nanpercentile(reps, [2.5, 97.5], axis=0)
-    if kind == "percentile":
-        return q[0], q[1]
-    if kind == "basic":
-        return 2 * est - q[1], 2 * est - q[0]
-    sd = np.nanstd(reps, axis=0, ddof=1)
-    return est - norm.isf(0.025) * sd, est + norm.isf(0.025) * sd
 
 
 def summarise(paths):

@@ -187,6 +187,10 @@ def test_too_fast_is_calibrated_to_the_reading_load_of_the_items():
         assert s.loc[w, "relative_speed"] == pytest.approx(median / pace[w])
     assert median / pace["rusher"] >= SCREEN_RELATIVE_SPEED
     assert list(s.index[s["too_fast"]]) == ["rusher"]
+    # a worker whose pages took 0 s is infinitely fast, flagged even with no fixed floor
+    zero = pd.concat([a, a[a["worker_id"] == "h1"].assign(worker_id="zero", seconds=0.0)])
+    z = screening(zero, seconds=0)
+    assert z.loc["zero", "relative_speed"] == np.inf and z.loc["zero", "too_fast"]
     # too few timed workers for a typical pace: only the fixed seconds an item apply
     few = screening(a[a["worker_id"].isin(["h1", "l1", "rusher"])])
     assert few["relative_speed"].isna().all() and not few["too_fast"].any()

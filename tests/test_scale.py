@@ -104,7 +104,9 @@ def test_model_check_on_counts_equals_per_row(rng):
 
 def test_fold_counts_have_sklearn_fold_sizes_and_row_counts():
     """Each row's observations all land in some fold; each fold tests as many of each class as
-    scikit-learn's StratifiedKFold does (labels in sorted order of first appearance)."""
+    scikit-learn's StratifiedKFold does when the labels' sorted order is their order of first
+    appearance (y[0] is the smaller label here; otherwise the odd observations land in other
+    folds, same sizes)."""
     from satcal.analysis.core import fold_counts
     rng = np.random.default_rng(5)
     y = np.r_[0.0, (rng.uniform(size=1200) < 0.35).astype(float)]

@@ -205,7 +205,7 @@ def test_trap_table_is_leave_one_out_by_hand():
     # on t3: w1 (t1, t2) 2/2, w2 1/2, w3 0/2 -> w1, w2 trusted; right: none -> 0 -> suspect
     assert t.loc["t3", "trusted_answers"] == 2 and t.loc["t3", "trusted_accuracy"] == 0.0
     assert t.loc["t3", "accuracy"] == round(1 / 3, 4) and t.loc["t3", "most_common_answer"] == "both_bad"
-    # suspect needs 3 otherwise trusted answers (t3 has only 2) and a significant shortfall:
+    # suspect needs 5 otherwise trusted answers (t2 has 3, t3 only 2) and a significant shortfall:
     # t2's 1 of 3 has P(Bin(3, 0.5) <= 1) = 4/8, what a good trap often gets
     assert t.loc["t2", "suspect_p"] == pytest.approx(0.5)
     assert t["suspect"].to_dict() == {"t1": False, "t2": False, "t3": False}

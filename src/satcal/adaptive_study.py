@@ -628,7 +628,8 @@ def export_next(ws, platform: str | None = None, plan_wave=None, settle=None) ->
 def _wave_traps(ws, traps: pd.DataFrame, items: int, per_page: int) -> int:
     """Traps in a wave: the trap rule's count (:func:`satcal.quality.traps_within`, as the
     hosted study's ``"auto"`` and the platforms' test questions take it), at most half the
-    wave's items (the wave stays mostly examples) and never the whole wave; a warning with the
+    wave's items (the wave stays mostly examples) unless ``quality.min_traps`` asks more, and
+    never the whole wave; a warning with the
     power reached where the wave is too short for the count."""
     import warnings
     from .errors import SatcalWarning

@@ -1055,24 +1055,27 @@ def _screening(answers, codes, seconds=None, same_side=None):
 
 def _relative_speed(seconds: np.ndarray, floor: np.ndarray) -> np.ndarray:
     """Each worker's relative speed index on their own reading load (Leiner 2019): the crowd's
-    median pace over the worker's, where a pace is the seconds an answer took over the seconds
-    its items' words take to skim (so a heavy page and a light one are compared fairly). NaN
-    where a worker is untimed or fewer than ``SCREEN_MIN_TIMED_WORKERS`` workers are timed:
-    too few to say what a typical pace is."""
+    median pace over the worker's, where a pace is the seconds an answer took over its reading
+    floor (the seconds to decide plus those its items' words take to skim), so a heavy page and
+    a light one are compared fairly. Infinite for a worker whose pages took 0 s; NaN where a
+    worker is untimed or fewer than ``SCREEN_MIN_TIMED_WORKERS`` workers are timed: too few to
+    say what a typical pace is."""
     with np.errstate(invalid="ignore", divide="ignore"):
         pace = np.where(floor > 0, seconds / floor, np.nan)
-    timed = np.isfinite(pace) & (pace > 0)
-    out = np.full(len(pace), np.nan)
-    if timed.sum() >= SCREEN_MIN_TIMED_WORKERS:
-        out[timed] = np.median(pace[timed]) / pace[timed]
+        timed = np.isfinite(pace) & (pace >= 0)
+        out = np.full(len(pace), np.nan)
+        if timed.sum() >= SCREEN_MIN_TIMED_WORKERS:
+            typical = np.median(pace[timed])
+            out[timed] = np.where(pace[timed] > 0, typical / np.where(pace[timed] > 0, pace[timed], 1.0), np.inf)
     return out
 
 
 #: A trap whose accuracy among otherwise trusted workers is below this is flagged: most of the
 #: workers the other traps trust miss it, so the trap, not the workers, is the likelier fault.
 TRAP_SUSPECT_ACCURACY = 0.5
-#: Otherwise trusted workers a trap needs before it can be flagged.
-TRAP_SUSPECT_MIN_ANSWERS = 3
+#: Otherwise trusted workers a trap needs before it can be flagged: the fewest at which the
+#: binomial test below can reject at its level (0 of 5 right: p = 1/32).
+TRAP_SUSPECT_MIN_ANSWERS = 5
 #: Level of the one-sided exact binomial test that a flagged trap's accuracy among otherwise
 #: trusted workers is below ``TRAP_SUSPECT_ACCURACY`` (a handful of answers below one half is
 #: what a good trap often gets by chance).

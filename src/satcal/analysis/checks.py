@@ -78,8 +78,10 @@ def fold_counts(y, counts, folds: int, seed: int) -> np.ndarray | None:
     """Stratified folds drawn on counts: how many of each row's observations each fold tests.
 
     Row r stands for ``counts[r]`` observations of class ``y[r]``. Each class's observations
-    are split over the folds in scikit-learn's stratified sizes (``StratifiedKFold``: fold i
-    takes the round-robin share of the class over the sorted labels, classes in sorted order),
+    are split over the folds in the sizes of scikit-learn's stratified scheme (``StratifiedKFold``:
+    fold i takes the round-robin share of each class over the labels), with the labels in
+    sorted order; scikit-learn orders them by first appearance in ``y``, which collapsed rows
+    do not keep, so which fold takes a class's odd observation can differ from its split,
     and which observations go to which fold is a uniformly random assignment with those sizes,
     as ``StratifiedKFold(shuffle=True)``'s shuffle of each class's fold labels makes it. Under
     that assignment the table of counts (fold x row) within a class is a random contingency

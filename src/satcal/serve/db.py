@@ -203,14 +203,15 @@ class Read:
         self._compiled: dict = {}
 
     def _prepared(self, dialect):
-        got = self._compiled.get(dialect.name)
+        key = (dialect.name, dialect.paramstyle)  # two drivers of one database differ in paramstyle
+        got = self._compiled.get(key)
         if got is None:
             from sqlalchemy import Boolean
             stmt = self._statement(dialect)
             compiled = stmt.compile(dialect=dialect)
             columns = getattr(stmt, "selected_columns", None) or getattr(stmt, "_returning", ())
             bools = [c.name for c in columns if isinstance(getattr(c, "type", None), Boolean)]
-            got = self._compiled[dialect.name] = (str(compiled), compiled.positiontup if compiled.positional else None,
+            got = self._compiled[key] = (str(compiled), compiled.positiontup if compiled.positional else None,
                                                   dict(compiled.params), bools)
         return got
 
@@ -289,6 +290,9 @@ class Write(Read):
     its savepoints and its commit stay SQLAlchemy's (the driver's calls go into the same
     transaction); the driver's integrity errors are raised as SQLAlchemy's
     (``sqlalchemy.exc.IntegrityError``), so callers catch one kind on either database.
+    Values go to the driver as given, without SQLAlchemy's type processors: right for the
+    Integer, Float, String and Boolean columns the schema has; a DateTime or JSON column
+    would need its value converted by the caller.
 
     Parameters
     ----------

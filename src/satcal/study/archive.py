@@ -52,6 +52,7 @@ class Archive:
                     atomic_write_bytes(outputs.file(f"raw/{r.name}"), r.data)
                 # archived: the files' bytes are not held through the rebuild (a lower peak)
                 new_files = [(r.name, r.sha256) for r in new_files]
+                r = None  # the loop's last file, bytes and all, would live on through the rebuild
                 if new_files:
                     index = pd.concat([index, added], ignore_index=True)
                 report = self._rebuild(index, parsed, threshold, outputs)
