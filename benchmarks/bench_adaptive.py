@@ -62,7 +62,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from satcal.analysis.adaptive import (MARGIN, candidate_pool, example_priorities, population_truth,
+from satcal.analysis.adaptive import (CELL_CAP as DEFAULT_CELL_CAP, MARGIN, candidate_pool, example_priorities, population_truth,
                                       simulate_adaptive_study, standardised_truth)
 from satcal.datasets import load_ecir2015, recover_judgments
 from satcal.generate import Design, generate
@@ -92,6 +92,8 @@ SEED_BASE = 0
 #: The arms run by the shapes part (``--shape-arms``); a run with one arm only saves its studies
 #: (``--save``) for ``--summarise``.
 SHAPE_ARMS = ("fixed", "adaptive")
+#: The adaptive waves' cell cap (``--cell-cap``; :func:`~satcal.analysis.adaptive.plan_wave`; 0: none).
+CELL_CAP = DEFAULT_CELL_CAP
 #: Calibrate with the shared-effect joint model (the analysis's default) or, with
 #: ``--independent``, the independent one (the model the criterion fits; the one issue 24's second
 #: round measured with).
@@ -172,7 +174,7 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             t = time.perf_counter()
             table = simulate_adaptive_study(judgments, crowd(truth_form, 1000 + r), FORMS, adaptive=arm == "adaptive",
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
-                                            criterion=CRITERION,
+                                            criterion=CRITERION, cell_cap=CELL_CAP or None,
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
                                             indicator=INDICATOR, margin=ZONE, shared_effect=SHARED)
@@ -181,7 +183,7 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
                 import pickle
                 with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
                     pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form,
-                                 "criterion": CRITERION, "seed_base": SEED_BASE, "shared_effect": SHARED,
+                                 "criterion": CRITERION, "seed_base": SEED_BASE, "shared_effect": SHARED, "cell_cap": CELL_CAP,
                                  "limit": None}, fh)
             if r == SEED_BASE and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
@@ -510,6 +512,9 @@ def main():
                     help="the arms of the shapes part (one arm: save with --save, combine with --summarise)")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL",
                     help="print the figures of saved studies (several runs' pickles, e.g. a fixed and an adaptive arm)")
+    ap.add_argument("--cell-cap", type=float, default=DEFAULT_CELL_CAP,
+                    help="largest share of an adaptive wave one cell of a formulation the criterion reads may take "
+                         "(0: no cap)")
     ap.add_argument("--independent", action="store_true",
                     help="calibrate with the independent joint model instead of the shared-effect one")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
@@ -529,7 +534,8 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS, SHARED
+    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS, SHARED, CELL_CAP
+    CELL_CAP = args.cell_cap
     SHARED = not args.independent
     SPREAD, INDICATOR, SAVE = args.spread, args.indicator, args.save
     ZONE = args.margin
@@ -537,7 +543,7 @@ def main():
     SHAPE_ARMS = ("fixed", "adaptive") if args.shape_arms == "both" else (args.shape_arms,)
     ARMS = (args.arm,) if args.arm else ARMS
     print(f"settle and the criterion on {INDICATOR} ({CRITERION}), margin {ZONE}, {studies} studies per shape "
-          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}; joint model "
+          f"(seeds from {SEED_BASE}), cell cap {CELL_CAP}, B = {boot}, arms {', '.join(SHAPE_ARMS)}; joint model "
           f"{'shared-effect' if SHARED else 'independent'}")
     if not args.skip_cost:
         priority_cost()
