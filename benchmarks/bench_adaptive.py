@@ -349,6 +349,71 @@ def _crossing(ns, widths, target):
     return float(np.exp(x0 + (np.log(target) - y0) * (x1 - x0) / (y1 - y0)))
 
 
+def wave_composition(examples, form, n_bins=10):
+    """Per wave after the first (waves are the ``v<wave>-`` prefix of the simulated worker ids):
+    the distinct phi cells (an example's A or B list) and |dphi| cells of formulation ``form``
+    the wave's examples use, and the largest share of the wave in one phi cell (an example
+    counted once) and in one |dphi| cell."""
+    from satcal.measures import bin_index, score_lists
+    k = sum(1 for c in examples.columns if c.startswith("ra") and c[2:].isdigit())
+    la = examples[[f"ra{i}" for i in range(1, k + 1)]].to_numpy(float)
+    lb = examples[[f"rb{i}" for i in range(1, k + 1)]].to_numpy(float)
+    n_levels = int(max(la.max(), lb.max())) + 1
+    pa, pb = score_lists(la, [form], n_levels=n_levels)[:, 0], score_lists(lb, [form], n_levels=n_levels)[:, 0]
+    ca, cb = bin_index(pa, n_bins), bin_index(pb, n_bins)
+    cd = bin_index(np.abs(pa - pb), n_bins)
+    wave = examples["worker_id"].str.extract(r"^v(\d+)-", expand=False).astype(int).to_numpy()
+    out = []
+    for w in np.unique(wave)[1:]:
+        m = wave == w
+        phi = np.zeros((m.sum(), n_bins), bool)
+        phi[np.arange(m.sum()), ca[m]] = True
+        phi[np.arange(m.sum()), cb[m]] = True
+        out.append((int(phi.any(0).sum()), len(np.unique(cd[m])), phi.mean(0).max(),
+                    np.bincount(cd[m], minlength=n_bins).max() / m.sum()))
+    return out
+
+
+def replan(path, looks=(3, 6), study=0):
+    """Wave composition before and after the cell cap on the same answers: study ``study`` of an
+    adaptive run's pickle, its answers before wave w (for each w in ``looks``), and wave w planned
+    again as the run planned it (same pool, reference, seed) with no cap and with the pickle's cap;
+    the capped replan must be the wave the run asked."""
+    import pickle
+    from satcal.analysis.adaptive import plan_wave
+    from satcal.analysis.standardise import reference_scores
+    from satcal.answers import StudyData
+    with open(path, "rb") as fh:
+        d = pickle.load(fh)
+    ecir = d["truth_form"] == "lin-const"
+    judgments = recover_judgments() if ecir else synthetic_judgments()
+    k, levels = (5, (0, 1, 2)) if ecir else (10, (0, 1, 2, 3))
+    pool = candidate_pool(judgments, k, levels, FORMS, 20000, seed=11)
+    reference = reference_scores(judgments, FORMS, k, max(levels) + 1, seed=0)
+    table = d["runs"]["adaptive"][study]
+    examples = table.attrs["examples"]
+    wave = examples["worker_id"].str.extract(r"^v(\d+)-", expand=False).astype(int).to_numpy()
+    r = d["seed_base"] + study
+    cache: dict = {}
+    print(f"\n== {path} study {r + 1}: wave {', '.join(map(str, looks))} planned again without and with the cap "
+          f"{d.get('cell_cap')}; cells of {d['truth_form']}: (phi cells, |dphi| cells, largest share in one phi cell, "
+          "in one |dphi| cell)")
+    for w in looks:
+        before = StudyData(examples[wave < w].reset_index(drop=True), k=k, n_levels=max(levels) + 1,
+                           judgments=judgments, name="simulated")
+        size = int((wave == w).sum())
+        for cap in (None, d.get("cell_cap")):
+            t = time.perf_counter()
+            got = plan_wave(pool, before, FORMS, size, seed=100 * r + 1 + w, cache=cache, reference=reference,
+                            margin=ZONE, criterion=d["criterion"], cell_cap=cap or None)
+            comp = wave_composition(pd.concat([examples[wave < w].iloc[:1], got.assign(worker_id="v99-w0")]),
+                                    d["truth_form"])[0]
+            same = set(got["example_id"]) == set(examples.loc[wave == w, "example_id"])
+            print(f"   wave {w} ({len(before.examples)} answers before), cap {cap}: {comp[0]} phi cells, {comp[1]} "
+                  f"|dphi| cells, largest shares {comp[2]:.2f} / {comp[3]:.2f}; the run's wave: {same} "
+                  f"({time.perf_counter() - t:.0f} s)")
+
+
 def summarise(paths):
     """Figures of saved studies (``--save``; arms from several runs, e.g. a fixed run and an
     adaptive one on the same seeds): answers to reach the fixed design's median b1_std width
@@ -361,7 +426,8 @@ def summarise(paths):
         with open(path, "rb") as fh:
             d = pickle.load(fh)
         for arm, tables in d["runs"].items():
-            label = arm if arm == "fixed" else f"adaptive ({d.get('criterion', 'influence')})"
+            label = arm if arm == "fixed" else f"adaptive ({d.get('criterion', 'influence')}" + (
+                f", cap {d['cell_cap']})" if d.get("cell_cap") else ")")
             arms.setdefault(label, []).extend(tables)
         meta = meta or d
     truth = meta["truths"]["b1_std"]
@@ -430,6 +496,15 @@ def summarise(paths):
             n = tables[0].attrs["std_looks"][li][0]
             print(f"   {arm[:14]:<14} n {n:>5} FI " + " ".join(f"{w[c]:10.4f}" for c in cols))
             print(f"   {'':<14} {'':>7} SD " + " ".join(f"{sd[c]:10.4f}" for c in cols))
+    print(f"-- wave composition (waves 2-10), cells of {truth_form} (10 bins): median over waves and studies of the "
+          "distinct phi cells (A or B) and |dphi| cells a wave uses, and of the largest share of a wave in one of them")
+    for arm, tables in arms.items():
+        comp = np.array([c for t in tables for c in wave_composition(t.attrs["examples"], truth_form)])
+        if comp.size:
+            print(f"   {arm}: phi cells {np.median(comp[:, 0]):.0f} (min {comp[:, 0].min():.0f}), |dphi| cells "
+                  f"{np.median(comp[:, 1]):.0f} (min {comp[:, 1].min():.0f}); largest share in one phi cell "
+                  f"{np.median(comp[:, 2]):.2f} (max {comp[:, 2].max():.2f}), in one |dphi| cell {np.median(comp[:, 3]):.2f} "
+                  f"(max {comp[:, 3].max():.2f})")
     print("-- picks at N (leader of b1_std; exact / within the margin) and settled decisions")
     for arm, tables in arms.items():
         lead = [t["leader_b1_std"].iloc[-1] for t in tables]
@@ -515,12 +590,19 @@ def main():
     ap.add_argument("--cell-cap", type=float, default=DEFAULT_CELL_CAP,
                     help="largest share of an adaptive wave one cell of a formulation the criterion reads may take "
                          "(0: no cap)")
+    ap.add_argument("--replan", default=None, metavar="PKL",
+                    help="plan waves 3 and 6 of an adaptive pickle's first study again, without and with its cell cap")
     ap.add_argument("--independent", action="store_true",
                     help="calibrate with the independent joint model instead of the shared-effect one")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
+    global ZONE
+    if args.replan:
+        ZONE = args.margin
+        warnings.simplefilter("ignore", RuntimeWarning)
+        replan(args.replan)
+        return
     if args.summarise:
-        global ZONE
         ZONE = args.margin
         warnings.simplefilter("ignore", RuntimeWarning)
         summarise(args.summarise)
