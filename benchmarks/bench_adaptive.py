@@ -591,7 +591,8 @@ def main():
                     help="largest share of an adaptive wave one cell of a formulation the criterion reads may take "
                          "(0: no cap)")
     ap.add_argument("--replan", default=None, metavar="PKL",
-                    help="plan waves 3 and 6 of an adaptive pickle's first study again, without and with its cell cap")
+                    help="plan waves of an adaptive pickle's first study again, without and with its cell cap")
+    ap.add_argument("--replan-waves", type=int, nargs="+", default=[3, 6], help="the waves --replan plans again")
     ap.add_argument("--independent", action="store_true",
                     help="calibrate with the independent joint model instead of the shared-effect one")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
@@ -600,7 +601,7 @@ def main():
     if args.replan:
         ZONE = args.margin
         warnings.simplefilter("ignore", RuntimeWarning)
-        replan(args.replan)
+        replan(args.replan, tuple(args.replan_waves))
         return
     if args.summarise:
         ZONE = args.margin
