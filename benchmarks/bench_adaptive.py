@@ -62,7 +62,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from satcal.analysis.adaptive import (MARGIN, candidate_pool, example_priorities, population_truth,
+from satcal.analysis.adaptive import (CELL_CAP as DEFAULT_CELL_CAP, MARGIN, candidate_pool, example_priorities, population_truth,
                                       simulate_adaptive_study, standardised_truth)
 from satcal.datasets import load_ecir2015, recover_judgments
 from satcal.generate import Design, generate
@@ -92,6 +92,8 @@ SEED_BASE = 0
 #: The arms run by the shapes part (``--shape-arms``); a run with one arm only saves its studies
 #: (``--save``) for ``--summarise``.
 SHAPE_ARMS = ("fixed", "adaptive")
+#: The adaptive waves' cell cap (``--cell-cap``; :func:`~satcal.analysis.adaptive.plan_wave`; 0: none).
+CELL_CAP = DEFAULT_CELL_CAP
 #: Calibrate with the shared-effect joint model (the analysis's default) or, with
 #: ``--independent``, the independent one (the model the criterion fits; the one issue 24's second
 #: round measured with).
@@ -172,7 +174,7 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
             t = time.perf_counter()
             table = simulate_adaptive_study(judgments, crowd(truth_form, 1000 + r), FORMS, adaptive=arm == "adaptive",
                                             budget=n_fixed, wave_size=wave, seed=100 * r + (arm == "adaptive"),
-                                            criterion=CRITERION,
+                                            criterion=CRITERION, cell_cap=CELL_CAP or None,
                                             k=k, levels=levels, pool=pool, fixed=fixed, bootstrap=boot,
                                             max_looks=WAVES, stop=False, truth_b1=truths, spread=SPREAD,
                                             indicator=INDICATOR, margin=ZONE, shared_effect=SHARED)
@@ -181,7 +183,7 @@ def run_shape(name, judgments, k, levels, truth_form, min_per_cell, studies, boo
                 import pickle
                 with open(f"{SAVE}.{name.split()[0].lower()}.pkl", "wb") as fh:
                     pickle.dump({"runs": runs, "truths": truths, "n_fixed": n_fixed, "truth_form": truth_form,
-                                 "criterion": CRITERION, "seed_base": SEED_BASE, "shared_effect": SHARED,
+                                 "criterion": CRITERION, "seed_base": SEED_BASE, "shared_effect": SHARED, "cell_cap": CELL_CAP,
                                  "limit": None}, fh)
             if r == SEED_BASE and arm == "adaptive":
                 own = population_truth(table.attrs["examples"], crowd(truth_form, 0), FORMS, n_levels=max(levels) + 1)
@@ -347,6 +349,71 @@ def _crossing(ns, widths, target):
     return float(np.exp(x0 + (np.log(target) - y0) * (x1 - x0) / (y1 - y0)))
 
 
+def wave_composition(examples, form, n_bins=10):
+    """Per wave after the first (waves are the ``v<wave>-`` prefix of the simulated worker ids):
+    the distinct phi cells (an example's A or B list) and |dphi| cells of formulation ``form``
+    the wave's examples use, and the largest share of the wave in one phi cell (an example
+    counted once) and in one |dphi| cell."""
+    from satcal.measures import bin_index, score_lists
+    k = sum(1 for c in examples.columns if c.startswith("ra") and c[2:].isdigit())
+    la = examples[[f"ra{i}" for i in range(1, k + 1)]].to_numpy(float)
+    lb = examples[[f"rb{i}" for i in range(1, k + 1)]].to_numpy(float)
+    n_levels = int(max(la.max(), lb.max())) + 1
+    pa, pb = score_lists(la, [form], n_levels=n_levels)[:, 0], score_lists(lb, [form], n_levels=n_levels)[:, 0]
+    ca, cb = bin_index(pa, n_bins), bin_index(pb, n_bins)
+    cd = bin_index(np.abs(pa - pb), n_bins)
+    wave = examples["worker_id"].str.extract(r"^v(\d+)-", expand=False).astype(int).to_numpy()
+    out = []
+    for w in np.unique(wave)[1:]:
+        m = wave == w
+        phi = np.zeros((m.sum(), n_bins), bool)
+        phi[np.arange(m.sum()), ca[m]] = True
+        phi[np.arange(m.sum()), cb[m]] = True
+        out.append((int(phi.any(0).sum()), len(np.unique(cd[m])), phi.mean(0).max(),
+                    np.bincount(cd[m], minlength=n_bins).max() / m.sum()))
+    return out
+
+
+def replan(path, looks=(3, 6), study=0):
+    """Wave composition before and after the cell cap on the same answers: study ``study`` of an
+    adaptive run's pickle, its answers before wave w (for each w in ``looks``), and wave w planned
+    again as the run planned it (same pool, reference, seed) with no cap and with the pickle's cap;
+    the capped replan must be the wave the run asked."""
+    import pickle
+    from satcal.analysis.adaptive import plan_wave
+    from satcal.analysis.standardise import reference_scores
+    from satcal.answers import StudyData
+    with open(path, "rb") as fh:
+        d = pickle.load(fh)
+    ecir = d["truth_form"] == "lin-const"
+    judgments = recover_judgments() if ecir else synthetic_judgments()
+    k, levels = (5, (0, 1, 2)) if ecir else (10, (0, 1, 2, 3))
+    pool = candidate_pool(judgments, k, levels, FORMS, 20000, seed=11)
+    reference = reference_scores(judgments, FORMS, k, max(levels) + 1, seed=0)
+    table = d["runs"]["adaptive"][study]
+    examples = table.attrs["examples"]
+    wave = examples["worker_id"].str.extract(r"^v(\d+)-", expand=False).astype(int).to_numpy()
+    r = d["seed_base"] + study
+    cache: dict = {}
+    print(f"\n== {path} study {r + 1}: wave {', '.join(map(str, looks))} planned again without and with the cap "
+          f"{d.get('cell_cap')}; cells of {d['truth_form']}: (phi cells, |dphi| cells, largest share in one phi cell, "
+          "in one |dphi| cell)")
+    for w in looks:
+        before = StudyData(examples[wave < w].reset_index(drop=True), k=k, n_levels=max(levels) + 1,
+                           judgments=judgments, name="simulated")
+        size = int((wave == w).sum())
+        for cap in (None, d.get("cell_cap")):
+            t = time.perf_counter()
+            got = plan_wave(pool, before, FORMS, size, seed=100 * r + 1 + w, cache=cache, reference=reference,
+                            margin=ZONE, criterion=d["criterion"], cell_cap=cap or None)
+            comp = wave_composition(pd.concat([examples[wave < w].iloc[:1], got.assign(worker_id="v99-w0")]),
+                                    d["truth_form"])[0]
+            same = set(got["example_id"]) == set(examples.loc[wave == w, "example_id"])
+            print(f"   wave {w} ({len(before.examples)} answers before), cap {cap}: {comp[0]} phi cells, {comp[1]} "
+                  f"|dphi| cells, largest shares {comp[2]:.2f} / {comp[3]:.2f}; the run's wave: {same} "
+                  f"({time.perf_counter() - t:.0f} s)")
+
+
 def summarise(paths):
     """Figures of saved studies (``--save``; arms from several runs, e.g. a fixed run and an
     adaptive one on the same seeds): answers to reach the fixed design's median b1_std width
@@ -359,7 +426,8 @@ def summarise(paths):
         with open(path, "rb") as fh:
             d = pickle.load(fh)
         for arm, tables in d["runs"].items():
-            label = arm if arm == "fixed" else f"adaptive ({d.get('criterion', 'influence')})"
+            label = arm if arm == "fixed" else f"adaptive ({d.get('criterion', 'influence')}" + (
+                f", cap {d['cell_cap']})" if d.get("cell_cap") else ")")
             arms.setdefault(label, []).extend(tables)
         meta = meta or d
     truth = meta["truths"]["b1_std"]
@@ -428,6 +496,15 @@ def summarise(paths):
             n = tables[0].attrs["std_looks"][li][0]
             print(f"   {arm[:14]:<14} n {n:>5} FI " + " ".join(f"{w[c]:10.4f}" for c in cols))
             print(f"   {'':<14} {'':>7} SD " + " ".join(f"{sd[c]:10.4f}" for c in cols))
+    print(f"-- wave composition (waves 2-10), cells of {truth_form} (10 bins): median over waves and studies of the "
+          "distinct phi cells (A or B) and |dphi| cells a wave uses, and of the largest share of a wave in one of them")
+    for arm, tables in arms.items():
+        comp = np.array([c for t in tables for c in wave_composition(t.attrs["examples"], truth_form)])
+        if comp.size:
+            print(f"   {arm}: phi cells {np.median(comp[:, 0]):.0f} (min {comp[:, 0].min():.0f}), |dphi| cells "
+                  f"{np.median(comp[:, 1]):.0f} (min {comp[:, 1].min():.0f}); largest share in one phi cell "
+                  f"{np.median(comp[:, 2]):.2f} (max {comp[:, 2].max():.2f}), in one |dphi| cell {np.median(comp[:, 3]):.2f} "
+                  f"(max {comp[:, 3].max():.2f})")
     print("-- picks at N (leader of b1_std; exact / within the margin) and settled decisions")
     for arm, tables in arms.items():
         lead = [t["leader_b1_std"].iloc[-1] for t in tables]
@@ -510,12 +587,23 @@ def main():
                     help="the arms of the shapes part (one arm: save with --save, combine with --summarise)")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL",
                     help="print the figures of saved studies (several runs' pickles, e.g. a fixed and an adaptive arm)")
+    ap.add_argument("--cell-cap", type=float, default=DEFAULT_CELL_CAP,
+                    help="largest share of an adaptive wave one cell of a formulation the criterion reads may take "
+                         "(0: no cap)")
+    ap.add_argument("--replan", default=None, metavar="PKL",
+                    help="plan waves of an adaptive pickle's first study again, without and with its cell cap")
+    ap.add_argument("--replan-waves", type=int, nargs="+", default=[3, 6], help="the waves --replan plans again")
     ap.add_argument("--independent", action="store_true",
                     help="calibrate with the independent joint model instead of the shared-effect one")
     ap.add_argument("--only", choices=("shapes", "settle", "ecir", "synthetic"), default=None, help="run one part")
     args = ap.parse_args()
+    global ZONE
+    if args.replan:
+        ZONE = args.margin
+        warnings.simplefilter("ignore", RuntimeWarning)
+        replan(args.replan, tuple(args.replan_waves))
+        return
     if args.summarise:
-        global ZONE
         ZONE = args.margin
         warnings.simplefilter("ignore", RuntimeWarning)
         summarise(args.summarise)
@@ -529,7 +617,8 @@ def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     import os
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS, SHARED
+    global SPREAD, INDICATOR, SAVE, ARMS, CRITERION, SEED_BASE, SHAPE_ARMS, SHARED, CELL_CAP
+    CELL_CAP = args.cell_cap
     SHARED = not args.independent
     SPREAD, INDICATOR, SAVE = args.spread, args.indicator, args.save
     ZONE = args.margin
@@ -537,7 +626,7 @@ def main():
     SHAPE_ARMS = ("fixed", "adaptive") if args.shape_arms == "both" else (args.shape_arms,)
     ARMS = (args.arm,) if args.arm else ARMS
     print(f"settle and the criterion on {INDICATOR} ({CRITERION}), margin {ZONE}, {studies} studies per shape "
-          f"(seeds from {SEED_BASE}), B = {boot}, arms {', '.join(SHAPE_ARMS)}; joint model "
+          f"(seeds from {SEED_BASE}), cell cap {CELL_CAP}, B = {boot}, arms {', '.join(SHAPE_ARMS)}; joint model "
           f"{'shared-effect' if SHARED else 'independent'}")
     if not args.skip_cost:
         priority_cost()

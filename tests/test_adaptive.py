@@ -563,7 +563,7 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
         np.testing.assert_allclose(S, want, rtol=1e-6, atol=1e-12 * np.abs(want).max())
     # (d) the lazy greedy picks the same as recomputing every reduction every pick (up to exact
     # ties: pool examples of the same pattern pair have the same reduction)
-    wave = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0)
+    wave = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
     state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
     where = {e: n for n, e in enumerate(rest["example_id"])}
     free = np.ones(len(rest), bool)
@@ -572,6 +572,47 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
         assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
         free[j] = False
         state.add(j)
+
+
+def test_cell_cap_greedy_equals_a_direct_capped_greedy(judgments, pool):
+    """plan_wave's cell cap: the wave is the greedy sequence of the full recomputation of every
+    reduction (the information update after each pick) among the examples none of whose phi or
+    |dphi| cells, of the formulations the criterion reads, already holds ceil(cap n) of the wave's
+    picks (cells counted here from bin_index, not from plan_wave's cell ids), and no such cell
+    holds more than the cap."""
+    from satcal.analysis.adaptive import _design_std
+    from satcal.analysis.standardise import reference_scores
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in FORMS]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    n, share = 12, 0.25
+    cap = int(np.ceil(share * n))
+    wave = plan_wave(rest, study, FORMS, n, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=share)
+    state, leader, contenders = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
+    read = sorted({FORMS.index(leader), *(FORMS.index(c) for c in contenders), *state.models})
+    # each example's cells of the read formulations, as (formulation, kind, bin) sets
+    cells = [{(j, "phi", int(bin_index(pa[i, j]))) for j in read} | {(j, "phi", int(bin_index(pb[i, j]))) for j in read}
+             | {(j, "dphi", int(bin_index(abs(pa[i, j] - pb[i, j])))) for j in read} for i in range(len(rest))]
+    where = {e: m for m, e in enumerate(rest["example_id"])}
+    free = np.ones(len(rest), bool)
+    held: dict = {}
+    for e in wave["example_id"]:
+        red, j = state.reductions(), where[e]
+        open_ = free & np.array([all(held.get(c, 0) < cap for c in cs) for cs in cells])
+        assert open_[j]
+        assert red[j] == pytest.approx(red[open_].max(), rel=1e-9)
+        free[j] = False
+        state.add(j)
+        for c in cells[j]:
+            held[c] = held.get(c, 0) + 1
+    assert max(held.values()) <= cap
+    uncapped = plan_wave(rest, study, FORMS, n, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
+    most = max(sum(c in cells[where[e]] for e in uncapped["example_id"]) for c in held)
+    assert most > cap   # on this study the greedy alone piles more than the cap into one cell
 
 
 def test_information_criterion_precision_terms_relative_and_summed(judgments, pool):

@@ -101,6 +101,12 @@ TARGETS = ("b1_std", "b1_joint")
 CRITERIA = ("information", "information-sum", "influence")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
+#: Default share of a wave any one phi or |dphi| cell of the formulations the criterion reads
+#: (the joint models carrying weight, the leader, its contenders) may take (plan_wave's
+#: ``cell_cap``): the Gaussian-model greedy would put a wave on a few support points.
+CELL_CAP = 0.25
+#: Priority taken off an example whose cells are at the wave's cap: it comes after every other.
+CAPPED = 1e5
 #: Default indifference margin of the stopping rule, in b1 units (a mean absolute gap between
 #: phi and the satisfaction curve): formulations whose indicators differ by less count as tied.
 #: Half a percentage point of satisfaction probability averaged over [0, 1]; on the ECIR 2015
@@ -514,6 +520,7 @@ class _Design:
     U: list
     sigma: list
     M: list
+    models: tuple = ()   # the formulation index of each model (its place among the formulations)
 
     def reductions(self, idx=None) -> np.ndarray:
         """Each pool example's (or those of ``idx``) reduction of the objective from one more
@@ -592,7 +599,7 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
         sigma.append(np.array(fits_[g].cov, float))
         M.append(m)
     names = [f.id for f in forms]
-    return _Design(U, sigma, M), names[lead], tuple(names[c] for _, c, _ in chosen)
+    return _Design(U, sigma, M, tuple(models)), names[lead], tuple(names[c] for _, c, _ in chosen)
 
 
 def _types_code(study, forms):
@@ -766,7 +773,8 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
               min_depth: int = MIN_DEPTH, exclude: Iterable[str] = (), contenders: int | None = None,
               spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
               cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
-              reference=None, reference_seed: int = 0, criterion: str = "information") -> pd.DataFrame:
+              reference=None, reference_seed: int = 0, criterion: str = "information",
+              cell_cap: float | None = CELL_CAP) -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
     After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
@@ -774,8 +782,16 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     model's covariance then takes the pick's expected information (the exact rank-4 update,
     :class:`_Design`) and every example's reduction is recomputed: a greedy sequential
     L-optimal batch. With ``"influence"`` the information term of the examples that share the
-    pick's cells shrinks as (n_cell / (n_cell + added))^2 instead. Examples in ``exclude`` and those
-    the study already holds are never chosen. Same inputs and seed, same rows.
+    pick's cells shrinks as (n_cell / (n_cell + added))^2 instead. Once there are answers, no phi
+    or |dphi| cell of the formulations the criterion reads (the joint models carrying weight, the
+    leader and its contenders) takes more than ``cell_cap`` of the wave while other examples are
+    free: an example whose cell is full ranks after every other (unless it lands in a cell short
+    of ``min_depth``, which still comes first). The information update alone
+    does not spread a wave: under the fitted model a few support points are optimal (a 7-parameter
+    curve needs at most 28; Kiefer and Wolfowitz 1960), and one wave once put all its 100 examples
+    on one phi cell and one |dphi| cell of lin-const. The cap keeps a wave robust to a curve the
+    model misfits and to a fit that is still wrong. Examples in ``exclude`` and those the study
+    already holds are never chosen. Same inputs and seed, same rows.
 
     Parameters
     ----------
@@ -793,6 +809,10 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
+    cell_cap : float or None, optional
+        The largest share of the wave (rounded up, at least 1 example) one phi or |dphi| cell
+        of a formulation the criterion reads may take before its other examples rank last
+        (default :data:`CELL_CAP`); None: no cap (the greedy alone).
 
     Returns
     -------
@@ -806,8 +826,11 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     """
     if n < 0:
         raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
+    if cell_cap is not None and not 0 < cell_cap <= 1:
+        raise SatcalError(f"plan_wave: cell_cap must be in (0, 1] or None, got {cell_cap}")
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
                    target, margin, reference, reference_seed, criterion)
+    capped = _capped_cells(parts, formulations, cell_cap, n)
     asked = set(map(str, exclude))
     if study is not None and "example_id" in study.examples.columns:
         asked |= set(study.examples["example_id"].astype(str))
@@ -817,8 +840,14 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     design = parts.design
     top = float(parts.info.max()) if design is not None and parts.info.max() > 0 else None
     fresh = np.zeros(len(free), int)   # the pick count at which each reduction was computed
+    if capped is not None:
+        cols, cap = capped
+        in_wave = np.zeros(parts.counts.size)   # this wave's picks per cell (an example once)
+        full = np.zeros(len(free), bool)
     for t in range(min(n, int(free.sum()))):
         score = np.where(free, _score(parts, added, top), -np.inf)
+        if capped is not None:   # short cells keep their precedence: min_depth is the floor
+            score = score - CAPPED * (full & (score < SHORT_FIRST))
         while True:
             i = int(np.argmax(score))
             if design is None or fresh[i] == t:
@@ -840,10 +869,30 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         np.add.at(added, parts.cells[i], 1.0)
         if design is not None:
             design.add(i)
+        if capped is not None:
+            hit = np.unique(parts.cells[i, cols])
+            in_wave[hit] += 1
+            if (in_wave[hit] >= cap).any():
+                full = (in_wave[parts.cells[:, cols]] >= cap).any(axis=1)
     out = pool.iloc[picks].copy()
     out["priority"] = prios
     out.attrs.update(pool.attrs, leader=parts.leader, contenders=list(parts.contenders))
     return out.reset_index(drop=True)
+
+
+def _capped_cells(parts: _Parts, formulations, cell_cap: float | None, n: int):
+    """The columns of ``parts.cells`` a wave's cap applies to (phi of A and B and |dphi| of the
+    formulations the criterion reads: the design's models, the leader, its contenders) and the cap
+    in examples, ceil(cell_cap n); None without a cap or before any answer (no fit to read)."""
+    if cell_cap is None or parts.leader is None:
+        return None
+    ids = [f.id for f in resolve_formulations(formulations)]
+    read = {ids.index(parts.leader), *(ids.index(c) for c in parts.contenders)}
+    if parts.design is not None:
+        read |= set(parts.design.models)
+    f = np.array(sorted(read))
+    cols = np.concatenate([f, f + len(ids), f + 2 * len(ids)])
+    return cols, max(1, int(np.ceil(cell_cap * n)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1426,7 +1475,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
                             spread: float = 1.0, first_wave: int | None = None,
                             truth_b1=None, indicator: str = "b1_std", reference_seed: int = 0,
                             margin: float = MARGIN, target: str | None = None,
-                            criterion: str = "information", shared_effect: bool = True) -> pd.DataFrame:
+                            criterion: str = "information", shared_effect: bool = True,
+                            cell_cap: float | None = CELL_CAP) -> pd.DataFrame:
     """A whole study in simulation, one wave at a time.
 
     Each wave: choose ``wave_size`` examples (adaptive: :func:`plan_wave` on ``pool`` from the
@@ -1494,6 +1544,8 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
     shared_effect : bool, optional
         Calibrate with the shared-effect joint model (default True, as ``calibrate``) or the
         independent one (False; the model the criterion itself fits).
+    cell_cap : float or None, optional
+        The adaptive waves' cell cap (:func:`plan_wave`; default :data:`CELL_CAP`).
 
     Returns
     -------
@@ -1554,7 +1606,7 @@ def simulate_adaptive_study(judgments, truth, formulations=None, *, adaptive: bo
         if adaptive:
             wave = plan_wave(pool, study, forms, size, seed=seed + look, min_depth=min_depth,
                              contenders=contenders, spread=spread, cache=cache, target=target, margin=margin,
-                             reference=reference, criterion=criterion).drop(columns="priority")
+                             reference=reference, criterion=criterion, cell_cap=cell_cap).drop(columns="priority")
         else:
             wave = fixed.iloc[n_now:n_now + size]
         asked.append(_answer(wave, truth, k, kw, rng, look))
