@@ -271,10 +271,10 @@ def test_every_participant_meets_the_trap_rules_count_spread_over_their_pages(se
     "auto": the trap rule's own count for the batch's traps (quality.traps_needed on their
     chance rates), at most the items of a participant's 4 pages, at least quality.min_traps."""
     from satcal.quality import _chance, trap_exclusion, traps_needed
-    # pages of 6 items, so 4 of them hold the rule's count ("auto" items a page would leave
+    # pages of 14 items, so 4 of them hold the rule's count at trap_power 0.999 ("auto" items a page would leave
     # room for the traps on top: test_auto_pages_with_traps_on_top_stay_within_three_screens)
     ws = _configure(served_ws, pages_per_participant=4, answers_per_example=6, attention_checks=0,
-                    traps_on_top=True, items_per_page=6)
+                    traps_on_top=True, items_per_page=14)
     ws.export(force=True)
     assert ws["serve.traps_per_participant"] == "auto"  # the default
     key = ws.table("key.csv")
