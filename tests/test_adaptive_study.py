@@ -461,6 +461,39 @@ def test_the_servers_refit_runs_in_a_process_of_its_own_with_the_packages_criter
     assert study.progress()["adaptive"]["refits"] == 1
 
 
+def test_the_refit_process_ends_when_its_server_is_killed(tmp_path):
+    """A server killed (SIGKILL, or SIGTERM re-raised by uvicorn: no atexit runs) must not
+    leave its refit process behind: the process spawned as ProcessRefit's is, with its
+    initializer, started by a parent that then kills itself, is gone within a few of its checks."""
+    import os
+    import subprocess
+    import sys
+    import time
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import os, signal, multiprocessing\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from satcal.adaptive_study import _exit_with_the_server\n"
+        "if __name__ == '__main__':\n"
+        "    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'),\n"
+        "                               initializer=_exit_with_the_server)\n"
+        "    print(pool.submit(os.getpid).result(), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    child = int(run.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)  # still there?
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(child, 9)
+        raise AssertionError(f"the refit process {child} outlived its killed server by 30 s")
+
+
 def test_the_page_order_follows_the_published_plan_without_a_refit(tmp_path):
     """Plan.ranks: highest priority first, ties by page; the database orders its slots so
     (pages the plan does not name last), as a sort in Python does."""

@@ -754,6 +754,27 @@ _CHILD_REFIT = None
 REFIT_NICENESS = 19
 
 
+#: Seconds between two checks of the refit process that its server is still alive.
+ORPHAN_CHECK_SECONDS = 1.0
+
+
+def _exit_with_the_server() -> None:
+    """In the refit process, at its start: end it once its server is gone. A server ended by a
+    signal (uvicorn re-raises SIGTERM after its shutdown) or killed runs no ``atexit``, and an
+    idle pool process would otherwise live on, orphaned, holding the study's database open."""
+    import os
+    import threading
+    import time
+    server = os.getppid()
+
+    def watch():
+        while os.getppid() == server:
+            time.sleep(ORPHAN_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="satcal-refit-watch", daemon=True).start()
+
+
 def _refit_in_child(path: str, url: str, open_workspace):
     """One refit, in the server's refit process: the workspace (opened by
     ``open_workspace(path)``: this module does not import the workspace, which imports it), the
@@ -794,7 +815,8 @@ class ProcessRefit:
             import atexit
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
-            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_exit_with_the_server)
             atexit.register(self.pool.shutdown, wait=False, cancel_futures=True)
         try:
             return self.pool.submit(_refit_in_child, *self.args).result()
