@@ -482,16 +482,20 @@ def test_the_refit_process_ends_when_its_server_is_killed(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     child = int(run.stdout.split()[0])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def alive() -> bool:
         try:
-            os.kill(child, 0)  # still there?
+            os.kill(child, 0)
         except ProcessLookupError:
-            break
+            return False
+        return True
+
+    deadline = time.monotonic() + 30
+    while alive() and time.monotonic() < deadline:
         time.sleep(0.2)
-    else:
+    outlived = alive()
+    if outlived:
         os.kill(child, 9)
-        raise AssertionError(f"the refit process {child} outlived its killed server by 30 s")
+    assert not outlived, f"the refit process {child} outlived its killed server by 30 s"
 
 
 def test_the_page_order_follows_the_published_plan_without_a_refit(tmp_path):
