@@ -174,12 +174,12 @@ class DesignStages:
                 per_page = self._serve_items_per_page(visible, traps, len(examples))
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
-        # the hosted study's count: its own line and warnings (pipeline.export_text)
-        # a wave's traps are a draw of traps.csv (next_wave warns where the wave is short): the
-        # rule's advice on [traps] count is about traps.csv
+        # the hosted study's count: its own line and warnings (pipeline.export_text, which also
+        # prints the rule's line as information); a wave's traps are a draw of traps.csv
+        # (next_wave warns where the wave is short): the rule's advice on [traps] count is about
+        # traps.csv
         _warn_traps(trap_rule(traps if wave is None else self.table("traps.csv", required=False),
-                              self["quality.trust_threshold"], self["quality.trap_power"], 0),
-                    self.path, always=True)
+                              self["quality.trust_threshold"], self["quality.trap_power"], 0), self.path)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
@@ -354,12 +354,12 @@ def trap_rule(traps: pd.DataFrame, threshold: float, power: float, per_participa
     return line, short
 
 
-def _warn_traps(rule: tuple[str, list[str]], path: Path, always: bool = False) -> None:
+def _warn_traps(rule: tuple[str, list[str]], path: Path) -> None:
     """Warn, one line each, where the traps cannot exclude a random answerer at the asked
-    power; ``always`` also says the rule itself (export, which prints no trap line of its own)."""
+    power (the rule's own line is information: generate and export print it as such)."""
     import warnings
     from ..errors import SatcalWarning
-    for line in ([rule[0]] if always and rule[0] not in rule[1] else []) + rule[1]:
+    for line in rule[1]:
         warnings.warn(f"{path}: {line}", SatcalWarning, stacklevel=3)
 
 
