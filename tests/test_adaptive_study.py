@@ -278,6 +278,38 @@ def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(ada
     assert len(calls) == 2 and calls[1][0] > calls[0][0]
 
 
+def test_a_toloka_wave_short_of_the_trap_count_names_the_wave_pages_that_hold_it(adaptive_ws):
+    """export --next-batch to Toloka with a wave too short for the trap rule's count: the
+    settings line names the exact key and value ([design] wave_pages = P), and a wave of P pages
+    does hold the count (counted in its key)."""
+    import warnings
+    from satcal.adaptive_study import export_next
+    from satcal.pipeline import export_text
+    from satcal.quality import _chance, traps_needed
+    ws = adaptive_ws
+    wanted = list(ws.table("examples.csv")["example_id"])
+    def wave_traps(ws):
+        key = ws.table("key.csv")
+        return key[key["is_trap"].astype(str) == "True"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        paths = export_next(ws, "toloka", plan_wave=prefer(wanted))
+    traps = wave_traps(ws)
+    needed = max(traps_needed(_chance(traps), ws["quality.trust_threshold"], ws["quality.trap_power"]),
+                 ws["quality.min_traps"])
+    assert len(traps) < needed <= len(ws.table("traps.csv"))
+    pages = -(-2 * needed // 5)   # 5 items a page; a wave keeps half of its items for examples
+    said, _ = export_text(ws, paths, "toloka", True)
+    assert (f"the batch holds {len(traps)} traps, fewer than the trap rule's {needed}: a worker meets at most "
+            f"{len(traps)}; set [design] wave_pages = {pages} (a wave keeps at least half of its items for "
+            "examples) for the next waves") in said
+    ws = _set(ws, wave_pages=pages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_next(ws, "toloka", plan_wave=prefer(wanted))
+    assert len(wave_traps(ws)) >= needed
+
+
 def test_next_batch_refuses_once_settled_or_at_the_budget(adaptive_ws):
     from satcal.adaptive_study import export_next
     ws = adaptive_ws

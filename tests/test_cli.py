@@ -362,5 +362,5 @@ def test_export_says_the_trap_rule_as_information_and_warns_only_when_short(tmp_
     assert res.exit_code == 0, res.output
     short = [line for line in res.stderr.splitlines() if "the batch has 3 traps" in line]
     assert len(short) == 1 and short[0].startswith("satcal: warning: ") and short[0].endswith(
-        f"set [traps] count >= {needed}")
+        f'set [traps] count = {needed} (or "auto")')
     assert "Traps per worker:" in res.stdout
