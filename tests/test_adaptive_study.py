@@ -310,6 +310,37 @@ def test_a_toloka_wave_short_of_the_trap_count_names_the_wave_pages_that_hold_it
     assert len(wave_traps(ws)) >= needed
 
 
+def test_a_served_waves_pages_leave_room_for_the_traps_shown_on_top(adaptive_ws):
+    """export --next-batch for satcal serve under items_per_page = "auto" with traps_on_top: a
+    page's own items and the traps shown on top of it fit the page's reading-load budget,
+    worked out by hand from the participant's trap count (serve.study.participant_traps) and
+    the page heights; the reading load alone (the old size) would not leave that room."""
+    import warnings
+    from satcal.adaptive_study import _visible_sample, export_next
+    from satcal.platforms.serve import ITEM_FRAME_PX, PAGE_BUDGET_PX, auto_items_per_page
+    from satcal.quality import _chance
+    from satcal.serve.study import participant_traps
+    ws = _set(adaptive_ws, items_per_page="auto", platform="serve", pages_per_participant=1)
+    assert ws["serve.traps_on_top"] and ws["serve.attention_checks"] == 2
+    wanted = list(ws.table("examples.csv")["example_id"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_next(ws, "serve", plan_wave=prefer(wanted))
+    key = ws.table("key.csv")
+    per_page = int(key.groupby("page").size().max())
+    trap = key["is_trap"].astype(str) == "True"
+    visible = _visible_sample(ws, ws.table("pool.csv"))
+    fit = auto_items_per_page(visible, ws.k, budget_px=PAGE_BUDGET_PX - ITEM_FRAME_PX, reserve=0)  # a check's room
+    pages = ws["serve.pages_per_participant"]
+    def on_top(n):
+        met = participant_traps(_chance(key[trap]), n * pages, pages, "auto", ws["quality.trust_threshold"],
+                                ws["quality.trap_power"], ws["quality.min_traps"])[0]
+        return -(-max(0.0, met - n * pages * trap.sum() / len(key)) // pages)
+    assert per_page + on_top(per_page) <= fit
+    old = auto_items_per_page(visible, ws.k)
+    assert old > per_page and old + on_top(old) > fit
+
+
 def test_next_batch_refuses_once_settled_or_at_the_budget(adaptive_ws):
     from satcal.adaptive_study import export_next
     ws = adaptive_ws

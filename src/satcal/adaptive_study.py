@@ -512,7 +512,8 @@ class Wave:
         The wave's batch number: one more than the batches exported so far.
     items_per_page : int
         Items per page of the wave (``presentation.items_per_page``, or worked out from the
-        pool's reading load when ``"auto"``).
+        pool's reading load when ``"auto"``, the traps a hosted study shows on top of its
+        pages counted, as the fixed study's are).
     """
 
     examples: pd.DataFrame
@@ -521,19 +522,31 @@ class Wave:
     items_per_page: int
 
 
+def _visible_sample(ws, pool: pd.DataFrame) -> pd.DataFrame:
+    """What workers would see of the pool's first 50 examples: the reading load "auto" sizes
+    pages by."""
+    from .platforms import build_items
+    visible, _ = build_items(pool.head(50), pd.DataFrame(), ws.k, seed=ws.seed, items_per_page=10,
+                             documents=ws.documents(), topics=ws.topics())
+    return visible
+
+
 def _items_per_page(ws, pool: pd.DataFrame) -> int:
     per_page = ws["presentation.items_per_page"]
     if per_page != "auto":
         return int(per_page)
-    from .platforms import build_items
     from .platforms.serve import auto_items_per_page
-    sample = pool.head(50)
-    visible, _ = build_items(sample, pd.DataFrame(), ws.k, seed=ws.seed, items_per_page=10,
-                             documents=ws.documents(), topics=ws.topics())
-    return auto_items_per_page(visible, ws.k)
+    return auto_items_per_page(_visible_sample(ws, pool), ws.k)
 
 
-def next_wave(ws, plan_wave=None, settle=None) -> Wave:
+def _serve_on_top(ws, platform: str | None) -> bool:
+    """Whether a wave's pages are the hosted study's under "auto" with traps shown on top: they
+    are then sized as the fixed study's (``Study._serve_items_per_page``), traps on top counted."""
+    return ((platform or ws["presentation.platform"]) == "serve" and ws["serve.traps_on_top"]
+            and ws["presentation.items_per_page"] == "auto")
+
+
+def next_wave(ws, plan_wave=None, settle=None, platform: str | None = None) -> Wave:
     """The next wave of an adaptive study, or a one-line refusal: not adaptive, settled, at the
     budget, or every candidate asked.
 
@@ -548,6 +561,9 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
         The wave planner.
     settle : callable or None, optional
         The stopping rule; None is :func:`satcal.analysis.adaptive.settle`.
+    platform : str or None, optional
+        The platform the wave is for; None takes the study's. The hosted study's pages under
+        ``"auto"`` with ``serve.traps_on_top`` leave room for the traps shown on top of them.
 
     Returns
     -------
@@ -588,6 +604,18 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     traps = traps if traps is not None else pd.DataFrame()
     batch = ws.batch_number() + 1
     rng = np.random.default_rng([ws.seed, 24, batch])
+    plan_seed = int(rng.integers(2 ** 31))
+    on_top = _serve_on_top(ws, platform) and len(traps) > 0
+    if on_top:
+        # the traps on top of a page take room too: the pages are sized with the wave's own
+        # traps (a draw at the reading load's size; its prefix is the draw at the final size)
+        import warnings
+        with warnings.catch_warnings():   # the final size's shortfall is warned below
+            warnings.simplefilter("ignore")
+            first = _wave_traps(ws, traps, s.wave_pages * per_page, per_page)
+        drawn = rng.permutation(len(traps))
+        per_page = ws._serve_items_per_page(_visible_sample(ws, pool), traps.iloc[drawn[:first]],
+                                            s.wave_pages * per_page - first)
     items = s.wave_pages * per_page
     n_traps = _wave_traps(ws, traps, items, per_page)
     n = items - n_traps
@@ -597,7 +625,7 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     if left == 0:
         raise SatcalError(f"{ws.path}: every example of {POOL_FILE} ({len(pool)}) has been asked; a larger pool "
                           "needs a new study (design.pool_size)")
-    chosen = plan_wave(pool, study, ws.formulations(), min(n, left), seed=int(rng.integers(2 ** 31)),
+    chosen = plan_wave(pool, study, ws.formulations(), min(n, left), seed=plan_seed,
                        min_depth=s.min_depth, exclude=sorted(asked))
     ids = chosen["example_id"].astype(str)
     if ids.isin(asked).any() or ids.duplicated().any():
@@ -606,7 +634,10 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     examples = ws.table("examples.csv").set_index("example_id").loc[ids].reset_index()
     if "priority" in chosen.columns:
         examples["priority"] = chosen["priority"].to_numpy()
-    wave_traps = traps.iloc[np.sort(rng.choice(len(traps), size=n_traps, replace=False))] if n_traps else traps.iloc[:0]
+    if on_top:
+        wave_traps = traps.iloc[np.sort(drawn[:n_traps])]
+    else:
+        wave_traps = traps.iloc[np.sort(rng.choice(len(traps), size=n_traps, replace=False))] if n_traps else traps.iloc[:0]
     return Wave(examples.drop(columns=["priority"], errors="ignore"), wave_traps.reset_index(drop=True), batch,
                 per_page)
 
@@ -629,7 +660,7 @@ def export_next(ws, platform: str | None = None, plan_wave=None, settle=None) ->
     list of pathlib.Path
     """
     with ws.locked():
-        return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle))
+        return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle, platform))
 
 
 def _wave_traps(ws, traps: pd.DataFrame, items: int, per_page: int) -> int:
