@@ -157,17 +157,20 @@ def test_template_carries_the_adaptive_keys_off_by_default(generated):
     assert config["design"]["adaptive"] is False
     assert config["design"]["wave_pages"] == 10
     assert {"confidence", "top_m", "min_depth", "budget", "budget_unit", "pool_size"} <= set(config["design"])
+    assert config["design"]["cell_cap"] == 0.25
     assert config["serve"]["refit_seconds"] == 5
 
 
 def test_a_study_toml_from_before_the_keys_gets_their_defaults(generated, tmp_path):
     from satcal.workspace import validate_config
     config = tomllib.loads((generated.path / "study.toml").read_text())
-    for name in ("adaptive", "wave_pages", "confidence", "top_m", "min_depth", "budget", "budget_unit", "pool_size"):
+    for name in ("adaptive", "wave_pages", "confidence", "top_m", "min_depth", "cell_cap", "budget", "budget_unit",
+                 "pool_size"):
         del config["design"][name]
     del config["serve"]["refit_seconds"]
     out = validate_config(config, tmp_path / "study.toml")
     assert (out["design"]["adaptive"], out["design"]["wave_pages"], out["design"]["budget_unit"]) == (False, 10, "answers")
+    assert out["design"]["cell_cap"] == 0.25
 
 
 @pytest.mark.parametrize("name, value, expected", [
@@ -176,6 +179,8 @@ def test_a_study_toml_from_before_the_keys_gets_their_defaults(generated, tmp_pa
     ("confidence", "1.0", "design.confidence = 1.0: expected a probability in [0.5, 1)"),
     ("top_m", "0", "design.top_m = 0: expected an integer from 1 to 1,000"),
     ("budget", "-5", "design.budget = -5: expected an integer >= 0 (0: no budget)"),
+    ("cell_cap", "0", "design.cell_cap = 0: expected a number in (0, 1] (1: no cap)"),
+    ("cell_cap", "1.5", "design.cell_cap = 1.5: expected a number in (0, 1] (1: no cap)"),
     ("budget_unit", '"euros"', "design.budget_unit = 'euros': expected \"answers\" or \"pages\""),
     ("refit_seconds", "0", "serve.refit_seconds = 0: expected seconds from 0.1 to 3600"),
 ])
@@ -271,6 +276,69 @@ def test_waves_ask_the_planners_choice_never_twice_and_every_answer_resolves(ada
     wave_answers = 20 - traps
     assert [(a, look) for a, look, *_ in calls] == [(a, int(np.ceil(a / wave_answers))) for a, *_ in calls]
     assert len(calls) == 2 and calls[1][0] > calls[0][0]
+
+
+def test_a_toloka_wave_short_of_the_trap_count_names_the_wave_pages_that_hold_it(adaptive_ws):
+    """export --next-batch to Toloka with a wave too short for the trap rule's count: the
+    settings line names the exact key and value ([design] wave_pages = P), and a wave of P pages
+    does hold the count (counted in its key)."""
+    import warnings
+    from satcal.adaptive_study import export_next
+    from satcal.pipeline import export_text
+    from satcal.quality import _chance, traps_needed
+    ws = adaptive_ws
+    wanted = list(ws.table("examples.csv")["example_id"])
+    def wave_traps(ws):
+        key = ws.table("key.csv")
+        return key[key["is_trap"].astype(str) == "True"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        paths = export_next(ws, "toloka", plan_wave=prefer(wanted))
+    traps = wave_traps(ws)
+    needed = max(traps_needed(_chance(traps), ws["quality.trust_threshold"], ws["quality.trap_power"]),
+                 ws["quality.min_traps"])
+    assert len(traps) < needed <= len(ws.table("traps.csv"))
+    pages = -(-2 * needed // 5)   # 5 items a page; a wave keeps half of its items for examples
+    said, _ = export_text(ws, paths, "toloka", True)
+    assert (f"the batch holds {len(traps)} traps, fewer than the trap rule's {needed}: a worker meets at most "
+            f"{len(traps)}; set [design] wave_pages = {pages} (a wave keeps at least half of its items for "
+            "examples) for the next waves") in said
+    ws = _set(ws, wave_pages=pages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_next(ws, "toloka", plan_wave=prefer(wanted))
+    assert len(wave_traps(ws)) >= needed
+
+
+def test_a_served_waves_pages_leave_room_for_the_traps_shown_on_top(adaptive_ws):
+    """export --next-batch for satcal serve under items_per_page = "auto" with traps_on_top: a
+    page's own items and the traps shown on top of it fit the page's reading-load budget,
+    worked out by hand from the participant's trap count (serve.study.participant_traps) and
+    the page heights; the reading load alone (the old size) would not leave that room."""
+    import warnings
+    from satcal.adaptive_study import _visible_sample, export_next
+    from satcal.platforms.serve import ITEM_FRAME_PX, PAGE_BUDGET_PX, auto_items_per_page
+    from satcal.quality import _chance
+    from satcal.serve.study import participant_traps
+    ws = _set(adaptive_ws, items_per_page="auto", platform="serve", pages_per_participant=1)
+    assert ws["serve.traps_on_top"] and ws["serve.attention_checks"] == 2
+    wanted = list(ws.table("examples.csv")["example_id"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_next(ws, "serve", plan_wave=prefer(wanted))
+    key = ws.table("key.csv")
+    per_page = int(key.groupby("page").size().max())
+    trap = key["is_trap"].astype(str) == "True"
+    visible = _visible_sample(ws, ws.table("pool.csv"))
+    fit = auto_items_per_page(visible, ws.k, budget_px=PAGE_BUDGET_PX - ITEM_FRAME_PX, reserve=0)  # a check's room
+    pages = ws["serve.pages_per_participant"]
+    def on_top(n):
+        met = participant_traps(_chance(key[trap]), n * pages, pages, "auto", ws["quality.trust_threshold"],
+                                ws["quality.trap_power"], ws["quality.min_traps"])[0]
+        return -(-max(0.0, met - n * pages * trap.sum() / len(key)) // pages)
+    assert per_page + on_top(per_page) <= fit
+    old = auto_items_per_page(visible, ws.k)
+    assert old > per_page and old + on_top(old) > fit
 
 
 def test_next_batch_refuses_once_settled_or_at_the_budget(adaptive_ws):
@@ -414,6 +482,115 @@ def test_serve_hands_out_pages_in_the_criterions_order_and_stops_when_settled(se
     assert "this study is complete" in http.get("/done").text
     stored = db.snapshot(study.engine)
     assert stored["worker_id"].nunique() == len(seen)  # the newcomer stored nothing
+
+
+def _cells_by_hand(ws, formulations) -> dict:
+    """Each example's phi cells (lists A and B, once if both fall in it) and |dphi| cell under
+    each of ``formulations``, binned by hand from the generator's scores.csv."""
+    scores = ws.table("scores.csv")
+    scores = scores[scores["formulation"].isin(formulations)]
+    n_bins = ws["generator.n_bins"]
+    def bin_of(x):
+        return np.minimum(np.floor((x.astype(float) + 1e-5) * n_bins), n_bins - 1).astype(int)
+    out: dict = {}
+    for e, f, a, b, d in zip(scores["example_id"], scores["formulation"], bin_of(scores["phi_a"]),
+                             bin_of(scores["phi_b"]), bin_of((scores["phi_a"].astype(float)
+                                                               - scores["phi_b"].astype(float)).abs())):
+        out.setdefault(e, set()).update({("phi", f, a), ("phi", f, b), ("dphi", f, d)})
+    return out
+
+
+def _most_in_a_cell(ws, order, page_of, cells) -> list:
+    """For each run of wave_pages pages of ``order``: the most examples one cell holds."""
+    runs = [order[i:i + ws["design.wave_pages"]] for i in range(0, len(order), ws["design.wave_pages"])]
+    most = []
+    for run in runs:
+        counts: dict = {}
+        for e in page_of.index[page_of.isin(run)]:
+            for c in cells[e]:
+                counts[c] = counts.get(c, 0) + 1
+        most.append(max(counts.values()))
+    return most
+
+
+@pytest.mark.parametrize("seed, cap_share, exempt", [(1, 0.25, ()), (2, 0.1, (3, 17)), (3, 0.5, ())])
+def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt):
+    """capped_page_order against a plain greedy written out by hand on random pages: each run
+    of wave_pages pages takes the best page whose examples keep every cell (an example once in
+    a cell) within ceil(cap x examples of a run), else the best of the rest."""
+    import math
+    from satcal.adaptive_study import capped_page_order
+    rng = np.random.default_rng(seed)
+    n_pages, wave = 40, 5
+    pages = rng.integers(1, n_pages + 1, 160)
+    pages[:n_pages] = np.arange(1, n_pages + 1)   # every page holds an example
+    cells = rng.choice([0, 0, 0, 1, 2, 3, 4, 5], size=(160, 3))   # cell 0 crowded
+    priority = {p: float(rng.random()) for p in range(1, n_pages + 1)}
+    later = {5, 6}
+    order = sorted(priority, key=lambda p: (p in later, -priority[p], p))
+    cap = math.ceil(cap_share * wave * 160 / n_pages)
+    by_page = {p: [set(cells[i]) for i in np.flatnonzero(pages == p)] for p in order}
+    want, left = [], list(order)
+    while left:
+        run, counts = [], {}
+        for _ in range(min(wave, len(left))):
+            def fits(p):
+                add = {}
+                for example in by_page[p]:
+                    for c in example:
+                        add[c] = add.get(c, 0) + 1
+                return p in exempt or all(counts.get(c, 0) + n <= cap for c, n in add.items())
+            p = next((q for q in left if fits(q)), left[0])
+            left.remove(p)
+            run.append(p)
+            for example in by_page[p]:
+                for c in example:
+                    counts[c] = counts.get(c, 0) + 1
+        want += run
+    got = capped_page_order(priority, pages, cells, wave, cap_share, set(exempt), later)
+    assert got == want
+    assert got != order   # the cap moved pages
+    assert capped_page_order(priority, pages, cells, wave, 1.0, set(exempt), later) == order
+
+
+def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
+    """[design] cell_cap (the template's 0.25) holds on each run of wave_pages pages of the served
+    order, counted by hand from scores.csv; without it (cell_cap = 1) the criterion's order piles
+    the first run into one cell; a participant gets the capped order's first page."""
+    import math
+    from satcal.adaptive_study import attach, serve_refit
+    ws = served_adaptive
+    assert ws["design.cell_cap"] == 0.25 and ws["design.wave_pages"] == 4
+    key = ws.table("key.csv")
+    page_of = key[key["is_trap"] == "False"].set_index("source_id")["page"].astype(int)
+    capped = ["bin1-zipf", "lin-const"]
+    cells = _cells_by_hand(ws, capped)
+    # the criterion: the examples whose bin1-zipf list A or B is in the top phi cell first
+    top = {e for e, c in cells.items() if ("phi", "bin1-zipf", 9) in c}
+    def priorities(pool, study, formulations, *, seed, min_depth=0):
+        out = pd.Series({e: float(e in top) for e in pool["example_id"]})
+        out.attrs["capped"] = capped
+        return out
+
+    def order_of(ws):
+        plan = serve_refit(ws, _hosted(ws).engine, priorities=priorities)()
+        return sorted(plan.priorities, key=plan.ranks().get)
+
+    cap = math.ceil(0.25 * 4 * len(page_of) / page_of.nunique())
+    capped_order = order_of(ws)
+    assert sorted(capped_order) == sorted(page_of.unique())
+    most = _most_in_a_cell(ws, capped_order, page_of, cells)
+    assert most[0] <= cap
+    uncapped = order_of(_set(ws, cell_cap=1))
+    # cell_cap = 1: the pages by the mean priority of their examples, ties by page number
+    means = page_of.groupby(page_of).apply(lambda s: np.mean([float(e in top) for e in s.index]))
+    assert uncapped == sorted(means.index, key=lambda p: (-means[p], p))
+    assert _most_in_a_cell(ws, uncapped, page_of, cells)[0] > cap
+    ws = _set(ws, cell_cap=0.25)
+    study = _hosted(ws)
+    assert attach(ws, study, priorities=priorities)
+    study.order.refresh()
+    assert _page_of(ws, _participant(_client(study), "c1")) == capped_order[0]
 
 
 def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_adaptive):

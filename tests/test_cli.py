@@ -338,3 +338,29 @@ def test_budgets_and_pair_parse_to_the_values_written():
     from satcal.pipeline import parse_budgets, parse_pair
     assert parse_budgets("250,500,1000") == [250, 500, 1000]
     assert parse_pair("lin-const, exp2-log2") == ("lin-const", "exp2-log2")
+
+
+def test_export_says_the_trap_rule_as_information_and_warns_only_when_short(tmp_path, ecir_study):
+    """The trap rule's line (traps per worker, from quality.traps_needed) is printed as
+    information when the batch holds the count; a batch with fewer traps than the rule asks gets
+    the warning, naming the study.toml key and value to set."""
+    from satcal.quality import _chance, traps_needed
+    from satcal.workspace import Workspace
+    q = tmp_path / "qrels.txt"
+    ecir_study.judgments.to_trec(q)
+    d = tmp_path / "study"
+    for args in (["init", d, "--judgments", q, "--min-per-cell", "3", "--platform", "csv"], ["generate", d, "-q"]):
+        assert run(*args).exit_code == 0
+    ws = Workspace.open(d)
+    needed = traps_needed(_chance(ws.table("traps.csv")), ws["quality.trust_threshold"], ws["quality.trap_power"])
+    res = CliRunner().invoke(main, ["export", str(d)])
+    assert res.exit_code == 0, res.output
+    assert f"\nTraps per worker: {needed}, so that a worker answering at random" in res.stdout
+    assert "warning" not in res.stderr.lower() or "traps" not in res.stderr.lower(), res.stderr
+    ws.table("traps.csv").head(3).to_csv(d / "traps.csv", index=False)   # a batch short of the count
+    res = CliRunner().invoke(main, ["export", str(d), "--force"])
+    assert res.exit_code == 0, res.output
+    short = [line for line in res.stderr.splitlines() if "the batch has 3 traps" in line]
+    assert len(short) == 1 and short[0].startswith("satcal: warning: ") and short[0].endswith(
+        f'set [traps] count = {needed} (or "auto")')
+    assert "Traps per worker:" in res.stdout

@@ -392,6 +392,10 @@ def test_removing_the_only_file_leaves_empty_tables_not_a_broken_workspace(ws):
     assert "total: 0 rows = 0 answers (0 on traps) + 0 rejects" in res.output
     assert (ws.path / "answers.csv").read_text() == ",".join(ANSWER_TABLE_COLUMNS) + "\n"
     assert (ws.path / "rejects.csv").read_text() == ",".join(REJECT_TABLE_COLUMNS) + "\n"
+    # the empty workers table has the columns of the non-empty one, relative_speed included
+    header = tables["workers.csv"].decode().splitlines()[0]
+    assert "relative_speed" in header.split(",")
+    assert (ws.path / "workers.csv").read_text() == header + "\n"
     res = runner.invoke(main, ["analyze", str(ws.path), "-q"])
     assert res.exit_code == 2 and "has no answers to examples; ingest result files first" in res.output
     assert runner.invoke(main, ["ingest", str(ws.path), str(out)]).exit_code == 0

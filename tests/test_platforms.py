@@ -300,6 +300,7 @@ def test_export_summaries_say_where_a_worker_meets_the_trap_rules_count():
     few = TrapCount(needed, needed - 1, 1000)
     for line in (toloka.describe_settings({}, 8, 1, few), appen.describe_settings({}, 8, 1, few)):
         assert f"the batch holds {needed - 1} traps, fewer than the trap rule's {needed}" in line
+        assert f'set [traps] count = {needed} (or "auto") and generate and export again' in line  # key = value
     # a batch with no traps: no control task or test question is printed, as pool.json writes none
     none = TrapCount(None, 0, 1000)
     assert toloka.pool_json(8, 1, 0)["mixer_config"]["golden_tasks_count"] == 0

@@ -166,6 +166,23 @@ def test_screening_thresholds_come_from_the_caller():
     assert not screening(a)["same_side"].iloc[0] and screening(a, same_side=0.6)["same_side"].iloc[0]
 
 
+def test_the_worker_table_has_the_same_columns_with_or_without_answers_and_times():
+    """An empty study's workers table (no answers), an untimed one and one timed against the
+    reading load have the same columns, in the same order: the timed one's, relative_speed
+    included (NaN where it is not computed)."""
+    from satcal.quality import empty_worker_table, worker_table
+    rows = [(f"w{i}", j % 3 == 0, j % 2 == 0, 20.0 + i, 5.0, f"t{j // 4}") for i in range(6) for j in range(8)]
+    timed = pd.DataFrame(rows, columns=["worker_id", "is_trap", "correct", "seconds", "reading_seconds",
+                                        "submitted_at"])
+    full = worker_table(timed)
+    assert full["relative_speed"].notna().all()   # six timed workers: a typical pace to compare with
+    untimed = worker_table(timed.drop(columns=["seconds", "reading_seconds", "submitted_at"]))
+    empty = empty_worker_table()
+    assert len(empty) == 0
+    assert list(empty.columns) == list(untimed.columns) == list(full.columns)
+    assert untimed["relative_speed"].isna().all() and untimed["reading_floor_per_answer"].isna().all()
+
+
 def test_too_fast_is_calibrated_to_the_reading_load_of_the_items():
     """Paces are read against each worker's reading load: five workers on heavy items (22 s to
     decide and skim) at 10-14 s an item, five on light items (3 s) at 2.5-3.5 s, and one on

@@ -39,6 +39,7 @@ import pandas as pd
 from .errors import SatcalError
 
 __all__ = ["AdaptiveSettings", "POOL_FILE", "Wave", "build_pool", "adopt_pool", "next_wave", "export_next", "settlement",
+           "capped_page_order",
            "calibration_record", "serve_refit", "ProcessRefit", "attach", "answered_study"]
 
 #: The candidate pool every wave is chosen from.
@@ -75,6 +76,10 @@ class AdaptiveSettings:
     min_depth : int
         ``design.min_depth``: answered examples every phi and |dphi| cell gets before the
         criterion may pass it by.
+    cell_cap : float
+        ``design.cell_cap``: the largest share, in (0, 1], of a wave (``export --next-batch``) or of
+        each ``wave_pages`` pages of the hosted study's order that one phi or |dphi| cell of the
+        formulations the criterion reads may take while other examples are free (1: no cap).
     budget : int
         ``design.budget``: the study's budget in ``budget_unit``; 0 for none.
     budget_unit : str
@@ -92,6 +97,7 @@ class AdaptiveSettings:
     top_m: int = 1
     margin: float = 0.005
     min_depth: int = 10
+    cell_cap: float = 0.25
     budget: int = 0
     budget_unit: str = "answers"
     pool_size: int = 0
@@ -112,7 +118,8 @@ class AdaptiveSettings:
         """
         d = ws.config["design"]
         return cls(adaptive=d["adaptive"], wave_pages=d["wave_pages"], confidence=float(d["confidence"]),
-                   top_m=d["top_m"], margin=float(d["margin"]), min_depth=d["min_depth"], budget=d["budget"],
+                   top_m=d["top_m"], margin=float(d["margin"]), min_depth=d["min_depth"],
+                   cell_cap=float(d["cell_cap"]), budget=d["budget"],
                    budget_unit=d["budget_unit"], pool_size=d["pool_size"],
                    refit_seconds=float(ws["serve.refit_seconds"]))
 
@@ -505,7 +512,8 @@ class Wave:
         The wave's batch number: one more than the batches exported so far.
     items_per_page : int
         Items per page of the wave (``presentation.items_per_page``, or worked out from the
-        pool's reading load when ``"auto"``).
+        pool's reading load when ``"auto"``, the traps a hosted study shows on top of its
+        pages counted, as the fixed study's are).
     """
 
     examples: pd.DataFrame
@@ -514,19 +522,31 @@ class Wave:
     items_per_page: int
 
 
+def _visible_sample(ws, pool: pd.DataFrame) -> pd.DataFrame:
+    """What workers would see of the pool's first 50 examples: the reading load "auto" sizes
+    pages by."""
+    from .platforms import build_items
+    visible, _ = build_items(pool.head(50), pd.DataFrame(), ws.k, seed=ws.seed, items_per_page=10,
+                             documents=ws.documents(), topics=ws.topics())
+    return visible
+
+
 def _items_per_page(ws, pool: pd.DataFrame) -> int:
     per_page = ws["presentation.items_per_page"]
     if per_page != "auto":
         return int(per_page)
-    from .platforms import build_items
     from .platforms.serve import auto_items_per_page
-    sample = pool.head(50)
-    visible, _ = build_items(sample, pd.DataFrame(), ws.k, seed=ws.seed, items_per_page=10,
-                             documents=ws.documents(), topics=ws.topics())
-    return auto_items_per_page(visible, ws.k)
+    return auto_items_per_page(_visible_sample(ws, pool), ws.k)
 
 
-def next_wave(ws, plan_wave=None, settle=None) -> Wave:
+def _serve_on_top(ws, platform: str | None) -> bool:
+    """Whether a wave's pages are the hosted study's under "auto" with traps shown on top: they
+    are then sized as the fixed study's (``Study._serve_items_per_page``), traps on top counted."""
+    return ((platform or ws["presentation.platform"]) == "serve" and ws["serve.traps_on_top"]
+            and ws["presentation.items_per_page"] == "auto")
+
+
+def next_wave(ws, plan_wave=None, settle=None, platform: str | None = None) -> Wave:
     """The next wave of an adaptive study, or a one-line refusal: not adaptive, settled, at the
     budget, or every candidate asked.
 
@@ -541,6 +561,9 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
         The wave planner.
     settle : callable or None, optional
         The stopping rule; None is :func:`satcal.analysis.adaptive.settle`.
+    platform : str or None, optional
+        The platform the wave is for; None takes the study's. The hosted study's pages under
+        ``"auto"`` with ``serve.traps_on_top`` leave room for the traps shown on top of them.
 
     Returns
     -------
@@ -556,7 +579,7 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
         from functools import partial
         from .analysis.adaptive import plan_wave
         plan_wave = partial(plan_wave, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]),
-                            margin=s.margin, reference_seed=ws.seed)
+                            margin=s.margin, reference_seed=ws.seed, cell_cap=s.cell_cap)
     pool = read_pool(ws)
     keys = _keys(ws)
     asked = set(keys.loc[keys["is_trap"].astype(str) != "True", "source_id"].astype(str))
@@ -581,6 +604,18 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     traps = traps if traps is not None else pd.DataFrame()
     batch = ws.batch_number() + 1
     rng = np.random.default_rng([ws.seed, 24, batch])
+    plan_seed = int(rng.integers(2 ** 31))
+    on_top = _serve_on_top(ws, platform) and len(traps) > 0
+    if on_top:
+        # the traps on top of a page take room too: the pages are sized with the wave's own
+        # traps (a draw at the reading load's size; its prefix is the draw at the final size)
+        import warnings
+        with warnings.catch_warnings():   # the final size's shortfall is warned below
+            warnings.simplefilter("ignore")
+            first = _wave_traps(ws, traps, s.wave_pages * per_page, per_page)
+        drawn = rng.permutation(len(traps))
+        per_page = ws._serve_items_per_page(_visible_sample(ws, pool), traps.iloc[drawn[:first]],
+                                            s.wave_pages * per_page - first)
     items = s.wave_pages * per_page
     n_traps = _wave_traps(ws, traps, items, per_page)
     n = items - n_traps
@@ -590,7 +625,7 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     if left == 0:
         raise SatcalError(f"{ws.path}: every example of {POOL_FILE} ({len(pool)}) has been asked; a larger pool "
                           "needs a new study (design.pool_size)")
-    chosen = plan_wave(pool, study, ws.formulations(), min(n, left), seed=int(rng.integers(2 ** 31)),
+    chosen = plan_wave(pool, study, ws.formulations(), min(n, left), seed=plan_seed,
                        min_depth=s.min_depth, exclude=sorted(asked))
     ids = chosen["example_id"].astype(str)
     if ids.isin(asked).any() or ids.duplicated().any():
@@ -599,7 +634,10 @@ def next_wave(ws, plan_wave=None, settle=None) -> Wave:
     examples = ws.table("examples.csv").set_index("example_id").loc[ids].reset_index()
     if "priority" in chosen.columns:
         examples["priority"] = chosen["priority"].to_numpy()
-    wave_traps = traps.iloc[np.sort(rng.choice(len(traps), size=n_traps, replace=False))] if n_traps else traps.iloc[:0]
+    if on_top:
+        wave_traps = traps.iloc[np.sort(drawn[:n_traps])]
+    else:
+        wave_traps = traps.iloc[np.sort(rng.choice(len(traps), size=n_traps, replace=False))] if n_traps else traps.iloc[:0]
     return Wave(examples.drop(columns=["priority"], errors="ignore"), wave_traps.reset_index(drop=True), batch,
                 per_page)
 
@@ -622,7 +660,7 @@ def export_next(ws, platform: str | None = None, plan_wave=None, settle=None) ->
     list of pathlib.Path
     """
     with ws.locked():
-        return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle))
+        return ws._export(platform, False, True, wave=next_wave(ws, plan_wave, settle, platform))
 
 
 def _wave_traps(ws, traps: pd.DataFrame, items: int, per_page: int) -> int:
@@ -650,6 +688,94 @@ def _wave_traps(ws, traps: pd.DataFrame, items: int, per_page: int) -> int:
 
 
 # -- the hosted study ----------------------------------------------------------------------
+def capped_page_order(priority, pages, cells, wave_pages: int, cell_cap: float, exempt=frozenset(),
+                      later=frozenset()) -> list:
+    """The hosted study's page order under a wave's cell cap: the pages by ``priority``
+    (highest first, ties by page number; pages in ``later`` after all others), each successive
+    run of ``wave_pages`` pages taking, greedily, the best page that keeps every cell of
+    ``cells`` within ``ceil(cell_cap x examples of a run)`` examples of the run (a run's
+    examples: ``wave_pages`` times the mean examples a page), then, if none is left that fits,
+    the best of the others. Pages in ``exempt`` (an example in a cell short of ``min_depth``)
+    are never held back: the cell floor comes first, as in
+    :func:`satcal.analysis.adaptive.plan_wave`, whose cap this is for pages fixed at export.
+
+    Parameters
+    ----------
+    priority : mapping of int to float
+        Each page's priority.
+    pages : array_like of int
+        The page of each example, aligned with the rows of ``cells``.
+    cells : array_like of int, shape (examples, c)
+        The cells each example counts in (:func:`satcal.analysis.adaptive.pool_cells`); an
+        example counts once in a cell however many of its columns name it.
+    wave_pages : int
+        Pages of a run (``design.wave_pages``).
+    cell_cap : float
+        ``design.cell_cap``, in (0, 1]; 1 is no cap.
+    exempt : collection of int, optional
+        Pages never held back by the cap.
+    later : collection of int, optional
+        Pages ordered after the others (those already answered: the server hands out the
+        emptiest pages first).
+
+    Returns
+    -------
+    list of int
+        The pages, first handed out first.
+    """
+    order = sorted(priority, key=lambda p: (p in later, -float(priority[p]), int(p)))
+    cells = np.asarray(cells, dtype=np.int64)
+    if cell_cap >= 1 or not len(order) or not cells.size:
+        return [int(p) for p in order]
+    pages = np.asarray(pages, dtype=np.int64)
+    position = pd.Index(np.asarray(order, dtype=np.int64)).get_indexer(pages)   # -1: a page not ordered
+    srt = np.sort(cells, axis=1)
+    once = np.ones(srt.shape, bool)   # an example counts once in a cell
+    once[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    once &= (position >= 0)[:, None]
+    # (cell, page position) pairs and the examples of the page in the cell, sorted by cell: each
+    # cell's pages are a slice (a compressed column), so a take checks only the cells it fills
+    width = len(order) + 1
+    key, counts = np.unique(srt[once] * width + np.broadcast_to(position[:, None], srt.shape)[once],
+                            return_counts=True)
+    pairs = np.stack([key // width, key % width], 1)
+    n_cells = int(srt.max()) + 1
+    start = np.searchsorted(pairs[:, 0], np.arange(n_cells + 1))
+    most = np.zeros(n_cells)   # the most examples of one page in each cell
+    used = np.flatnonzero(start[1:] > start[:-1])
+    most[used] = np.maximum.reduceat(counts, start[used])
+    by_page = np.argsort(pairs[:, 1], kind="stable")
+    page_start = np.searchsorted(pairs[by_page, 1], np.arange(len(order) + 1))
+    cap = max(1, math.ceil(cell_cap * wave_pages * int((position >= 0).sum()) / len(order)))
+    free_of_cap = np.isin(np.asarray(order, dtype=np.int64), np.asarray(list(exempt), dtype=np.int64))
+    left = np.ones(len(order), bool)   # not yet in the order
+    alone = np.zeros(len(order), bool)   # past the cap on its own
+    alone[pairs[counts > cap, 1]] = True
+    alone &= ~free_of_cap
+    out: list = []
+    while len(out) < len(order):
+        in_run = np.zeros(n_cells)
+        fits = left & ~alone   # left, and no cell of the run would go past the cap with it
+        for _ in range(min(wave_pages, len(order) - len(out))):
+            i = int(np.argmax(fits))
+            if not fits[i]:   # no page left fits the run: the best of the others
+                i = int(np.argmax(left))
+            left[i] = fits[i] = False
+            out.append(int(order[i]))
+            mine = by_page[page_start[i]:page_start[i + 1]]
+            cell = pairs[mine, 0]
+            in_run[cell] += counts[mine]
+            filled = cell[in_run[cell] + most[cell] > cap]   # only these may hold a page back
+            if not filled.size:
+                continue
+            lengths = start[filled + 1] - start[filled]
+            at = np.repeat(start[filled] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) \
+                + np.arange(int(lengths.sum()))
+            held = pairs[at[counts[at] > np.repeat(cap - in_run[filled], lengths)], 1]
+            fits[held[~free_of_cap[held]]] = False
+    return out
+
+
 def _served_answers(ws, engine, key: pd.DataFrame) -> pd.DataFrame | None:
     """The hosted study's answers now (its database), resolved against its key as ingest does
     (traps scored, excluded workers left out), with the answers ingested from other batches."""
@@ -676,7 +802,10 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     """The refit ``satcal serve`` runs in the background on an adaptive study: the answers in
     its database, the criterion's priority of each example (default
     :func:`satcal.analysis.adaptive.example_priorities`) averaged over each page's examples,
-    and whether to stop (settled, or at the budget).
+    and whether to stop (settled, or at the budget). Where the criterion names the
+    formulations a wave's cap reads (``attrs["capped"]``) and ``design.cell_cap`` is below 1,
+    the pages go in the capped order of :func:`capped_page_order` instead: it is worked out
+    here, in the refit, so a participant's claim reads it without waiting.
 
     Parameters
     ----------
@@ -706,6 +835,7 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         priorities = partial(example_priorities, n_bins=ws["generator.n_bins"],
                              top_level=max(ws["study.levels"]), cache={}, margin=_settings(ws).margin,
                              reference_seed=ws.seed)
+    from .analysis.adaptive import SHORT_FIRST, pool_cells
     from .serve.priority import Plan
     s = _require(ws, "serve")
     key = ws.table("key.csv")
@@ -723,6 +853,17 @@ def serve_refit(ws, engine, priorities=None, settle=None):
 
     last: dict = {}  # the previous refit's answers and plan: no new answer, no new fit
 
+    def _capped_plan(ranked: dict, by_page: pd.Series, score: pd.Series, study, capped: list) -> dict:
+        """The page priorities of the capped order (:func:`capped_page_order`): pages
+        with an example in a short cell are exempt; pages with an answer come after the rest."""
+        cells = pool_cells(pool, study, capped, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
+        rows = pd.Index(pool["example_id"].astype(str)).get_indexer(pages.index)  # each key row's example
+        exempt = set(by_page.index[by_page.to_numpy() >= SHORT_FIRST])
+        answered = set() if study is None else set(study.examples["example_id"].astype(str))
+        later = set(pages[pages.index.isin(answered)].to_numpy().tolist())
+        order = capped_page_order(ranked, pages.to_numpy(), cells[rows], s.wave_pages, s.cell_cap, exempt, later)
+        return {p: float(len(order) - i) for i, p in enumerate(order)}
+
     def refit() -> Plan:
         answers = _served_answers(ws, engine, key)
         if "plan" in last and last["answers"].equals(answers):
@@ -735,6 +876,9 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         score = priorities(pool, study, forms, seed=seed, min_depth=s.min_depth)
         by_page = pd.Series(pages.index.map(score).to_numpy(dtype=float), index=pages.to_numpy())
         ranked = by_page.groupby(level=0).mean().dropna().to_dict()
+        capped = score.attrs.get("capped") or []
+        if capped and s.cell_cap < 1:   # the cap of a wave, on each wave_pages pages handed out
+            ranked = _capped_plan(ranked, by_page, score, study, capped)
         if b.reached(n):
             return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
         now = max(earlier, math.floor(n / b.wave_answers + 1e-9))  # 0: no whole wave's worth yet

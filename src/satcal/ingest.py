@@ -595,7 +595,8 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     tuple of four pandas.DataFrame
         answers, rejects, workers and the answers before exclusion.
     """
-    from .quality import attention_failures, exclude_failed_attention, trap_dominance, worker_table
+    from .quality import (attention_failures, empty_worker_table, exclude_failed_attention, trap_dominance,
+                          worker_table)
 
     # text stays Python strings in object arrays: selecting rows is then a copy of pointers
     r = rows.reset_index(drop=True)
@@ -687,15 +688,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     truth[np.array([v == "" for v in truth], dtype=bool)] = False
     workers = worker_table(scored.assign(correct=pd.Series(truth[correct_coded[0][ok]], index=scored.index,
                                                            dtype=object)),
-                           threshold, min_traps, **(screen or {})) if len(scored) else pd.DataFrame(
-        columns=["worker_id", "answers", "examples_answered", "traps_seen", "traps_correct",
-                 "platform_trust", "chance_evidence", "trust", "trust_source", "binomial_p", "excluded", "reason",
-                 "seconds_per_answer",
-                 "too_fast", "same_side_share", "same_side", "top_answer", "top_answer_share", "crowd_share",
-                 "straight_lining_p", "straight_lining", "dominance_decisive", "dominated_preferred",
-                 "dominated_crowd_share", "dominated_dispersion", "dominated_guessers", "consistency_p",
-                 "inconsistent", "crowd_answers",
-                 "random_evidence", "random_like"])
+                           threshold, min_traps, **(screen or {})) if len(scored) else empty_worker_table()
     del scored  # its copies of the valid rows, freed before the answer tables are made (a lower peak)
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(_plain(r)), attention_limit)

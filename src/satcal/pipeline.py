@@ -1017,8 +1017,16 @@ def export_text(study, paths, platform, next_batch: bool) -> tuple[str, list[str
     -------
     tuple of (str, list of str)
     """
+    from .study.design import trap_rule
     said = ["Wrote " + ", ".join(str(p) for p in paths) + f" and the hidden key {study.path}/key.csv "
             f"(batch {study.batch_number()})"]
+    # the trap rule's count, information (export warns where the traps fall short of it, and
+    # where no count reaches the power the line itself is that warning); about traps.csv, of
+    # which an adaptive wave's traps are a draw
+    rule, short = trap_rule(study.table("traps.csv", required=False), study["quality.trust_threshold"],
+                            study["quality.trap_power"], 0)
+    if rule not in short:
+        said.append(rule[0].upper() + rule[1:])
     platform = platform or study["presentation.platform"]
     if study.platform_settings(platform):
         said.append(f"Settings ([platforms.{platform}] of study.toml): {study.platform_settings(platform)}")

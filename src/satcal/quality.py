@@ -62,7 +62,7 @@ from .errors import SatcalError
 __all__ = ["worker_table", "binom_cdf", "dawid_skene", "agreement", "Agreement", "screening", "trap_table",
            "TRAP_SUSPECT_ACCURACY", "TRAP_SUSPECT_ALPHA", "reading_seconds", "attention_failures", "exclude_failed_attention",
            "straight_lining", "STRAIGHT_ALPHA", "STRAIGHT_SHARE", "STRAIGHT_MIN_ANSWERS",
-           "dominance", "trap_dominance", "trap_exclusion", "traps_needed", "trap_rule_line", "traps_within", "judgment_consistency", "CONSISTENCY_ALPHA", "honest_dispersion",
+           "dominance", "trap_dominance", "trap_exclusion", "empty_worker_table", "traps_needed", "trap_rule_line", "traps_within", "judgment_consistency", "CONSISTENCY_ALPHA", "honest_dispersion",
            "crowd_likelihood", "CROWD_ALPHA", "typed_workers", "WORKER_NUMBER_COLUMNS",
            "WORKER_FLAG_COLUMNS"]
 
@@ -1036,6 +1036,9 @@ def _screening(answers, codes, seconds=None, same_side=None):
         out["relative_speed"] = _relative_speed(out["seconds_per_answer"].to_numpy(float),
                                                 out["reading_floor_per_answer"].to_numpy(float))
         out["too_fast"] = out["too_fast"] | (out["relative_speed"] >= SCREEN_RELATIVE_SPEED)
+    else:   # the same columns whatever the answers hold (none, untimed, no reading load)
+        out["reading_floor_per_answer"] = np.nan
+        out["relative_speed"] = np.nan
     if "answer_shown" in a.columns:
         # once per distinct shown code, spread by the codes; counts by bincount over the workers
         code, distinct = pd.factorize(answers["answer_shown"])  # missing -> -1: neither side
@@ -1051,6 +1054,17 @@ def _screening(answers, codes, seconds=None, same_side=None):
         out["same_side_share"] = np.nan
         out["same_side"] = False
     return out
+
+
+def empty_worker_table() -> pd.DataFrame:
+    """The workers table of a study with no answers: :func:`worker_table`'s columns, no row.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    return worker_table(pd.DataFrame({"worker_id": pd.Series(dtype=object), "is_trap": pd.Series(dtype=bool),
+                                      "correct": pd.Series(dtype=bool)}))
 
 
 def _relative_speed(seconds: np.ndarray, floor: np.ndarray) -> np.ndarray:

@@ -304,6 +304,11 @@ class DesignSection:
                                     "one within margin of the best (0: only an exact ranking settles; ties then never do).")
     min_depth: int = setting(10, int, lambda v: 0 <= v <= MAX_PER_CELL, f"an integer from 0 to {MAX_PER_CELL:,}",
                              "Answers every cell gets before the criterion may pass it by.", required=False)
+    cell_cap: float = setting(0.25, _NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1] (1: no cap)",
+                              "Largest share of a wave one phi or |dphi| cell may take.", required=False,
+                              comment="Once there are answers, no phi or |dphi| cell of the formulations the criterion reads takes\n"
+                                      "more than this share of a wave (export --next-batch) or of each wave_pages pages satcal\n"
+                                      "serve hands out, while other examples are free (1: no cap).")
     budget: int = setting(0, int, lambda v: 0 <= v <= 10 ** 9, "an integer >= 0 (0: no budget)",
                           "Adaptive study's budget in budget_unit (0: none).", required=False,
                           comment='Stop at this many answers (budget_unit = "answers") or pages ("pages"); 0: no budget.')

@@ -78,7 +78,7 @@ from ..measures import bin_index, resolve_formulations, score_lists
 from .bootstrap import robust_se
 from .core import GRID
 
-__all__ = ["candidate_pool", "example_priorities", "plan_wave", "Settlement", "settle", "alpha_spending",
+__all__ = ["candidate_pool", "example_priorities", "pool_cells", "plan_wave", "Settlement", "settle", "alpha_spending",
            "std_replicates", "default_indicator", "MARGIN",
            "population_truth", "standardised_truth", "simulate_adaptive_study", "SPENDING"]
 
@@ -760,13 +760,51 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
 
     Returns
     -------
-    Series of floats indexed by ``example_id``; ``attrs`` holds ``leader`` and ``contenders``.
+    Series of floats indexed by ``example_id``; ``attrs`` holds ``leader``, ``contenders`` and
+    ``capped``: the ids of the formulations whose cells a wave's cap reads (as
+    :func:`plan_wave`'s ``cell_cap``; empty before any answer), for a caller that orders
+    examples in waves of its own (:func:`pool_cells`).
     """
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
                    target, margin, reference, reference_seed, criterion)
     out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
-    out.attrs.update(leader=parts.leader, contenders=list(parts.contenders))
+    capped = _capped_cells(parts, formulations, 1.0, 1)
+    ids = [f.id for f in resolve_formulations(formulations)]
+    out.attrs.update(leader=parts.leader, contenders=list(parts.contenders),
+                     capped=[] if capped is None else [ids[j] for j in capped[0][:len(capped[0]) // 3]])
     return out
+
+
+def pool_cells(pool: pd.DataFrame, study: StudyData | None, formulations, *, n_bins: int = 10,
+               top_level: int | None = None) -> np.ndarray:
+    """The phi cells of lists A and B and the |dphi| cell of every pool example under each of
+    ``formulations`` (the cells a wave's cap counts: :func:`plan_wave`), scored as the
+    criterion scores them.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame
+        Candidate examples (see :func:`example_priorities`).
+    study : satcal.answers.StudyData or None
+        The answers so far (their scale scores the pool when given).
+    formulations : list
+        The formulations (e.g. ``attrs["capped"]`` of :func:`example_priorities`).
+    n_bins : int, optional
+        Bins of the cells (the pool's ``attrs["n_bins"]`` when it has one; default 10).
+    top_level : int or None, optional
+        As in :func:`example_priorities`.
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (examples, 3 x formulations)
+        Cell ids: phi of A and of B share the ids of a formulation's phi cells (an example whose
+        lists fall in the same cell is in it once), |dphi| cells have their own.
+    """
+    forms = resolve_formulations(formulations)
+    n_bins = pool.attrs.get("n_bins", n_bins)
+    k, kw = _k(pool), _scale(pool, study, top_level)
+    return _cell_ids(score_lists(_levels(pool, "a", k), forms, **kw), score_lists(_levels(pool, "b", k), forms, **kw),
+                     n_bins)
 
 
 def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int, *, seed: int,

@@ -150,7 +150,8 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
              else "no limit of pages a contributor")
     auto = traps_a_page(needed, s["pages_per_worker"], items_per_page, first=quiz)
     where = (trap_count_line(needed, per_page, s["pages_per_worker"], first=quiz, available=traps.in_batch,
-                             platform="Appen", keys=("pages_per_worker", "test_questions_per_page"), auto=auto)
+                             platform="Appen", keys=("pages_per_worker", "test_questions_per_page"), auto=auto,
+                             fix=traps.fix)
              if traps is not None and per_page else
              ("no test questions: the batch has no traps" if no_traps else "no test questions"))
     said = (" (auto)" if s["test_questions_per_page"] == "auto" else "") + (

@@ -124,11 +124,15 @@ class TrapCount:
         Traps in the batch.
     items : int
         Items in the batch, traps included.
+    fix : str
+        The study.toml change that gives a batch holding fewer traps than ``needed`` the count,
+        in words (an adaptive wave's is ``[design] wave_pages``); empty: ``[traps] count``.
     """
 
     needed: int | None
     in_batch: int
     items: int
+    fix: str = ""
 
 
 def traps_a_page(needed: int | None, pages: int, items_per_page: int, first: int = 0) -> int:
@@ -159,7 +163,7 @@ def traps_a_page(needed: int | None, pages: int, items_per_page: int, first: int
 
 def trap_count_line(needed: int | None, per_page: int, pages: int, first: int = 0, available: int | None = None,
                     page: str = "page", platform: str = "the platform", keys: tuple = ("pages", "per_page"),
-                    auto: int | None = None) -> str:
+                    auto: int | None = None, fix: str = "") -> str:
     """Where a worker of a platform with test questions meets the trap rule's count, and what the
     platform cannot enforce, in words for export's summary.
 
@@ -183,6 +187,9 @@ def trap_count_line(needed: int | None, per_page: int, pages: int, first: int = 
         The settings of the pages a worker may do and of the traps a page.
     auto : int or None, optional
         Traps a page ``"auto"`` gives, named when ``per_page`` is fewer.
+    fix : str, optional
+        What to set where the batch holds fewer traps than ``needed`` (:attr:`TrapCount.fix`);
+        empty (default): ``[traps] count = <needed>``.
 
     Returns
     -------
@@ -192,7 +199,7 @@ def trap_count_line(needed: int | None, per_page: int, pages: int, first: int = 
         return "the trap rule's count: none is enough for these traps (see generate's line)"
     if available is not None and available < needed:
         return (f"the batch holds {available} traps, fewer than the trap rule's {needed}: a worker meets at most "
-                f"{available}; set [traps] count >= {needed} (or \"auto\") and generate and export again")
+                f"{available}; " + (fix or f"set [traps] count = {needed} (or \"auto\") and generate and export again"))
     after = first + per_page * pages
     if pages > 0 and after < needed:
         more = -(-(needed - first) // max(per_page, 1))

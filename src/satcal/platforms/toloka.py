@@ -264,7 +264,8 @@ def describe_settings(settings: dict, items_per_page: int, answers_per_example: 
              else "no limit of task suites a worker")
     auto = traps_a_page(needed, s["suites_per_worker"], items_per_page)
     where = trap_count_line(needed, golden, s["suites_per_worker"], available=traps.in_batch, page="task suite",
-                            platform="Toloka", keys=("suites_per_worker", "control_tasks_per_suite"), auto=auto) \
+                            platform="Toloka", keys=("suites_per_worker", "control_tasks_per_suite"), auto=auto,
+                            fix=traps.fix) \
         if traps is not None and golden else ("no control tasks: the batch has no traps" if no_traps else "no control tasks")
     per_item = s["reward_per_assignment"] / max(items_per_page, 1)
     rule = ("no quality rule" if s["restriction"] == "none" else

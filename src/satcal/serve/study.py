@@ -457,7 +457,7 @@ def participant_traps(chance, items_seen: int, pages: int, asked, threshold: flo
                          f'set it to {needed} or "auto"']
     if available < needed:
         return n, line, [f"the batch has {available} traps, fewer than the trap rule's {needed}: {short}; set "
-                         f"[traps] count >= {needed} (or \"auto\") and generate and export again"]
+                         f"[traps] count = {needed} (or \"auto\") and generate and export again"]
     more = -(-needed * pages // max(items_seen, 1))
     return n, line, [f'each participant meets {n} traps, not the trap rule\'s {needed}: "auto" stops at the '
                      f"{items_seen} items their {pages} pages hold (traps at most half of their answers), so {short}; "

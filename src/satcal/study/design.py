@@ -174,12 +174,12 @@ class DesignStages:
                 per_page = self._serve_items_per_page(visible, traps, len(examples))
             visible, key = build(per_page)
         _warn_bare_ids(visible, self.path)
-        # the hosted study's count: its own line and warnings (pipeline.export_text)
-        # a wave's traps are a draw of traps.csv (next_wave warns where the wave is short): the
-        # rule's advice on [traps] count is about traps.csv
+        # the hosted study's count: its own line and warnings (pipeline.export_text, which also
+        # prints the rule's line as information); a wave's traps are a draw of traps.csv
+        # (next_wave warns where the wave is short): the rule's advice on [traps] count is about
+        # traps.csv
         _warn_traps(trap_rule(traps if wave is None else self.table("traps.csv", required=False),
-                              self["quality.trust_threshold"], self["quality.trap_power"], 0),
-                    self.path, always=True)
+                              self["quality.trust_threshold"], self["quality.trap_power"], 0), self.path)
         key["batch"] = batch
         existing_key = self.table("key.csv", required=False)
         same = existing_key is not None and existing_key.drop(columns=["batch"], errors="ignore").equals(
@@ -237,7 +237,9 @@ class DesignStages:
     def trap_count(self, key: pd.DataFrame | None = None):
         """The trap rule's count for the current batch (:class:`satcal.platforms.base.TrapCount`):
         traps a worker must meet, from the chance rates of the batch's traps in key.csv (the
-        same the hosted study reads), and the batch's traps and items.
+        same the hosted study reads), and the batch's traps and items; for an adaptive study's
+        wave short of the count while traps.csv holds it (only a wave draws fewer), the
+        ``[design] wave_pages`` that holds it.
 
         Parameters
         ----------
@@ -256,7 +258,14 @@ class DesignStages:
             if len(traps) else None
         if needed is not None:   # fewer than min_traps would leave every worker unscored at ingest
             needed = max(needed, int(self["quality.min_traps"]))
-        return TrapCount(needed, len(traps), len(key))
+        fix = ""
+        pool = self.table("traps.csv", required=False) if self["design.adaptive"] else None
+        if needed is not None and len(traps) < needed <= (0 if pool is None else len(pool)):
+            # a wave keeps at least half its items for examples (adaptive_study._wave_traps)
+            per_page = int(key.groupby("page").size().max())
+            fix = (f"set [design] wave_pages = {-(-2 * needed // per_page)} (a wave keeps at least half of its "
+                   "items for examples) for the next waves")
+        return TrapCount(needed, len(traps), len(key), fix)
 
     def keys(self) -> pd.DataFrame | None:
         """Every batch's key in one table (item ids are unique across batches), for ingest."""
@@ -346,7 +355,7 @@ def trap_rule(traps: pd.DataFrame, threshold: float, power: float, per_participa
     if len(traps) < needed:
         short.append(f"the batch has {len(traps)} traps, but a worker must meet {needed} for the traps alone to "
                      f"exclude a random answerer with probability {power:g} (with {len(traps)}: "
-                     f"{trap_exclusion(chance, threshold, len(traps)):.2f}); set [traps] count >= {needed}")
+                     f"{trap_exclusion(chance, threshold, len(traps)):.2f}); set [traps] count = {needed} (or \"auto\")")
     if 0 < per_participant < needed:
         short.append(f"[serve] traps_per_participant = {per_participant} gives participants fewer traps than the "
                      f"{needed} that exclude a random answerer with probability {power:g} (with {per_participant}: "
@@ -354,12 +363,12 @@ def trap_rule(traps: pd.DataFrame, threshold: float, power: float, per_participa
     return line, short
 
 
-def _warn_traps(rule: tuple[str, list[str]], path: Path, always: bool = False) -> None:
+def _warn_traps(rule: tuple[str, list[str]], path: Path) -> None:
     """Warn, one line each, where the traps cannot exclude a random answerer at the asked
-    power; ``always`` also says the rule itself (export, which prints no trap line of its own)."""
+    power (the rule's own line is information: generate and export print it as such)."""
     import warnings
     from ..errors import SatcalWarning
-    for line in ([rule[0]] if always and rule[0] not in rule[1] else []) + rule[1]:
+    for line in rule[1]:
         warnings.warn(f"{path}: {line}", SatcalWarning, stacklevel=3)
 
 
