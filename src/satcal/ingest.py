@@ -980,6 +980,12 @@ def _short_reason(text: str) -> str:
     if "\n" in text:  # ``.`` stops at a line end (a platform's status may hold one)
         return re.sub(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
                       lambda m: m.group(1) or m.group(2) or m.group(3), text)
+    # the two reasons most rows carry (one distinct text per duplicate row), without a search
+    # per head: "duplicate" found at 0, or at 12 after a prefix holding no head
+    if text.startswith("duplicate"):
+        return "duplicate"
+    if text.startswith("conflicting duplicate"):
+        return "conflicting duplicate"
     at, head = min(((text.find(h), h) for h in _REASON_HEADS if h in text), default=(-1, ""))
     return text if at < 0 else text[:at] + head
 
