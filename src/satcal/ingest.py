@@ -538,10 +538,12 @@ def _first_appearance_codes(values: np.ndarray) -> np.ndarray:
     values first appear. When the values span at most a few times their count (the pairs of
     worker and example codes), without a hash table: each value's first position by
     ``np.minimum.at`` over a dense array, and the codes by counting the first positions
-    (25 against 50-65 ms at 889,000 pairs)."""
+    (25 against 50-65 ms at 889,000 pairs). Up to 8 values of span per value: 2,500 workers by
+    2,110 examples, 5.3M for 890,000 pairs, is 21 MB of int32 against pandas' larger hash
+    table (20 against 40 ms)."""
     n = len(values)
     span = int(values.max()) + 1 if n else 0
-    if not n or values.min() < 0 or span > 4 * n + 1024 or n >= 2 ** 31 - 1:
+    if not n or values.min() < 0 or span > 8 * n + 1024 or n >= 2 ** 31 - 1:
         return pd.factorize(values)[0]
     position = np.arange(n, dtype=np.int32)
     first_at = np.full(span, n, dtype=np.int32)
