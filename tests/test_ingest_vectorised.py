@@ -495,7 +495,7 @@ def test_worker_table_on_categorical_ids_equals_it_on_text(trust):
     pd.testing.assert_frame_equal(worker_table(coded, 0.6, 3), expected)
 
 
-@pytest.mark.parametrize("n,span", [(0, 1), (1, 1), (200, 3), (5000, 20_000), (5000, 10**12)])
+@pytest.mark.parametrize("n,span", [(0, 1), (1, 1), (200, 3), (5000, 20_000), (5000, 35_000), (5000, 10**12)])
 def test_first_appearance_codes_equal_pandas_factorize(n, span):
     """Duplicates number the (worker, example) pairs as they first appear, by a dense array
     when the pairs' span allows, by a hash table otherwise: pandas' codes either way."""

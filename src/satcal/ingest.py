@@ -152,6 +152,16 @@ ANSWER_TABLE_COLUMNS = ["example_id", "worker_id", "answer", "is_trap", "correct
 REJECT_TABLE_COLUMNS = ["source_file", "line", "row_id", "item_id", "worker_id", "answer", "reason"]
 
 
+class _Deferred:
+    """A table of a report built when it is first read: ``build(columns)`` makes it, or only
+    the named columns of it (same rows, same index), for a caller that reads a few."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build):
+        self.build = build
+
+
 @dataclass
 class IngestReport(ResultTables):
     """Row accounting of an ingest: every row read is an answer or a reject.
@@ -191,6 +201,20 @@ class IngestReport(ResultTables):
     #: answers and rejects as the CSV writer takes them (:func:`resolve_rows`' ``written``)
     _written: dict = field(default=None, repr=False, compare=False)
 
+    def __getattribute__(self, name):
+        # answers, rejects and before_exclusion may be deferred (an ingest writes its tables
+        # from codes; the object columns a caller reads are made on first reading, once)
+        value = object.__getattribute__(self, name)
+        if type(value) is _Deferred:
+            value = value.build(None)
+            object.__setattr__(self, name, value)
+        return value
+
+    def _columns(self, name: str, columns: list[str]) -> pd.DataFrame:
+        """``getattr(self, name)[columns]``, made alone while the table is deferred."""
+        value = object.__getattribute__(self, name)
+        return value.build(columns) if type(value) is _Deferred else value[columns]
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per file, rejects by reason, workers, answers, rejects, the answers before workers
         were excluded, and the traps (tables that are absent are left out)."""
@@ -209,8 +233,10 @@ class IngestReport(ResultTables):
             tag = "new" if r.new else "already ingested"
             out.append(f"{r.source_file} ({r.platform}, {tag}): {r.rows} rows = {r.answers} answers "
                        f"+ {r.rejects} rejects")
-        out.append(f"total: {int(self.files['rows'].sum())} rows = {len(self.answers)} answers "
-                   f"({int(self.answers['is_trap'].sum())} on traps) + {len(self.rejects)} rejects")
+        # the columns read here, not the whole tables (an ingest's tables may be deferred)
+        answers = self._columns("answers", ["example_id", "answer", "is_trap"])
+        out.append(f"total: {int(self.files['rows'].sum())} rows = {len(answers)} answers "
+                   f"({int(answers['is_trap'].sum())} on traps) + {len(self._columns('rejects', []))} rejects")
         for reason, n in self.reasons.items():
             out.append(f"  {n} rows rejected: {reason}")
         excl = self.workers[self.workers["excluded"]]
@@ -234,7 +260,7 @@ class IngestReport(ResultTables):
         out += _trap_lines(self.traps)
         from .quality import agreement
         # the two columns agreement reads, not a copy of every column of the answers
-        examples = self.answers.loc[~self.answers["is_trap"].astype(bool), ["example_id", "answer"]]
+        examples = answers.loc[~answers["is_trap"].astype(bool), ["example_id", "answer"]]
         agreed = agreement(examples) if len(examples) else None
         if agreed is not None:
             out.append(f"agreement: Krippendorff's alpha {agreed.alpha:.3f} (pairwise {agreed.observed:.3f}) "
@@ -254,8 +280,9 @@ class IngestReport(ResultTables):
                            "traps ([serve] traps_on_top, more [traps] count or pages per worker)")
         if "simulated" in w.columns and w["simulated"].astype(bool).any():
             n = int(w["simulated"].astype(bool).sum())
-            share = float(self.answers["worker_id"].isin(set(w.loc[w["simulated"].astype(bool), "worker_id"])).mean()) \
-                if len(self.answers) else 0.0
+            said = self._columns("answers", ["worker_id"])["worker_id"]
+            share = float(said.isin(set(w.loc[w["simulated"].astype(bool), "worker_id"])).mean()) \
+                if len(said) else 0.0
             out.append(f"  warning: {n} of {len(w)} workers are simulated (satcal simulate --serve), "
                        f"{100 * share:.0f}% of the answers: the analysis will be reported as simulated")
         return out
@@ -511,10 +538,12 @@ def _first_appearance_codes(values: np.ndarray) -> np.ndarray:
     values first appear. When the values span at most a few times their count (the pairs of
     worker and example codes), without a hash table: each value's first position by
     ``np.minimum.at`` over a dense array, and the codes by counting the first positions
-    (25 against 50-65 ms at 889,000 pairs)."""
+    (25 against 50-65 ms at 889,000 pairs). Up to 8 values of span per value: 2,500 workers by
+    2,110 examples, 5.3M for 890,000 pairs, is 21 MB of int32 against pandas' larger hash
+    table (20 against 40 ms)."""
     n = len(values)
     span = int(values.max()) + 1 if n else 0
-    if not n or values.min() < 0 or span > 4 * n + 1024 or n >= 2 ** 31 - 1:
+    if not n or values.min() < 0 or span > 8 * n + 1024 or n >= 2 ** 31 - 1:
         return pd.factorize(values)[0]
     position = np.arange(n, dtype=np.int32)
     first_at = np.full(span, n, dtype=np.int32)
@@ -542,7 +571,7 @@ def _stable_order(*keys) -> np.ndarray:
 def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], threshold: float,
                  min_traps: int, screen: dict | None = None, reading: pd.Series | None = None,
                  attention_limit: int | None = None, dominant: pd.Series | None = None,
-                 written: dict | None = None):
+                 written: dict | None = None, deferred: bool = False):
     """Raw rows -> (answers, rejects, workers), in canonical orientation.
 
     ``dominant`` (by example id: +1 where list A dominates by the judged levels, -1 where B
@@ -589,6 +618,11 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         takes them, their text columns Categoricals of the text written (codes into distinct
         values, as the rows were resolved), so that writing them makes no string per cell. The
         files are byte for byte those of the returned tables.
+    deferred : bool, optional
+        When True, answers, rejects and the answers before exclusion come back deferred: made
+        when an :class:`IngestReport` holding them is first read, or only the columns it reads
+        (its summary reads three), so that an ingest that writes its tables from ``written``
+        does not also make an object column per answer column (default False: tables).
 
     Returns
     -------
@@ -695,8 +729,25 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     if "simulated" in r.columns:
         marked = set(r.loc[_text_of(r["simulated"]) == "yes", "worker_id"])
         workers["simulated"] = workers["worker_id"].isin(marked)
-    before_exclusion = _plain(r.loc[ok, ANSWER_TABLE_COLUMNS]).assign(
-        answer=pd.Series(canonical[ok], index=r.index[ok], dtype=object)).reset_index(drop=True)
+    valid = ok  # the rows before exclusion (``ok`` is rebound below, this array never changed)
+
+    def answer_table(rows, columns=None):
+        """The answer table's ``columns`` (all by default) of the rows ``rows`` of ``r``
+        (a mask), as :func:`_plain` makes them, the canonical answer in ``answer``.
+
+        Parameters
+        ----------
+        rows : array of bool
+            The rows.
+        columns : list of str or None, optional
+            The columns, in the order wanted.
+        """
+        names = [c for c in ANSWER_TABLE_COLUMNS if columns is None or c in columns]
+        table = _plain(r.loc[rows, [c for c in names if c != "answer"]])
+        if "answer" in names:
+            table = table.assign(answer=pd.Series(canonical[rows], index=r.index[rows], dtype=object))
+        return table[names if columns is None else list(columns)].reset_index(drop=True)
+
     by_worker = workers.set_index("worker_id")
     excluded = by_worker["reason"][by_worker["excluded"].astype(bool)]
     if len(excluded):
@@ -704,12 +755,34 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         wtext = np.array(["excluded worker: " + _as_text(said.get(w)) for w in wuniq], dtype=object)
         mark(ok & np.isin(wcodes, np.flatnonzero(pd.Index(wuniq).isin(excluded.index))), wtext, wcodes)
     kept = free[ok]
-    # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
-    # no worker was excluded (one copy of the largest table, not two)
-    answers = before_exclusion.copy(deep=False) if kept.all() else before_exclusion[kept].reset_index(drop=True)
     ok = free
-    rejects = _plain(r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]]).assign(
-        reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))[REJECT_TABLE_COLUMNS]
+
+    def reject_table(columns=None):
+        """The rejects' ``columns`` (all by default), as :func:`_plain` makes them.
+
+        Parameters
+        ----------
+        columns : list of str or None, optional
+            The columns, in the order wanted.
+        """
+        names = [c for c in REJECT_TABLE_COLUMNS if columns is None or c in columns]
+        table = _plain(r.loc[~ok, [c for c in names if c != "reason"]])
+        if "reason" in names:
+            table = table.assign(reason=pd.Series(reason[~ok], index=r.index[~ok], dtype=object))
+        return table[names if columns is None else list(columns)].reset_index(drop=True)
+
+    if deferred:
+        # (``traps``: the trap rows alone, all the trap report reads)
+        before_exclusion = _Deferred(lambda columns, traps=False: answer_table(
+            valid & keyed["is_trap"] if traps else valid, columns))
+        answers = _Deferred(lambda columns: answer_table(ok, columns))  # the valid rows of kept workers
+        rejects = _Deferred(reject_table)
+    else:
+        before_exclusion = answer_table(valid)
+        # the answers are the valid ones of kept workers: rows of before_exclusion, shared when
+        # no worker was excluded (one copy of the largest table, not two)
+        answers = before_exclusion.copy(deep=False) if kept.all() else before_exclusion[kept].reset_index(drop=True)
+        rejects = reject_table()
     if written is not None:
         # the columns resolved here by distinct value, kept as codes; the reader's own
         # categoricals as they are
@@ -721,7 +794,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
             **{c: v[ok] for c, v in text.items()})[ANSWER_TABLE_COLUMNS]
         written["rejects"] = r.loc[~ok, [c for c in REJECT_TABLE_COLUMNS if c != "reason"]].reset_index(
             drop=True).assign(reason=reason[~ok])[REJECT_TABLE_COLUMNS]
-    return answers, rejects.reset_index(drop=True), workers, before_exclusion
+    return answers, rejects, workers, before_exclusion
 
 
 INDEX_COLUMNS = ["sha256", "file", "platform", "original"]
@@ -938,13 +1011,15 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
     written = {}
     answers, rejects, workers, before_exclusion = resolve_rows(rows, key, example_ids, threshold,
                                                                quality.min_traps, screen, reading,
-                                                               attention_limit, dominant, written)
-    traps = _trap_report(key, before_exclusion, threshold, quality.min_traps, screen["drop_traps"])
+                                                               attention_limit, dominant, written, deferred=True)
+    # trap_table reads the trap rows and these columns alone (the same rows in the same order)
+    traps = _trap_report(key, before_exclusion.build(["example_id", "worker_id", "answer", "is_trap", "correct"],
+                                                     traps=True), threshold, quality.min_traps, screen["drop_traps"])
     per_file = []
     fresh = set(parsed)
     # rows per file counted once (from the written tables' categorical files when there are
     # some: a count of codes), not one comparison of every row per file
-    counts = {name: (written.get(name, table)["source_file"]).value_counts()
+    counts = {name: (written[name] if name in written else table.build(["source_file"]))["source_file"].value_counts()
               for name, table in (("answers", answers), ("rejects", rejects))}
     for row in index.itertuples():
         per_file.append({"source_file": row.file, "platform": row.platform,
@@ -953,7 +1028,8 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
                          "rejects": int(counts["rejects"].get(row.file, 0)),
                          "new": row.sha256 in fresh})
     # each distinct reason shortened once, the rows counted by their codes
-    codes, distinct = pd.factorize(rejects["reason"].to_numpy(dtype=object))
+    said = written["rejects"] if "rejects" in written else rejects.build(["reason"])
+    codes, distinct = pd.factorize(said["reason"].to_numpy(dtype=object))
     short = np.array([_short_reason(v) for v in distinct], dtype=object)
     reasons = pd.Series(short[codes], dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
@@ -973,6 +1049,12 @@ def _short_reason(text: str) -> str:
     if "\n" in text:  # ``.`` stops at a line end (a platform's status may hold one)
         return re.sub(r"(duplicate).*|(excluded worker).*|(malformed answer).*",
                       lambda m: m.group(1) or m.group(2) or m.group(3), text)
+    # the two reasons most rows carry (one distinct text per duplicate row), without a search
+    # per head: "duplicate" found at 0, or at 12 after a prefix holding no head
+    if text.startswith("duplicate"):
+        return "duplicate"
+    if text.startswith("conflicting duplicate"):
+        return "conflicting duplicate"
     at, head = min(((text.find(h), h) for h in _REASON_HEADS if h in text), default=(-1, ""))
     return text if at < 0 else text[:at] + head
 

@@ -1160,11 +1160,24 @@ def trap_table(answers: pd.DataFrame, expected: pd.Series, threshold: float = 0.
     out["trusted_answers"] = t.size().reindex(ids).fillna(0).astype(int)
     trusted_correct = t["ok"].sum().reindex(ids).fillna(0)
     out["trusted_accuracy"] = (trusted_correct / out["trusted_answers"].where(out["trusted_answers"] > 0)).round(4)
-    def modal(v):
-        """The commonest answer (ties: the first in sorted order)."""
-        return v.value_counts().sort_index().idxmax() if len(v) else ""
-    common = t["answer"].agg(modal).reindex(ids)
-    out["most_common_answer"] = common.fillna(g["answer"].agg(modal).reindex(ids)).fillna("")
+    def modal(rows):
+        """Per trap, the commonest answer (ties: the first in sorted order): the (trap, answer)
+        counts in sorted order, the first largest of each trap (``value_counts().sort_index()
+        .idxmax()`` per trap, without a Python call per trap).
+
+        Parameters
+        ----------
+        rows : pandas.DataFrame
+            Answers with ``trap`` and ``answer``.
+        """
+        counts = rows.groupby(["trap", "answer"], observed=True).size()
+        if not len(counts):
+            return pd.Series(dtype=object)
+        # the dtype pandas infers, as for the per-trap calls' results
+        return pd.Series([answer for _, answer in counts.groupby(level=0).idxmax()],
+                         index=counts.index.unique(level=0))
+    common = modal(a[a["trusted"]]).reindex(ids)
+    out["most_common_answer"] = common.fillna(modal(a).reindex(ids)).fillna("")
     n_trusted = out["trusted_answers"].to_numpy()
     out["suspect_p"] = np.where(n_trusted > 0, binom_cdf(trusted_correct.to_numpy().astype(int), n_trusted,
                                                          TRAP_SUSPECT_ACCURACY), np.nan).round(6)

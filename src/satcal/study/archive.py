@@ -66,8 +66,9 @@ class Archive:
                         atomic_write_text(outputs.file(f"raw/{SUPERSEDED}"),
                                           table.to_csv(index=False, lineterminator="\n"))
                     atomic_write_text(outputs.file("raw/index.csv"), index.to_csv(index=False, lineterminator="\n"))
-                    self.record("ingest", {"files": [name for name, _ in new_files], "answers": len(report.answers),
-                                           "rejects": len(report.rejects)},
+                    self.record("ingest", {"files": [name for name, _ in new_files],
+                                           "answers": len(report._columns("answers", [])),
+                                           "rejects": len(report._columns("rejects", []))},
                                 inputs=[outputs.file(f"raw/{name}") for name, _ in new_files], outputs=outputs,
                                 hashes={outputs.file(f"raw/{name}"): digest for name, digest in new_files})
         return report
@@ -88,7 +89,7 @@ class Archive:
         written = report._written or {}
         for name, attr in INGEST_TABLES.items():
             # pandas' bytes, by Arrow when it can; the large tables from their codes
-            write_csv_safe(outputs.file(name), written.get(attr, getattr(report, attr)))
+            write_csv_safe(outputs.file(name), written[attr] if attr in written else getattr(report, attr))
         return report
 
     def remove(self, name: str, threshold: float | None = None):
@@ -123,8 +124,8 @@ class Archive:
                                   index[INDEX_COLUMNS].to_csv(index=False, lineterminator="\n"))
                 report = self._rebuild(index, {}, threshold, outputs)
                 atomic_write_text(outputs.file(f"raw/{SETTINGS}"), json.dumps({"trust_threshold": threshold}) + "\n")
-                self.record("ingest --remove", {"file": row["file"], "answers": len(report.answers),
-                                                "rejects": len(report.rejects)}, outputs=outputs)
+                self.record("ingest --remove", {"file": row["file"], "answers": len(report._columns("answers", [])),
+                                                "rejects": len(report._columns("rejects", []))}, outputs=outputs)
             return row["file"], report
 
     def repair_interrupted_ingest(self) -> bool:
