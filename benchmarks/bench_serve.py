@@ -190,6 +190,16 @@ def drive_in_processes(url: str, ids: list, concurrency: int, processes: int, th
     return visits
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used so far, from /proc (Linux); None
+    elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
         client_processes: int = 1, think: float = 0.0):
     from satcal.serve import db
@@ -214,9 +224,11 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             stop = threading.Event()
             side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop)))
         side.start()
+        cpu_before = process_cpu(server.process.pid)
         start = time.perf_counter()
         visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
         wall = time.perf_counter() - start
+        cpu_after = process_cpu(server.process.pid)
         stop.set()
         second_stop.set()
         if client_processes > 1:
@@ -245,6 +257,14 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     for v in visits:
         for kind, values in v.latencies.items():
             kinds.setdefault(kind, []).extend(values)
+    requests = sum(len(values) for values in kinds.values())
+    if cpu_before is not None and cpu_after is not None:
+        # the participants' requests and the static file's (each a request the server answered)
+        cpu_ms = 1000 * (cpu_after - cpu_before) / (requests + len(peer))
+        print(f"server CPU {cpu_after - cpu_before:.2f} s over {requests} participants' requests and {len(peer)} "
+              f"static files: {cpu_ms:.2f} ms a request")
+        if ratios is not None:
+            ratios.setdefault("cpu", []).append(cpu_ms)
     print(f"{'page':<14} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for kind in ("entry", "consent", "consent (post)", "page", "page (post)", "done"):
         values = np.array(kinds.get(kind, [])) * 1000
@@ -327,6 +347,9 @@ def summary(ratios: dict, runs: int, think: float, concurrency: int) -> None:
         p50 = [r[0] for r in ratios[kind]]
         print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in p95)}; median {np.median(p95):.2f}x, "
               f"met in {sum(x <= 1.5 for x in p95)} of {len(p95)}; p50 ratio median {np.median(p50):.2f}x")
+    if ratios.get("cpu"):
+        print("server CPU a request (ms): " + " ".join(f"{x:.2f}" for x in ratios["cpu"])
+              + f"; median {np.median(ratios['cpu']):.2f}")
     print("p95 of each / p95 of the durable write (second peer) in the same run:")
     for kind in ("entry", "page (post)"):
         d95 = [r[1] for r in ratios[kind + " durable"]]
