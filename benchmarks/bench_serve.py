@@ -9,7 +9,10 @@ page kind: requests, p50 and p95 latency; errors; and whether the stored answers
 submitted ones (none lost, none doubled); and a page submission together with the page it
 redirects to (``submit + next``: what a participant waits for between two pages). The first peer is the same server's static stylesheet,
 fetched under the same load by the same client (httpx; by default a thread of the process
-whose threads are the participants): the ratio says what a page costs above serving a file. A page submission is stored on disk
+whose threads are the participants), every ``--static-every`` seconds (default 0.02: a probe,
+whose own requests are a small part of the load; 0 fetches one after another, which at
+``--think 1`` made most of the server's requests): the ratio says what a page costs above
+serving a file. The server's CPU over the run (Linux, /proc) is printed per request answered. A page submission is stored on disk
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
 ``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
 same way (:func:`durable_peer`), so the second ratio says what a page costs above the fsync
@@ -26,7 +29,7 @@ machine one run says little, so SQLite runs ``--runs`` times (a fresh database e
 the ratios of each run and their median are printed with the load average.
 
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
-                                     [--think 0 1] [--no-postgres]
+                                     [--think 0 1] [--static-every 0.02] [--no-postgres]
     python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
@@ -74,18 +77,26 @@ def make_workspace(root: Path, answers_per_example: int, pages_per_participant: 
     return ws
 
 
+#: Seconds between two fetches of the static file (the first peer): a probe, paced as the
+#: durable write is. Unpaced (0), its loop was most of what the server did at ``--think 1``
+#: (7,234-9,630 of 9,400-11,800 requests a run, about 3/4 of the server's CPU), so the pages
+#: measured queued behind the peer's own load rather than the participants'.
+STATIC_EVERY = 0.02
+
+
 def honest(form):
     from satcal.serve.client import asked_option
     rng = np.random.default_rng(abs(hash(form.hidden.get("assignment", ""))) % 2 ** 32)
     return {name: asked_option(form, name) or str(rng.choice(values)) for name, values in form.radios.items()}
 
 
-def static_latencies(url: str, stop: threading.Event) -> list[float]:
-    """The peer: the stylesheet, fetched in a loop while the participants run."""
+def static_latencies(url: str, stop: threading.Event, every: float = STATIC_EVERY) -> list[float]:
+    """The peer: the stylesheet, fetched in a loop while the participants run, ``every``
+    seconds (0: one request after another, unpaced)."""
     import httpx
     out = []
     with httpx.Client() as http:
-        while not stop.is_set():
+        while not (stop.wait(every) if every > 0 else stop.is_set()):
             start = time.perf_counter()
             http.get(url + "/static/satcal.css")
             out.append(time.perf_counter() - start)
@@ -163,9 +174,9 @@ class DurablePeer:
         self.process.wait(timeout=20)
 
 
-def _peer_process(url: str, stop, out) -> None:
+def _peer_process(url: str, stop, out, every: float = STATIC_EVERY) -> None:
     """The peer in a process of its own (no interpreter lock shared with the participants)."""
-    out.send(static_latencies(url, stop))
+    out.send(static_latencies(url, stop, every))
 
 
 def _drive_part(job):
@@ -201,7 +212,7 @@ def process_cpu(pid: int) -> float | None:
 
 
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
-        client_processes: int = 1, think: float = 0.0):
+        client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY):
     from satcal.serve import db
     from satcal.serve.client import ServerProcess
     ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
@@ -219,10 +230,10 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             import multiprocessing
             ctx = multiprocessing.get_context("fork")
             stop, (receive, send) = ctx.Event(), ctx.Pipe(duplex=False)
-            side = ctx.Process(target=_peer_process, args=(server.url, stop, send))
+            side = ctx.Process(target=_peer_process, args=(server.url, stop, send, static_every))
         else:
             stop = threading.Event()
-            side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop)))
+            side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop, static_every)))
         side.start()
         cpu_before = process_cpu(server.process.pid)
         start = time.perf_counter()
@@ -251,7 +262,8 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     errors = [e for v in visits for e in v.errors]
     completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
     print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
-          f"process(es), {client_processes} client process(es), {think:g} s on each form; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
+          f"process(es), {client_processes} client process(es), {think:g} s on each form, the static file "
+          f"{'every %g s' % static_every if static_every > 0 else 'unpaced'}; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
           f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     kinds: dict[str, list[float]] = {}
     for v in visits:
@@ -373,6 +385,9 @@ def main():
                         help="seconds each participant spends on a form before submitting it, the first "
                              "wave arriving over as many seconds (default 0: as fast as the server answers); "
                              "several values: each run of each, in turn (e.g. --think 0 1: both regimes)")
+    parser.add_argument("--static-every", type=float, default=STATIC_EVERY,
+                        help=f"seconds between two fetches of the static file (default {STATIC_EVERY:g}, as the "
+                             "durable write; 0: one after another, as before)")
     parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.durable_peer:
@@ -388,7 +403,8 @@ def main():
         for i in range(args.runs):
             for think, ratios in by_think.items():  # the regimes in turn, so that each meets the same load
                 ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
-                          ratios=ratios, client_processes=args.client_processes, think=think) is not None
+                          ratios=ratios, client_processes=args.client_processes, think=think,
+                          static_every=args.static_every) is not None
         for think, ratios in by_think.items():
             summary(ratios, args.runs, think, args.concurrency)
         if not args.no_postgres:
@@ -400,7 +416,7 @@ def main():
                 ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
                 with temporary_postgres() as url:
                     ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2,
-                              think=args.think[0]) is not None
+                              think=args.think[0], static_every=args.static_every) is not None
     sys.exit(0 if ok else 1)
 
 

@@ -150,6 +150,40 @@ def test_resubmitted_page_and_forged_forms_store_nothing_twice(served_ws):
         assert len(stored) == len(answers) + len(nxt_answers) and stored["item_id"].is_unique
 
 
+def test_urlencoded_forms_parse_as_starlettes_parser_parses_them():
+    """The pages' forms are parsed by ``parse_urlencoded`` (the standard library's parse_qsl);
+    the peer is Starlette's own parser (python-multipart), on seeded random bodies of escapes,
+    '+', raw bytes, blank and valueless fields, repeated names and stray '=' and '&'; and both
+    refuse more than 500 fields."""
+    import asyncio
+
+    from starlette.datastructures import Headers
+    from starlette.exceptions import HTTPException
+    from starlette.formparsers import FormParser, MultiPartException
+
+    from satcal.serve.routes import MAX_BODY, MAX_FIELDS, parse_urlencoded
+
+    def starlette(body: bytes):
+        async def stream():
+            yield body
+        headers = Headers({"content-type": "application/x-www-form-urlencoded"})
+        return asyncio.run(FormParser(headers, stream(), max_fields=MAX_FIELDS, max_part_size=MAX_BODY).parse())
+
+    rng = np.random.default_rng(23)
+    atoms = [b"a", b"answer-x1", b"csrf", b"=", b"&", b"&&", b"+", b"%20", b"%C3%A9", b"%e9", b"%zz", b"%",
+             b"\xc3\xa9", b"\xff", b" ", b";", b"both_bad", b"", b"=="]
+    for _ in range(400):
+        body = b"".join(atoms[i] for i in rng.integers(0, len(atoms), int(rng.integers(0, 25))))
+        assert parse_urlencoded(body).multi_items() == starlette(body).multi_items(), body
+    page = b"&".join(b"answer-%06d=a_better" % i for i in range(12)) + b"&assignment=" + b"0" * 32 + b"&csrf=ab"
+    assert parse_urlencoded(page).multi_items() == starlette(page).multi_items()
+    many = b"&".join(b"f%d=1" % i for i in range(MAX_FIELDS + 1))
+    with pytest.raises(HTTPException):
+        parse_urlencoded(many)
+    with pytest.raises(MultiPartException):
+        starlette(many)
+
+
 def test_bad_participant_ids_and_large_requests_are_refused(served_ws):
     import httpx
     from satcal.serve.client import ServerProcess
