@@ -9,9 +9,9 @@ page kind: requests, p50 and p95 latency; errors; and whether the stored answers
 submitted ones (none lost, none doubled); and a page submission together with the page it
 redirects to (``submit + next``: what a participant waits for between two pages). The first peer is the same server's static stylesheet,
 fetched under the same load by the same client (httpx; by default a thread of the process
-whose threads are the participants), every ``--static-every`` seconds (default 0.02: a probe,
-whose own requests are a small part of the load; 0 fetches one after another, which at
-``--think 1`` made most of the server's requests): the ratio says what a page costs above
+whose threads are the participants), one fetch starting at most every ``--static-every``
+seconds (default 0.02: a probe, whose own requests are a small part of the load; 0 fetches one
+after another, which at ``--think 1`` made most of the server's requests): the ratio says what a page costs above
 serving a file. The server's CPU over the run (Linux, /proc) is printed per request answered. A page submission is stored on disk
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
 ``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
@@ -77,10 +77,12 @@ def make_workspace(root: Path, answers_per_example: int, pages_per_participant: 
     return ws
 
 
-#: Seconds between two fetches of the static file (the first peer): a probe, paced as the
-#: durable write is. Unpaced (0), its loop was most of what the server did at ``--think 1``
-#: (7,234-9,630 of 9,400-11,800 requests a run, about 3/4 of the server's CPU), so the pages
-#: measured queued behind the peer's own load rather than the participants'.
+#: Least seconds from the start of one fetch of the static file (the first peer) to the next:
+#: a probe of at most 50 requests a second. Unpaced (0), its loop was most of what the server
+#: did at ``--think 1`` (7,234-9,630 of 9,400-11,800 requests a run, about 3/4 of the server's
+#: CPU), so the pages measured queued behind the peer's own load rather than the
+#: participants'; without think time a fetch takes longer than this, and the peer runs
+#: unpaced as before.
 STATIC_EVERY = 0.02
 
 
@@ -91,12 +93,14 @@ def honest(form):
 
 
 def static_latencies(url: str, stop: threading.Event, every: float = STATIC_EVERY) -> list[float]:
-    """The peer: the stylesheet, fetched in a loop while the participants run, ``every``
-    seconds (0: one request after another, unpaced)."""
+    """The peer: the stylesheet, fetched in a loop while the participants run, one fetch
+    starting at most every ``every`` seconds (a fetch slower than that is followed at once by
+    the next; 0: always at once, unpaced)."""
     import httpx
     out = []
     with httpx.Client() as http:
-        while not (stop.wait(every) if every > 0 else stop.is_set()):
+        start = time.perf_counter()
+        while not stop.wait(max(0.0, start + every - time.perf_counter())):
             start = time.perf_counter()
             http.get(url + "/static/satcal.css")
             out.append(time.perf_counter() - start)
@@ -263,7 +267,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
     print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
           f"process(es), {client_processes} client process(es), {think:g} s on each form, the static file "
-          f"{'every %g s' % static_every if static_every > 0 else 'unpaced'}; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
+          f"{'at most every %g s' % static_every if static_every > 0 else 'unpaced'}; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
           f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     kinds: dict[str, list[float]] = {}
     for v in visits:
@@ -386,8 +390,8 @@ def main():
                              "wave arriving over as many seconds (default 0: as fast as the server answers); "
                              "several values: each run of each, in turn (e.g. --think 0 1: both regimes)")
     parser.add_argument("--static-every", type=float, default=STATIC_EVERY,
-                        help=f"seconds between two fetches of the static file (default {STATIC_EVERY:g}, as the "
-                             "durable write; 0: one after another, as before)")
+                        help=f"least seconds from one fetch of the static file to the next (default {STATIC_EVERY:g}; "
+                             "0: one after another, as before)")
     parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.durable_peer:
