@@ -206,13 +206,16 @@ def drive_in_processes(url: str, ids: list, concurrency: int, processes: int, th
 
 
 def process_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) process ``pid`` has used so far, from /proc (Linux); None
-    elsewhere."""
+    """CPU seconds (user + system) process ``pid`` and its running children (the server
+    processes of ``--workers N``) have used so far, from /proc (Linux); None elsewhere."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(process_cpu(c) or 0.0 for c in children)
 
 
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
