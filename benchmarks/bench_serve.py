@@ -9,7 +9,10 @@ page kind: requests, p50 and p95 latency; errors; and whether the stored answers
 submitted ones (none lost, none doubled); and a page submission together with the page it
 redirects to (``submit + next``: what a participant waits for between two pages). The first peer is the same server's static stylesheet,
 fetched under the same load by the same client (httpx; by default a thread of the process
-whose threads are the participants): the ratio says what a page costs above serving a file. A page submission is stored on disk
+whose threads are the participants), one fetch starting at most every ``--static-every``
+seconds (default 0.02: a probe, whose own requests are a small part of the load; 0 fetches one
+after another, which at ``--think 1`` made most of the server's requests): the ratio says what a page costs above
+serving a file. The server's CPU over the run (Linux, /proc) is printed per request answered. A page submission is stored on disk
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
 ``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
 same way (:func:`durable_peer`), so the second ratio says what a page costs above the fsync
@@ -26,7 +29,7 @@ machine one run says little, so SQLite runs ``--runs`` times (a fresh database e
 the ratios of each run and their median are printed with the load average.
 
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
-                                     [--think 0 1] [--no-postgres]
+                                     [--think 0 1] [--static-every 0.02] [--no-postgres]
     python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
@@ -74,18 +77,30 @@ def make_workspace(root: Path, answers_per_example: int, pages_per_participant: 
     return ws
 
 
+#: Least seconds from the start of one fetch of the static file (the first peer) to the next:
+#: a probe of at most 50 requests a second. Unpaced (0), its loop was most of what the server
+#: did at ``--think 1`` (7,234-9,630 of 9,400-11,800 requests a run, about 3/4 of the server's
+#: CPU), so the pages measured queued behind the peer's own load rather than the
+#: participants'; without think time a fetch takes longer than this, and the peer runs
+#: unpaced as before.
+STATIC_EVERY = 0.02
+
+
 def honest(form):
     from satcal.serve.client import asked_option
     rng = np.random.default_rng(abs(hash(form.hidden.get("assignment", ""))) % 2 ** 32)
     return {name: asked_option(form, name) or str(rng.choice(values)) for name, values in form.radios.items()}
 
 
-def static_latencies(url: str, stop: threading.Event) -> list[float]:
-    """The peer: the stylesheet, fetched in a loop while the participants run."""
+def static_latencies(url: str, stop: threading.Event, every: float = STATIC_EVERY) -> list[float]:
+    """The peer: the stylesheet, fetched in a loop while the participants run, one fetch
+    starting at most every ``every`` seconds (a fetch slower than that is followed at once by
+    the next; 0: always at once, unpaced)."""
     import httpx
     out = []
     with httpx.Client() as http:
-        while not stop.is_set():
+        start = time.perf_counter()
+        while not stop.wait(max(0.0, start + every - time.perf_counter())):
             start = time.perf_counter()
             http.get(url + "/static/satcal.css")
             out.append(time.perf_counter() - start)
@@ -163,9 +178,9 @@ class DurablePeer:
         self.process.wait(timeout=20)
 
 
-def _peer_process(url: str, stop, out) -> None:
+def _peer_process(url: str, stop, out, every: float = STATIC_EVERY) -> None:
     """The peer in a process of its own (no interpreter lock shared with the participants)."""
-    out.send(static_latencies(url, stop))
+    out.send(static_latencies(url, stop, every))
 
 
 def _drive_part(job):
@@ -190,8 +205,21 @@ def drive_in_processes(url: str, ids: list, concurrency: int, processes: int, th
     return visits
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` and its running children (the server
+    processes of ``--workers N``) have used so far, from /proc (Linux); None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+    except OSError:
+        return None
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(process_cpu(c) or 0.0 for c in children)
+
+
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
-        client_processes: int = 1, think: float = 0.0):
+        client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY):
     from satcal.serve import db
     from satcal.serve.client import ServerProcess
     ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
@@ -209,14 +237,16 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             import multiprocessing
             ctx = multiprocessing.get_context("fork")
             stop, (receive, send) = ctx.Event(), ctx.Pipe(duplex=False)
-            side = ctx.Process(target=_peer_process, args=(server.url, stop, send))
+            side = ctx.Process(target=_peer_process, args=(server.url, stop, send, static_every))
         else:
             stop = threading.Event()
-            side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop)))
+            side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop, static_every)))
         side.start()
+        cpu_before = process_cpu(server.process.pid)
         start = time.perf_counter()
         visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
         wall = time.perf_counter() - start
+        cpu_after = process_cpu(server.process.pid)
         stop.set()
         second_stop.set()
         if client_processes > 1:
@@ -239,12 +269,21 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     errors = [e for v in visits for e in v.errors]
     completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
     print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
-          f"process(es), {client_processes} client process(es), {think:g} s on each form; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
+          f"process(es), {client_processes} client process(es), {think:g} s on each form, the static file "
+          f"{'at most every %g s' % static_every if static_every > 0 else 'unpaced'}; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
           f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     kinds: dict[str, list[float]] = {}
     for v in visits:
         for kind, values in v.latencies.items():
             kinds.setdefault(kind, []).extend(values)
+    requests = sum(len(values) for values in kinds.values())
+    if cpu_before is not None and cpu_after is not None:
+        # the participants' requests and the static file's (each a request the server answered)
+        cpu_ms = 1000 * (cpu_after - cpu_before) / (requests + len(peer))
+        print(f"server CPU {cpu_after - cpu_before:.2f} s over {requests} participants' requests and {len(peer)} "
+              f"static files: {cpu_ms:.2f} ms a request")
+        if ratios is not None:
+            ratios.setdefault("cpu", []).append(cpu_ms)
     print(f"{'page':<14} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for kind in ("entry", "consent", "consent (post)", "page", "page (post)", "done"):
         values = np.array(kinds.get(kind, [])) * 1000
@@ -327,6 +366,9 @@ def summary(ratios: dict, runs: int, think: float, concurrency: int) -> None:
         p50 = [r[0] for r in ratios[kind]]
         print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in p95)}; median {np.median(p95):.2f}x, "
               f"met in {sum(x <= 1.5 for x in p95)} of {len(p95)}; p50 ratio median {np.median(p50):.2f}x")
+    if ratios.get("cpu"):
+        print("server CPU a request (ms): " + " ".join(f"{x:.2f}" for x in ratios["cpu"])
+              + f"; median {np.median(ratios['cpu']):.2f}")
     print("p95 of each / p95 of the durable write (second peer) in the same run:")
     for kind in ("entry", "page (post)"):
         d95 = [r[1] for r in ratios[kind + " durable"]]
@@ -350,6 +392,9 @@ def main():
                         help="seconds each participant spends on a form before submitting it, the first "
                              "wave arriving over as many seconds (default 0: as fast as the server answers); "
                              "several values: each run of each, in turn (e.g. --think 0 1: both regimes)")
+    parser.add_argument("--static-every", type=float, default=STATIC_EVERY,
+                        help=f"least seconds from one fetch of the static file to the next (default {STATIC_EVERY:g}; "
+                             "0: one after another, as before)")
     parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.durable_peer:
@@ -365,7 +410,8 @@ def main():
         for i in range(args.runs):
             for think, ratios in by_think.items():  # the regimes in turn, so that each meets the same load
                 ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
-                          ratios=ratios, client_processes=args.client_processes, think=think) is not None
+                          ratios=ratios, client_processes=args.client_processes, think=think,
+                          static_every=args.static_every) is not None
         for think, ratios in by_think.items():
             summary(ratios, args.runs, think, args.concurrency)
         if not args.no_postgres:
@@ -377,7 +423,7 @@ def main():
                 ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
                 with temporary_postgres() as url:
                     ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2,
-                              think=args.think[0]) is not None
+                              think=args.think[0], static_every=args.static_every) is not None
     sys.exit(0 if ok else 1)
 
 

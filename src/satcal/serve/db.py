@@ -26,9 +26,11 @@ from ..errors import SatcalError
 __all__ = ["SCHEMA_VERSION", "connect", "prepare", "snapshot", "default_url", "writer", "reader", "Read", "Write"]
 
 #: Version of the schema this code writes; older databases are migrated on start.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = None
+#: The index of the claims' choice of slot: (name, columns...).
+SLOT_INDEX = ("ix_slots_free", "done", "replicate", "page")
 
 
 def tables():
@@ -36,7 +38,7 @@ def tables():
     global _TABLES
     if _TABLES is not None:
         return _TABLES
-    from sqlalchemy import (Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table, Text,
+    from sqlalchemy import (Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
                             UniqueConstraint)
     md = MetaData()
     t = {}
@@ -64,7 +66,11 @@ def tables():
         Column("assignment_id", Integer),
         Column("held_until", Float),
         Column("done", Boolean, nullable=False, default=False),
-        UniqueConstraint("page", "replicate", name="uq_slot"))
+        UniqueConstraint("page", "replicate", name="uq_slot"),
+        # a claim's choice of slot (free slots, emptiest page first, then page order: study._choose_in_page_order)
+        # walks this index to its first free slot; without it SQLite scanned and sorted every slot, 0.2 ms
+        # of CPU (0.7-0.8 ms of wall under load) in the writers' turn a claim at 2,112 slots
+        Index(*SLOT_INDEX))
     t["assignments"] = Table(
         "assignments", md,
         Column("id", Integer, primary_key=True, autoincrement=True),
@@ -603,8 +609,16 @@ def _to_2(conn):
                       "AND study_id = 'simulated' AND external_id LIKE 'SIM-%'"))
 
 
+def _to_3(conn):
+    """2 -> 3: the index of the claims' choice of slot (:data:`SLOT_INDEX`; a database made by
+    this version has it from the start)."""
+    from sqlalchemy import text
+    name, *columns = SLOT_INDEX
+    conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON slots ({', '.join(columns)})"))
+
+
 #: Migrations: from version v to v + 1, each a function of a connection.
-MIGRATIONS: dict[int, callable] = {1: _to_2}
+MIGRATIONS: dict[int, callable] = {1: _to_2, 2: _to_3}
 
 
 def prepare(engine, key_digest: str, pages: list[int], answers_per_example: int) -> dict:

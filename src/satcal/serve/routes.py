@@ -21,7 +21,8 @@ from pathlib import Path
 from ..platforms import ANSWER_LABELS, instruction_paragraphs
 from .study import ID_PATTERN, WAITING, HostedStudy
 
-__all__ = ["StudyRoutes", "COMPLETION_URL", "MAX_BODY", "KINDS", "same_token", "identity"]
+__all__ = ["StudyRoutes", "COMPLETION_URL", "MAX_BODY", "KINDS", "same_token", "identity", "parse_urlencoded",
+           "read_form"]
 
 COMPLETION_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 #: Largest request body accepted (a page of answers is a few KiB).
@@ -169,6 +170,63 @@ def same_token(given, expected: str) -> bool:
     if not isinstance(given, str):
         return False
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8"))
+
+
+#: Fields a form may have (more is refused with 400, as Starlette's parser does).
+MAX_FIELDS = 500
+
+
+def parse_urlencoded(body: bytes):
+    """The fields of an ``application/x-www-form-urlencoded`` body, as Starlette's form parser
+    gives them (names and values ``unquote_plus`` of the bytes read as Latin-1: ``%XX`` escapes
+    as UTF-8, undecodable ones replaced; ``&`` separates fields; a field without ``=`` has an
+    empty value), parsed by the standard library's ``parse_qsl`` in C-backed string operations
+    instead of python-multipart's byte-at-a-time state machine (80 against 17 us for a page's
+    dozen fields here, on the event loop).
+
+    Parameters
+    ----------
+    body : bytes
+        The request body.
+
+    Returns
+    -------
+    starlette.datastructures.FormData
+
+    Raises
+    ------
+    starlette.exceptions.HTTPException
+        400: more than :data:`MAX_FIELDS` fields.
+    """
+    from urllib.parse import parse_qsl
+
+    from starlette.datastructures import FormData
+    from starlette.exceptions import HTTPException
+    try:
+        pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True, max_num_fields=MAX_FIELDS)
+    except ValueError:
+        raise HTTPException(400, f"Too many fields. Maximum number of fields is {MAX_FIELDS}.") from None
+    return FormData(pairs)
+
+
+async def read_form(request):
+    """The form of a POST: a urlencoded body (what the pages' forms send) by
+    :func:`parse_urlencoded`, any other by Starlette (no files, at most :data:`MAX_FIELDS`
+    fields of :data:`MAX_BODY` bytes each).
+
+    Parameters
+    ----------
+    request : starlette.requests.Request
+        The POST.
+
+    Returns
+    -------
+    starlette.datastructures.FormData
+    """
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        return parse_urlencoded(await request.body())
+    return await request.form(max_files=0, max_fields=MAX_FIELDS, max_part_size=MAX_BODY)
 
 
 def identity(q):
@@ -389,7 +447,7 @@ class StudyRoutes:
         pid : int
             The session's participant id, whose token the form must carry.
         """
-        form = await request.form(max_files=0, max_fields=500, max_part_size=MAX_BODY)
+        form = await read_form(request)
         if not same_token(form.get("csrf", ""), self.study.csrf_token(pid)):
             return None
         return form
