@@ -333,7 +333,9 @@ def floor_interval(reps: np.ndarray, estimate: np.ndarray, floor: float = 0.0):
     in both (in the spirit of Andrews and Cheng 2012, Econometrica 80(5), whose robust confidence
     sets take the least favourable critical value over the regimes; this is not their construction), at the price of some width near the floor (docs/benchmarks.md). It estimates a
     95% confidence interval for the indicator of the fitted model's estimand (b1 of the true
-    curve), conservative rather than short where the two intervals disagree.
+    curve), conservative rather than short where the two intervals disagree. Not always: the
+    replicates carry only 39-69% of the estimate's bias at the floor, and it covered b1_std
+    0.83-0.99 there with worker effects (benchmarks/bench_floor_coverage.py, docs/benchmarks.md).
 
     Parameters
     ----------
