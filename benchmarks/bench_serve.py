@@ -16,7 +16,13 @@ serving a file. The server's CPU over the run (Linux, /proc) is printed per requ
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
 ``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
 same way (:func:`durable_peer`), so the second ratio says what a page costs above the fsync
-any durable answer pays on this machine.
+any durable answer pays on this machine. A participant's entry is its first request, on a
+connection of its own, where the first peer reuses one: the third peer is the stylesheet fetched
+on a new connection each time, by a client made as ``drive`` makes a participant's (at most
+every ``--fresh-every`` seconds, default 0.1), the entry's like-for-like peer. Each request of
+the participants and of the two file peers is split by httpcore's trace into the TCP connect,
+the server's time to the response's headers, the body and the client's own time
+(:func:`split`), so where the tail goes is printed rather than guessed.
 A client of one process measures its own interpreter lock as well: the faster the server
 answers the participants, the longer the peer's thread waits for the lock, so the ratio falls
 without the pages getting faster. ``--client-processes K`` spreads the participants over K
@@ -124,28 +130,34 @@ def trace_into(times: dict):
     return trace
 
 
-def split(times: dict, start: float, end: float) -> tuple[float, float, float]:
-    """One request's seconds (connect, server, rest) from its trace ``times``: connect is the TCP
-    handshake (``connect_tcp``; 0 on a reused connection), which the kernel completes before the
-    server's accept loop sees the connection; server is from the first byte of the request
-    written to the response's headers read (the accept loop, h11's new connection, the handler
-    and loopback); rest is the client's own time (building the request, the pool, waiting for
-    the interpreter lock, reading the body)."""
+def split(times: dict, start: float, end: float) -> tuple[float, float, float, float]:
+    """One request's seconds (connect, server, body, client) from its trace ``times``: connect
+    is the TCP handshake (``connect_tcp``; 0 on a reused connection), which the kernel completes
+    before the server's accept loop sees the connection; server is from the first byte of the
+    request written to the response's headers read (the accept loop, h11's new connection, the
+    handler and loopback); body is from the headers read to the body read (the server's later
+    sends, e.g. a file's chunks read on its thread pool, and the client's reading); client is
+    the rest, the client's own time (building the request, the pool, waiting for the
+    interpreter lock)."""
     connect = times.get("connection.connect_tcp.complete", 0.0) - times.get("connection.connect_tcp.started", 0.0)
-    server = (times.get("http11.receive_response_headers.complete", end)
-              - times.get("http11.send_request_headers.started", start))
-    return connect, server, (end - start) - connect - server
+    headers = times.get("http11.receive_response_headers.complete", end)
+    server = headers - times.get("http11.send_request_headers.started", start)
+    body = times.get("http11.receive_response_body.complete", headers) - headers
+    return connect, server, body, (end - start) - connect - server - body
+
+
+PARTS = ("connect", "server", "body", "client")
 
 
 def traced_request(self, visit, kind: str, method: str, url: str, data=None):
-    """``Participant._request`` timing the same span, with each request's connect / server / rest
-    split (:func:`split`) kept as the kinds ``kind + " connect"`` and so on."""
+    """``Participant._request`` timing the same span, with each request's connect / server / body / client
+    split (:func:`split`) kept as the kinds ``kind + " connect"`` and so on (:data:`PARTS`)."""
     times: dict = {}
     start = time.perf_counter()
     response = self.http.request(method, url, data=data, extensions={"trace": trace_into(times)})
     end = time.perf_counter()
     visit.latencies.setdefault(kind, []).append(end - start)
-    for part, value in zip(("connect", "server", "rest"), split(times, start, end)):
+    for part, value in zip(PARTS, split(times, start, end)):
         visit.latencies.setdefault(f"{kind} {part}", []).append(value)
     return response
 
@@ -155,7 +167,7 @@ def fresh_static_latencies(url: str, stop: threading.Event, every: float = FRESH
     client made as ``drive`` makes a participant's (httpx, one shared TLS context, the same
     limits and timeout), the client made before the clock starts, as the participant's is
     before its entry; one fetch starting at most every ``every`` seconds. Returns the latencies
-    and each fetch's (connect, server, rest) split."""
+    and each fetch's (connect, server, body, client) split."""
     import httpx
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=50)
     tls = httpx.create_ssl_context()
@@ -354,7 +366,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         for kind, values in v.latencies.items():
             kinds.setdefault(kind, []).extend(values)
     requests = sum(len(values) for kind, values in kinds.items()
-                   if not kind.endswith((" connect", " server", " rest")))
+                   if not kind.endswith(tuple(" " + part for part in PARTS)))
     if cpu_before is not None and cpu_after is not None:
         # the participants' requests and the static file's (each a request the server answered)
         cpu_ms = 1000 * (cpu_after - cpu_before) / (requests + len(peer))
@@ -393,22 +405,23 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             ratios.setdefault(kind, []).append((p50, p95))
             ratios.setdefault(kind + " fresh", []).append((f50, f95))
             ratios.setdefault(kind + " durable", []).append((d50, d95))
-    # where each side's time goes: connect (kernel handshake), server (request written -> headers
-    # read), rest (the client); p95 of each part, and the parts' medians over the slowest 5%
-    sides = {kind: np.column_stack([kinds[kind]] + [kinds[f"{kind} {part}"] for part in ("connect", "server", "rest")])
+    # where each side's time goes (:func:`split`): p95 of each part, and the parts' medians over
+    # the slowest 5% of the requests
+    sides = {kind: np.column_stack([kinds[kind]] + [kinds[f"{kind} {part}"] for part in PARTS])
              for kind in ("entry", "page (post)") if f"{kind} connect" in kinds}
     if peer_parts:
         sides["static"] = np.column_stack([peer, np.array(peer_parts)])
     if fresh and fresh[1]:
         sides["static, new conn"] = np.column_stack([fresh[0], np.array(fresh[1])])
-    print(f"{'split (ms)':<17} {'p95 all':>8} {'p95 connect':>11} {'p95 server':>10} {'p95 rest':>8}   "
-          f"slowest 5%, medians: connect server rest")
+    print(f"{'split (ms)':<17} {'p95 all':>8} {'connect':>8} {'server':>8} {'body':>8} {'client':>8}   "
+          f"slowest 5%, medians: connect server body client")
     for kind, a in sides.items():
         a = a * 1000
         tail = a[a[:, 0] >= np.percentile(a[:, 0], 95)]
         p = np.percentile(a, 95, axis=0)
         m = np.median(tail, axis=0)
-        print(f"{kind:<17} {p[0]:>8.1f} {p[1]:>11.2f} {p[2]:>10.1f} {p[3]:>8.1f}   {m[1]:.2f} {m[2]:.1f} {m[3]:.1f}")
+        print(f"{kind:<17} {p[0]:>8.1f} {p[1]:>8.2f} {p[2]:>8.1f} {p[3]:>8.1f} {p[4]:>8.1f}   "
+              f"{m[1]:.2f} {m[2]:.1f} {m[3]:.1f} {m[4]:.1f}")
         if ratios is not None:
             ratios.setdefault("split " + kind, []).append(tuple(p) + tuple(m[1:]))
     if ratios is not None:
@@ -473,7 +486,8 @@ def summary(ratios: dict, runs: int, think: float, concurrency: int) -> None:
         if f95:
             print(f"{kind:<12} / static on a new connection: p95 ratios {' '.join(f'{x:.2f}' for x in f95)}; "
                   f"median {np.median(f95):.2f}x, met in {sum(x <= 1.5 for x in f95)} of {len(f95)}")
-    print("split, medians over the runs (ms): p95 all, connect, server, rest; slowest 5%: connect, server, rest")
+    print("split, medians over the runs (ms): p95 of all, connect, server, body, client; "
+          "the slowest 5%'s medians of connect, server, body, client")
     for key in [k for k in ratios if k.startswith("split ")]:
         print(f"{key[6:]:<17} " + " ".join(f"{x:.2f}" for x in np.median(np.array(ratios[key]), axis=0)))
     if ratios.get("cpu"):
