@@ -16,7 +16,13 @@ serving a file. The server's CPU over the run (Linux, /proc) is printed per requ
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
 ``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
 same way (:func:`durable_peer`), so the second ratio says what a page costs above the fsync
-any durable answer pays on this machine.
+any durable answer pays on this machine. A participant's entry is its first request, on a
+connection of its own, where the first peer reuses one: the third peer is the stylesheet fetched
+on a new connection each time, by a client made as ``drive`` makes a participant's (at most
+every ``--fresh-every`` seconds, default 0.1), the entry's like-for-like peer. Each request of
+the participants and of the two file peers is split by httpcore's trace into the TCP connect,
+the server's time to the response's headers, the body and the client's own time
+(:func:`split`), so where the tail goes is printed rather than guessed.
 A client of one process measures its own interpreter lock as well: the faster the server
 answers the participants, the longer the peer's thread waits for the lock, so the ratio falls
 without the pages getting faster. ``--client-processes K`` spreads the participants over K
@@ -92,7 +98,8 @@ def honest(form):
     return {name: asked_option(form, name) or str(rng.choice(values)) for name, values in form.radios.items()}
 
 
-def static_latencies(url: str, stop: threading.Event, every: float = STATIC_EVERY) -> list[float]:
+def static_latencies(url: str, stop: threading.Event, every: float = STATIC_EVERY,
+                     parts: list | None = None) -> list[float]:
     """The peer: the stylesheet, fetched in a loop while the participants run, one fetch
     starting at most every ``every`` seconds (a fetch slower than that is followed at once by
     the next; 0: always at once, unpaced)."""
@@ -102,9 +109,79 @@ def static_latencies(url: str, stop: threading.Event, every: float = STATIC_EVER
         start = time.perf_counter()
         while not stop.wait(max(0.0, start + every - time.perf_counter())):
             start = time.perf_counter()
-            http.get(url + "/static/satcal.css")
+            times: dict = {}
+            http.get(url + "/static/satcal.css", extensions={"trace": trace_into(times)})
             out.append(time.perf_counter() - start)
+            if parts is not None:
+                parts.append(split(times, start, start + out[-1]))
     return out
+
+
+#: Least seconds from one fetch of the static file on a new connection (the entry's like-for-like
+#: peer) to the next: 10 connections a second, a probe beside the ~200 entries of a run.
+FRESH_EVERY = 0.1
+
+
+def trace_into(times: dict):
+    """An httpcore trace callback (``extensions={"trace": ...}``) recording when each step of one
+    request starts and completes, by perf_counter, into ``times``."""
+    def trace(event, info):
+        times[event] = time.perf_counter()
+    return trace
+
+
+def split(times: dict, start: float, end: float) -> tuple[float, float, float, float]:
+    """One request's seconds (connect, server, body, client) from its trace ``times``: connect
+    is the TCP handshake (``connect_tcp``; 0 on a reused connection), which the kernel completes
+    before the server's accept loop sees the connection; server is from the first byte of the
+    request written to the response's headers read (the accept loop, h11's new connection, the
+    handler and loopback); body is from the headers read to the body read (the server's later
+    sends, e.g. a file's chunks read on its thread pool, and the client's reading); client is
+    the rest, the client's own time (building the request, the pool, waiting for the
+    interpreter lock)."""
+    connect = times.get("connection.connect_tcp.complete", 0.0) - times.get("connection.connect_tcp.started", 0.0)
+    headers = times.get("http11.receive_response_headers.complete", end)
+    server = headers - times.get("http11.send_request_headers.started", start)
+    body = times.get("http11.receive_response_body.complete", headers) - headers
+    return connect, server, body, (end - start) - connect - server - body
+
+
+PARTS = ("connect", "server", "body", "client")
+
+
+def traced_request(self, visit, kind: str, method: str, url: str, data=None):
+    """``Participant._request`` timing the same span, with each request's connect / server / body / client
+    split (:func:`split`) kept as the kinds ``kind + " connect"`` and so on (:data:`PARTS`)."""
+    times: dict = {}
+    start = time.perf_counter()
+    response = self.http.request(method, url, data=data, extensions={"trace": trace_into(times)})
+    end = time.perf_counter()
+    visit.latencies.setdefault(kind, []).append(end - start)
+    for part, value in zip(PARTS, split(times, start, end)):
+        visit.latencies.setdefault(f"{kind} {part}", []).append(value)
+    return response
+
+
+def fresh_static_latencies(url: str, stop: threading.Event, every: float = FRESH_EVERY) -> tuple[list, list]:
+    """The entry's like-for-like peer: the stylesheet, each fetch on a new connection of a new
+    client made as ``drive`` makes a participant's (httpx, one shared TLS context, the same
+    limits and timeout), the client made before the clock starts, as the participant's is
+    before its entry; one fetch starting at most every ``every`` seconds. Returns the latencies
+    and each fetch's (connect, server, body, client) split."""
+    import httpx
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=50)
+    tls = httpx.create_ssl_context()
+    out, parts = [], []
+    start = time.perf_counter()
+    while not stop.wait(max(0.0, start + every - time.perf_counter())):
+        with httpx.Client(timeout=120, follow_redirects=False, limits=limits, verify=tls) as http:
+            times: dict = {}
+            start = time.perf_counter()
+            http.get(url + "/static/satcal.css", extensions={"trace": trace_into(times)})
+            end = time.perf_counter()
+        out.append(end - start)
+        parts.append(split(times, start, end))
+    return out, parts
 
 
 def durable_peer(port: int, path: str) -> None:
@@ -219,7 +296,8 @@ def process_cpu(pid: int) -> float | None:
 
 
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
-        client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY):
+        client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY,
+        fresh_every: float = FRESH_EVERY):
     from satcal.serve import db
     from satcal.serve.client import ServerProcess
     ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
@@ -233,6 +311,11 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         second_side = threading.Thread(target=lambda: durable.extend(durable_latencies(second.url, second_stop)))
         second_side.start()
         peer: list[float] = []
+        peer_parts: list | None = None if client_processes > 1 else []
+        fresh: list = []
+        fresh_stop = threading.Event()
+        fresh_side = threading.Thread(target=lambda: fresh.extend(fresh_static_latencies(server.url, fresh_stop,
+                                                                                         fresh_every)))
         if client_processes > 1:
             import multiprocessing
             ctx = multiprocessing.get_context("fork")
@@ -240,8 +323,11 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             side = ctx.Process(target=_peer_process, args=(server.url, stop, send, static_every))
         else:
             stop = threading.Event()
-            side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop, static_every)))
+            side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop, static_every,
+                                                                                peer_parts)))
         side.start()
+        if fresh_every > 0:
+            fresh_side.start()
         cpu_before = process_cpu(server.process.pid)
         start = time.perf_counter()
         visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
@@ -249,10 +335,13 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         cpu_after = process_cpu(server.process.pid)
         stop.set()
         second_stop.set()
+        fresh_stop.set()
         if client_processes > 1:
             peer = receive.recv()
         side.join()
         second_side.join()
+        if fresh_every > 0:
+            fresh_side.join()
     engine = db.connect(db_url or db.default_url(ws.path))
     stored = db.snapshot(engine)
     engine.dispose()
@@ -276,7 +365,8 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     for v in visits:
         for kind, values in v.latencies.items():
             kinds.setdefault(kind, []).extend(values)
-    requests = sum(len(values) for values in kinds.values())
+    requests = sum(len(values) for kind, values in kinds.items()
+                   if not kind.endswith(tuple(" " + part for part in PARTS)))
     if cpu_before is not None and cpu_after is not None:
         # the participants' requests and the static file's (each a request the server answered)
         cpu_ms = 1000 * (cpu_after - cpu_before) / (requests + len(peer))
@@ -296,6 +386,9 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         print(f"{'submit + next':<14} {turns.size:>8} {np.percentile(turns, 50):>8.1f} {np.percentile(turns, 95):>8.1f}")
     peer_ms = np.array(peer) * 1000
     print(f"{'static (peer)':<14} {peer_ms.size:>8} {np.percentile(peer_ms, 50):>8.1f} {np.percentile(peer_ms, 95):>8.1f}")
+    fresh_ms = np.array(fresh[0] if fresh else [np.nan]) * 1000
+    print(f"{'static, new connection (entry peer)':<14} {len(fresh[0]) if fresh else 0:>8} "
+          f"{np.percentile(fresh_ms, 50):>8.1f} {np.percentile(fresh_ms, 95):>8.1f}")
     durable_ms = np.array(durable) * 1000
     print(f"{'durable write (second peer)':<14} {durable_ms.size:>8} {np.percentile(durable_ms, 50):>8.1f} "
           f"{np.percentile(durable_ms, 95):>8.1f}")
@@ -304,11 +397,33 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         p50, p95 = np.percentile(ms, 50) / np.percentile(peer_ms, 50), np.percentile(ms, 95) / np.percentile(peer_ms, 95)
         d50 = np.percentile(ms, 50) / np.percentile(durable_ms, 50)
         d95 = np.percentile(ms, 95) / np.percentile(durable_ms, 95)
+        f50, f95 = np.percentile(ms, 50) / np.percentile(fresh_ms, 50), np.percentile(ms, 95) / np.percentile(fresh_ms, 95)
         print(f"{kind} / static file: p50 {p50:.2f}x, p95 {p95:.2f}x (goal p95 <= 1.5x); "
+              f"/ static file on a new connection: p50 {f50:.2f}x, p95 {f95:.2f}x; "
               f"/ durable write: p50 {d50:.2f}x, p95 {d95:.2f}x")
         if ratios is not None:
             ratios.setdefault(kind, []).append((p50, p95))
+            ratios.setdefault(kind + " fresh", []).append((f50, f95))
             ratios.setdefault(kind + " durable", []).append((d50, d95))
+    # where each side's time goes (:func:`split`): p95 of each part, and the parts' medians over
+    # the slowest 5% of the requests
+    sides = {kind: np.column_stack([kinds[kind]] + [kinds[f"{kind} {part}"] for part in PARTS])
+             for kind in ("entry", "page (post)") if f"{kind} connect" in kinds}
+    if peer_parts:
+        sides["static"] = np.column_stack([peer, np.array(peer_parts)])
+    if fresh and fresh[1]:
+        sides["static, new conn"] = np.column_stack([fresh[0], np.array(fresh[1])])
+    print(f"{'split (ms)':<17} {'p95 all':>8} {'connect':>8} {'server':>8} {'body':>8} {'client':>8}   "
+          f"slowest 5%, medians: connect server body client")
+    for kind, a in sides.items():
+        a = a * 1000
+        tail = a[a[:, 0] >= np.percentile(a[:, 0], 95)]
+        p = np.percentile(a, 95, axis=0)
+        m = np.median(tail, axis=0)
+        print(f"{kind:<17} {p[0]:>8.1f} {p[1]:>8.2f} {p[2]:>8.1f} {p[3]:>8.1f} {p[4]:>8.1f}   "
+              f"{m[1]:.2f} {m[2]:.1f} {m[3]:.1f} {m[4]:.1f}")
+        if ratios is not None:
+            ratios.setdefault("split " + kind, []).append(tuple(p) + tuple(m[1:]))
     if ratios is not None:
         ratios.setdefault("load", []).append((load[0], os.getloadavg()[0]))
     print(f"errors: {len(errors)}{' (first: ' + errors[0] + ')' if errors else ''}")
@@ -366,6 +481,15 @@ def summary(ratios: dict, runs: int, think: float, concurrency: int) -> None:
         p50 = [r[0] for r in ratios[kind]]
         print(f"{kind:<12} p95 ratios {' '.join(f'{x:.2f}' for x in p95)}; median {np.median(p95):.2f}x, "
               f"met in {sum(x <= 1.5 for x in p95)} of {len(p95)}; p50 ratio median {np.median(p50):.2f}x")
+    for kind in ("entry", "page (post)"):
+        f95 = [r[1] for r in ratios.get(kind + " fresh", [])]
+        if f95:
+            print(f"{kind:<12} / static on a new connection: p95 ratios {' '.join(f'{x:.2f}' for x in f95)}; "
+                  f"median {np.median(f95):.2f}x, met in {sum(x <= 1.5 for x in f95)} of {len(f95)}")
+    print("split, medians over the runs (ms): p95 of all, connect, server, body, client; "
+          "the slowest 5%'s medians of connect, server, body, client")
+    for key in [k for k in ratios if k.startswith("split ")]:
+        print(f"{key[6:]:<17} " + " ".join(f"{x:.2f}" for x in np.median(np.array(ratios[key]), axis=0)))
     if ratios.get("cpu"):
         print("server CPU a request (ms): " + " ".join(f"{x:.2f}" for x in ratios["cpu"])
               + f"; median {np.median(ratios['cpu']):.2f}")
@@ -395,10 +519,15 @@ def main():
     parser.add_argument("--static-every", type=float, default=STATIC_EVERY,
                         help=f"least seconds from one fetch of the static file to the next (default {STATIC_EVERY:g}; "
                              "0: one after another, as before)")
+    parser.add_argument("--fresh-every", type=float, default=FRESH_EVERY,
+                        help=f"least seconds from one fetch of the static file on a new connection (the entry's "
+                             f"peer) to the next (default {FRESH_EVERY:g}; 0: none)")
     parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.durable_peer:
         return durable_peer(int(args.durable_peer[0]), args.durable_peer[1])
+    from satcal.serve import client
+    client.Participant._request = traced_request  # the same span timed, its split kept beside it
     ok = True
     if args.adaptive:
         with tempfile.TemporaryDirectory() as tmp:
@@ -411,7 +540,7 @@ def main():
             for think, ratios in by_think.items():  # the regimes in turn, so that each meets the same load
                 ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
                           ratios=ratios, client_processes=args.client_processes, think=think,
-                          static_every=args.static_every) is not None
+                          static_every=args.static_every, fresh_every=args.fresh_every) is not None
         for think, ratios in by_think.items():
             summary(ratios, args.runs, think, args.concurrency)
         if not args.no_postgres:
