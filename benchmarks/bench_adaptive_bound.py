@@ -29,13 +29,21 @@ coverage design of N answers and its pool of 20,000 candidates):
    formulations or contrasts of the asymptotic SD), the variance ratio to the fixed design, and
    the fraction of N after which the design's target SD stays at or below the fixed design's at N
    (read off the design's own pick order, every 5 answers).
+6. ``--sim R``: the product's criterion planned from its own fits (not the truth), as in a real
+   study: R simulated studies per arm, 10 waves, each wave answered by the crowd with worker
+   effects (new workers), the criterion's warm fits after every wave (``_fit_all``, as
+   ``simulate_adaptive_study``), b1_std with the study's own Akaike weights; the SD over studies
+   at each look, in both arms, and where the adaptive arm's target SD curve (log-log between
+   looks) crosses the fixed arm's at N. No bootstrap and no intervals: the spread over studies is
+   the precision itself.
 5. ``--mc R``: a check of the asymptotic SDs against R simulated studies of the fixed design and
    of the oracle's ``contenders`` design (the independent joint model fitted to each study, b1_std
    with each study's own Akaike weights), answered (a) independently from the expected shares
    (no worker effects) and (b) by the crowd with worker effects (new workers every tenth of the
    study, as ``bench_adaptive.py``): the SD over studies against the asymptotic SD, per arm.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_bound.py [--only ecir|synthetic] [--mc R]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_bound.py [--only ecir|synthetic] [--mc R] [--sim R]
+        [--sim-seed S] [--cell-cap C]
 """
 import argparse
 import os
@@ -50,7 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _context import note  # noqa: E402
 from bench_adaptive import FORMS, WAVES, crowd, synthetic_judgments  # noqa: E402  (the same shapes and crowd)
 
-from satcal.analysis.adaptive import (CELL_CAP, MARGIN, MIN_DEPTH, _answer, _Design,  # noqa: E402
+from satcal.analysis.adaptive import (CELL_CAP, MARGIN, MIN_DEPTH, _answer, _Design, _fit_all,  # noqa: E402
                                       _expected_answers, _jacobian, _k, _levels, candidate_pool,
                                       expected_information, plan_wave, standardised_truth, std_gradients)
 from satcal.analysis.joint import CODES, JointFit, fit_joint  # noqa: E402
@@ -262,7 +270,7 @@ def reach(traj, level):
     return int(ns[above[-1] + 1])
 
 
-def run(shape: Shape, mc: int):
+def run(shape: Shape, mc: int, sim: int = 0, sim_seed: int = 900, cell_cap=CELL_CAP):
     s = shape
     print(f"\n== {s.name}: truth {s.truth_form}; fixed design N = {s.N}; pool {len(s.pool)}; setup CPU "
           f"{s.setup_cpu:.0f} s {note()}")
@@ -293,10 +301,10 @@ def run(shape: Shape, mc: int):
     trajs = {name: s.trajectory(np.array(order)) for name, order in designs.items()}
     print(f"oracle greedy CPU {oracle_cpu:.0f} s (4 designs), product at the truth {product_cpu:.0f} s (2 designs)")
     print("asymptotic SD of b1_std per formulation at N (fixed | oracle:contenders | product cap 0.25):")
-    per = {name: s.variances(s.info("pool", np.array(order)))[0] for name, order in designs.items()}
+    per = {name: s.variances(s.info("pool", np.array(order))) for name, order in designs.items()}
     for j in np.argsort(s.truth.reindex(FORMS).to_numpy()):
         print(f"  {FORMS[j]:<11} true {s.truth[FORMS[j]]:.4f}  {np.sqrt(fixed_var[j]):.4f} | "
-              f"{np.sqrt(per['oracle:contenders'][j]):.4f} | {np.sqrt(per['product cap 0.25'][j]):.4f}")
+              f"{np.sqrt(per['oracle:contenders'][0][j]):.4f} | {np.sqrt(per['product cap 0.25'][0][j]):.4f}")
     print(f"{'target':<11} {'fixed SD':>9}   " + "   ".join(f"{n:>24}" for n in designs))
     print(f"{'':<11} {'':>9}   " + "   ".join(f"{'SD, var ratio, n/N':>24}" for _ in designs))
     rows = []
@@ -318,6 +326,8 @@ def run(shape: Shape, mc: int):
     if mc:
         monte_carlo(s, mc, {"fixed": None, "oracle:contenders": np.array(designs["oracle:contenders"])},
                     fixed_var, fixed_con, per)
+    if sim:
+        simulate(s, sim, sim_seed, cell_cap, fixed_var, fixed_con, per["product cap 0.25"])
     return rows
 
 
@@ -335,7 +345,7 @@ def monte_carlo(s: Shape, reps: int, arms: dict, fixed_var, fixed_con, per):
         if idx is not None:
             pa, pb = pa[idx], pb[idx]
         shares = s.shares[src] if idx is None else s.shares[src][idx]
-        asym = np.sqrt(fixed_var if idx is None else per[arm])
+        asym = np.sqrt(fixed_var if idx is None else per[arm][0])
         for process in ("independent", "crowd"):
             t0 = time.process_time()
             est = []
@@ -366,18 +376,97 @@ def monte_carlo(s: Shape, reps: int, arms: dict, fixed_var, fixed_con, per):
                 f"{FORMS[j]} {err[j]:+.4f} ({sd[j] / np.sqrt(reps):.4f})" for j in s.contenders))
 
 
+def _std_estimate(s: Shape, fits):
+    b1, _ = std_gradients(np.stack([f.theta for f in fits]), s.ref, akaike_weights([f.loglik for f in fits]),
+                          min_weight=1.1)
+    return b1
+
+
+def simulate(s: Shape, reps: int, seed: int, cell_cap, fixed_var, fixed_con, at_truth):
+    """Both arms in simulation, the product planning from its own fits (module docstring, 6)."""
+    print(f"-- simulated studies, {reps} an arm (seeds {seed}-{seed + reps - 1}), the crowd with worker effects, "
+          f"the product's criterion from its own fits (cell cap {cell_cap}); b1_std with each look's warm fits")
+    kw = {"n_levels": s.n_levels}
+    wave = s.N // WAVES
+    est = {"fixed": [], "adaptive": []}
+    ns = {}
+    t0 = {"fixed": 0.0, "adaptive": 0.0}
+    for r in range(reps):
+        for arm in est:
+            t = time.process_time()
+            rng = np.random.default_rng([seed + r, 24, 9])
+            model = crowd(s.truth_form, seed + r)
+            order = rng.permutation(s.N)
+            asked, looks, cache, study, fits = [], [], {}, None, None
+            for look in range(1, WAVES + 1):
+                n_now = sum(len(a) for a in asked)
+                size = wave if look < WAVES else s.N - n_now
+                if arm == "fixed":
+                    rows = s.fixed.iloc[order[n_now:n_now + size]]
+                elif look == 1:
+                    rows = s.pool.iloc[s.first_wave()]
+                else:
+                    rows = plan_wave(s.pool, study, FORMS, size, seed=1000 * r + look, fits=fits, cache=cache,
+                                     reference=s.ref, min_depth=MIN_DEPTH, cell_cap=cell_cap).drop(columns="priority")
+                asked.append(_answer(rows, model, s.k, kw, rng, look))
+                study = StudyData(pd.concat(asked, ignore_index=True), k=s.k, n_levels=s.n_levels,
+                                  judgments=s.judgments, name="simulated")
+                _, _, fits = _fit_all(study, s.forms, cache)
+                looks.append(_std_estimate(s, fits))
+                ns[look] = len(study.examples)
+            est[arm].append(looks)
+            t0[arm] += time.process_time() - t
+    n = np.array([ns[look] for look in sorted(ns)])
+    out = {}
+    for arm in est:
+        e = np.array(est[arm])                                     # (reps, looks, F)
+        sd = e.std(axis=0, ddof=1)                                 # (looks, F)
+        con = (e - e[:, :, [s.leader]]).std(axis=0, ddof=1)
+        out[arm] = {t: np.array([s.target(sd[i] ** 2, con[i] ** 2, t) for i in range(len(n))]) for t in TARGETS}
+        print(f"  {arm:<8} CPU {t0[arm] / reps:.0f} s a study; SD over studies at N per formulation: "
+              + ", ".join(f"{FORMS[j]} {sd[-1, j]:.4f}" for j in np.argsort(s.truth.reindex(FORMS).to_numpy()))
+              + "; mean minus the model's limit, contenders: "
+              + ", ".join(f"{FORMS[j]} {e[:, -1, j].mean() - s.b1_model[j]:+.4f}" for j in s.contenders))
+    for t in TARGETS:
+        goal = out["fixed"][t][-1]
+        curve = out["adaptive"][t]
+        cross = _crossing(n, curve, goal)
+        asym = s.target(fixed_var, fixed_con, t)
+        print(f"  {t:<11} fixed SD at N {goal:.4f} (asymptotic {asym:.4f}, ratio {goal / asym:.2f}); adaptive SD at N "
+              f"{curve[-1]:.4f} (asymptotic at the truth {s.target(*at_truth, t):.4f}); "
+              f"var ratio {curve[-1] ** 2 / goal ** 2:.2f}; adaptive reaches the fixed SD at "
+              + (f"{cross / s.N:.2f} of N" if cross else "> N") + "; per look " + " ".join(f"{v:.4f}" for v in curve))
+
+
+def _crossing(n, curve, goal):
+    """Where the curve (log-log between looks) stays at or below ``goal`` from; None if not by its end."""
+    above = np.flatnonzero(curve > goal)
+    if above.size == 0:
+        return float(n[0])
+    i = above[-1]
+    if i == len(n) - 1:
+        return None
+    x0, x1, y0, y1 = np.log(n[i]), np.log(n[i + 1]), np.log(curve[i]), np.log(curve[i + 1])
+    return float(np.exp(x0 + (np.log(goal) - y0) * (x1 - x0) / (y1 - y0)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=("ecir", "synthetic"), default=None)
     ap.add_argument("--mc", type=int, default=0, help="simulated studies an arm for the Monte-Carlo check")
+    ap.add_argument("--sim", type=int, default=0, help="simulated studies an arm, the product planning from its fits")
+    ap.add_argument("--sim-seed", type=int, default=900, help="first seed of --sim")
+    ap.add_argument("--cell-cap", type=float, default=CELL_CAP, help="--sim's cell cap (0: none)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     print(f"load average at start {os.getloadavg()[0]:.1f}; margin {MARGIN}; cell cap {CELL_CAP}")
     rows = []
     if args.only in (None, "ecir"):
-        rows += run(Shape("ECIR 2015 judgments", recover_judgments(), 5, (0, 1, 2), "lin-const"), args.mc)
+        rows += run(Shape("ECIR 2015 judgments", recover_judgments(), 5, (0, 1, 2), "lin-const"), args.mc, args.sim,
+                    args.sim_seed, args.cell_cap or None)
     if args.only in (None, "synthetic"):
-        rows += run(Shape("synthetic judgments", synthetic_judgments(), 10, (0, 1, 2, 3), "lin-log2"), args.mc)
+        rows += run(Shape("synthetic judgments", synthetic_judgments(), 10, (0, 1, 2, 3), "lin-log2"), args.mc,
+                    args.sim, args.sim_seed, args.cell_cap or None)
     print(f"\nload average at end {os.getloadavg()[0]:.1f}")
 
 
