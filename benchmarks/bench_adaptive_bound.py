@@ -324,36 +324,39 @@ def run(shape: Shape, mc: int, sim: int = 0, sim_seed: int = 900, cell_cap=CELL_
     print("best oracle per target (fraction of N to the fixed design's SD; saving): " + "; ".join(
         f"{t} {b['fraction']:.2f} ({b['design']}; saving {1 - b['fraction']:.0%})" for t, b in best.items()))
     if mc:
-        monte_carlo(s, mc, {"fixed": None, "oracle:contenders": np.array(designs["oracle:contenders"])},
-                    fixed_var, fixed_con, per)
+        per["fixed"] = (fixed_var, fixed_con)
+        monte_carlo(s, mc, {"fixed": None, **{name: np.array(designs[name]) for name in
+                                              ("oracle:all", "oracle:contenders", "oracle:contrasts", "product cap 0.25")}},
+                    per)
     if sim:
         simulate(s, sim, sim_seed, cell_cap, fixed_var, fixed_con, per["product cap 0.25"])
     return rows
 
 
-def monte_carlo(s: Shape, reps: int, arms: dict, fixed_var, fixed_con, per):
+def monte_carlo(s: Shape, reps: int, arms: dict, per: dict):
     """SD over ``reps`` simulated studies of each arm's b1_std (independent joint model, each
-    study's own Akaike weights), answered without and with worker effects, against the
-    asymptotic SD."""
+    study's own Akaike weights; and with the weights held at their expected values, as the delta
+    method holds them), answered without and with worker effects, against the asymptotic SD; and
+    each target's realised variance ratio to the fixed design's under the same answer process."""
     print(f"-- Monte-Carlo check, {reps} studies an arm and answer process (independent joint model)")
     codes = np.array(CODES, dtype=object)
     kw = {"n_levels": s.n_levels}
-    for arm, idx in arms.items():
-        table = s.fixed if idx is None else s.pool.iloc[idx].reset_index(drop=True)
-        src = "fixed" if idx is None else "pool"
-        pa, pb = s.phi[src]
-        if idx is not None:
-            pa, pb = pa[idx], pb[idx]
-        shares = s.shares[src] if idx is None else s.shares[src][idx]
-        asym = np.sqrt(fixed_var if idx is None else per[arm][0])
-        for process in ("independent", "crowd"):
+    realised = {}
+    for process in ("independent", "crowd"):
+        for arm, idx in arms.items():
+            table = s.fixed if idx is None else s.pool.iloc[idx].reset_index(drop=True)
+            src = "fixed" if idx is None else "pool"
+            pa, pb = s.phi[src]
+            if idx is not None:
+                pa, pb = pa[idx], pb[idx]
+            shares = s.shares[src] if idx is None else s.shares[src][idx]
+            var_a, con_a = per[arm]
             t0 = time.process_time()
-            est = []
+            est, held = [], []
             for r in range(reps):
                 rng = np.random.default_rng([900 + r, 24, 7])
                 if process == "independent":
-                    cum = shares.cumsum(axis=1)
-                    y = (rng.random(len(table))[:, None] > cum).sum(axis=1).clip(0, 3)
+                    y = (rng.random(len(table))[:, None] > shares.cumsum(axis=1)).sum(axis=1).clip(0, 3)
                     answers = codes[y]
                 else:
                     model = crowd(s.truth_form, 900 + r)
@@ -361,19 +364,28 @@ def monte_carlo(s: Shape, reps: int, arms: dict, fixed_var, fixed_con, per):
                     answered = pd.concat([_answer(table.iloc[p], model, s.k, kw, rng, w) for w, p in enumerate(parts)])
                     answers = answered.sort_index()["answer"].to_numpy(object)
                 fits = [fit_joint(pa[:, j], pb[:, j], answers) for j in range(len(FORMS))]
-                b1, _ = std_gradients(np.stack([f.theta for f in fits]), s.ref,
-                                      akaike_weights([f.loglik for f in fits]), min_weight=1.1)
-                est.append(b1)
-            est = np.array(est)
-            sd = est.std(axis=0, ddof=1)
-            ratio = sd / asym
-            print(f"  {arm:<18} {process:<11} SD over studies / asymptotic SD: "
-                  + ", ".join(f"{FORMS[j]} {sd[j]:.4f}/{asym[j]:.4f}" for j in s.contenders)
-                  + f"; ratio over all 8: median {np.median(ratio):.2f} (range {ratio.min():.2f}-{ratio.max():.2f}); "
-                  f"contenders {np.median(ratio[s.contenders]):.2f}; CPU {time.process_time() - t0:.0f} s")
+                thetas = np.stack([f.theta for f in fits])
+                est.append(std_gradients(thetas, s.ref, akaike_weights([f.loglik for f in fits]), min_weight=1.1)[0])
+                held.append(std_gradients(thetas, s.ref, s.weights, min_weight=1.1)[0])
+            est, held = np.array(est), np.array(held)
+            sd, sd_held = est.std(axis=0, ddof=1), held.std(axis=0, ddof=1)
+            con = (est - est[:, [s.leader]]).std(axis=0, ddof=1)
+            con_held = (held - held[:, [s.leader]]).std(axis=0, ddof=1)
+            got = {t: s.target(sd ** 2, con ** 2, t) for t in TARGETS}
+            got_held = {t: s.target(sd_held ** 2, con_held ** 2, t) for t in TARGETS}
+            realised[process, arm] = got
+            asym = {t: s.target(var_a, con_a, t) for t in TARGETS}
             err = est.mean(axis=0) - s.b1_model
-            print(f"  {'':<18} {'':<11} mean estimate minus the model's limit (MC SE): " + ", ".join(
-                f"{FORMS[j]} {err[j]:+.4f} ({sd[j] / np.sqrt(reps):.4f})" for j in s.contenders))
+            print(f"  {arm:<18} {process:<11} CPU {time.process_time() - t0:.0f} s; target SD over studies "
+                  f"(own weights | weights held) / asymptotic: " + "; ".join(
+                      f"{t} {got[t]:.4f} | {got_held[t]:.4f} / {asym[t]:.4f}" for t in TARGETS)
+                  + "; mean minus the model's limit, contenders: "
+                  + ", ".join(f"{FORMS[j]} {err[j]:+.4f}" for j in s.contenders)
+                  + f" (MC SE about {np.median(sd[s.contenders]) / np.sqrt(reps):.4f})")
+        base = realised[process, "fixed"]
+        print(f"  {process}: realised variance ratio to the fixed design (the fraction of N it would need): "
+              + "; ".join(f"{arm} " + ", ".join(f"{t} {realised[process, arm][t] ** 2 / base[t] ** 2:.2f}"
+                                               for t in TARGETS) for arm in arms if arm != "fixed"))
 
 
 def _std_estimate(s: Shape, fits):
