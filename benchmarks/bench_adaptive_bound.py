@@ -32,8 +32,9 @@ coverage design of N answers and its pool of 20,000 candidates):
 6. ``--sim R``: the product's criterion planned from its own fits (not the truth), as in a real
    study: R simulated studies per arm, 10 waves, each wave answered by the crowd with worker
    effects (new workers), the criterion's warm fits after every wave (``_fit_all``, as
-   ``simulate_adaptive_study``), b1_std with the study's own Akaike weights; the SD over studies
-   at each look, in both arms, and where the adaptive arm's target SD curve (log-log between
+   ``simulate_adaptive_study``), b1_std with the study's own Akaike weights; the spread over
+   studies (normalised IQR, ``robust_se``: a warm fit stuck on a far maximum would decide a plain
+   SD) at each look, in both arms, and where the adaptive arm's target SD curve (log-log between
    looks) crosses the fixed arm's at N. No bootstrap and no intervals: the spread over studies is
    the precision itself.
 5. ``--mc R``: a check of the asymptotic SDs against R simulated studies of the fixed design and
