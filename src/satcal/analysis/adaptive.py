@@ -78,7 +78,7 @@ from ..measures import bin_index, resolve_formulations, score_lists
 from .bootstrap import robust_se
 from .core import GRID
 
-__all__ = ["candidate_pool", "example_priorities", "pool_cells", "plan_wave", "Settlement", "settle", "alpha_spending",
+__all__ = ["candidate_pool", "example_priorities", "pool_cells", "plan_wave", "expected_information", "Settlement", "settle", "alpha_spending",
            "std_replicates", "default_indicator", "MARGIN",
            "population_truth", "standardised_truth", "simulate_adaptive_study", "SPENDING"]
 
@@ -383,6 +383,34 @@ def _jacobian(theta, phi_a, phi_b, eps: float = 1e-5):
         e[i] = eps
         jac[..., i] = (joint_probabilities(theta + e, phi_a, phi_b) - joint_probabilities(theta - e, phi_a, phi_b)) / (2 * eps)
     return np.maximum(p, 1e-12), jac
+
+
+def expected_information(theta, phi_a, phi_b, counts=None) -> np.ndarray:
+    """The expected Fisher information of the joint model at ``theta`` carried by answers to
+    the examples (phi_a, phi_b): I = sum_x n_x sum_y J_xy J_xy' / p_xy, J_xy the gradient of
+    outcome y's probability at example x in the 7 parameters (the I_x that :func:`plan_wave`'s
+    criterion adds one answer at a time, :class:`_Design`). Its inverse is the asymptotic
+    covariance of the joint model's maximum-likelihood estimate when the model holds and answers
+    are independent (worker effects make them not; docs/adaptive.md, "What the bound says").
+
+    Parameters
+    ----------
+    theta : array_like
+        The joint model's 7 parameters (fitting scale).
+    phi_a, phi_b : array_like
+        The examples' scores (n,) under the model's formulation.
+    counts : array_like, optional
+        Answers per example (default one each).
+
+    Returns
+    -------
+    numpy.ndarray
+        (7, 7).
+    """
+    p, jac = _jacobian(theta, np.asarray(phi_a, float), np.asarray(phi_b, float))
+    U = jac / np.sqrt(p)[..., None]
+    n = np.ones(U.shape[0]) if counts is None else np.asarray(counts, float)
+    return np.einsum("n,nyi,nyj->ij", n, U, U)
 
 
 def std_gradients(thetas, ref_phi, weights, *, min_weight: float = MODEL_WEIGHT, step: float = 1e-4):
