@@ -16,6 +16,22 @@ examples, B = ``--boot``, default 100). Both arms of study r share the crowd's s
 answered afresh by new workers: the adaptive design's examples with answers that did not choose
 them, which separates what the design's composition does from what choosing on the answers does.
 
+Every look (after each wave, both arms) runs the product's calibration (the same defaults, B =
+``--boot``) and ``settle`` (95%, O'Brien-Fleming spending over the ``--waves`` looks, margin 0.005,
+on b1_std), and records b1_std's estimates and replicates, each formulation's floor_interval width,
+the leader, the contrasts with it and the verdict; no study stops (the design never reads the
+verdict, so a study's first settled look is where a stopping study would have stopped). This
+costs ten calibrations a study instead of one: about 60-80 s of CPU (fixed) and 85-100 s
+(adaptive), against 9-12 s without the looks (``--no-looks``). ``--summarise`` then prints, for
+three widths stated before the run (:data:`TARGETS`: (i) the median over all formulations, (ii)
+the median over the formulations whose true b1_std is within the margin of the least, (iii) the
+median width of the contrasts b1_std(f) - b1_std(true least)), the answers at which the adaptive
+arm's width first stays at or below the fixed design's median width at N (per study and on the
+median-over-studies curve, log-log interpolation between looks), the saving 1 - answers / N with
+a bootstrap over studies (both arms of a seed resampled together), picks (exact and within the
+margin) there and at N in both arms, and the settled decisions (how many, when, the share right
+with a Clopper-Pearson interval).
+
 Judged against the crowd's own standardised indicators (b1_std-b3_std over the reference
 population, ``standardised_truth``'s construction): the mean error of each estimate, and the
 coverage and width of 95% intervals (floor_interval, the product's; percentile, basic, normal)
@@ -30,6 +46,9 @@ truth.
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 48 \
         --seed-base 700 --save C700f            # and --arm adaptive --save C700a
     python benchmarks/bench_adaptive_coverage.py --summarise C700f.pkl C700a.pkl
+    # the looks (issue 24's saving per target): two processes an arm on interleaved seeds
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 40 \
+        --seed-base 800 --seed-step 2 --save L800f     # and --seed-base 801; and --arm adaptive
 """
 import argparse
 import os
@@ -250,6 +269,10 @@ def summarise_looks(arms, truth, n_total):
             print(f"-- {text}: fixed median at N {target:.4f} (median curve: "
                   + " ".join(f"{int(a)}:{w:.4f}" for a, w in zip(nf[0], fc)) + ")")
             print("   adaptive median curve: " + " ".join(f"{int(a)}:{w:.4f}" for a, w in zip(na[0], ac)))
+            own = crossing(nf[0], fc, target)   # a target the fixed design meets long before N measures little
+            print(f"   the fixed arm's own median curve first stays at or below its width at N at {own:.0f} answers "
+                  f"({own / n_total:.0%} of N); width ratio adaptive / fixed at each look: "
+                  + " ".join(f"{w:.2f}" for w in ac / fc))
             for label, point, col in (("median-over-studies curve", at, 0), ("per study (median)", per_med, 1)):
                 b = boots[:, col]
                 reached = np.isfinite(b)
@@ -371,6 +394,8 @@ def main():
     ap.add_argument("--waves", type=int, default=10)
     ap.add_argument("--min-per-cell", type=int, default=100, help="the fixed coverage design's depth (sets N)")
     ap.add_argument("--pool", type=int, default=5000, help="candidate examples of the adaptive arm")
+    ap.add_argument("--no-looks", action="store_true",
+                    help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL")
     args = ap.parse_args()
@@ -399,7 +424,7 @@ def main():
                 if source is None:
                     time.sleep(20)
             source = source["examples"]
-        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source)
+        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks)
         x["r"] = r
         out["studies"].append(x)
         if args.save:
@@ -407,7 +432,7 @@ def main():
                 pickle.dump(out, fh)
         print(f"study {r} {args.arm}: {time.perf_counter() - t:.0f} s wall, {time.process_time() - c:.0f} s CPU; "
               f"b1_std " + " ".join(f"{v:.3f}" for v in x["est"][0]) + "; first settled at "
-              + str(next((lk["n"] for lk in x["looks"] if lk["settled"]), None))
+              + str(next((lk["n"] for lk in x["looks"] if lk["settled"]), "-"))
               + f"; load {os.getloadavg()[0]:.1f}",
               flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU; "
