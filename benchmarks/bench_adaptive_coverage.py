@@ -297,6 +297,26 @@ def summarise_looks(arms, truth, n_total):
                     ex, zo = int(np.sum(lead == best)), int(np.sum(near[lead]))
                     picks.append(f"{arm} {where}: exact {ex}/{len(lead)}, within the margin {zo}/{len(lead)}")
             print("   picks: " + "; ".join(picks))
+    T = int(np.argmin(truth))
+    print("-- where the width sits at N (median over studies): per formulation the floor_interval width of b1_std, "
+          f"and of its contrast with the true least {FORMS[T]}; the contrast's bootstrap SD, and the SD "
+          "of the contrast's estimate over studies (what the bootstrap SD estimates)")
+    print("   " + " " * 20 + " ".join(f"{f:>10}" for f in FORMS))
+    for arm, (_, studies) in data.items():
+        w = np.median([x["looks"][-1]["width"] for x in studies], axis=0)
+        cw, sd = [], []
+        for x in studies:
+            lk = x["looks"][-1]
+            reps = lk["reps"].astype(float)
+            lo, hi = floor_interval(reps - reps[:, [T]], lk["est"] - lk["est"][T], -np.inf)
+            cw.append(hi - lo)
+            sd.append(np.nanstd(reps - reps[:, [T]], axis=0, ddof=1))
+        cw, sd = np.median(cw, axis=0), np.median(sd, axis=0)
+        print(f"   {arm:<9} width     " + " ".join(f"{v:10.4f}" for v in w))
+        print(f"   {'':<9} contrast  " + " ".join(f"{v:10.4f}" for v in cw))
+        print(f"   {'':<9} its SD    " + " ".join(f"{v:10.4f}" for v in sd))
+        over = np.std([x["looks"][-1]["est"] - x["looks"][-1]["est"][T] for x in studies], axis=0, ddof=1)
+        print(f"   {'':<9} over studies" + " ".join(f"{v:10.4f}" for v in over)[2:])
     print("-- settled decisions (settle: 95%, O'Brien-Fleming spending over the looks, margin "
           f"{MARGIN}; a study stops at its first settled look)")
     for arm, (_, studies) in data.items():
