@@ -60,7 +60,7 @@ import warnings
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from scipy.stats import beta, norm
+from scipy.stats import beta
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _context import note  # noqa: E402
