@@ -16,6 +16,22 @@ examples, B = ``--boot``, default 100). Both arms of study r share the crowd's s
 answered afresh by new workers: the adaptive design's examples with answers that did not choose
 them, which separates what the design's composition does from what choosing on the answers does.
 
+Every look (after each wave, both arms) runs the product's calibration (the same defaults, B =
+``--boot``) and ``settle`` (95%, O'Brien-Fleming spending over the ``--waves`` looks, margin 0.005,
+on b1_std), and records b1_std's estimates and replicates, each formulation's floor_interval width,
+the leader, the contrasts with it and the verdict; no study stops (the design never reads the
+verdict, so a study's first settled look is where a stopping study would have stopped). This
+costs ten calibrations a study instead of one: about 60-80 s of CPU (fixed) and 85-100 s
+(adaptive), against 9-12 s without the looks (``--no-looks``). ``--summarise`` then prints, for
+three widths stated before the run (:data:`TARGETS`: (i) the median over all formulations, (ii)
+the median over the formulations whose true b1_std is within the margin of the least, (iii) the
+median width of the contrasts b1_std(f) - b1_std(true least)), the answers at which the adaptive
+arm's width first stays at or below the fixed design's median width at N (per study and on the
+median-over-studies curve, log-log interpolation between looks), the saving 1 - answers / N with
+a bootstrap over studies (both arms of a seed resampled together), picks (exact and within the
+margin) there and at N in both arms, and the settled decisions (how many, when, the share right
+with a Clopper-Pearson interval).
+
 Judged against the crowd's own standardised indicators (b1_std-b3_std over the reference
 population, ``standardised_truth``'s construction): the mean error of each estimate, and the
 coverage and width of 95% intervals (floor_interval, the product's; percentile, basic, normal)
@@ -30,6 +46,9 @@ truth.
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 48 \
         --seed-base 700 --save C700f            # and --arm adaptive --save C700a
     python benchmarks/bench_adaptive_coverage.py --summarise C700f.pkl C700a.pkl
+    # the looks (issue 24's saving per target): two processes an arm on interleaved seeds
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 40 \
+        --seed-base 800 --seed-step 2 --save L800f     # and --seed-base 801; and --arm adaptive
 """
 import argparse
 import os
@@ -41,14 +60,14 @@ import warnings
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from scipy.stats import norm
+from scipy.stats import beta
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _context import note  # noqa: E402
-from bench_adaptive import _intervals as intervals, crowd  # noqa: E402  (the same simulated crowd and intervals)
+from bench_adaptive import _crossing as crossing, _intervals as intervals, crowd  # noqa: E402  (the same crowd, intervals, crossing)
 
-from satcal.analysis.adaptive import (MARGIN, _answer, candidate_pool, plan_wave,  # noqa: E402
-                                      true_satisfaction)
+from satcal.analysis.adaptive import (MARGIN, _answer, candidate_pool, plan_wave, settle,  # noqa: E402
+                                      std_replicates, true_satisfaction)
 from satcal.analysis.bootstrap import floor_interval  # noqa: E402
 from satcal.answers import StudyData  # noqa: E402
 from satcal.datasets import recover_judgments  # noqa: E402
@@ -58,6 +77,8 @@ FORMS = ["lin-const", "lin-log5", "lin-log3", "lin-log2", "exp2-zipf"]
 TRUTH = "lin-const"
 K, LEVELS = 5, (0, 1, 2)
 IND = ("b1_std", "b2_std", "b3_std")
+#: settle's stated confidence (the product's default).
+CONFIDENCE = 0.95
 
 
 def std_truth(judgments, model, forms):
@@ -85,11 +106,34 @@ def setup(min_per_cell, pool_size):
     return judgments, fixed, pool
 
 
-def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None):
+def look_figures(result, study, verdict):
+    """One look's record: b1_std's estimates (F,) and replicates (B, F) (``std_replicates``, what
+    ``settle`` reads), each formulation's floor_interval width, the leader, the contrasts with the
+    leader (estimate and floor_interval width, no floor: b1_j - b1_leader may be negative), and
+    settle's verdict (settled, its z against the leader, the critical value, alpha spent), all
+    in the order of :data:`FORMS`."""
+    est, reps = std_replicates(result, study)
+    order = [list(result.bias["formulation"]).index(f) for f in FORMS]
+    est, reps, n = est[order], reps[:, order], len(study.examples)
+    lo, hi = floor_interval(reps, est, 0.0)
+    L = int(np.nanargmin(est))
+    dlo, dhi = floor_interval(reps - reps[:, [L]], est - est[L], -np.inf)
+    return {"n": int(n), "est": np.asarray(est, float), "reps": np.asarray(reps, np.float32),
+            "width": hi - lo, "leader": FORMS[L], "contrast": est - est[L], "contrast_width": dhi - dlo,
+            "settled": bool(verdict.settled), "settled_leader": verdict.leaders[0],
+            "z": dict(verdict.z), "critical": float(verdict.critical), "alpha_spent": float(verdict.alpha_spent)}
+
+
+def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True):
     """One study of ``len(fixed)`` answers; returns the last calibration's estimates and
-    replicates of b1_std-b3_std and the answered examples. ``arm="replay"`` asks the examples
-    of ``replay`` (an adaptive study's answered examples) wave by wave again, answered afresh
-    by new workers: the adaptive design's examples with answers independent of the choice."""
+    replicates of b1_std-b3_std and the answered examples, and with ``looks`` every look's
+    record (:func:`look_figures`): after each wave, the product's calibration (the same defaults
+    as the last one, bootstrap seed ``seed + wave``) and ``settle`` (95%, O'Brien-Fleming spending
+    over ``waves`` looks, margin :data:`MARGIN`, on b1_std). No study stops at a settled look: the
+    design never reads the verdict, so the first settled look is where a stopping study would
+    have stopped. ``arm="replay"`` asks the examples of ``replay`` (an adaptive study's answered
+    examples) wave by wave again, answered afresh by new workers: the adaptive design's examples
+    with answers independent of the choice."""
     from satcal.analysis.calibration import calibrate
     from satcal.analysis.standardise import reference_scores
     model = crowd(TRUTH, 1000 + r)
@@ -100,7 +144,12 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None):
     n = len(fixed)
     order = fixed.iloc[rng.permutation(n)].reset_index(drop=True)
     sizes = np.diff(np.linspace(0, n, waves + 1).round().astype(int))
-    asked, study, cache = [], None, {}
+    asked, study, cache, record = [], None, {}, []
+
+    def calibrated(w):
+        return calibrate(study, FORMS, sat_model="both", bootstrap=boot, seed=seed + w, model_check_folds=0,
+                         reference=reference, standardised_intervals=True)
+
     for w, size in enumerate(sizes, start=1):
         if arm == "replay":
             wave = replay.loc[replay["wave"] == w].drop(columns=["answer", "worker_id", "wave"])
@@ -114,15 +163,179 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None):
         examples = pd.concat(asked, ignore_index=True)
         study = StudyData(examples.drop(columns="wave"), k=K, n_levels=n_levels, judgments=judgments,
                           name="simulated")
-    result = calibrate(study, FORMS, sat_model="both", bootstrap=boot, seed=seed + waves, model_check_folds=0,
-                       reference=reference, standardised_intervals=True)
+        if looks and w < len(sizes):
+            res = calibrated(w)
+            verdict = settle(res, confidence=CONFIDENCE, look=w, max_looks=len(sizes), study=study)
+            record.append(look_figures(res, study, verdict))
+    result = calibrated(len(sizes))
+    if looks:
+        verdict = settle(result, confidence=CONFIDENCE, look=len(sizes), max_looks=len(sizes), study=study)
+        record.append(look_figures(result, study, verdict))
     bias = result.bias.set_index("formulation").reindex(FORMS)
     est = np.stack([bias[c].to_numpy(float) for c in IND])
     reps = np.moveaxis(result.bootstrap.joint["std_indicators"], 2, 0)   # (3, B, F)
     order_f = [list(result.bias["formulation"]).index(f) for f in FORMS]
     reps = reps[:, :, order_f]
     lohi = np.stack([np.stack([bias[f"{c}_lo"].to_numpy(float), bias[f"{c}_hi"].to_numpy(float)]) for c in IND])
-    return {"est": est, "reps": reps, "lohi": lohi, "examples": examples}
+    return {"est": est, "reps": reps, "lohi": lohi, "examples": examples, "looks": record}
+
+
+#: The widths the saving is judged by, stated before the run (name, description).
+TARGETS = (("all", "(i) median over all 5 formulations of the b1_std floor_interval width"),
+           ("near", "(ii) median over the formulations whose TRUE b1_std is within the margin of the least"),
+           ("contrast", "(iii) median over the other 4 of the width of b1_std(f) - b1_std(true least), floor_interval"
+                        " without a floor"))
+#: Bootstrap replicates over studies of the saving's interval, and their seed.
+SUMMARY_BOOT, SUMMARY_SEED = 2000, 24
+
+
+def target_curves(studies, truth):
+    """(s, looks) arrays of answers and of each target's width (:data:`TARGETS`) per look."""
+    near = truth <= truth.min() + MARGIN
+    T = int(np.argmin(truth))
+    others = np.arange(len(truth)) != T
+    ns, curves = [], {k: [] for k, _ in TARGETS}
+    for x in studies:
+        ns.append([lk["n"] for lk in x["looks"]])
+        curves["all"].append([np.median(lk["width"]) for lk in x["looks"]])
+        curves["near"].append([np.median(lk["width"][near]) for lk in x["looks"]])
+        cw = []
+        for lk in x["looks"]:
+            reps = lk["reps"].astype(float)
+            lo, hi = floor_interval(reps - reps[:, [T]], lk["est"] - lk["est"][T], -np.inf)
+            cw.append(np.median((hi - lo)[others]))
+        curves["contrast"].append(cw)
+    return np.array(ns, float), {k: np.array(v, float) for k, v in curves.items()}
+
+
+def reach(ns, widths, fixed_widths, n):
+    """The answers at which the adaptive arm's width first stays at or below the fixed arm's
+    median width at N: on the median-over-studies curve, and the median over studies of each
+    study's own (a study never there counts as beyond N); and the fixed target."""
+    target = float(np.median(fixed_widths[:, -1]))
+    on_curve = crossing(ns[0], np.median(widths, axis=0), target)
+    per = np.array([crossing(a, w, target) for a, w in zip(ns, widths)])
+    per_med = float(np.quantile(np.where(np.isfinite(per), per, np.inf), 0.5, method="inverted_cdf"))
+    return target, on_curve, per_med, per
+
+
+def clopper(k, n, level=0.95):
+    """Clopper-Pearson interval of a binomial share k / n."""
+    a = 1 - level
+    lo = beta.ppf(a / 2, k, n - k + 1) if k > 0 else 0.0
+    hi = beta.isf(a / 2, k + 1, n - k) if k < n else 1.0
+    return float(lo), float(hi)
+
+
+def summarise_looks(arms, truth, n_total):
+    """The looks' figures (``--summarise``): per target the answers at which the adaptive arm
+    reaches the fixed design's median width at N, the saving 1 - answers / N with a bootstrap
+    over studies (paired by seed where both arms ran it), picks there and at N, and settled
+    decisions."""
+    if not all("looks" in x and x["looks"] for s in arms.values() for x in s):
+        print("-- (no looks recorded in these pickles)")
+        return
+    best = int(np.argmin(truth))
+    near = truth <= truth.min() + MARGIN
+    forms = np.array(FORMS)
+    print(f"== looks: the saving (1 - answers / N) per target; true least {FORMS[best]}; within the margin "
+          f"{MARGIN}: {', '.join(forms[near])}")
+    for _, text in TARGETS:
+        print(f"   target {text}")
+    data = {arm: (target_curves(s, truth), s) for arm, s in arms.items()}
+    if "fixed" not in data or "adaptive" not in data:
+        print("-- (both a fixed and an adaptive arm are needed for the saving)")
+    else:
+        (nf, cf), fs = data["fixed"]
+        (na, ca), ads = data["adaptive"]
+        rf, ra = [x["r"] for x in fs], [x["r"] for x in ads]
+        common = sorted(set(rf) & set(ra))
+        rng = np.random.default_rng(SUMMARY_SEED)
+        for key, text in TARGETS:
+            target, at, per_med, per = reach(na, ca[key], cf[key], n_total)
+            fc = np.median(cf[key], axis=0)
+            ac = np.median(ca[key], axis=0)
+            boots = []
+            for _ in range(SUMMARY_BOOT):   # resample seeds: both arms of a seed together, the rest apart
+                pick = rng.choice(len(common), len(common)) if common else np.array([], int)
+                chosen = [common[i] for i in pick]
+                fi = [rf.index(r) for r in chosen] + list(rng.choice(
+                    [i for i, r in enumerate(rf) if r not in common] or [0], len(rf) - len(common)))
+                ai = [ra.index(r) for r in chosen] + list(rng.choice(
+                    [i for i, r in enumerate(ra) if r not in common] or [0], len(ra) - len(common)))
+                _, at_b, med_b, _ = reach(na[ai], ca[key][ai], cf[key][fi], n_total)
+                boots.append((at_b, med_b))
+            boots = np.array(boots)
+            print(f"-- {text}: fixed median at N {target:.4f} (median curve: "
+                  + " ".join(f"{int(a)}:{w:.4f}" for a, w in zip(nf[0], fc)) + ")")
+            print("   adaptive median curve: " + " ".join(f"{int(a)}:{w:.4f}" for a, w in zip(na[0], ac)))
+            own = crossing(nf[0], fc, target)   # a target the fixed design meets long before N measures little
+            print(f"   the fixed arm's own median curve first stays at or below its width at N at {own:.0f} answers "
+                  f"({own / n_total:.0%} of N); width ratio adaptive / fixed at each look: "
+                  + " ".join(f"{w:.2f}" for w in ac / fc))
+            for label, point, col in (("median-over-studies curve", at, 0), ("per study (median)", per_med, 1)):
+                b = boots[:, col]
+                reached = np.isfinite(b)
+                sav = 1 - np.where(reached, b, np.inf) / n_total
+                lo, hi = np.quantile(sav, [0.025, 0.975], method="inverted_cdf")
+                sd = np.std(sav[reached], ddof=1) if reached.sum() > 1 else float("nan")
+                fmt = lambda v: f"{v:.0%}" if np.isfinite(v) else "none (not by N)"
+                print(f"   {label}: " + (f"{point:.0f} answers, saving {1 - point / n_total:.0%}" if np.isfinite(point)
+                                         else "not reached by N")
+                      + f"; bootstrap over studies 95% interval of the saving {fmt(lo)} to {fmt(hi)}, SD "
+                        f"{sd:.0%} (reached by N in {reached.mean():.0%} of replicates; P(saving >= 40%) "
+                        f"{np.mean(sav >= 0.4):.2f})")
+            print(f"   per study: {int(np.isfinite(per).sum())} of {len(per)} adaptive studies reach it by N; "
+                  f"answers (sorted): " + " ".join(f"{v:.0f}" if np.isfinite(v) else "-" for v in np.sort(per)))
+            look = int(np.searchsorted(na[0], at)) if np.isfinite(at) else None
+            picks = []
+            for arm, ((ns, _), studies) in data.items():
+                cols = [("at N", -1)] + ([(f"at look {look + 1} ({int(ns[0][look])} answers)", look)]
+                                         if look is not None else [])
+                for where, li in cols:
+                    lead = np.array([FORMS.index(x["looks"][li]["leader"]) for x in studies])
+                    ex, zo = int(np.sum(lead == best)), int(np.sum(near[lead]))
+                    picks.append(f"{arm} {where}: exact {ex}/{len(lead)}, within the margin {zo}/{len(lead)}")
+            print("   picks: " + "; ".join(picks))
+    T = int(np.argmin(truth))
+    print("-- where the width sits at N (median over studies): per formulation the floor_interval width of b1_std, "
+          f"and of its contrast with the true least {FORMS[T]}; the contrast's bootstrap SD, and the SD "
+          "of the contrast's estimate over studies (what the bootstrap SD estimates)")
+    print("   " + " " * 20 + " ".join(f"{f:>10}" for f in FORMS))
+    for arm, (_, studies) in data.items():
+        w = np.median([x["looks"][-1]["width"] for x in studies], axis=0)
+        cw, sd = [], []
+        for x in studies:
+            lk = x["looks"][-1]
+            reps = lk["reps"].astype(float)
+            lo, hi = floor_interval(reps - reps[:, [T]], lk["est"] - lk["est"][T], -np.inf)
+            cw.append(hi - lo)
+            sd.append(np.nanstd(reps - reps[:, [T]], axis=0, ddof=1))
+        cw, sd = np.median(cw, axis=0), np.median(sd, axis=0)
+        print(f"   {arm:<9} width     " + " ".join(f"{v:10.4f}" for v in w))
+        print(f"   {'':<9} contrast  " + " ".join(f"{v:10.4f}" for v in cw))
+        print(f"   {'':<9} its SD    " + " ".join(f"{v:10.4f}" for v in sd))
+        over = np.std([x["looks"][-1]["est"] - x["looks"][-1]["est"][T] for x in studies], axis=0, ddof=1)
+        print(f"   {'':<9} over studies" + " ".join(f"{v:10.4f}" for v in over)[2:])
+    print("-- settled decisions (settle: 95%, O'Brien-Fleming spending over the looks, margin "
+          f"{MARGIN}; a study stops at its first settled look)")
+    for arm, (_, studies) in data.items():
+        first = [next((lk for lk in x["looks"] if lk["settled"]), None) for x in studies]
+        done = [lk for lk in first if lk is not None]
+        s = len(studies)
+        right = sum(bool(near[FORMS.index(lk["settled_leader"])]) for lk in done)
+        exact = sum(lk["settled_leader"] == FORMS[best] for lk in done)
+        when = sorted(lk["n"] for lk in done)
+        lo, hi = clopper(right, len(done)) if done else (float("nan"), float("nan"))
+        wlo, whi = clopper(len(done) - right, s)
+        print(f"   {arm}: {len(done)} of {s} settled; at answers {when}; median "
+              f"{np.median(when) if when else float('nan'):.0f}; right within the margin {right} of {len(done)} "
+              f"(share {right / max(len(done), 1):.2f}, 95% CI {lo:.2f}-{hi:.2f}), exactly {exact}; wrong settlements "
+              f"over all studies {len(done) - right} of {s} (95% CI {wlo:.2f}-{whi:.2f}; the rule promises <= 0.05)")
+        every = [lk for x in studies for lk in x["looks"] if lk["settled"]]
+        if every:
+            ev = sum(bool(near[FORMS.index(lk["settled_leader"])]) for lk in every)
+            print(f"     every settled look (not only the first): {len(every)}, right within the margin {ev}")
 
 
 def summarise(paths):
@@ -139,6 +352,8 @@ def summarise(paths):
     print(f"N = {meta['n']} answers a study; truth {TRUTH}; B = {meta['boot']}; waves {meta['waves']}; studies: "
           + ", ".join(f"{a} {len(s)} (seeds {min(x['r'] for x in s)}-{max(x['r'] for x in s)})" for a, s in arms.items()))
     print("true b1_std: " + ", ".join(f"{f} {v:.4f}" for f, v in zip(FORMS, truth)))
+    summarise_looks(arms, truth, meta["n"])
+    print("== coverage at N")
     means = {}
     for arm, studies in arms.items():
         s = len(studies)
@@ -193,10 +408,14 @@ def main():
                     help="with --arm replay: the adaptive arm's pickle whose studies' examples to ask again")
     ap.add_argument("--studies", type=int, default=40)
     ap.add_argument("--seed-base", type=int, default=700, help="first study's seed (fix before running)")
+    ap.add_argument("--seed-step", type=int, default=1,
+                    help="seeds seed-base, seed-base + step, ... (two processes of an arm: bases b and b + 1, step 2)")
     ap.add_argument("--boot", type=int, default=100)
     ap.add_argument("--waves", type=int, default=10)
     ap.add_argument("--min-per-cell", type=int, default=100, help="the fixed coverage design's depth (sets N)")
     ap.add_argument("--pool", type=int, default=5000, help="candidate examples of the adaptive arm")
+    ap.add_argument("--no-looks", action="store_true",
+                    help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL")
     args = ap.parse_args()
@@ -212,7 +431,7 @@ def main():
     print(f"fixed design {len(fixed)} examples, pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s", flush=True)
     out = {"arm": args.arm, "truth": truth, "n": len(fixed), "boot": args.boot, "waves": args.waves,
            "min_per_cell": args.min_per_cell, "pool": args.pool, "studies": []}
-    for r in range(args.seed_base, args.seed_base + args.studies):
+    for r in range(args.seed_base, args.seed_base + args.seed_step * args.studies, args.seed_step):
         t, c = time.perf_counter(), time.process_time()
         source = None
         if args.arm == "replay":   # wait for the adaptive run to finish study r
@@ -225,14 +444,16 @@ def main():
                 if source is None:
                     time.sleep(20)
             source = source["examples"]
-        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source)
+        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks)
         x["r"] = r
         out["studies"].append(x)
         if args.save:
             with open(f"{args.save}.pkl", "wb") as fh:
                 pickle.dump(out, fh)
         print(f"study {r} {args.arm}: {time.perf_counter() - t:.0f} s wall, {time.process_time() - c:.0f} s CPU; "
-              f"b1_std " + " ".join(f"{v:.3f}" for v in x["est"][0]) + f"; load {os.getloadavg()[0]:.1f}",
+              f"b1_std " + " ".join(f"{v:.3f}" for v in x["est"][0]) + "; first settled at "
+              + str(next((lk["n"] for lk in x["looks"] if lk["settled"]), "-"))
+              + f"; load {os.getloadavg()[0]:.1f}",
               flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU; "
           f"at the end {note()}")
