@@ -3,8 +3,8 @@ refit against the uncapped order (the pages sorted by priority, what the refit d
 printed in one run.
 
 Random pages of ``--per-page`` examples, each in a phi A, phi B and |dphi| cell (10 bins) of
-``--formulations`` formulations the cap reads; ``--skew`` of the examples share one |dphi| cell
-(the cap then binds on every run). Best of ``--trials``, CPU time of this process. The order is
+``--formulations`` formulations the cap reads; three skews, none, half and 90% of the examples in
+one |dphi| cell (the cap then binds on every run). Best of ``--trials``, CPU time of this process. The order is
 worked out in the server's refit process, never on a participant's claim: this is what a refit
 pays, beside the joint fits (0.78 s warm on the ECIR 2015 answers, docs/adaptive.md).
 

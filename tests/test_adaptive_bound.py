@@ -33,8 +33,14 @@ def test_expected_information_is_the_observed_information_at_expected_counts():
     cov = np.linalg.inv(info)
     scale = np.sqrt(np.outer(np.diag(cov), np.diag(cov)))
     np.testing.assert_allclose(fit.cov / scale, cov / scale, atol=0.02)
-    # one answer each, n times over: the information is additive in answers
-    np.testing.assert_allclose(expected_information(THETA, a, b) * n, info, rtol=1e-10)
+    # one answer each: sum_x sum_y J J' / p, with J by central differences of the answer
+    # probabilities (not the criterion's own Jacobian), and additive in answers
+    step = 1e-6
+    jac = np.stack([(joint_probabilities(THETA + step * e, a, b) - joint_probabilities(THETA - step * e, a, b))
+                    / (2 * step) for e in np.eye(len(THETA))], axis=-1)
+    by_hand = np.einsum("xyi,xyj,xy->ij", jac, jac, 1 / p)
+    np.testing.assert_allclose(expected_information(THETA, a, b), by_hand, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(by_hand * n, info, rtol=1e-5, atol=1e-6)
 
 
 def test_delta_method_variance_of_b1_matches_simulated_estimates():

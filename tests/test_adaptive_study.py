@@ -554,9 +554,11 @@ def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt):
 
 
 def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
-    """[design] cell_cap (the template's 0.25) holds on each run of wave_pages pages of the served
-    order, counted by hand from scores.csv; without it (cell_cap = 1) the criterion's order piles
-    the first run into one cell; a participant gets the capped order's first page."""
+    """[design] cell_cap (the template's 0.25) holds on the first run of wave_pages pages of the
+    served order, counted by hand from scores.csv (later runs of this small pool have no page
+    left that fits, and take the best of the rest: here 12 in one cell, as that fallback allows);
+    without it (cell_cap = 1) the criterion's order piles the first run into one cell; a
+    participant gets the capped order's first page."""
     import math
     from satcal.adaptive_study import attach, serve_refit
     ws = served_adaptive

@@ -179,6 +179,20 @@ def test_array_ingest_equals_the_per_row_code(seed, threshold, categorical):
                                dominant=dominant)
     for got, want in zip(new, old):
         assert_same_frame(got, want)
+    # deferred (as an ingest asks for them): built whole, or a few columns alone, the same tables
+    lazy = resolve_rows(given, key, example_ids, threshold, 2, screen, reading, attention_limit=2,
+                        dominant=dominant, deferred=True)
+    assert sum(type(t).__name__ == "_Deferred" for t in lazy) == 3
+    for got, want in zip(lazy, old):
+        if type(got).__name__ != "_Deferred":
+            assert_same_frame(got, want)
+            continue
+        assert_same_frame(got.build(None), want)
+        some = list(want.columns[::-3])
+        assert_same_frame(got.build(some), want[some])
+    trap_rows = old[3][old[3]["is_trap"].astype(str) == "True"].reset_index(drop=True)
+    assert len(trap_rows) and len(trap_rows) < len(old[3])
+    assert_same_frame(lazy[3].build(None, traps=True), trap_rows)
     answers, rejects, before = new[0], new[1], new[3]
     # the input reaches every reason, so the comparison covers each path
     reasons = rejects["reason"].str.extract(r"^(platform status|missing worker|unknown item|unknown example|"

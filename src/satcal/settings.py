@@ -307,8 +307,9 @@ class DesignSection:
     cell_cap: float = setting(0.25, _NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1] (1: no cap)",
                               "Largest share of a wave one phi or |dphi| cell may take.", required=False,
                               comment="Once there are answers, no phi or |dphi| cell of the formulations the criterion reads takes\n"
-                                      "more than this share of a wave (export --next-batch) or of each wave_pages pages satcal\n"
-                                      "serve hands out, while other examples are free (1: no cap).")
+                                      "more than this share of a wave (export --next-batch) or of each run of wave_pages pages in\n"
+                                      "satcal serve's page order, while other examples are free; when no page fits, serve takes\n"
+                                      "the best of the rest (1: no cap).")
     budget: int = setting(0, int, lambda v: 0 <= v <= 10 ** 9, "an integer >= 0 (0: no budget)",
                           "Adaptive study's budget in budget_unit (0: none).", required=False,
                           comment='Stop at this many answers (budget_unit = "answers") or pages ("pages"); 0: no budget.')
