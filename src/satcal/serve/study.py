@@ -180,6 +180,17 @@ def _assignments_of():
     return select(a).where(a.c.participant_id == bindparam("pid")).order_by(a.c.position)
 
 
+def _participant_with_assignments():
+    """Participant ``pid``'s row with each of their assignments (its columns prefixed ``a_``;
+    one row with them NULL when there is none): a page request's two reads in one statement."""
+    from sqlalchemy import bindparam, select
+    t = db.tables()
+    p, a = t["participants"], t["assignments"]
+    return (select(p, *(c.label(f"a_{c.name}") for c in a.c))
+            .select_from(p.outerjoin(a, a.c.participant_id == p.c.id))
+            .where(p.c.id == bindparam("pid")).order_by(a.c.position))
+
+
 def _pages_of():
     from sqlalchemy import bindparam, select
     a = db.tables()["assignments"]
@@ -210,7 +221,7 @@ def _attention_failed_count():
 
 #: The reads every request makes, each built and compiled once (:class:`satcal.serve.db.Read`).
 _READS = {"participant": db.Read(_participant_by_id), "known": db.Read(_participant_by_identity),
-          "assignments": db.Read(_assignments_of),
+          "assignments": db.Read(_assignments_of), "with_assignments": db.Read(_participant_with_assignments),
           "pages": db.Read(_pages_of), "first": db.Read(_first_of_identity), "answered": db.Read(_answered_count),
           "attention_failed": db.Read(_attention_failed_count)}
 
@@ -851,6 +862,27 @@ class HostedStudy:
         """
         return _READS["participant"].first(self.engine, pid=pid)
 
+    def participant_and_assignments(self, pid: int) -> tuple[dict | None, list[dict]]:
+        """The participant row ``pid`` (None if there is none) and their assignment rows in
+        position order, read by one statement (one snapshot): what a page request needs
+        before it shows or stores a page (:meth:`next_page`, :meth:`submit` take the rows).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        tuple of (dict or None, list of dict)
+        """
+        rows = _READS["with_assignments"].rows(self.engine, pid=pid)
+        if not rows:
+            return None, []
+        person = {k: v for k, v in rows[0].items() if not k.startswith("a_")}
+        mine = [{k[2:]: v for k, v in row.items() if k.startswith("a_")} for row in rows if row["a_id"] is not None]
+        return person, mine
+
     def consent(self, pid: int, claim_first: bool = False) -> None:
         """Record that participant ``pid`` consented (the first time only).
 
@@ -871,7 +903,7 @@ class HostedStudy:
         self.writer.run(consent)
 
     # -- pages -----------------------------------------------------------------------------
-    def next_page(self, pid: int) -> PageView | None:
+    def next_page(self, pid: int, mine: list | None = None) -> PageView | None:
         """The participant's open page, or a newly claimed one; None when they are done (their
         share answered, or no page left that they have not seen).
 
@@ -879,12 +911,16 @@ class HostedStudy:
         ----------
         pid : int
             The participant's id.
+        mine : list of dict or None, optional
+            Their assignment rows, as the caller has just read them
+            (:meth:`participant_and_assignments`); None (default): read now.
 
         Returns
         -------
         PageView or None
         """
-        mine = _READS["assignments"].rows(self.engine, pid=pid)  # one query: a participant has a few pages at most
+        if mine is None:
+            mine = _READS["assignments"].rows(self.engine, pid=pid)  # one query: a participant has a few pages at most
         open_row = next((row for row in mine if row["submitted_at"] is None), None)
         done = len(mine)
         if open_row is not None:
@@ -1078,7 +1114,7 @@ class HostedStudy:
         return PageView(token=row["token"], position=int(row["position"]) + 1, total=self.per_participant,
                         items=items)
 
-    def submit(self, pid: int, token: str, form: dict, claim_next: bool = False) -> str:
+    def submit(self, pid: int, token: str, form: dict, claim_next: bool = False, mine: list | None = None) -> str:
         """Store a submitted page. Returns ``"stored"``, ``"already"`` (a resubmission: nothing
         stored twice), ``"missing"`` (not every item answered: nothing stored) or ``"unknown"``
         (not this participant's page).
@@ -1095,6 +1131,11 @@ class HostedStudy:
             Also claim the participant's next page in the same write when this page is stored
             (:meth:`_claim_along`), as the server does: the page they are sent to next is then
             shown without a write.
+        mine : list of dict or None, optional
+            The participant's assignment rows, as the caller has just read them
+            (:meth:`participant_and_assignments`); None (default): read now. Either way
+            outside the writers' turn: the write's compare-and-set (the page not yet
+            submitted) decides, as it always has.
 
         Returns
         -------
@@ -1106,7 +1147,8 @@ class HostedStudy:
         # every assignment of the participant in one read (a few rows at most): the page
         # submitted is among them, and the traps they met (for the next page's claim) come
         # from the same rows, where two reads used to fetch them one after the other
-        mine = _READS["assignments"].rows(self.engine, pid=pid)
+        if mine is None:
+            mine = _READS["assignments"].rows(self.engine, pid=pid)
         row = next((r for r in mine if r["token"] == token), None)
         if row is None:
             return "unknown"
