@@ -1214,3 +1214,61 @@ def test_a_claim_that_fails_never_fails_the_submission_it_rides_on(served_ws, mo
     second = study.next_page(pid)
     assert second is not None and second.position == 2 and second.token != view.token
     study.engine.dispose()
+
+
+def _one_read_equals_two(study):
+    """participant_and_assignments (one statement) against the participant's row and their
+    assignments read by SQLAlchemy's own queries: a newcomer, one with a page stored and the
+    next claimed, and an id no one has."""
+    from sqlalchemy import select
+
+    from satcal.serve import db
+    t = db.tables()
+    p, a = t["participants"], t["assignments"]
+
+    def by_sqlalchemy(pid):
+        with study.engine.connect() as conn:
+            person = conn.execute(select(p).where(p.c.id == pid)).mappings().first()
+            mine = conn.execute(select(a).where(a.c.participant_id == pid).order_by(a.c.position)).mappings().all()
+        person = None if person is None else {k: (bool(v) if k == "simulated" else v) for k, v in person.items()}
+        return person, [dict(r) for r in mine]
+
+    newcomer = study.enter("prolific", "ONEREAD1", "S1", "X1", simulated=True)
+    assert study.participant_and_assignments(newcomer) == by_sqlalchemy(newcomer)
+    assert study.participant_and_assignments(newcomer)[1] == []
+    busy = study.enter("prolific", "ONEREAD2", "S1", "X2")
+    study.consent(busy, claim_first=True)
+    view = study.next_page(busy)
+    from satcal.serve.study import SHOWN_CODES
+    form = {f"answer-{it['item_id']}": it.get("expected", SHOWN_CODES[0]) for it in view.items}
+    assert study.submit(busy, view.token, form, claim_next=True,
+                        mine=study.participant_and_assignments(busy)[1]) == "stored"
+    person, mine = study.participant_and_assignments(busy)
+    assert (person, mine) == by_sqlalchemy(busy)
+    assert [r["position"] for r in mine] == [0, 1] and mine[0]["submitted_at"] is not None
+    assert mine[1]["submitted_at"] is None and person["simulated"] is False
+    assert study.next_page(busy, mine) == study.next_page(busy)  # the open page, from the rows given or read
+    assert study.participant_and_assignments(10 ** 9) == (None, []) == (by_sqlalchemy(10 ** 9)[0], [])
+
+
+def test_a_page_requests_one_read_equals_the_two_it_replaces(served_ws):
+    study = _study(served_ws)
+    try:
+        _one_read_equals_two(study)
+    finally:
+        study.engine.dispose()
+
+
+def test_a_page_requests_one_read_equals_the_two_it_replaces_on_postgresql(served_ws, postgres_url):
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    # a database of its own on the module's server: earlier tests filled the shared one's slots
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("CREATE DATABASE satcal_oneread"))
+    admin.dispose()
+    study = _study(served_ws, make_url(postgres_url).set(database="satcal_oneread").render_as_string(False))
+    try:
+        _one_read_equals_two(study)
+    finally:
+        study.engine.dispose()

@@ -565,16 +565,19 @@ class StudyRoutes:
         of a page request, in one trip to a database thread. The next page is only looked up
         when the response shows it (a GET, or a submission with answers missing)."""
         study = self.study
-        participant = study.participant(pid)
+        # the participant and their assignments in one read (one snapshot), used by the
+        # submission or the page shown
+        participant, mine = study.participant_and_assignments(pid)
         if participant is None or participant["consented_at"] is None:
             return participant, None, None
         outcome = None
         if form is not None:
             # the next page is claimed in the same write: showing it after the redirect writes nothing
-            outcome = study.submit(pid, str(form.get("assignment", "")), form, claim_next=True)
+            outcome = study.submit(pid, str(form.get("assignment", "")), form, claim_next=True, mine=mine)
             if outcome != "missing":
                 return participant, outcome, None
-        return participant, outcome, study.next_page(pid)
+            mine = None  # read again: the page shown comes after the submission
+        return participant, outcome, study.next_page(pid, mine)
 
     async def page(self, request):
         from starlette.responses import RedirectResponse

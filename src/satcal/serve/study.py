@@ -180,10 +180,15 @@ def _assignments_of():
     return select(a).where(a.c.participant_id == bindparam("pid")).order_by(a.c.position)
 
 
-def _assignment_by_token():
+def _participant_with_assignments():
+    """Participant ``pid``'s row with each of their assignments (its columns prefixed ``a_``;
+    one row with them NULL when there is none): a page request's two reads in one statement."""
     from sqlalchemy import bindparam, select
-    a = db.tables()["assignments"]
-    return select(a).where((a.c.token == bindparam("token")) & (a.c.participant_id == bindparam("pid")))
+    t = db.tables()
+    p, a = t["participants"], t["assignments"]
+    return (select(p, *(c.label(f"a_{c.name}") for c in a.c))
+            .select_from(p.outerjoin(a, a.c.participant_id == p.c.id))
+            .where(p.c.id == bindparam("pid")).order_by(a.c.position))
 
 
 def _pages_of():
@@ -216,7 +221,7 @@ def _attention_failed_count():
 
 #: The reads every request makes, each built and compiled once (:class:`satcal.serve.db.Read`).
 _READS = {"participant": db.Read(_participant_by_id), "known": db.Read(_participant_by_identity),
-          "assignments": db.Read(_assignments_of), "assignment": db.Read(_assignment_by_token),
+          "assignments": db.Read(_assignments_of), "with_assignments": db.Read(_participant_with_assignments),
           "pages": db.Read(_pages_of), "first": db.Read(_first_of_identity), "answered": db.Read(_answered_count),
           "attention_failed": db.Read(_attention_failed_count)}
 
@@ -857,6 +862,27 @@ class HostedStudy:
         """
         return _READS["participant"].first(self.engine, pid=pid)
 
+    def participant_and_assignments(self, pid: int) -> tuple[dict | None, list[dict]]:
+        """The participant row ``pid`` (None if there is none) and their assignment rows in
+        position order, read by one statement (one snapshot): what a page request needs
+        before it shows or stores a page (:meth:`next_page`, :meth:`submit` take the rows).
+
+        Parameters
+        ----------
+        pid : int
+            The participant's id.
+
+        Returns
+        -------
+        tuple of (dict or None, list of dict)
+        """
+        rows = _READS["with_assignments"].rows(self.engine, pid=pid)
+        if not rows:
+            return None, []
+        person = {k: v for k, v in rows[0].items() if not k.startswith("a_")}
+        mine = [{k[2:]: v for k, v in row.items() if k.startswith("a_")} for row in rows if row["a_id"] is not None]
+        return person, mine
+
     def consent(self, pid: int, claim_first: bool = False) -> None:
         """Record that participant ``pid`` consented (the first time only).
 
@@ -877,7 +903,7 @@ class HostedStudy:
         self.writer.run(consent)
 
     # -- pages -----------------------------------------------------------------------------
-    def next_page(self, pid: int) -> PageView | None:
+    def next_page(self, pid: int, mine: list | None = None) -> PageView | None:
         """The participant's open page, or a newly claimed one; None when they are done (their
         share answered, or no page left that they have not seen).
 
@@ -885,12 +911,16 @@ class HostedStudy:
         ----------
         pid : int
             The participant's id.
+        mine : list of dict or None, optional
+            Their assignment rows, as the caller has just read them
+            (:meth:`participant_and_assignments`); None (default): read now.
 
         Returns
         -------
         PageView or None
         """
-        mine = _READS["assignments"].rows(self.engine, pid=pid)  # one query: a participant has a few pages at most
+        if mine is None:
+            mine = _READS["assignments"].rows(self.engine, pid=pid)  # one query: a participant has a few pages at most
         open_row = next((row for row in mine if row["submitted_at"] is None), None)
         done = len(mine)
         if open_row is not None:
@@ -922,14 +952,15 @@ class HostedStudy:
                     return dict(row) if row["submitted_at"] is None else None
         raise SatcalError("too many concurrent claims; try again")
 
-    def _claim_block(self, pid: int, position: int):
+    def _claim_block(self, pid: int, position: int, mine: list | None = None):
         """The write block that claims the ``position``-th page of participant ``pid``
         (``claim(conn)``: the assignment's row, or None when no slot is free; raises ``_Lost``
         when another claimer took the slot first and ``IntegrityError`` when the participant
         has that page already). What it needs to know beforehand (the traps they met) is read
-        now, outside the writers' turn."""
+        now, outside the writers' turn, or taken from ``mine``, their assignment rows as the
+        caller has just read them (a submission: one read instead of two)."""
         now = time.time()
-        traps_met = self._traps_met(pid)
+        traps_met = self._traps_met(pid, mine)
         # a page holding a trap this participant met on top of another page would show it twice
         met_on = [page for page, traps in self.traps_on_page.items() if traps & traps_met]
         free = dict(ape=self.settings.answers_per_example, now=now)
@@ -959,18 +990,19 @@ class HostedStudy:
             return {**values, "id": aid, "submitted_at": None}
         return claim
 
-    def _claim_along(self, pid: int, position: int):
+    def _claim_along(self, pid: int, position: int, mine: list | None = None):
         """A write block claiming the participant's ``position``-th page inside another write
         (a page's submission, a consent), so that the page they are sent to next is ready and
         showing it writes nothing: one turn at the writers and one commit instead of two. None
         when there is nothing to claim (their pages are all had, or an adaptive study
         stopped). The claim is skipped, never failing the write it rides on, when the
         participant has that page already (a concurrent request of theirs) or the slot is lost
-        (PostgreSQL); showing the page then claims as before."""
+        (PostgreSQL); showing the page then claims as before. ``mine``: as for
+        :meth:`_claim_block`."""
         from sqlalchemy.exc import IntegrityError
         if position >= self.per_participant or self.closed():
             return None
-        claim = self._claim_block(pid, position)
+        claim = self._claim_block(pid, position, mine)
 
         def along(conn):
             # SQLite: writers take turns, so this look and the insert see the same state
@@ -1016,10 +1048,11 @@ class HostedStudy:
                            .limit(1).with_for_update(skip_locked=True, of=s), params).first()
         return None if row is None else {"id": row.id, "page": row.page}
 
-    def _traps_met(self, pid: int) -> set[str]:
-        """The traps this participant has been shown so far: on their pages, and on top of them."""
+    def _traps_met(self, pid: int, mine: list | None = None) -> set[str]:
+        """The traps this participant has been shown so far: on their pages, and on top of them
+        (from ``mine``, their assignment rows, when the caller has read them)."""
         met = set()
-        for row in _READS["pages"].rows(self.engine, pid=pid):
+        for row in _READS["pages"].rows(self.engine, pid=pid) if mine is None else mine:
             met |= self.traps_on_page.get(int(row["page"]), set()) | set((row["extra_items"] or "").split())
         return met
 
@@ -1081,7 +1114,7 @@ class HostedStudy:
         return PageView(token=row["token"], position=int(row["position"]) + 1, total=self.per_participant,
                         items=items)
 
-    def submit(self, pid: int, token: str, form: dict, claim_next: bool = False) -> str:
+    def submit(self, pid: int, token: str, form: dict, claim_next: bool = False, mine: list | None = None) -> str:
         """Store a submitted page. Returns ``"stored"``, ``"already"`` (a resubmission: nothing
         stored twice), ``"missing"`` (not every item answered: nothing stored) or ``"unknown"``
         (not this participant's page).
@@ -1098,6 +1131,11 @@ class HostedStudy:
             Also claim the participant's next page in the same write when this page is stored
             (:meth:`_claim_along`), as the server does: the page they are sent to next is then
             shown without a write.
+        mine : list of dict or None, optional
+            The participant's assignment rows, as the caller has just read them
+            (:meth:`participant_and_assignments`); None (default): read now. Either way
+            outside the writers' turn: the write's compare-and-set (the page not yet
+            submitted) decides, as it always has.
 
         Returns
         -------
@@ -1106,7 +1144,12 @@ class HostedStudy:
         from sqlalchemy.exc import IntegrityError
         if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
             return "unknown"  # nothing malformed reaches the database (PostgreSQL refuses NUL bytes)
-        row = _READS["assignment"].first(self.engine, token=token, pid=pid)
+        # every assignment of the participant in one read (a few rows at most): the page
+        # submitted is among them, and the traps they met (for the next page's claim) come
+        # from the same rows, where two reads used to fetch them one after the other
+        if mine is None:
+            mine = _READS["assignments"].rows(self.engine, pid=pid)
+        row = next((r for r in mine if r["token"] == token), None)
         if row is None:
             return "unknown"
         if row["submitted_at"] is not None:
@@ -1120,7 +1163,7 @@ class HostedStudy:
                     "answer": answers[it["item_id"]], "submitted_at": now,
                     "correct": (answers[it["item_id"]] == it["expected"]) if it["kind"] == "attention" else None}
                    for it in view.items]
-        claim = self._claim_along(pid, int(row["position"]) + 1) if claim_next else None
+        claim = self._claim_along(pid, int(row["position"]) + 1, mine) if claim_next else None
 
         def store(conn):
             if _write("submitted").run(conn, aid=row["id"], at=now) != 1:
