@@ -1219,7 +1219,7 @@ def test_a_claim_that_fails_never_fails_the_submission_it_rides_on(served_ws, mo
 def _one_read_equals_two(study):
     """participant_and_assignments (one statement) against the participant's row and their
     assignments read by SQLAlchemy's own queries: a newcomer, one with a page stored and the
-    next claimed, and an id no one has."""
+    next claimed, and an id no one has; returns (one read, SQLAlchemy's) per participant."""
     from sqlalchemy import select
 
     from satcal.serve import db
@@ -1249,14 +1249,17 @@ def _one_read_equals_two(study):
     assert mine[1]["submitted_at"] is None and person["simulated"] is False
     assert study.next_page(busy, mine) == study.next_page(busy)  # the open page, from the rows given or read
     assert study.participant_and_assignments(10 ** 9) == (None, []) == (by_sqlalchemy(10 ** 9)[0], [])
+    # what the caller states again: each participant's one read beside SQLAlchemy's two
+    return [(study.participant_and_assignments(pid), by_sqlalchemy(pid)) for pid in (newcomer, busy, 10 ** 9)]
 
 
 def test_a_page_requests_one_read_equals_the_two_it_replaces(served_ws):
     study = _study(served_ws)
     try:
-        _one_read_equals_two(study)
+        reads = _one_read_equals_two(study)
     finally:
         study.engine.dispose()
+    assert len(reads) == 3 and all(one == two for one, two in reads)
 
 
 def test_a_page_requests_one_read_equals_the_two_it_replaces_on_postgresql(served_ws, postgres_url):
@@ -1269,6 +1272,7 @@ def test_a_page_requests_one_read_equals_the_two_it_replaces_on_postgresql(serve
     admin.dispose()
     study = _study(served_ws, make_url(postgres_url).set(database="satcal_oneread").render_as_string(False))
     try:
-        _one_read_equals_two(study)
+        reads = _one_read_equals_two(study)
     finally:
         study.engine.dispose()
+    assert len(reads) == 3 and all(one == two for one, two in reads)

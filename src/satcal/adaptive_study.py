@@ -853,7 +853,7 @@ def serve_refit(ws, engine, priorities=None, settle=None):
 
     last: dict = {}  # the previous refit's answers and plan: no new answer, no new fit
 
-    def _capped_plan(ranked: dict, by_page: pd.Series, score: pd.Series, study, capped: list) -> dict:
+    def _capped_plan(ranked: dict, by_page: pd.Series, study, capped: list) -> dict:
         """The page priorities of the capped order (:func:`capped_page_order`): pages
         with an example in a short cell are exempt; pages with an answer come after the rest."""
         cells = pool_cells(pool, study, capped, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
@@ -878,7 +878,7 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         ranked = by_page.groupby(level=0).mean().dropna().to_dict()
         capped = score.attrs.get("capped") or []
         if capped and s.cell_cap < 1:   # the cap of a wave, on each wave_pages pages handed out
-            ranked = _capped_plan(ranked, by_page, score, study, capped)
+            ranked = _capped_plan(ranked, by_page, study, capped)
         if b.reached(n):
             return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
         now = max(earlier, math.floor(n / b.wave_answers + 1e-9))  # 0: no whole wave's worth yet
