@@ -651,6 +651,47 @@ def test_serves_runs_of_wave_pages_claims_keep_the_cap_across_a_refit(served_ada
     assert max(counts.values()) <= cap, (max(counts.values()), cap)
 
 
+def test_the_refit_reads_which_pages_the_next_claims_can_take_and_the_run_under_way(tmp_path):
+    """_hand_outs on a database set by hand (5 pages x 2 replicates, 7 claims, runs of 3):
+    replicate 1 of pages 1-3 answered, of page 4 held, of page 5 held by a holder who timed
+    out, so the next claims can take page 5 only, at replicate 1; the run under way is the
+    last 7 mod 3 = 1 claim. With every replicate-1 slot answered, the lowest free level is 2."""
+    from sqlalchemy import insert
+
+    from satcal.adaptive_study import _hand_outs
+    from satcal.serve import db
+    engine = db.connect(f"sqlite:///{tmp_path / 'serve.db'}")
+    db.prepare(engine, "0" * 64, [1, 2, 3, 4, 5], 2)
+    t = db.tables()
+    now = 1000.0
+    # claims in id order: pages 1, 2, 3, 4, 5, then 2 and 1 again at replicate 2 (held)
+    claims = [(1, 1, 1, True), (2, 2, 1, True), (3, 3, 1, True), (4, 4, 1, False), (5, 5, 1, False),
+              (6, 2, 2, False), (7, 1, 2, False)]
+    with db.writer(engine).begin() as conn:
+        conn.execute(insert(t["participants"]), [{"kind": "lab", "external_id": f"p{i}", "study_id": "",
+                                                   "session_id": "", "created_at": now, "outcome": ""}
+                                                  for i in range(1, 8)])
+        slot = {(r.page, r.replicate): r.id for r in conn.execute(t["slots"].select())}
+        for aid, page, rep, done in claims:
+            sid = slot[(page, rep)]
+            conn.execute(insert(t["assignments"]).values(
+                id=aid, token=f"{aid:032d}", participant_id=aid, position=0, page=page, slot_id=sid,
+                created_at=now, expires_at=now + 60))
+            until = now - 1 if page == 5 else now + 60   # page 5's holder timed out
+            conn.execute(t["slots"].update().where(t["slots"].c.id == sid).values(
+                assignment_id=aid, held_until=until, done=done))
+    later, taken = _hand_outs(engine, 3, 2, now=now)
+    assert later == {1, 2, 3, 4} and taken == (1,)
+    assert _hand_outs(engine, 7, 2, now=now) == ({1, 2, 3, 4}, ())   # 7 claims: runs of 7 complete
+    assert _hand_outs(engine, 4, 2, now=now)[1] == (5, 2, 1)   # 7 mod 4 = 3: claims 5-7, in claim order
+    with db.writer(engine).begin() as conn:   # every replicate-1 slot answered
+        conn.execute(t["slots"].update().where(t["slots"].c.replicate == 1).values(done=True))
+    # level 2: pages 1 and 2 held there (until now + 60), pages 3-5 free
+    assert _hand_outs(engine, 3, 2, now=now)[0] == {1, 2}
+    assert _hand_outs(engine, 3, 1, now=now)[0] == {1, 2, 3, 4, 5}   # one answer an example: none left
+    engine.dispose()
+
+
 def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_adaptive):
     from satcal.adaptive_study import attach
     from satcal.serve.client import attentive, parse_form
