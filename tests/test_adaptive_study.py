@@ -532,7 +532,8 @@ def _most_in_a_cell(ws, order, page_of, cells) -> list:
 
 
 @pytest.mark.parametrize("seed, cap_share, exempt, taken", [(1, 0.25, (), ()), (2, 0.1, (3, 17), ()), (3, 0.5, (), ()),
-                                                            (4, 0.25, (), (7, 8, 9)), (5, 0.1, (3,), (5,))])
+                                                            (4, 0.25, (), (7, 8, 9)), (5, 0.1, (3,), (5,)),
+                                                            (6, 0.25, tuple(range(1, 31)), (2,))])
 def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt, taken):
     """capped_page_order against a plain greedy written out by hand on random pages: each run
     of wave_pages pages takes the best page whose examples keep every cell (an example once in
