@@ -12,7 +12,7 @@ fetched under the same load by the same client (httpx; by default a thread of th
 whose threads are the participants), one fetch starting at most every ``--static-every``
 seconds (default 0.02: a probe, whose own requests are a small part of the load; 0 fetches one
 after another, which at ``--think 1`` made most of the server's requests): the ratio says what a page costs above
-serving a file. The server's CPU over the run (Linux, /proc) is printed per request answered. A page submission is stored on disk
+serving a file. The server's CPU (Linux, /proc) from before the static peers start to after they stop is printed per request it answered in that span: the participants', the static file's and the static file's on a new connection (:func:`cpu_requests`). A page submission is stored on disk
 before it is answered, a file is not: the second peer is a row stored durably (SQLite, WAL,
 ``synchronous=FULL``) by a minimal uvicorn + Starlette server of its own process, fetched the
 same way (:func:`durable_peer`), so the second ratio says what a page costs above the fsync
@@ -295,6 +295,14 @@ def process_cpu(pid: int) -> float | None:
     return own + sum(process_cpu(c) or 0.0 for c in children)
 
 
+def cpu_requests(participants: int, peer: list, fresh: list) -> int:
+    """The requests the study server answered in a run, the denominator of its CPU a request:
+    the participants' ``participants``, the static file's on a reused connection (``peer``, one
+    latency each) and on a new connection (``fresh``, ``[latencies, splits]``, empty when that
+    peer did not run). The durable write's requests go to a server of their own, not counted."""
+    return int(participants) + len(peer) + (len(fresh[0]) if fresh else 0)
+
+
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
         client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY,
         fresh_every: float = FRESH_EVERY):
@@ -325,23 +333,25 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             stop = threading.Event()
             side = threading.Thread(target=lambda: peer.extend(static_latencies(server.url, stop, static_every,
                                                                                 peer_parts)))
+        # the server's CPU from before the two static peers start to after they stop: every
+        # request it answers in that span is counted below, the participants' and the peers'
+        cpu_before = process_cpu(server.process.pid)
         side.start()
         if fresh_every > 0:
             fresh_side.start()
-        cpu_before = process_cpu(server.process.pid)
         start = time.perf_counter()
         visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
         wall = time.perf_counter() - start
-        cpu_after = process_cpu(server.process.pid)
         stop.set()
         second_stop.set()
         fresh_stop.set()
         if client_processes > 1:
             peer = receive.recv()
         side.join()
-        second_side.join()
         if fresh_every > 0:
             fresh_side.join()
+        cpu_after = process_cpu(server.process.pid)
+        second_side.join()
     engine = db.connect(db_url or db.default_url(ws.path))
     stored = db.snapshot(engine)
     engine.dispose()
@@ -368,10 +378,13 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     requests = sum(len(values) for kind, values in kinds.items()
                    if not kind.endswith(tuple(" " + part for part in PARTS)))
     if cpu_before is not None and cpu_after is not None:
-        # the participants' requests and the static file's (each a request the server answered)
-        cpu_ms = 1000 * (cpu_after - cpu_before) / (requests + len(peer))
-        print(f"server CPU {cpu_after - cpu_before:.2f} s over {requests} participants' requests and {len(peer)} "
-              f"static files: {cpu_ms:.2f} ms a request")
+        # every request the server answered: the participants', the static file's on a reused
+        # connection and on a new one (the durable write is another server's)
+        served = cpu_requests(requests, peer, fresh)
+        cpu_ms = 1000 * (cpu_after - cpu_before) / served
+        print(f"server CPU {cpu_after - cpu_before:.2f} s over {served} requests ({requests} participants', "
+              f"{len(peer)} static files, {len(fresh[0]) if fresh else 0} on a new connection): "
+              f"{cpu_ms:.2f} ms a request")
         if ratios is not None:
             ratios.setdefault("cpu", []).append(cpu_ms)
     print(f"{'page':<14} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8}")

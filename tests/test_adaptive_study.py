@@ -500,6 +500,24 @@ def _cells_by_hand(ws, formulations) -> dict:
     return out
 
 
+def _top_cell_first(ws):
+    """A criterion that puts first the examples whose bin1-zipf list A or B is in the top phi
+    cell, reading the cells of bin1-zipf and lin-const; with each example's page, its cells by
+    hand (:func:`_cells_by_hand`) and the top cell's examples."""
+    key = ws.table("key.csv")
+    page_of = key[key["is_trap"] == "False"].set_index("source_id")["page"].astype(int)
+    capped = ["bin1-zipf", "lin-const"]
+    cells = _cells_by_hand(ws, capped)
+    top = {e for e, c in cells.items() if ("phi", "bin1-zipf", 9) in c}
+
+    def priorities(pool, study, formulations, *, seed, min_depth=0):
+        out = pd.Series({e: float(e in top) for e in pool["example_id"]})
+        out.attrs["capped"] = capped
+        return out
+
+    return page_of, cells, top, priorities
+
+
 def _most_in_a_cell(ws, order, page_of, cells) -> list:
     """For each run of wave_pages pages of ``order``: the most examples one cell holds."""
     runs = [order[i:i + ws["design.wave_pages"]] for i in range(0, len(order), ws["design.wave_pages"])]
@@ -513,11 +531,14 @@ def _most_in_a_cell(ws, order, page_of, cells) -> list:
     return most
 
 
-@pytest.mark.parametrize("seed, cap_share, exempt", [(1, 0.25, ()), (2, 0.1, (3, 17)), (3, 0.5, ())])
-def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt):
+@pytest.mark.parametrize("seed, cap_share, exempt, taken", [(1, 0.25, (), ()), (2, 0.1, (3, 17), ()), (3, 0.5, (), ()),
+                                                            (4, 0.25, (), (7, 8, 9)), (5, 0.1, (3,), (5,)),
+                                                            (6, 0.25, tuple(range(1, 31)), (2,))])
+def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt, taken):
     """capped_page_order against a plain greedy written out by hand on random pages: each run
     of wave_pages pages takes the best page whose examples keep every cell (an example once in
-    a cell) within ceil(cap x examples of a run), else the best of the rest."""
+    a cell) within ceil(cap x examples of a run), else the best of the rest; pages ``taken``
+    (handed out in the run under way) fill the first run's cells and shorten it."""
     import math
     from satcal.adaptive_study import capped_page_order
     rng = np.random.default_rng(seed)
@@ -530,10 +551,14 @@ def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt):
     order = sorted(priority, key=lambda p: (p in later, -priority[p], p))
     cap = math.ceil(cap_share * wave * 160 / n_pages)
     by_page = {p: [set(cells[i]) for i in np.flatnonzero(pages == p)] for p in order}
-    want, left = [], list(order)
+    want, left, first = [], list(order), True
     while left:
         run, counts = [], {}
-        for _ in range(min(wave, len(left))):
+        for p in taken if first else ():
+            for example in by_page[p]:
+                for c in example:
+                    counts[c] = counts.get(c, 0) + 1
+        for _ in range(min(wave - (len(taken) if first else 0), len(left))):
             def fits(p):
                 add = {}
                 for example in by_page[p]:
@@ -547,10 +572,13 @@ def test_capped_page_order_is_the_plain_capped_greedy(seed, cap_share, exempt):
                 for c in example:
                     counts[c] = counts.get(c, 0) + 1
         want += run
-    got = capped_page_order(priority, pages, cells, wave, cap_share, set(exempt), later)
+        first = False
+    got = capped_page_order(priority, pages, cells, wave, cap_share, set(exempt), later, taken)
     assert got == want
     assert got != order   # the cap moved pages
-    assert capped_page_order(priority, pages, cells, wave, 1.0, set(exempt), later) == order
+    assert capped_page_order(priority, pages, cells, wave, 1.0, set(exempt), later, taken) == order
+    if taken:   # the run under way counts: the order differs from the one without it
+        assert capped_page_order(priority, pages, cells, wave, cap_share, set(exempt), later) != got
 
 
 def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
@@ -563,16 +591,7 @@ def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
     from satcal.adaptive_study import attach, serve_refit
     ws = served_adaptive
     assert ws["design.cell_cap"] == 0.25 and ws["design.wave_pages"] == 4
-    key = ws.table("key.csv")
-    page_of = key[key["is_trap"] == "False"].set_index("source_id")["page"].astype(int)
-    capped = ["bin1-zipf", "lin-const"]
-    cells = _cells_by_hand(ws, capped)
-    # the criterion: the examples whose bin1-zipf list A or B is in the top phi cell first
-    top = {e for e, c in cells.items() if ("phi", "bin1-zipf", 9) in c}
-    def priorities(pool, study, formulations, *, seed, min_depth=0):
-        out = pd.Series({e: float(e in top) for e in pool["example_id"]})
-        out.attrs["capped"] = capped
-        return out
+    page_of, cells, top, priorities = _top_cell_first(ws)
 
     def order_of(ws):
         plan = serve_refit(ws, _hosted(ws).engine, priorities=priorities)()
@@ -593,6 +612,85 @@ def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
     assert attach(ws, study, priorities=priorities)
     study.order.refresh()
     assert _page_of(ws, _participant(_client(study), "c1")) == capped_order[0]
+
+
+def test_serves_runs_of_wave_pages_claims_keep_the_cap_across_a_refit(served_adaptive):
+    """The claims, in the order the database took them (assignment ids), in runs of
+    wave_pages: a run that a refit falls inside (two of its pages claimed before, one answered
+    and one held, two after) keeps every capped cell within the cap, counted by hand from
+    scores.csv. Before, the refit ordered the held page among the fresh ones and the answered
+    one last, and started a new run of its own: the run under way was not counted."""
+    import math
+
+    from sqlalchemy import select
+
+    from satcal.adaptive_study import attach
+    from satcal.serve import db
+    from satcal.serve.client import parse_form
+    ws = _set(served_adaptive, cell_cap=0.25, trust_threshold=0)
+    page_of, cells, _, priorities = _top_cell_first(ws)
+    study = _hosted(ws)
+    assert attach(ws, study, priorities=priorities)
+    study.order.refresh()
+    http = _client(study)   # one client a participant: each its own session
+    form = parse_form(_participant(http, "c1").text)
+    _participant(_client(study), "c2")   # holds its page across the refit
+    assert http.post("/page", data={**form.hidden, **varied(form)}).status_code == 303
+    study.order.refresh()   # a new answer: a new fit and order, two claims into a run of four
+    for n in range(3, 7):
+        _participant(_client(study), f"c{n}")
+    a = db.tables()["assignments"]
+    with study.engine.connect() as conn:
+        claimed = list(conn.execute(select(a.c.page).order_by(a.c.id)).scalars())
+    assert len(claimed) == 6 and len(set(claimed)) == 6
+    cap = math.ceil(0.25 * 4 * len(page_of) / page_of.nunique())
+    run = claimed[:4]
+    counts: dict = {}
+    for e in page_of.index[page_of.isin(run)]:
+        for c in cells[e]:
+            counts[c] = counts.get(c, 0) + 1
+    assert max(counts.values()) <= cap, (max(counts.values()), cap)
+
+
+def test_the_refit_reads_which_pages_the_next_claims_can_take_and_the_run_under_way(tmp_path):
+    """_hand_outs on a database set by hand (5 pages x 2 replicates, 7 claims, runs of 3):
+    replicate 1 of pages 1-3 answered, of page 4 held, of page 5 held by a holder who timed
+    out, so the next claims can take page 5 only, at replicate 1; the run under way is the
+    last 7 mod 3 = 1 claim. With every replicate-1 slot answered, the lowest free level is 2."""
+    from sqlalchemy import insert
+
+    from satcal.adaptive_study import _hand_outs
+    from satcal.serve import db
+    engine = db.connect(f"sqlite:///{tmp_path / 'serve.db'}")
+    db.prepare(engine, "0" * 64, [1, 2, 3, 4, 5], 2)
+    t = db.tables()
+    now = 1000.0
+    # claims in id order: pages 1, 2, 3, 4, 5, then 2 and 1 again at replicate 2 (held)
+    claims = [(1, 1, 1, True), (2, 2, 1, True), (3, 3, 1, True), (4, 4, 1, False), (5, 5, 1, False),
+              (6, 2, 2, False), (7, 1, 2, False)]
+    with db.writer(engine).begin() as conn:
+        conn.execute(insert(t["participants"]), [{"kind": "lab", "external_id": f"p{i}", "study_id": "",
+                                                   "session_id": "", "created_at": now, "outcome": ""}
+                                                  for i in range(1, 8)])
+        slot = {(r.page, r.replicate): r.id for r in conn.execute(t["slots"].select())}
+        for aid, page, rep, done in claims:
+            sid = slot[(page, rep)]
+            conn.execute(insert(t["assignments"]).values(
+                id=aid, token=f"{aid:032d}", participant_id=aid, position=0, page=page, slot_id=sid,
+                created_at=now, expires_at=now + 60))
+            until = now - 1 if page == 5 else now + 60   # page 5's holder timed out
+            conn.execute(t["slots"].update().where(t["slots"].c.id == sid).values(
+                assignment_id=aid, held_until=until, done=done))
+    later, taken = _hand_outs(engine, 3, 2, now=now)
+    assert later == {1, 2, 3, 4} and taken == (1,)
+    assert _hand_outs(engine, 7, 2, now=now) == ({1, 2, 3, 4}, ())   # 7 claims: runs of 7 complete
+    assert _hand_outs(engine, 4, 2, now=now)[1] == (5, 2, 1)   # 7 mod 4 = 3: claims 5-7, in claim order
+    with db.writer(engine).begin() as conn:   # every replicate-1 slot answered
+        conn.execute(t["slots"].update().where(t["slots"].c.replicate == 1).values(done=True))
+    # level 2: pages 1 and 2 held there (until now + 60), pages 3-5 free
+    assert _hand_outs(engine, 3, 2, now=now)[0] == {1, 2}
+    assert _hand_outs(engine, 3, 1, now=now)[0] == {1, 2, 3, 4, 5}   # one answer an example: none left
+    engine.dispose()
 
 
 def test_serve_stops_at_the_budget_and_keeps_its_plan_when_a_refit_fails(served_adaptive):

@@ -480,6 +480,63 @@ def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
     assert view is not None
 
 
+def test_a_schema_2_database_made_by_the_schema_2_code_is_migrated_keeping_every_answer(tmp_path):
+    """tests/data/serve-schema2.db, written by satcal at schema 2 (2e70104;
+    tests/data/make_serve_schema2_db.py says how): opened by this code it is at schema 3 with
+    the slot index, every response read from the file before (sqlite3, not satcal) is in the
+    snapshot unchanged, the page a participant held across the upgrade is still theirs to
+    submit, and a newcomer's page is stored beside them."""
+    import importlib.util
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    from sqlalchemy import inspect
+
+    from satcal.serve import db
+    from satcal.serve.study import HostedStudy, ServeSettings
+    data = Path(__file__).resolve().parent / "data"
+    spec = importlib.util.spec_from_file_location("make_serve_schema2_db", data / "make_serve_schema2_db.py")
+    made = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(made)
+    path = tmp_path / "serve.db"
+    shutil.copyfile(data / "serve-schema2.db", path)
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT value FROM satcal_meta WHERE name = 'schema_version'").fetchone() == ("2",)
+    before = raw.execute("SELECT r.id, p.external_id, r.item_id, r.answer FROM responses r JOIN assignments a "
+                         "ON r.assignment_id = a.id JOIN participants p ON a.participant_id = p.id").fetchall()
+    held = raw.execute("SELECT a.page FROM assignments a JOIN participants p ON a.participant_id = p.id "
+                       "WHERE p.external_id = 'p4' AND a.submitted_at IS NULL").fetchall()
+    raw.close()
+    assert len(before) == 12 and held == [(3,)]   # as the script made it
+    engine = db.connect(f"sqlite:///{path}")
+    settings = ServeSettings(pages_per_participant=2, attention_checks=0, answers_per_example=2,
+                             traps_per_participant=0, min_traps=0, traps_on_top=False)
+    study = HostedStudy(made.views(made.SCHEMA_2_PAGES), settings, engine, made.SCHEMA_2_DIGEST)
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT value FROM satcal_meta WHERE name = 'schema_version'").scalar_one()
+    assert version == str(db.SCHEMA_VERSION) == "3"
+    indexes = {ix["name"]: ix["column_names"] for ix in inspect(engine).get_indexes("slots")}
+    assert indexes[db.SLOT_INDEX[0]] == list(db.SLOT_INDEX[1:])
+    stored = db.snapshot(engine)
+    kept = set(zip(stored["row_id"], stored["item_id"], stored["answer"]))
+    assert len(stored) == 12 and kept == {(f"r{i}", item, answer) for i, _, item, answer in before}
+    # the participant who held a page across the upgrade submits it; a newcomer answers one
+    p4 = study.enter("lab", "p4")
+    view = study.next_page(p4)
+    assert view.position == 1 and view.items[0]["item_id"] in made.SCHEMA_2_PAGES[held[0][0]]
+    assert study.submit(p4, view.token, {f"answer-{it['item_id']}": "both_good" for it in view.items}) == "stored"
+    p5 = study.enter("lab", "p5")
+    view = study.next_page(p5)
+    assert study.submit(p5, view.token, {f"answer-{it['item_id']}": "a_better" for it in view.items}) == "stored"
+    after = db.snapshot(engine)
+    engine.dispose()
+    assert len(after) == 16
+    assert set(zip(after["row_id"], after["item_id"], after["answer"])) >= kept
+    new = after[~after["row_id"].isin(stored["row_id"])]
+    assert sorted(new["answer"]) == ["a_better", "a_better", "both_good", "both_good"]
+
+
 def test_the_choice_of_slot_walks_the_slot_index_and_picks_what_a_scan_picks(served_ws):
     """SQLite's plan of the claim's choice of slot searches the slot index, with no scan of the
     slots and no sort (a scan and sort of every slot took 0.8 ms of the writers' turn a claim),

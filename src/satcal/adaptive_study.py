@@ -689,7 +689,7 @@ def _wave_traps(ws, traps: pd.DataFrame, items: int, per_page: int) -> int:
 
 # -- the hosted study ----------------------------------------------------------------------
 def capped_page_order(priority, pages, cells, wave_pages: int, cell_cap: float, exempt=frozenset(),
-                      later=frozenset()) -> list:
+                      later=frozenset(), taken=()) -> list:
     """The hosted study's page order under a wave's cell cap: the pages by ``priority``
     (highest first, ties by page number; pages in ``later`` after all others), each successive
     run of ``wave_pages`` pages taking, greedily, the best page that keeps every cell of
@@ -715,8 +715,13 @@ def capped_page_order(priority, pages, cells, wave_pages: int, cell_cap: float, 
     exempt : collection of int, optional
         Pages never held back by the cap.
     later : collection of int, optional
-        Pages ordered after the others (those already answered: the server hands out the
-        emptiest pages first).
+        Pages ordered after the others (those the next claims cannot take: the server hands
+        out the emptiest pages first).
+    taken : sequence of int, optional
+        Pages already handed out in the run under way, fewer than ``wave_pages``: their
+        examples count in the first run, which takes ``wave_pages - len(taken)`` pages more,
+        so the runs stay aligned with the claims (a taken page may be ordered again: it is
+        handed out again only if its holder timed out).
 
     Returns
     -------
@@ -725,6 +730,9 @@ def capped_page_order(priority, pages, cells, wave_pages: int, cell_cap: float, 
     """
     order = sorted(priority, key=lambda p: (p in later, -float(priority[p]), int(p)))
     cells = np.asarray(cells, dtype=np.int64)
+    taken = [int(p) for p in taken]
+    if len(taken) >= max(wave_pages, 1):
+        raise ValueError(f"{len(taken)} pages taken in a run of {wave_pages}: expected fewer")
     if cell_cap >= 1 or not len(order) or not cells.size:
         return [int(p) for p in order]
     pages = np.asarray(pages, dtype=np.int64)
@@ -740,39 +748,61 @@ def capped_page_order(priority, pages, cells, wave_pages: int, cell_cap: float, 
                             return_counts=True)
     pairs = np.stack([key // width, key % width], 1)
     n_cells = int(srt.max()) + 1
-    start = np.searchsorted(pairs[:, 0], np.arange(n_cells + 1))
-    most = np.zeros(n_cells)   # the most examples of one page in each cell
-    used = np.flatnonzero(start[1:] > start[:-1])
-    most[used] = np.maximum.reduceat(counts, start[used])
     by_page = np.argsort(pairs[:, 1], kind="stable")
     page_start = np.searchsorted(pairs[by_page, 1], np.arange(len(order) + 1))
     cap = max(1, math.ceil(cell_cap * wave_pages * int((position >= 0).sum()) / len(order)))
     free_of_cap = np.isin(np.asarray(order, dtype=np.int64), np.asarray(list(exempt), dtype=np.int64))
+    # only the pairs of pages the cap may hold back are searched when a cell fills: early in a
+    # study most pages are exempt (an example in a short cell), and searching theirs too cost
+    # 5 s a refit at 4,174 pages and 34 formulations read
+    holdable = ~free_of_cap[pairs[:, 1]]
+    # within each cell, the most examples first: the pages a cell holds back are a prefix
+    by_count = np.lexsort((-counts[holdable], pairs[holdable, 0]))
+    hold_cell = pairs[holdable, 0][by_count]
+    hold_page, hold_count = pairs[holdable, 1][by_count], counts[holdable][by_count]
+    start = np.searchsorted(hold_cell, np.arange(n_cells + 1))
+    top = int(hold_count.max()) if hold_count.size else 0
+    # above[c, v]: the holdable pages with more than v examples in cell c (a prefix's length)
+    above = np.stack([np.bincount(hold_cell[hold_count > v], minlength=n_cells) for v in range(top + 1)], 1)
+    most = np.zeros(n_cells)   # the most examples of one such page in each cell
+    most[start[:-1] < start[1:]] = hold_count[start[:-1][start[:-1] < start[1:]]]
     left = np.ones(len(order), bool)   # not yet in the order
     alone = np.zeros(len(order), bool)   # past the cap on its own
-    alone[pairs[counts > cap, 1]] = True
-    alone &= ~free_of_cap
+    alone[hold_page[hold_count > cap]] = True
+    place = {int(p): i for i, p in enumerate(order)}
+
+    def add(i, in_run, fits, shut):
+        """Page ``order[i]`` joins the run: count its cells, hold back what no longer fits."""
+        mine = by_page[page_start[i]:page_start[i + 1]]
+        cell = pairs[mine, 0]
+        in_run[cell] += counts[mine]
+        filled = cell[(in_run[cell] + most[cell] > cap) & ~shut[cell]]   # only these may hold a page back
+        if not filled.size:
+            return
+        room = (cap - in_run[filled]).astype(np.int64)   # whole examples: more than room is held back
+        lengths = above[filled, np.clip(room, 0, top)]   # above[:, top] is 0: room >= top holds none back
+        at = np.repeat(start[filled] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) \
+            + np.arange(int(lengths.sum()))
+        fits[hold_page[at]] = False
+        shut[filled[room < 1]] = True   # every page in these cells is held back: no need to look again
+
     out: list = []
+    already = len(taken)   # the run under way: its pages handed out count, and it is shorter
     while len(out) < len(order):
         in_run = np.zeros(n_cells)
+        shut = np.zeros(n_cells, bool)   # cells of the run whose every holdable page is held back
         fits = left & ~alone   # left, and no cell of the run would go past the cap with it
-        for _ in range(min(wave_pages, len(order) - len(out))):
+        for p in taken if already else ():
+            if p in place:
+                add(place[p], in_run, fits, shut)
+        for _ in range(min(wave_pages - already, len(order) - len(out))):
             i = int(np.argmax(fits))
             if not fits[i]:   # no page left fits the run: the best of the others
                 i = int(np.argmax(left))
             left[i] = fits[i] = False
             out.append(int(order[i]))
-            mine = by_page[page_start[i]:page_start[i + 1]]
-            cell = pairs[mine, 0]
-            in_run[cell] += counts[mine]
-            filled = cell[in_run[cell] + most[cell] > cap]   # only these may hold a page back
-            if not filled.size:
-                continue
-            lengths = start[filled + 1] - start[filled]
-            at = np.repeat(start[filled] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) \
-                + np.arange(int(lengths.sum()))
-            held = pairs[at[counts[at] > np.repeat(cap - in_run[filled], lengths)], 1]
-            fits[held[~free_of_cap[held]]] = False
+            add(i, in_run, fits, shut)
+        already = 0
     return out
 
 
@@ -798,6 +828,34 @@ def _served_answers(ws, engine, key: pd.DataFrame) -> pd.DataFrame | None:
     return answers
 
 
+def _hand_outs(engine, wave_pages: int, answers_per_example: int, now: float | None = None) -> tuple:
+    """What the next claims of a hosted study can take, read from its database: the pages
+    they cannot take yet (no free slot at the lowest replicate with a free slot: held by a
+    participant or answered; a claim takes the emptiest pages first) and the pages of the run
+    of ``wave_pages`` claims under way (the last ``claims mod wave_pages`` claims, by
+    assignment id). Returns ``(later, taken)``: a set and a tuple of page numbers."""
+    import time
+
+    from sqlalchemy import func, select
+
+    from .serve import db
+    t = db.tables()
+    s, a = t["slots"], t["assignments"]
+    now = time.time() if now is None else now
+    free = (s.c.done.is_(False) & (s.c.replicate <= answers_per_example)
+            & (s.c.assignment_id.is_(None) | (s.c.held_until < now)))
+    with engine.connect() as conn:
+        pages = set(conn.execute(select(s.c.page).distinct()).scalars())
+        level = conn.execute(select(func.min(s.c.replicate)).where(free)).scalar()
+        ready = set() if level is None else set(conn.execute(
+            select(s.c.page).where(free & (s.c.replicate == level))).scalars())
+        claims = conn.execute(select(func.count()).select_from(a)).scalar_one()
+        under_way = claims % max(int(wave_pages), 1)
+        taken = [] if not under_way else list(conn.execute(
+            select(a.c.page).order_by(a.c.id.desc()).limit(under_way)).scalars())
+    return pages - ready, tuple(int(p) for p in reversed(taken))
+
+
 def serve_refit(ws, engine, priorities=None, settle=None):
     """The refit ``satcal serve`` runs in the background on an adaptive study: the answers in
     its database, the criterion's priority of each example (default
@@ -805,7 +863,12 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     and whether to stop (settled, or at the budget). Where the criterion names the
     formulations a wave's cap reads (``attrs["capped"]``) and ``design.cell_cap`` is below 1,
     the pages go in the capped order of :func:`capped_page_order` instead: it is worked out
-    here, in the refit, so a participant's claim reads it without waiting.
+    here, in the refit, so a participant's claim reads it without waiting. Its runs are aligned
+    with the claims: the pages the next claims cannot take (held or answered at the lowest
+    replicate with a free slot) come last, and the pages of the run of ``wave_pages`` claims
+    under way count in its first run (:func:`_hand_outs`, read after the criterion's fit, so
+    only claims made while the order itself is worked out can fall outside it). The
+    criterion's fit is redone only on new answers; the order, whenever the claims moved.
 
     Parameters
     ----------
@@ -851,34 +914,49 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     # the rule at the last of them): the server asks it from the next look on
     earlier = waves_answered(ws, _ingested(ws))
 
-    last: dict = {}  # the previous refit's answers and plan: no new answer, no new fit
+    # the previous refit's answers and fit (no new answer, no new fit), and its hand-outs and
+    # plan (no new answer and no claim since, the same plan)
+    last: dict = {}
 
-    def _capped_plan(ranked: dict, by_page: pd.Series, study, capped: list) -> dict:
+    def _capped_plan(ranked: dict, by_page: pd.Series, cells, hand_outs: tuple) -> dict:
         """The page priorities of the capped order (:func:`capped_page_order`): pages
-        with an example in a short cell are exempt; pages with an answer come after the rest."""
-        cells = pool_cells(pool, study, capped, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
-        rows = pd.Index(pool["example_id"].astype(str)).get_indexer(pages.index)  # each key row's example
+        with an example in a short cell are exempt; pages the next claims cannot take come
+        after the rest; the run under way counts."""
         exempt = set(by_page.index[by_page.to_numpy() >= SHORT_FIRST])
-        answered = set() if study is None else set(study.examples["example_id"].astype(str))
-        later = set(pages[pages.index.isin(answered)].to_numpy().tolist())
-        order = capped_page_order(ranked, pages.to_numpy(), cells[rows], s.wave_pages, s.cell_cap, exempt, later)
+        later, taken = hand_outs
+        order = capped_page_order(ranked, pages.to_numpy(), cells, s.wave_pages, s.cell_cap, exempt, later, taken)
         return {p: float(len(order) - i) for i, p in enumerate(order)}
 
     def refit() -> Plan:
         answers = _served_answers(ws, engine, key)
-        if "plan" in last and last["answers"].equals(answers):
-            return last["plan"]
-        last.update(answers=answers, plan=_plan(answered_study(ws, answers)))
+        if "fit" not in last or not last["answers"].equals(answers):
+            study = answered_study(ws, answers)
+            last.update(answers=answers, study=study, fit=_fit(study))
+            last.pop("plan", None)
+        capped = last["fit"][2] is not None
+        hand_outs = _hand_outs(engine, s.wave_pages, ws["design.answers_per_example"]) if capped else None
+        if "plan" not in last or last["hand_outs"] != hand_outs:
+            last.update(hand_outs=hand_outs, plan=_plan(last["study"], *last["fit"], hand_outs))
         return last["plan"]
 
-    def _plan(study) -> Plan:
-        n = 0 if study is None else len(study.examples)
+    def _fit(study) -> tuple:
+        """The criterion on the answers: each page's priority (mean over its examples), the
+        examples' priorities by page, and the capped formulations' cells of each key row
+        (None when no cap applies)."""
         score = priorities(pool, study, forms, seed=seed, min_depth=s.min_depth)
         by_page = pd.Series(pages.index.map(score).to_numpy(dtype=float), index=pages.to_numpy())
         ranked = by_page.groupby(level=0).mean().dropna().to_dict()
         capped = score.attrs.get("capped") or []
+        cells = None
         if capped and s.cell_cap < 1:   # the cap of a wave, on each wave_pages pages handed out
-            ranked = _capped_plan(ranked, by_page, study, capped)
+            cells = pool_cells(pool, study, capped, n_bins=ws["generator.n_bins"], top_level=max(ws["study.levels"]))
+            cells = cells[pd.Index(pool["example_id"].astype(str)).get_indexer(pages.index)]  # each key row's
+        return ranked, by_page, cells
+
+    def _plan(study, ranked: dict, by_page: pd.Series, cells, hand_outs) -> Plan:
+        n = 0 if study is None else len(study.examples)
+        if cells is not None:
+            ranked = _capped_plan(ranked, by_page, cells, hand_outs)
         if b.reached(n):
             return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
         now = max(earlier, math.floor(n / b.wave_answers + 1e-9))  # 0: no whole wave's worth yet

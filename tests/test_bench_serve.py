@@ -1,0 +1,63 @@
+"""benchmarks/bench_serve.py's server CPU a request: its denominator is every request the study
+server answered while the CPU was measured, counted against the server's own count."""
+import importlib.util
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def _bench():
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_serve.py"
+    spec = importlib.util.spec_from_file_location("bench_serve_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_a_request_counts_both_static_peers_requests():
+    """Both static peers (a reused connection, and a new connection each fetch) run against a
+    server that counts what it answers; the benchmark's denominator equals the participants'
+    requests plus that count (the old one left out the new-connection peer's)."""
+    bench = _bench()
+    answered = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"   # keep-alive, as uvicorn: the first peer reuses its connection
+
+        def do_GET(self):
+            body = b"body{}"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            with lock:
+                answered.append(self.path)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        stop, peer, fresh = threading.Event(), [], []
+        sides = [threading.Thread(target=lambda: peer.extend(bench.static_latencies(url, stop, 0.01))),
+                 threading.Thread(target=lambda: fresh.extend(bench.fresh_static_latencies(url, stop, 0.02)))]
+        for side in sides:
+            side.start()
+        time.sleep(0.4)
+        stop.set()
+        for side in sides:
+            side.join()
+    finally:
+        server.shutdown()
+        server.server_close()
+    participants = 37
+    assert len(peer) > 0 and len(fresh[0]) > 0
+    assert answered.count("/static/satcal.css") == len(answered)
+    assert bench.cpu_requests(participants, peer, fresh) == participants + len(answered)
+    # without the new-connection peer running, only the participants' and the first peer's
+    assert bench.cpu_requests(participants, peer, []) == participants + len(peer)
