@@ -1219,7 +1219,7 @@ def _joined_rows(columns) -> memoryview:
     # the line end appended to the last cell (the cell, "\n", and nothing), not to the joined
     # rows: one pass over a column instead of a second pass over every byte of the block
     last = pc.binary_join_element_wise(columns[-1], "", "\n")
-    rows = pc.binary_join_element_wise(*columns[:-1], last, ",")
+    rows = pc.binary_join_element_wise(*columns[:-1], last, ",") if len(columns) > 1 else last
     offsets, data = _text_buffers(rows)
     if data is None:
         return memoryview(b"")
@@ -1246,10 +1246,10 @@ def _arrow_columns(table):
         values = table.iloc[:, j]
         dtype = values.dtype
         if isinstance(dtype, pd.CategoricalDtype):
-            column = _arrow_categorical(values)
-            if column is None:
+            coded = _arrow_categorical(values, coded=True)
+            if coded is None:
                 return None
-            out.append(column)
+            out.append(coded)
             continue
         if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
             # Arrow's own text: no Python string per cell (a missing cell is written empty)
@@ -1296,14 +1296,54 @@ def _arrow_columns(table):
             text[np.isnan(uniques)] = ""
         else:
             text = np.array([str(v) for v in uniques.astype(object)], dtype=object)
-        dictionary = pa.array(list(text), type=pa.string())
-        out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
+        out.append((pa.array(list(text), type=pa.string()), codes))
+    return _spread_coded(out, len(table))
+
+
+#: Neighbouring coded columns are written as one when their distinct values multiply to at
+#: most this share of a block's rows (the joined dictionary is then small beside the block).
+_JOINED_DICTIONARY_SHARE = 4
+
+
+def _spread_coded(parts, rows: int):
+    """The Arrow text arrays of :func:`_arrow_columns` from its ``parts``: an Arrow array, or
+    ``(dictionary, codes)`` for a column of few distinct values (its rendered, safe, quoted
+    texts and each row's index into them). Neighbouring coded columns whose dictionaries
+    multiply to at most ``rows / _JOINED_DICTIONARY_SHARE`` become one array of their cells
+    already joined by commas: every combination's text joined once (a small array), each row's
+    combination ``code_1 * n_2 + code_2 ...``, one take. The bytes of a row are the same, and
+    the rows' join has fewer columns to copy (answers.csv's answer, is_trap, correct,
+    submitted_at and source_file are 24 combinations at most)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    limit = max(rows // _JOINED_DICTIONARY_SHARE, 1)
+    out, run = [], None  # run: (dictionary, codes) of the coded columns joined so far
+    for part in parts + [None]:
+        if isinstance(part, tuple) and run is not None and len(run[0]) * len(part[0]) <= limit:
+            (left, left_codes), (right, right_codes) = run, part
+            m = len(right)
+            combos = np.arange(len(left) * m, dtype=np.int64)
+            joined = pc.binary_join_element_wise(left.take(pa.array(combos // m)),
+                                                 right.take(pa.array(combos % m)), ",")
+            run = (joined, left_codes.astype(np.int64) * m + right_codes)
+            continue
+        if run is not None:
+            dictionary, codes = run
+            out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(dictionary) < 2**31 else np.int64))))
+            run = None
+        if isinstance(part, tuple):
+            run = part
+        elif part is not None:
+            out.append(part)
     return out
 
 
-def _arrow_categorical(values):
+def _arrow_categorical(values, coded: bool = False):
     """A categorical column of text as Arrow text, each category rendered, made safe and
-    quoted once and spread by the codes (a missing cell empty); None for other categories."""
+    quoted once and spread by the codes (a missing cell empty); None for other categories.
+    With ``coded``, ``(dictionary, codes)`` instead, unspread: the rendered categories, an
+    empty text last when a cell is missing, and each row's index into them."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -1314,6 +1354,12 @@ def _arrow_categorical(values):
     if dictionary is None:
         return None
     codes = values.cat.codes.to_numpy()
+    if coded:
+        missing = codes < 0
+        if missing.any():
+            codes = np.where(missing, len(dictionary), codes)
+            dictionary = pa.concat_arrays([dictionary, pa.array([""], type=pa.string())])
+        return dictionary, codes
     return dictionary.take(pa.array(codes, mask=codes < 0)).fill_null("")
 
 
