@@ -435,6 +435,29 @@ def test_reasons_are_shortened_as_the_regular_expression_did():
         assert _short_reason(text) == want, text
 
 
+def test_every_rows_reason_shortened_by_arrow_as_one_by_one():
+    """``_short_reasons`` (Arrow's ``starts_with`` for the duplicates' reasons, the others once
+    per distinct text) against the regular expression applied to each row, on the texts above
+    and random ones (a head at the start, later, across a line end), held as Arrow text and as
+    objects; and the ingest summary's counts built from them, the same Series."""
+    import re
+    from satcal.ingest import _short_reasons
+    pattern = re.compile(r"(duplicate).*|(excluded worker).*|(malformed answer).*")
+    parts = ["duplicate", "conflicting duplicate", "excluded worker", "malformed answer", "x", ": ", "\n", "dup"]
+    rng = np.random.default_rng(1)
+    texts = ["duplicate of a.csv:3", "conflicting duplicate: a.csv:3 said a_better", "duplicate of a\nb.csv:2",
+             "conflicting duplicate: x\n said b", "platform status: duplicate", "excluded worker: duplicate"]
+    texts += ["".join(rng.choice(parts, rng.integers(0, 5))) for _ in range(3000)]
+    texts = list(rng.choice(np.array(texts, dtype=object), 20_000))
+    want = np.array([pattern.sub(lambda m: m.group(1) or m.group(2) or m.group(3), t) for t in texts], dtype=object)
+    for held in (pd.Series(texts, dtype="str"), pd.Series(texts, dtype=object), pd.Series([], dtype="str")):
+        got = _short_reasons(held)
+        expected = want[:len(held)]
+        assert got.dtype == object and list(got) == list(expected)
+        pd.testing.assert_series_equal(pd.Series(got, dtype=object, name="reason").value_counts(),
+                                       pd.Series(expected, dtype=object, name="reason").value_counts())
+
+
 @pytest.mark.parametrize("content", [b"item_id,worker_id,answer\ni1,w1,a\ni2,w2,b\n", b"a,b\n1,2",
                                      b'a,b\n"x,y",2\n', b"a,b\r\n1,2\r\n", b"a,b\n1\n", b" \n\x1c\t\n", b""])
 def test_an_ascii_file_is_read_as_its_decoded_text(tmp_path, content):

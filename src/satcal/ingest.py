@@ -1027,11 +1027,8 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
                          "answers": int(counts["answers"].get(row.file, 0)),
                          "rejects": int(counts["rejects"].get(row.file, 0)),
                          "new": row.sha256 in fresh})
-    # each distinct reason shortened once, the rows counted by their codes
     said = written["rejects"] if "rejects" in written else rejects.build(["reason"])
-    codes, distinct = pd.factorize(said["reason"].to_numpy(dtype=object))
-    short = np.array([_short_reason(v) for v in distinct], dtype=object)
-    reasons = pd.Series(short[codes], dtype=object, name="reason").value_counts()
+    reasons = pd.Series(_short_reasons(said["reason"]), dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
                         reasons, workers, answers, rejects, before_exclusion, traps, written)
@@ -1040,6 +1037,34 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
 #: The reasons counted as one whatever follows them (the row a duplicate repeats, the worker's
 #: own reason, the spelling): each is cut after the first of these words it holds.
 _REASON_HEADS = ("duplicate", "excluded worker", "malformed answer")
+
+
+def _short_reasons(reason: pd.Series) -> np.ndarray:
+    """:func:`_short_reason` of every row's reason, as an object array: each distinct reason
+    shortened once. A duplicate's reason names its winner, so most distinct reasons are the
+    duplicates'; held as Arrow text (pandas' ``str`` dtype), the rows that start with
+    "duplicate" or "conflicting duplicate" and hold no line end are told by Arrow's
+    ``starts_with`` (their short reason is that head), with no Python string made for them."""
+    short = np.empty(len(reason), dtype=object)
+    rest = np.ones(len(reason), dtype=bool)
+    dtype = reason.dtype
+    cells = None
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" and len(reason):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        cells = pa.array(reason.array)
+        plain = pc.invert(pc.match_substring(cells, "\n")).fill_null(False).to_numpy(zero_copy_only=False)
+        # "conflicting duplicate" first: the two heads never start the same text
+        for head in ("conflicting duplicate", "duplicate"):
+            hit = rest & plain & pc.starts_with(cells, head).fill_null(False).to_numpy(zero_copy_only=False)
+            short[hit] = head
+            rest &= ~hit
+    if rest.any():  # the other rows' texts alone made Python strings
+        text = cells.filter(pa.array(rest)).to_numpy(zero_copy_only=False) if cells is not None \
+            else reason.to_numpy(dtype=object)[rest]
+        codes, distinct = pd.factorize(np.asarray(text, dtype=object))
+        short[rest] = np.array([_short_reason(v) for v in distinct], dtype=object)[codes]
+    return short
 
 
 def _short_reason(text: str) -> str:
