@@ -390,6 +390,36 @@ def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tm
         fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=broken)
 
 
+def test_chunked_text_coded_as_combined_and_a_file_of_several_arrow_blocks(tmp_path):
+    """``_dictionary_codes`` of text in chunks (values first seen in later chunks, an empty
+    chunk, no chunk) equals ``combine_chunks().dictionary_encode()``; and a file of several of
+    Arrow's 1 MB blocks read with ``coded`` holds the csv module's cells."""
+    import csv
+    import io
+    pa = pytest.importorskip("pyarrow")
+    from satcal import fileio
+    rng = np.random.default_rng(21)
+    pool = np.array([f"v{i}" for i in range(300)] + ["", "=x", "é"], dtype=object)
+    chunks = [pa.array(list(pool[rng.integers(0, 20 * (j + 1), rng.integers(0, 500))]), type=pa.string())
+              for j in range(12)] + [pa.array([], type=pa.string())]
+    for cells in (pa.chunked_array(chunks), pa.chunked_array([], type=pa.string())):
+        codes, distinct = fileio._dictionary_codes(cells)
+        whole = cells.combine_chunks().dictionary_encode()
+        assert codes.tolist() == whole.indices.to_pylist()
+        assert list(distinct) == whole.dictionary.to_pylist()
+    lines = ["item_id,worker_id,answer,submitted_at"]
+    stamps = np.array([f"2026-11-{d:02d}T10:00:00Z" for d in range(1, 29)], dtype=object)
+    for i in range(110_000):  # about 4 MB: several blocks, each column in several chunks
+        lines.append(f"i{rng.integers(0, 3000)},w{rng.integers(0, 900)},{pool[rng.integers(0, 5)]},"
+                     f"{stamps[rng.integers(0, 28)]}")
+    text = "\n".join(lines) + "\n"
+    got = fileio.read_delimited(tmp_path / "f.csv", ",", ["item_id", "answer"], text=text, coded=True)
+    want = list(csv.reader(io.StringIO(text, newline="")))
+    assert all(isinstance(got[c].dtype, pd.CategoricalDtype) for c in want[0])
+    assert got[want[0]].astype(object).values.tolist() == want[1:]
+    assert got["__line__"].tolist() == list(range(2, len(want) + 1))
+
+
 @pytest.mark.parametrize("setting", [True, False])
 def test_ordinary_pages_restores_numpys_setting(setting):
     """An ingest's stages run with numpy's huge-page advice off and give it back as it was,

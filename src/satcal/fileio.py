@@ -827,25 +827,45 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str], coded: b
         return NotImplemented if blank() else None
     columns = {}
     for name, c in zip(header, names):
-        cells = table.column(c).combine_chunks()
+        cells = table.column(c)  # Arrow's chunks, one a block of the file
         if n > 20_000 and len(pa.compute.unique(cells[:10_000])) > 5_000:
             # mostly distinct (row ids): Arrow's text itself (pandas' str dtype) when coded
+            cells = cells.combine_chunks()
             columns[name] = cells.to_pandas() if coded else cells.to_numpy(zero_copy_only=False)
             continue
-        indices = cells.dictionary_encode()
-        distinct = indices.dictionary.to_numpy(zero_copy_only=False)
+        codes, distinct = _dictionary_codes(cells)
         if len(distinct) < n // 2 and coded:  # codes into the distinct strings
-            columns[name] = pd.Categorical.from_codes(
-                indices.indices.to_numpy(), dtype=pd.CategoricalDtype(pd.Index(distinct, dtype=object)))
+            columns[name] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(distinct, dtype=object)))
         elif len(distinct) < n // 2:  # equal cells share one string object
-            columns[name] = distinct[indices.indices.to_numpy()]
+            columns[name] = distinct[codes]
         else:
-            columns[name] = cells.to_numpy(zero_copy_only=False)
+            columns[name] = cells.to_numpy()
+        table = table.drop_columns([c])  # its text freed as soon as it is coded
     out = pd.DataFrame({name: v if isinstance(v, pd.Series) else
                         pd.Series(v, dtype=None if isinstance(v, pd.Categorical) else object, copy=False)
                         for name, v in columns.items()})
     out["__line__"] = np.arange(2, n + 2)
     return out
+
+
+def _dictionary_codes(cells):
+    """``(codes, distinct strings)`` of an Arrow text column given in chunks, as
+    ``cells.combine_chunks().dictionary_encode()`` gives them, without that copy of the text:
+    Arrow encodes the chunks with one table of the values seen so far, so each chunk's
+    dictionary is the start of the last one and their indices index it. Checked chunk by
+    chunk (the dictionaries are small); any other layout is combined and encoded whole."""
+    import numpy as np
+    encoded = cells.dictionary_encode()
+    chunks = encoded.chunks
+    if not chunks:
+        return np.zeros(0, dtype=np.int32), np.array([], dtype=object)
+    last = chunks[-1].dictionary
+    if all(len(x.dictionary) <= len(last) and x.dictionary.equals(last.slice(0, len(x.dictionary)))
+           for x in chunks[:-1]):
+        codes = np.concatenate([x.indices.to_numpy(zero_copy_only=False) for x in chunks])
+        return codes, last.to_numpy(zero_copy_only=False)
+    whole = cells.combine_chunks().dictionary_encode()
+    return whole.indices.to_numpy(zero_copy_only=False), whole.dictionary.to_numpy(zero_copy_only=False)
 
 
 def _strings_by_value(data: bytes, **options):
