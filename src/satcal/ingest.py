@@ -210,10 +210,14 @@ class IngestReport(ResultTables):
             object.__setattr__(self, name, value)
         return value
 
-    def _columns(self, name: str, columns: list[str]) -> pd.DataFrame:
-        """``getattr(self, name)[columns]``, made alone while the table is deferred."""
+    def _columns(self, name: str, columns: list[str], coded: bool = False) -> pd.DataFrame:
+        """``getattr(self, name)[columns]``, made alone while the table is deferred (with
+        ``coded``, its text columns left as the Categoricals the rows were resolved as: the same
+        values, for a reader that counts them)."""
         value = object.__getattribute__(self, name)
-        return value.build(columns) if type(value) is _Deferred else value[columns]
+        if type(value) is not _Deferred:
+            return value[columns]
+        return value.build(columns, coded=True) if coded else value.build(columns)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per file, rejects by reason, workers, answers, rejects, the answers before workers
@@ -234,7 +238,7 @@ class IngestReport(ResultTables):
             out.append(f"{r.source_file} ({r.platform}, {tag}): {r.rows} rows = {r.answers} answers "
                        f"+ {r.rejects} rejects")
         # the columns read here, not the whole tables (an ingest's tables may be deferred)
-        answers = self._columns("answers", ["example_id", "answer", "is_trap"])
+        answers = self._columns("answers", ["example_id", "answer", "is_trap"], coded=True)
         out.append(f"total: {int(self.files['rows'].sum())} rows = {len(answers)} answers "
                    f"({int(answers['is_trap'].sum())} on traps) + {len(self._columns('rejects', []))} rejects")
         for reason, n in self.reasons.items():
@@ -741,7 +745,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         workers["simulated"] = workers["worker_id"].isin(marked)
     valid = ok  # the rows before exclusion (``ok`` is rebound below, this array never changed)
 
-    def answer_table(rows, columns=None):
+    def answer_table(rows, columns=None, coded=False):
         """The answer table's ``columns`` (all by default) of the rows ``rows`` of ``r``
         (a mask), as :func:`_plain` makes them, the canonical answer in ``answer``.
 
@@ -751,10 +755,15 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
             The rows.
         columns : list of str or None, optional
             The columns, in the order wanted.
+        coded : bool, optional
+            Leave the categorical columns as they are (the same values as codes).
         """
         names = [c for c in ANSWER_TABLE_COLUMNS if columns is None or c in columns]
-        table = _plain(r.loc[rows, [c for c in names if c != "answer"]])
-        if "answer" in names:
+        table = r.loc[rows, [c for c in names if c != "answer"]]
+        table = table if coded else _plain(table)
+        if "answer" in names and coded:
+            table = table.assign(answer=pd.Series(r["answer_canonical"].array[rows], index=r.index[rows]))
+        elif "answer" in names:
             answer_codes, answer_values = canonical_coded
             table = table.assign(answer=pd.Series(np.asarray(answer_values, dtype=object)[answer_codes[rows]],
                                                   index=r.index[rows], dtype=object))
@@ -785,9 +794,10 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     if deferred:
         # (``traps``: the trap rows alone, all the trap report reads)
-        before_exclusion = _Deferred(lambda columns, traps=False: answer_table(
-            valid & keyed["is_trap"] if traps else valid, columns))
-        answers = _Deferred(lambda columns: answer_table(ok, columns))  # the valid rows of kept workers
+        before_exclusion = _Deferred(lambda columns, traps=False, coded=False: answer_table(
+            valid & keyed["is_trap"] if traps else valid, columns, coded))
+        # the valid rows of kept workers
+        answers = _Deferred(lambda columns, coded=False: answer_table(ok, columns, coded))
         rejects = _Deferred(reject_table)
     else:
         before_exclusion = answer_table(valid)
