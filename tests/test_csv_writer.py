@@ -84,6 +84,37 @@ def test_categorical_text_written_by_its_categories():
     assert table_csv_bytes(numbers) == reference(numbers)
 
 
+def test_neighbouring_coded_columns_joined_once_per_combination(monkeypatch):
+    """Neighbouring categorical, bool and float columns (an ingest's answer, is_trap, correct,
+    submitted_at, source_file) are joined once per combination of their values and spread by
+    one code: the bytes are pandas', with missing, risky and quoted categories among them, with
+    and without a table that is all such columns, and whether or not the product of their
+    distinct values is small enough to join (the limit moved both ways)."""
+    rng = np.random.default_rng(13)
+    n = 2_000
+    cats = np.array(["a_better", "=risky", "a,b", 'say "hi"', "", "'+1"], dtype=object)
+
+    def categorical(size, k):
+        return pd.Categorical.from_codes(rng.integers(-1, k, size), categories=pd.Index(cats[:k], dtype=object))
+
+    floats = np.array([0.0, -0.0, np.nan, 2 / 3, 1e16])
+    table = pd.DataFrame({"id": categorical(n, 6), "flag": rng.integers(0, 2, n).astype(bool),
+                          "answer": categorical(n, 4), "one": categorical(n, 1),
+                          "share": floats[rng.integers(0, floats.size, n)],
+                          "row": [f"r{i}" for i in range(n)], "trap": rng.integers(0, 2, n).astype(bool),
+                          "kind": categorical(n, 3), "last": rng.integers(0, 2, n).astype(bool)})
+    all_coded = table.drop(columns=["row"])
+    # the runs by hand: 7 x 2 x 5 x 2 distinct values (missing included) = 140, x 5 = 700; 5 x 2 x 4 x 2 = 80
+    for share in (4, 0.1, 10 ** 6):  # 4: two runs (limit 500); 0.1: one (limit 20,000); 10**6: none
+        monkeypatch.setattr(fileio, "_JOINED_DICTIONARY_SHARE", share)
+        for t in (table, all_coded, table.iloc[:7]):
+            columns = fileio._arrow_columns(t)
+            assert columns is not None
+            assert table_csv_bytes(t) == reference(t)
+        joined = len(fileio._arrow_columns(all_coded))
+        assert joined == {4: 2, 0.1: 1, 10 ** 6: all_coded.shape[1]}[share]  # the runs were joined
+
+
 def test_other_cells_and_shapes_fall_back_to_pandas():
     """bytes, dates, text categoricals (Arrow now), nullable integers, one column, no rows: the
     bytes are pandas' whichever path writes them."""

@@ -390,6 +390,36 @@ def test_regular_file_without_blank_lines_read_by_arrow_equals_the_csv_module(tm
         fileio.read_delimited(tmp_path / "f.csv", delimiter, ["item_id", "answer"], text=broken)
 
 
+def test_chunked_text_coded_as_combined_and_a_file_of_several_arrow_blocks(tmp_path):
+    """``_dictionary_codes`` of text in chunks (values first seen in later chunks, an empty
+    chunk, no chunk) equals ``combine_chunks().dictionary_encode()``; and a file of several of
+    Arrow's 1 MB blocks read with ``coded`` holds the csv module's cells."""
+    import csv
+    import io
+    pa = pytest.importorskip("pyarrow")
+    from satcal import fileio
+    rng = np.random.default_rng(21)
+    pool = np.array([f"v{i}" for i in range(300)] + ["", "=x", "é"], dtype=object)
+    chunks = [pa.array(list(pool[rng.integers(0, 20 * (j + 1), rng.integers(0, 500))]), type=pa.string())
+              for j in range(12)] + [pa.array([], type=pa.string())]
+    for cells in (pa.chunked_array(chunks), pa.chunked_array([], type=pa.string())):
+        codes, distinct = fileio._dictionary_codes(cells)
+        whole = cells.combine_chunks().dictionary_encode()
+        assert codes.tolist() == whole.indices.to_pylist()
+        assert list(distinct) == whole.dictionary.to_pylist()
+    lines = ["item_id,worker_id,answer,submitted_at"]
+    stamps = np.array([f"2026-11-{d:02d}T10:00:00Z" for d in range(1, 29)], dtype=object)
+    for i in range(110_000):  # about 4 MB: several blocks, each column in several chunks
+        lines.append(f"i{rng.integers(0, 3000)},w{rng.integers(0, 900)},{pool[rng.integers(0, 5)]},"
+                     f"{stamps[rng.integers(0, 28)]}")
+    text = "\n".join(lines) + "\n"
+    got = fileio.read_delimited(tmp_path / "f.csv", ",", ["item_id", "answer"], text=text, coded=True)
+    want = list(csv.reader(io.StringIO(text, newline="")))
+    assert all(isinstance(got[c].dtype, pd.CategoricalDtype) for c in want[0])
+    assert got[want[0]].astype(object).values.tolist() == want[1:]
+    assert got["__line__"].tolist() == list(range(2, len(want) + 1))
+
+
 @pytest.mark.parametrize("setting", [True, False])
 def test_ordinary_pages_restores_numpys_setting(setting):
     """An ingest's stages run with numpy's huge-page advice off and give it back as it was,
@@ -433,6 +463,29 @@ def test_reasons_are_shortened_as_the_regular_expression_did():
     for text in texts:
         want = pattern.sub(lambda m: m.group(1) or m.group(2) or m.group(3), text)
         assert _short_reason(text) == want, text
+
+
+def test_every_rows_reason_shortened_by_arrow_as_one_by_one():
+    """``_short_reasons`` (Arrow's ``starts_with`` for the duplicates' reasons, the others once
+    per distinct text) against the regular expression applied to each row, on the texts above
+    and random ones (a head at the start, later, across a line end), held as Arrow text and as
+    objects; and the ingest summary's counts built from them, the same Series."""
+    import re
+    from satcal.ingest import _short_reasons
+    pattern = re.compile(r"(duplicate).*|(excluded worker).*|(malformed answer).*")
+    parts = ["duplicate", "conflicting duplicate", "excluded worker", "malformed answer", "x", ": ", "\n", "dup"]
+    rng = np.random.default_rng(1)
+    texts = ["duplicate of a.csv:3", "conflicting duplicate: a.csv:3 said a_better", "duplicate of a\nb.csv:2",
+             "conflicting duplicate: x\n said b", "platform status: duplicate", "excluded worker: duplicate"]
+    texts += ["".join(rng.choice(parts, rng.integers(0, 5))) for _ in range(3000)]
+    texts = list(rng.choice(np.array(texts, dtype=object), 20_000))
+    want = np.array([pattern.sub(lambda m: m.group(1) or m.group(2) or m.group(3), t) for t in texts], dtype=object)
+    for held in (pd.Series(texts, dtype="str"), pd.Series(texts, dtype=object), pd.Series([], dtype="str")):
+        got = _short_reasons(held)
+        expected = want[:len(held)]
+        assert got.dtype == object and list(got) == list(expected)
+        pd.testing.assert_series_equal(pd.Series(got, dtype=object, name="reason").value_counts(),
+                                       pd.Series(expected, dtype=object, name="reason").value_counts())
 
 
 @pytest.mark.parametrize("content", [b"item_id,worker_id,answer\ni1,w1,a\ni2,w2,b\n", b"a,b\n1,2",

@@ -47,6 +47,28 @@ def test_agreement_equals_the_crosstab_computation():
     assert (got.alpha, got.observed, got.examples, got.answers, got.per_example) == _crosstab_agreement(answers)
 
 
+def test_agreement_of_categorical_columns_equals_it_of_their_text():
+    """An ingest's summary gives agreement its columns as Categoricals (codes into categories
+    in first-appearance order, some unused, some cells missing): the same alpha, pairwise
+    agreement and counts as the crosstab of the same values as text, to the last bit."""
+    import pandas as pd
+    from satcal.answers import ANSWER_CODES
+    from satcal.quality import agreement
+    rng = np.random.default_rng(9)
+    n = 4_000
+    codes = np.array(list(ANSWER_CODES) + ["not a code"], dtype=object)
+    ids = np.array([f"ex{i:04d}" for i in rng.permutation(1_200)], dtype=object)  # categories unsorted
+    example = rng.integers(-1, 1_000, n)  # -1: missing; ids 1,000-1,199 never used
+    answer = rng.choice(np.arange(-1, codes.size), n, p=[0.02, 0.4, 0.3, 0.13, 0.1, 0.05])
+    coded = pd.DataFrame({"example_id": pd.Categorical.from_codes(example, categories=pd.Index(ids, dtype=object)),
+                          "answer": pd.Categorical.from_codes(answer, categories=pd.Index(codes[::-1], dtype=object))})
+    text = coded.astype(object)
+    assert text["example_id"].isna().any() and text["answer"].isna().any()
+    got, want = agreement(coded), agreement(text)
+    assert (got.alpha, got.observed, got.examples, got.answers, got.per_example) == \
+        (want.alpha, want.observed, want.examples, want.answers, want.per_example) == _crosstab_agreement(text)
+
+
 def _reading_seconds_per_item_view(items, k, wpm):
     """reading_seconds as it was: every item through platforms.item_view."""
     import pandas as pd

@@ -827,25 +827,45 @@ def _read_regular_arrow(data: bytes, delimiter: str, header: list[str], coded: b
         return NotImplemented if blank() else None
     columns = {}
     for name, c in zip(header, names):
-        cells = table.column(c).combine_chunks()
+        cells = table.column(c)  # Arrow's chunks, one a block of the file
         if n > 20_000 and len(pa.compute.unique(cells[:10_000])) > 5_000:
             # mostly distinct (row ids): Arrow's text itself (pandas' str dtype) when coded
+            cells = cells.combine_chunks()
             columns[name] = cells.to_pandas() if coded else cells.to_numpy(zero_copy_only=False)
             continue
-        indices = cells.dictionary_encode()
-        distinct = indices.dictionary.to_numpy(zero_copy_only=False)
+        codes, distinct = _dictionary_codes(cells)
         if len(distinct) < n // 2 and coded:  # codes into the distinct strings
-            columns[name] = pd.Categorical.from_codes(
-                indices.indices.to_numpy(), dtype=pd.CategoricalDtype(pd.Index(distinct, dtype=object)))
+            columns[name] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(distinct, dtype=object)))
         elif len(distinct) < n // 2:  # equal cells share one string object
-            columns[name] = distinct[indices.indices.to_numpy()]
+            columns[name] = distinct[codes]
         else:
-            columns[name] = cells.to_numpy(zero_copy_only=False)
+            columns[name] = cells.to_numpy()
+        table = table.drop_columns([c])  # its text freed as soon as it is coded
     out = pd.DataFrame({name: v if isinstance(v, pd.Series) else
                         pd.Series(v, dtype=None if isinstance(v, pd.Categorical) else object, copy=False)
                         for name, v in columns.items()})
     out["__line__"] = np.arange(2, n + 2)
     return out
+
+
+def _dictionary_codes(cells):
+    """``(codes, distinct strings)`` of an Arrow text column given in chunks, as
+    ``cells.combine_chunks().dictionary_encode()`` gives them, without that copy of the text:
+    Arrow encodes the chunks with one table of the values seen so far, so each chunk's
+    dictionary is the start of the last one and their indices index it. Checked chunk by
+    chunk (the dictionaries are small); any other layout is combined and encoded whole."""
+    import numpy as np
+    encoded = cells.dictionary_encode()
+    chunks = encoded.chunks
+    if not chunks:
+        return np.zeros(0, dtype=np.int32), np.array([], dtype=object)
+    last = chunks[-1].dictionary
+    if all(len(x.dictionary) <= len(last) and x.dictionary.equals(last.slice(0, len(x.dictionary)))
+           for x in chunks[:-1]):
+        codes = np.concatenate([x.indices.to_numpy(zero_copy_only=False) for x in chunks])
+        return codes, last.to_numpy(zero_copy_only=False)
+    whole = cells.combine_chunks().dictionary_encode()
+    return whole.indices.to_numpy(zero_copy_only=False), whole.dictionary.to_numpy(zero_copy_only=False)
 
 
 def _strings_by_value(data: bytes, **options):
@@ -1219,7 +1239,7 @@ def _joined_rows(columns) -> memoryview:
     # the line end appended to the last cell (the cell, "\n", and nothing), not to the joined
     # rows: one pass over a column instead of a second pass over every byte of the block
     last = pc.binary_join_element_wise(columns[-1], "", "\n")
-    rows = pc.binary_join_element_wise(*columns[:-1], last, ",")
+    rows = pc.binary_join_element_wise(*columns[:-1], last, ",") if len(columns) > 1 else last
     offsets, data = _text_buffers(rows)
     if data is None:
         return memoryview(b"")
@@ -1246,10 +1266,10 @@ def _arrow_columns(table):
         values = table.iloc[:, j]
         dtype = values.dtype
         if isinstance(dtype, pd.CategoricalDtype):
-            column = _arrow_categorical(values)
-            if column is None:
+            coded = _arrow_categorical(values, coded=True)
+            if coded is None:
                 return None
-            out.append(column)
+            out.append(coded)
             continue
         if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
             # Arrow's own text: no Python string per cell (a missing cell is written empty)
@@ -1296,14 +1316,54 @@ def _arrow_columns(table):
             text[np.isnan(uniques)] = ""
         else:
             text = np.array([str(v) for v in uniques.astype(object)], dtype=object)
-        dictionary = pa.array(list(text), type=pa.string())
-        out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(uniques) < 2**31 else np.int64))))
+        out.append((pa.array(list(text), type=pa.string()), codes))
+    return _spread_coded(out, len(table))
+
+
+#: Neighbouring coded columns are written as one when their distinct values multiply to at
+#: most this share of a block's rows (the joined dictionary is then small beside the block).
+_JOINED_DICTIONARY_SHARE = 4
+
+
+def _spread_coded(parts, rows: int):
+    """The Arrow text arrays of :func:`_arrow_columns` from its ``parts``: an Arrow array, or
+    ``(dictionary, codes)`` for a column of few distinct values (its rendered, safe, quoted
+    texts and each row's index into them). Neighbouring coded columns whose dictionaries
+    multiply to at most ``rows / _JOINED_DICTIONARY_SHARE`` become one array of their cells
+    already joined by commas: every combination's text joined once (a small array), each row's
+    combination ``code_1 * n_2 + code_2 ...``, one take. The bytes of a row are the same, and
+    the rows' join has fewer columns to copy (answers.csv's answer, is_trap, correct,
+    submitted_at and source_file are 24 combinations at most)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    limit = max(rows // _JOINED_DICTIONARY_SHARE, 1)
+    out, run = [], None  # run: (dictionary, codes) of the coded columns joined so far
+    for part in parts + [None]:
+        if isinstance(part, tuple) and run is not None and len(run[0]) * len(part[0]) <= limit:
+            (left, left_codes), (right, right_codes) = run, part
+            m = len(right)
+            combos = np.arange(len(left) * m, dtype=np.int64)
+            joined = pc.binary_join_element_wise(left.take(pa.array(combos // m)),
+                                                 right.take(pa.array(combos % m)), ",")
+            run = (joined, left_codes.astype(np.int64) * m + right_codes)
+            continue
+        if run is not None:
+            dictionary, codes = run
+            out.append(dictionary.take(pa.array(codes.astype(np.int32 if len(dictionary) < 2**31 else np.int64))))
+            run = None
+        if isinstance(part, tuple):
+            run = part
+        elif part is not None:
+            out.append(part)
     return out
 
 
-def _arrow_categorical(values):
+def _arrow_categorical(values, coded: bool = False):
     """A categorical column of text as Arrow text, each category rendered, made safe and
-    quoted once and spread by the codes (a missing cell empty); None for other categories."""
+    quoted once and spread by the codes (a missing cell empty); None for other categories.
+    With ``coded``, ``(dictionary, codes)`` instead, unspread: the rendered categories, an
+    empty text last when a cell is missing, and each row's index into them."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -1314,6 +1374,12 @@ def _arrow_categorical(values):
     if dictionary is None:
         return None
     codes = values.cat.codes.to_numpy()
+    if coded:
+        missing = codes < 0
+        if missing.any():
+            codes = np.where(missing, len(dictionary), codes)
+            dictionary = pa.concat_arrays([dictionary, pa.array([""], type=pa.string())])
+        return dictionary, codes
     return dictionary.take(pa.array(codes, mask=codes < 0)).fill_null("")
 
 

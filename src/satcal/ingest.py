@@ -210,10 +210,14 @@ class IngestReport(ResultTables):
             object.__setattr__(self, name, value)
         return value
 
-    def _columns(self, name: str, columns: list[str]) -> pd.DataFrame:
-        """``getattr(self, name)[columns]``, made alone while the table is deferred."""
+    def _columns(self, name: str, columns: list[str], coded: bool = False) -> pd.DataFrame:
+        """``getattr(self, name)[columns]``, made alone while the table is deferred (with
+        ``coded``, its text columns left as the Categoricals the rows were resolved as: the same
+        values, for a reader that counts them)."""
         value = object.__getattribute__(self, name)
-        return value.build(columns) if type(value) is _Deferred else value[columns]
+        if type(value) is not _Deferred:
+            return value[columns]
+        return value.build(columns, coded=True) if coded else value.build(columns)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Per file, rejects by reason, workers, answers, rejects, the answers before workers
@@ -234,7 +238,7 @@ class IngestReport(ResultTables):
             out.append(f"{r.source_file} ({r.platform}, {tag}): {r.rows} rows = {r.answers} answers "
                        f"+ {r.rejects} rejects")
         # the columns read here, not the whole tables (an ingest's tables may be deferred)
-        answers = self._columns("answers", ["example_id", "answer", "is_trap"])
+        answers = self._columns("answers", ["example_id", "answer", "is_trap"], coded=True)
         out.append(f"total: {int(self.files['rows'].sum())} rows = {len(answers)} answers "
                    f"({int(answers['is_trap'].sum())} on traps) + {len(self._columns('rejects', []))} rejects")
         for reason, n in self.reasons.items():
@@ -434,8 +438,8 @@ def _key_columns(item_id: pd.Series, key: pd.DataFrame, example_ids: set[str]) -
     return {"codes": codes, "items": items, "item_example": np.array([_as_text(v) for v in example], dtype=object),
             "per_item": {"example_id": example.astype(object), "example_hash": hashes},
             "example_codes": example_codes[codes], "known": known[codes],
-            "ecir": ecir[codes], "example_id": example.astype(object)[codes],
-            "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes], "example_hash": hashes[codes],
+            "ecir": ecir[codes],
+            "is_trap": flag("is_trap")[codes], "swapped": flag("swapped")[codes],
             "expected": (codes, expected), "unknown_example": unknown_example[codes]}
 
 
@@ -486,14 +490,15 @@ def _written_text(distinct: np.ndarray, codes: np.ndarray) -> pd.Categorical:
                                      dtype=pd.CategoricalDtype(pd.Index(np.asarray(uniques, dtype=object), dtype=object)))
 
 
-def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: np.ndarray,
+def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: tuple, worker: np.ndarray,
                 example: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows repeating an earlier answer of the same worker to the same example, and each one's
     reason naming the winner. The earliest submission wins, then the file (archived under its
     content hash) and the line: the same winner whatever order the files were ingested in.
     Rows without a submission time come after those with one. Worker and example are
     compared as integer codes (``worker``, ``example``: the codes of their texts), never as
-    joined strings."""
+    joined strings; the answers are ``canonical``, (codes, values) (:func:`_canonical`), read
+    for the duplicates and their winners alone."""
     n = len(r)
     worker, example = worker.astype(np.int64), example.astype(np.int64)
     pair = worker * (int(example.max()) + 1 if n else 1) + example
@@ -524,8 +529,9 @@ def _duplicates(r: pd.DataFrame, ok: np.ndarray, canonical: np.ndarray, worker: 
         rows = np.flatnonzero(dup)
         prev = winner[pair_of[rows]]
         where = sources[source_codes[prev]] + ":" + r["line"].iloc[prev].astype(str).to_numpy(dtype=object)
-        said = canonical[prev]
-        same = said == canonical[rows]
+        answer_codes, answer_values = canonical[0], np.asarray(canonical[1], dtype=object)
+        said = answer_values[answer_codes[prev]]
+        same = said == answer_values[answer_codes[rows]]
         both = np.empty(len(rows), dtype=object)  # each row's own wording, not both for every row
         both[same] = "duplicate of " + where[same]
         both[~same] = "conflicting duplicate: " + where[~same] + " said " + said[~same]
@@ -642,13 +648,17 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
             r[c] = _column(r[c])
     n = len(r)
     keyed = _key_columns(r["item_id"], key, example_ids)
-    for name in ("example_id", "is_trap", "swapped", "example_hash"):
+    # the columns resolved per distinct value stay codes into those values (Categoricals of
+    # them), never an object array of a million strings; the tables made from ``r`` turn the
+    # rows they take into text (:func:`_plain`), the same values
+    for name in ("is_trap", "swapped"):
         r[name] = _column(keyed[name])
+    for name in ("example_id", "example_hash"):
+        r[name] = pd.Series(_coded_values(keyed["per_item"][name], keyed["codes"]), copy=False)
     shown_codes, shown_text = _shown_codes(r["answer"])
-    shown = shown_text[shown_codes]
+    malformed = (shown_text == "")[shown_codes]
     canonical_coded = _canonical((shown_codes, shown_text), keyed["swapped"])
-    canonical = canonical_coded[1][canonical_coded[0]]
-    r["answer_canonical"] = _column(canonical)
+    r["answer_canonical"] = pd.Series(_coded_values(*canonical_coded[::-1]), copy=False)
 
     reason = np.full(n, "", dtype=object)
     free = np.ones(n, dtype=bool)  # rows with no reason yet (every reason is non-empty text)
@@ -681,20 +691,23 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
     mark(np.array([w.strip() == "" for w in wuniq], dtype=bool)[wcodes], "missing worker id")
     mark(~keyed["known"] & ~keyed["ecir"], "unknown item id (not in key.csv: another study or export?)")
     mark(keyed["unknown_example"], "unknown example id")
-    if (shown == "").any():
+    if malformed.any():
         acodes, auniq = _distinct(r["answer"])
-        mark(shown == "", "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object), acodes)
-    dup, dup_text = _duplicates(r, free.copy(), canonical, wcodes, keyed["example_codes"])
+        mark(malformed, "malformed answer " + np.array([repr(str(v)) for v in auniq], dtype=object), acodes)
+    dup, dup_text = _duplicates(r, free.copy(), canonical_coded, wcodes, keyed["example_codes"])
     mark(dup, dup_text)
     ok = free.copy()
     correct_coded = _correct(canonical_coded, keyed["expected"], keyed["is_trap"])
-    r["correct"] = _column(correct_coded[1][correct_coded[0]])
-    r["answer_shown"] = _column(shown)
+    r["correct"] = pd.Series(_coded_values(*correct_coded[::-1]), copy=False)
+    r["answer_shown"] = pd.Series(_coded_values(shown_text, shown_codes), copy=False)
     codes, expected_text = keyed["expected"]
-    r["expected"] = _column(expected_text[codes])  # a trap's accepted codes: its chance rate weighs it in the trust rule
-    # worker_table copies what it is given: only the columns it reads
-    scored = r.loc[ok, [c for c in ("worker_id", "example_id", "is_trap", "correct", "expected", "trust", "answer_shown",
-                                    "seconds", "submitted_at") if c in r.columns]]
+    # a trap's accepted codes: its chance rate weighs it in the trust rule
+    r["expected"] = pd.Series(_coded_values(expected_text, codes), copy=False)
+    # worker_table copies what it is given: only the columns it reads, and of those only the
+    # ones not given below as codes (the order of the columns kept as it was)
+    order = [c for c in ("worker_id", "example_id", "is_trap", "correct", "expected", "trust", "answer_shown",
+                         "seconds", "submitted_at") if c in r.columns]
+    scored = r.loc[ok, [c for c in order if c not in ("example_id", "correct", "expected", "answer_shown")]]
     # which list dominates: the examples' levels, the traps' expected answers
     dom = trap_dominance(expected_text)[codes] * keyed["is_trap"]
     if dominant is not None and len(dominant):
@@ -703,7 +716,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         # once per distinct item (its example's), spread by the item codes
         per_item = ex.reindex(pd.Index(keyed["item_example"], dtype=object)).fillna(0).to_numpy()
         dom = np.where(dom != 0, dom, per_item[keyed["codes"]])
-    scored = scored.assign(answer=canonical[ok], dominant=dom[ok])
+    scored = scored.assign(dominant=dom[ok])
     if reading is not None:  # looked up once per distinct item, spread by the item codes
         per_item = reading.reindex(pd.Index(keyed["items"], dtype=object)).to_numpy(dtype=float)
         scored = scored.assign(reading_seconds=pd.Series(per_item[keyed["codes"][ok]], index=scored.index))
@@ -713,16 +726,17 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
                                                   index=scored.index))
     # the columns worker_table only factorises (unsorted) as Categoricals of the same values:
     # the same codes, without hashing 900,000 strings three times
-    codes_expected, expected_text = keyed["expected"]
-    scored = scored.assign(**{name: pd.Series(_coded_values(*pair)[ok], index=scored.index) for name, pair in (
-        ("answer", canonical_coded[::-1]), ("expected", (expected_text, codes_expected)),
-        ("example_id", (keyed["per_item"]["example_id"], keyed["codes"])))})
+    scored = scored.assign(**{name: pd.Series(r[name].array[ok], index=scored.index)
+                              for name in ("answer_canonical", "expected", "example_id")})
+    scored = scored.rename(columns={"answer_canonical": "answer"})
     # a trap's '' (not a trap) as False, once per distinct value: scored["correct"].replace("", False)
     truth = correct_coded[1].copy()
     truth[np.array([v == "" for v in truth], dtype=bool)] = False
-    workers = worker_table(scored.assign(correct=pd.Series(truth[correct_coded[0][ok]], index=scored.index,
-                                                           dtype=object)),
-                           threshold, min_traps, **(screen or {})) if len(scored) else empty_worker_table()
+    scored = scored.assign(correct=pd.Series(truth[correct_coded[0][ok]], index=scored.index, dtype=object))
+    # the columns in the order worker_table was always given them
+    scored = scored[order[:1] + [c for c in order[1:] if c in scored.columns] + ["answer", "dominant"]
+                    + (["reading_seconds"] if "reading_seconds" in scored.columns else [])]
+    workers = worker_table(scored, threshold, min_traps, **(screen or {})) if len(scored) else empty_worker_table()
     del scored  # its copies of the valid rows, freed before the answer tables are made (a lower peak)
     if "attention_passed" in r.columns:
         workers = exclude_failed_attention(workers, attention_failures(_plain(r)), attention_limit)
@@ -731,7 +745,7 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
         workers["simulated"] = workers["worker_id"].isin(marked)
     valid = ok  # the rows before exclusion (``ok`` is rebound below, this array never changed)
 
-    def answer_table(rows, columns=None):
+    def answer_table(rows, columns=None, coded=False):
         """The answer table's ``columns`` (all by default) of the rows ``rows`` of ``r``
         (a mask), as :func:`_plain` makes them, the canonical answer in ``answer``.
 
@@ -741,11 +755,18 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
             The rows.
         columns : list of str or None, optional
             The columns, in the order wanted.
+        coded : bool, optional
+            Leave the categorical columns as they are (the same values as codes).
         """
         names = [c for c in ANSWER_TABLE_COLUMNS if columns is None or c in columns]
-        table = _plain(r.loc[rows, [c for c in names if c != "answer"]])
-        if "answer" in names:
-            table = table.assign(answer=pd.Series(canonical[rows], index=r.index[rows], dtype=object))
+        table = r.loc[rows, [c for c in names if c != "answer"]]
+        table = table if coded else _plain(table)
+        if "answer" in names and coded:
+            table = table.assign(answer=pd.Series(r["answer_canonical"].array[rows], index=r.index[rows]))
+        elif "answer" in names:
+            answer_codes, answer_values = canonical_coded
+            table = table.assign(answer=pd.Series(np.asarray(answer_values, dtype=object)[answer_codes[rows]],
+                                                  index=r.index[rows], dtype=object))
         return table[names if columns is None else list(columns)].reset_index(drop=True)
 
     by_worker = workers.set_index("worker_id")
@@ -773,9 +794,10 @@ def resolve_rows(rows: pd.DataFrame, key: pd.DataFrame, example_ids: set[str], t
 
     if deferred:
         # (``traps``: the trap rows alone, all the trap report reads)
-        before_exclusion = _Deferred(lambda columns, traps=False: answer_table(
-            valid & keyed["is_trap"] if traps else valid, columns))
-        answers = _Deferred(lambda columns: answer_table(ok, columns))  # the valid rows of kept workers
+        before_exclusion = _Deferred(lambda columns, traps=False, coded=False: answer_table(
+            valid & keyed["is_trap"] if traps else valid, columns, coded))
+        # the valid rows of kept workers
+        answers = _Deferred(lambda columns, coded=False: answer_table(ok, columns, coded))
         rejects = _Deferred(reject_table)
     else:
         before_exclusion = answer_table(valid)
@@ -1027,11 +1049,8 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
                          "answers": int(counts["answers"].get(row.file, 0)),
                          "rejects": int(counts["rejects"].get(row.file, 0)),
                          "new": row.sha256 in fresh})
-    # each distinct reason shortened once, the rows counted by their codes
     said = written["rejects"] if "rejects" in written else rejects.build(["reason"])
-    codes, distinct = pd.factorize(said["reason"].to_numpy(dtype=object))
-    short = np.array([_short_reason(v) for v in distinct], dtype=object)
-    reasons = pd.Series(short[codes], dtype=object, name="reason").value_counts()
+    reasons = pd.Series(_short_reasons(said["reason"]), dtype=object, name="reason").value_counts()
     return IngestReport(pd.DataFrame(per_file, columns=["source_file", "platform", "rows", "answers",
                                                         "rejects", "new"]),
                         reasons, workers, answers, rejects, before_exclusion, traps, written)
@@ -1040,6 +1059,34 @@ def rebuild(index: pd.DataFrame, parsed: dict, raw_dir: Path, key: pd.DataFrame 
 #: The reasons counted as one whatever follows them (the row a duplicate repeats, the worker's
 #: own reason, the spelling): each is cut after the first of these words it holds.
 _REASON_HEADS = ("duplicate", "excluded worker", "malformed answer")
+
+
+def _short_reasons(reason: pd.Series) -> np.ndarray:
+    """:func:`_short_reason` of every row's reason, as an object array: each distinct reason
+    shortened once. A duplicate's reason names its winner, so most distinct reasons are the
+    duplicates'; held as Arrow text (pandas' ``str`` dtype), the rows that start with
+    "duplicate" or "conflicting duplicate" and hold no line end are told by Arrow's
+    ``starts_with`` (their short reason is that head), with no Python string made for them."""
+    short = np.empty(len(reason), dtype=object)
+    rest = np.ones(len(reason), dtype=bool)
+    dtype = reason.dtype
+    cells = None
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" and len(reason):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        cells = pa.array(reason.array)
+        plain = pc.invert(pc.match_substring(cells, "\n")).fill_null(False).to_numpy(zero_copy_only=False)
+        # "conflicting duplicate" first: the two heads never start the same text
+        for head in ("conflicting duplicate", "duplicate"):
+            hit = rest & plain & pc.starts_with(cells, head).fill_null(False).to_numpy(zero_copy_only=False)
+            short[hit] = head
+            rest &= ~hit
+    if rest.any():  # the other rows' texts alone made Python strings
+        text = cells.filter(pa.array(rest)).to_numpy(zero_copy_only=False) if cells is not None \
+            else reason.to_numpy(dtype=object)[rest]
+        codes, distinct = pd.factorize(np.asarray(text, dtype=object))
+        short[rest] = np.array([_short_reason(v) for v in distinct], dtype=object)[codes]
+    return short
 
 
 def _short_reason(text: str) -> str:

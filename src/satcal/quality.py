@@ -376,6 +376,15 @@ def _worker_codes(answers: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
     return who, pd.Index(names, name="worker_id")
 
 
+def _sorted_codes_of(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, sort=True)`` (codes, distinct values), a categorical column's
+    read from its codes (:func:`_worker_codes`' remapping: no text hashed per row)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes, names = _worker_codes(pd.DataFrame({"worker_id": values}))
+        return codes, np.asarray(names, dtype=object)
+    return pd.factorize(values, sort=True)
+
+
 def typed_workers(workers: pd.DataFrame) -> pd.DataFrame:
     """``workers`` (:func:`worker_table`, or workers.csv read as text) with its number columns
     as floats (NaN where empty or not computed) and its flags as booleans, so that a report's
@@ -1363,9 +1372,15 @@ def agreement(answers: pd.DataFrame) -> Agreement | None:
     """
     from .answers import ANSWER_CODES
     # the crosstab of example by answer code (examples sorted, as pd.crosstab sorts them),
-    # counted on integer codes
-    examples, ids = pd.factorize(answers["example_id"], sort=True)
-    code = pd.Index(list(ANSWER_CODES)).get_indexer(answers["answer"])
+    # counted on integer codes; a categorical column (an ingest's summary) by its codes, the
+    # categories its rows hold ranked as factorising the text ranks them: the same numbers
+    examples, ids = _sorted_codes_of(answers["example_id"])
+    said = answers["answer"]
+    if isinstance(said.dtype, pd.CategoricalDtype):
+        at = said.cat.codes.to_numpy()
+        code = np.append(pd.Index(list(ANSWER_CODES)).get_indexer(said.cat.categories), -1)[at]  # -1: missing
+    else:
+        code = pd.Index(list(ANSWER_CODES)).get_indexer(said)
     kept = (examples >= 0) & (code >= 0)
     width = len(ANSWER_CODES)
     counts = np.bincount(examples[kept] * width + code[kept], minlength=len(ids) * width).reshape(len(ids), width)
