@@ -98,11 +98,7 @@ TARGETS = ("b1_std", "b1_joint")
 #: of every b1_std (default) or A-optimal on the vector of b1_std (``information-sum``: the sum of
 #: their variances, the widest intervals counting most; not measurably better, docs/adaptive.md);
 #: or the first-order influence with the cells' decay within a wave (the first criterion).
-#: ``information-fold``: as ``information``, with the gradients of b1_std averaged over draws from
-#: the fits' Gaussian approximation (b1 folds at the floor; docs/adaptive.md, "The fold").
-CRITERIA = ("information", "information-sum", "influence", "information-fold")
-#: Draws of the fits' Gaussian approximation for ``criterion="information-fold"``.
-FOLD_DRAWS = 32
+CRITERIA = ("information", "information-sum", "influence")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default share of a wave any one phi or |dphi| cell of the formulations the criterion reads
@@ -579,72 +575,8 @@ class _Design:
             self.sigma[m] = S - A.T @ np.linalg.solve(V, A)
 
 
-def std_gradient_draws(thetas, covs, ref_phi, weights, models, draws: int, seed: int, *,
-                       step: float = 1e-4) -> dict:
-    """The gradients of every formulation's b1_std at ``draws`` parameter sets drawn from the
-    fits' Gaussian approximation, theta_g ~ N(theta_g, Sigma_g) for each model g of ``models``
-    (the others held), the Akaike weights held: {g: (draws, F, 7)}, zero outside the curve
-    parameters (:func:`std_gradients`, one batch of standardised curves for all draws).
-
-    b1 = mean |phi - s(phi)| folds where the curve crosses the diagonal, so its gradient there
-    flips with the estimate; averaged over the draws, E[G G'] gives the Gaussian Poincare bound
-    Var c(theta_hat) <= E[grad c' Sigma grad c] (Chernoff 1981), the Bayesian L-optimality
-    criterion of Chaloner and Verdinelli (1995, section 2.4) for a non-linear function.
-
-    Parameters
-    ----------
-    thetas : array_like
-        Joint-model parameters (F, 7), the centre of the draws.
-    covs : dict
-        {g: (7, 7) covariance} of each model in ``models``.
-    ref_phi : numpy.ndarray
-        Reference lists' scores (N, F).
-    weights : array_like
-        Akaike weights (F,), held.
-    models : sequence of int
-        The models drawn and differentiated.
-    draws : int
-        Parameter sets drawn.
-    seed : int
-        Seeds the draws.
-    step : float, optional
-        Finite-difference step (default 1e-4).
-
-    Returns
-    -------
-    dict
-    """
-    from .core import bias_indicators
-    from .standardise import standardised_curves
-    thetas = np.asarray(thetas, float)
-    rng = np.random.default_rng([seed, 24, 5])
-    centre = np.repeat(thetas[None], draws, axis=0)                                 # (K, F, 7)
-    for g in models:
-        cov = np.asarray(covs[g], float)
-        # a covariance that is not positive definite (a boundary fit) draws along its
-        # non-negative eigen-directions
-        val, vec = np.linalg.eigh((cov + cov.T) / 2)
-        centre[:, g] += (rng.standard_normal((draws, val.size)) * np.sqrt(np.maximum(val, 0))) @ vec.T
-    batch = [centre]
-    for g in models:
-        for i in range(3):
-            for sign in (1.0, -1.0):
-                t = centre.copy()
-                t[:, g, i] += sign * step
-                batch.append(t)
-    curves, _ = standardised_curves(np.concatenate(batch), ref_phi, weights)
-    b1 = np.asarray(bias_indicators(curves, curves)["b1"], float).reshape(len(batch), draws, -1)
-    out = {}
-    for m, g in enumerate(models):
-        grad = np.zeros((draws, thetas.shape[0], thetas.shape[1]))
-        for i in range(3):
-            grad[:, :, i] = (b1[1 + 6 * m + 2 * i] - b1[2 + 6 * m + 2 * i]) / (2 * step)
-        out[g] = grad
-    return out
-
-
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                margin: float, fits=None, cache=None, relative: bool = True, draws: int = 0, seed: int = 0):
+                margin: float, fits=None, cache=None, relative: bool = True):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -661,12 +593,7 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     and of the open contrasts with the leader L (what the stopping rule reads), o_c the
     contrast's openness 2 Phi(-(|d_c| + margin) / sd_c), Var_0 the variances now. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
-    exact rank-4 update of its expected information (:meth:`_Design.reductions`).
-
-    With ``draws`` > 0 (``criterion="information-fold"``) every G G' is replaced by its mean over
-    ``draws`` parameter sets from the fits' Gaussian approximation (:func:`std_gradient_draws`,
-    seeded by ``seed``): Phi then bounds the variances of the folded b1_std from above (the
-    Gaussian Poincare inequality) instead of linearising them, Var_0 likewise. Returns the
+    exact rank-4 update of its expected information (:meth:`_Design.reductions`). Returns the
     design state, the leader and the contenders."""
     from .standardise import akaike_weights
     _, _, fits_ = _fit_all(study, forms, cache) if fits is None else (*_types_code(study, forms), fits)
@@ -676,33 +603,25 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     models = [g for g in grads if np.isfinite(fits_[g].cov).all()]
     if not models:
         return None, None, ()
-    if draws > 0:   # (K, F, 7) per model: the gradients over the fits' uncertainty
-        gk = std_gradient_draws(thetas, {g: fits_[g].cov for g in models}, reference, weights, models, draws, seed)
-    else:
-        gk = {g: grads[g][None] for g in models}
-    var = sum(np.einsum("kfi,ij,kfj->f", gk[g], fits_[g].cov, gk[g]) / len(gk[g]) for g in models)   # (F,)
+    var = sum(np.einsum("fi,ij,fj->f", grads[g], fits_[g].cov, grads[g]) for g in models)   # (F,)
     ok = np.isfinite(b1) & (var > 0)
     if not ok.any():
         return None, None, ()
     lead = int(np.argsort(np.where(ok, b1, np.inf), kind="stable")[0])
-
-    def contrast_var(c):
-        return float(sum(np.einsum("ki,ij,kj->", gk[g][:, c] - gk[g][:, lead], fits_[g].cov,
-                                   gk[g][:, c] - gk[g][:, lead]) / len(gk[g]) for g in models))
-    chosen = _open_contrasts(b1, ok, lead, margin, contenders, contrast_var)
+    chosen = _open_contrasts(b1, ok, lead, margin, contenders, lambda c: float(sum(
+        (grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead]) for g in models)))
     U, sigma, M = [], [], []
     for g in models:
-        G = gk[g][:, ok]                                                              # (K, F ok, 7)
-        K = len(G)
+        G = grads[g][ok]
         if spread <= 0:
-            m = np.zeros((G.shape[2],) * 2)
+            m = np.zeros((G.shape[1],) * 2)
         elif relative:   # sum_f Var_f / Var_0(f) / F: every formulation's log-variance alike
-            m = spread * np.einsum("kfi,f,kfj->ij", G, 1 / var[ok], G) / K / ok.sum()
+            m = spread * (G.T / var[ok]) @ G / ok.sum()
         else:            # sum_f Var_f / sum_f Var_0(f): A-optimal on the b1_std vector
-            m = spread * np.einsum("kfi,kfj->ij", G, G) / K / var[ok].sum()
+            m = spread * G.T @ G / var[ok].sum()
         for openness, c, var_d in chosen:
-            d = gk[g][:, c] - gk[g][:, lead]                                           # (K, 7)
-            m = m + openness * d.T @ d / K / var_d / len(chosen)
+            d = grads[g][c] - grads[g][lead]
+            m = m + openness * np.outer(d, d) / var_d / len(chosen)
         p, jac = _jacobian(fits_[g].theta, pool_a[:, g], pool_b[:, g])
         U.append(jac / np.sqrt(p)[..., None])
         sigma.append(np.array(fits_[g].cov, float))
@@ -764,8 +683,7 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
         info, leader, cont = np.zeros(len(pool)), None, ()
     elif ref is not None and criterion != "influence":
         state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
-                                          relative=criterion != "information-sum",
-                                          draws=FOLD_DRAWS if criterion == "information-fold" else 0, seed=seed)
+                                          relative=criterion == "information")
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
