@@ -14,15 +14,15 @@ from .layout import SERVED_DATABASES, SERVING
 
 
 #: The event loops and HTTP parsers ``satcal serve`` can run uvicorn with, each with the module it
-#: needs; "auto" takes the fast one when installed (the ``serve`` extra), else the pure-Python one.
+#: needs; "auto" takes the one in C when installed, else the pure-Python one.
 LOOPS = {"auto": None, "asyncio": None, "uvloop": "uvloop"}
 HTTP_PARSERS = {"auto": None, "h11": "h11", "httptools": "httptools"}
 
 
 def server_stack(loop: str = "auto", http: str = "auto") -> tuple[str, str]:
     """The event loop and HTTP parser uvicorn runs with for ``loop`` and ``http``, "auto"
-    resolved as uvicorn resolves it: uvloop and httptools when installed (the ``serve`` extra:
-    an accept, a read and a parse in C, the tail of a busy server shorter), asyncio and h11
+    resolved as uvicorn resolves it: uvloop and httptools when installed (an accept, a read and a
+    parse in C: less CPU a request and a shorter tail, docs/benchmarks.md), asyncio and h11
     otherwise. Refuses, in one line, a named one that is not installed.
 
     Parameters
@@ -46,7 +46,7 @@ def server_stack(loop: str = "auto", http: str = "auto") -> tuple[str, str]:
 
     for name in (loop, http):
         if name in ("uvloop", "httptools") and not installed(name):
-            raise SatcalError(f"serve: {name} is not installed (pip install 'satcal[serve]'), or leave it to auto")
+            raise SatcalError(f"serve: {name} is not installed (pip install {name}), or leave it to auto")
     if loop == "auto":
         loop = "uvloop" if installed("uvloop") else "asyncio"
     if http == "auto":
