@@ -123,7 +123,7 @@ def test_serve_without_uvloop_and_httptools_falls_back_or_refuses_in_one_line(se
     res = CliRunner().invoke(main, ["serve", str(served_ws.path), "--loop", "uvloop"])
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
-        "satcal: error: serve: uvloop is not installed (pip install uvloop), or leave it to auto"]
+        "satcal: error: serve: uvloop is not installed (pip install 'satcal[serve]'), or leave it to auto"]
     assert not (served_ws.path / "batches" / "serving.json").exists()
 
 

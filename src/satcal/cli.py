@@ -293,7 +293,7 @@ def _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_n
 @click.option("--public-url", default=None,
               help="The address participants use (behind a proxy), for the printed links.")
 @click.option("--loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto", show_default=True,
-              help="uvicorn's event loop; auto: uvloop when installed, else asyncio.")
+              help="uvicorn's event loop; auto: uvloop when installed (pip install 'satcal[serve]'), else asyncio.")
 @click.option("--http", type=click.Choice(["auto", "h11", "httptools"]), default="auto", show_default=True,
               help="uvicorn's HTTP parser; auto: httptools when installed, else h11.")
 def serve(directory, host, port, db_url, workers, https_only, public_url, loop, http):
@@ -319,7 +319,7 @@ def serve(directory, host, port, db_url, workers, https_only, public_url, loop, 
     said, warned = serve_banner(study, serve_url(public_url, host, port))
     click.echo(said)
     hint = ("" if server_stack() == ("uvloop", "httptools") else
-            " (uvloop and httptools, when installed, take less CPU a request)")
+            " (uvloop and httptools take less CPU a request: pip install 'satcal[serve]')")
     click.echo(f"  server: uvicorn, {loop} event loop, {http} HTTP parser{hint}")
     for line in warned:
         click.echo(line, err=True)

@@ -14,7 +14,7 @@ from .layout import SERVED_DATABASES, SERVING
 
 
 #: The event loops and HTTP parsers ``satcal serve`` can run uvicorn with, each with the module it
-#: needs; "auto" takes the one in C when installed, else the pure-Python one.
+#: needs; "auto" takes the one in C when installed (the ``serve`` extra), else the pure-Python one.
 LOOPS = {"auto": None, "asyncio": None, "uvloop": "uvloop"}
 HTTP_PARSERS = {"auto": None, "h11": "h11", "httptools": "httptools"}
 
@@ -46,7 +46,7 @@ def server_stack(loop: str = "auto", http: str = "auto") -> tuple[str, str]:
 
     for name in (loop, http):
         if name in ("uvloop", "httptools") and not installed(name):
-            raise SatcalError(f"serve: {name} is not installed (pip install {name}), or leave it to auto")
+            raise SatcalError(f"serve: {name} is not installed (pip install 'satcal[serve]'), or leave it to auto")
     if loop == "auto":
         loop = "uvloop" if installed("uvloop") else "asyncio"
     if http == "auto":
