@@ -32,10 +32,15 @@ answers, a closed loop that keeps the server saturated, where a page's latency i
 wait in the server's queue (Little's law: 50 / throughput) and the ratio to a file that skips
 that queue says where the queue is rather than how fast a page is. On a shared
 machine one run says little, so SQLite runs ``--runs`` times (a fresh database each time), and
-the ratios of each run and their median are printed with the load average.
+the ratios of each run and their median are printed with the load average. ``--stacks`` names
+uvicorn's event loop and HTTP parser (``satcal serve --loop --http``), the same for the server
+measured and its peers (the static files are that server's; the durable peer runs on them too),
+so every ratio is like for like; several alternate run by run (default auto: uvloop and
+httptools when installed, the ``serve`` extra, else asyncio and h11).
 
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
                                      [--think 0 1] [--static-every 0.02] [--no-postgres]
+                                     [--stacks asyncio/h11 uvloop/httptools]
     python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
@@ -184,7 +189,7 @@ def fresh_static_latencies(url: str, stop: threading.Event, every: float = FRESH
     return out, parts
 
 
-def durable_peer(port: int, path: str) -> None:
+def durable_peer(port: int, path: str, loop: str = "auto", http: str = "auto") -> None:
     """The second peer's server: uvicorn and Starlette as ``satcal serve`` runs them, one route
     that stores a row in SQLite (WAL, ``synchronous=FULL``: one fsync a commit, as the study
     database) and answers once it is committed. What any durable answer costs on this machine,
@@ -209,7 +214,7 @@ def durable_peer(port: int, path: str) -> None:
         return PlainTextResponse("stored")
 
     uvicorn.run(Starlette(routes=[Route("/store", store, methods=["POST"])]), host="127.0.0.1", port=port,
-                log_level="warning")
+                log_level="warning", loop=loop, http=http)
 
 
 def durable_latencies(url: str, stop: threading.Event) -> list[float]:
@@ -228,8 +233,9 @@ def durable_latencies(url: str, stop: threading.Event) -> list[float]:
 class DurablePeer:
     """:func:`durable_peer` in a process of its own, for the length of a ``with``."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, loop: str = "auto", http: str = "auto"):
         from satcal.serve.client import free_port
+        self.loop, self.http = loop, http
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.path = directory / "durable-peer.db"
@@ -240,7 +246,8 @@ class DurablePeer:
         import httpx
         for suffix in ("", "-wal", "-shm"):
             Path(str(self.path) + suffix).unlink(missing_ok=True)
-        self.process = subprocess.Popen([sys.executable, __file__, "--durable-peer", str(self.port), str(self.path)])
+        self.process = subprocess.Popen([sys.executable, __file__, "--durable-peer", str(self.port), str(self.path),
+                                         self.loop, self.http])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -305,8 +312,9 @@ def cpu_requests(participants: int, peer: list, fresh: list) -> int:
 
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
         client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY,
-        fresh_every: float = FRESH_EVERY):
+        fresh_every: float = FRESH_EVERY, stack: tuple[str, str] = ("auto", "auto")):
     from satcal.serve import db
+    from satcal.study.hosting import server_stack
     from satcal.serve.client import ServerProcess
     ids = [f"{label[:2].upper()}{i:04d}" for i in range(participants)]
     if db_url is None:  # a fresh database: every run meets the same free slots
@@ -314,7 +322,9 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             Path(str(ws.path / "serve.db") + suffix).unlink(missing_ok=True)
     load = os.getloadavg()
     durable: list[float] = []
-    with ServerProcess(ws.path, db_url, workers=workers) as server, DurablePeer(ws.path.parent) as second:
+    loop, http = server_stack(*stack)  # the server, its static file and the durable peer all on these
+    with ServerProcess(ws.path, db_url, workers=workers, loop=loop, http=http) as server, \
+            DurablePeer(ws.path.parent, loop, http) as second:
         second_stop = threading.Event()
         second_side = threading.Thread(target=lambda: durable.extend(durable_latencies(second.url, second_stop)))
         second_side.start()
@@ -352,6 +362,9 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
             fresh_side.join()
         cpu_after = process_cpu(server.process.pid)
         second_side.join()
+    # what the server said it ran on (its banner, flushed once it stopped), not what was asked
+    said = next((line.strip().removeprefix("server: ") for line in server.log().splitlines()
+                 if "server: uvicorn" in line), "the server did not say")
     engine = db.connect(db_url or db.default_url(ws.path))
     stored = db.snapshot(engine)
     engine.dispose()
@@ -369,7 +382,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     completed = sum(v.end_url.endswith("cc=BENCH1") for v in visits)
     print(f"\n== {label}: {participants} participants, {concurrency} at a time, {workers} server "
           f"process(es), {client_processes} client process(es), {think:g} s on each form, the static file "
-          f"{'at most every %g s' % static_every if static_every > 0 else 'unpaced'}; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
+          f"{'at most every %g s' % static_every if static_every > 0 else 'unpaced'}; {said}; wall {wall:.1f} s; {completed} reached the completion redirect; load average "
           f"{load[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     kinds: dict[str, list[float]] = {}
     for v in visits:
@@ -482,12 +495,13 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
     return True
 
 
-def summary(ratios: dict, runs: int, think: float, concurrency: int) -> None:
+def summary(ratios: dict, runs: int, think: float, concurrency: int, stack: tuple[str, str] = ("", "")) -> None:
     """Each run's p95 and p50 ratios to the two peers, their medians and the load, for one
-    think time."""
+    think time and one event loop and HTTP parser (``stack``)."""
     regime = (f"no think time: a closed loop at saturation, latency ~ {concurrency} / throughput" if think == 0 else
               f"{think:g} s on each form: {concurrency} participants at once, the server not saturated")
-    print(f"\nSQLite, {runs} runs, {regime}; p95 of each / p95 of the static file in the same run (goal <= 1.5x)")
+    print(f"\nSQLite, uvicorn on {stack[0]} + {stack[1]}, {runs} runs, {regime}; p95 of each / p95 of the static "
+          f"file in the same run (goal <= 1.5x)")
     print("load average before -> after: " + ", ".join(f"{a:.1f} -> {b:.1f}" for a, b in ratios["load"]))
     for kind in ("entry", "page (post)"):
         p95 = [r[1] for r in ratios[kind]]
@@ -535,10 +549,14 @@ def main():
     parser.add_argument("--fresh-every", type=float, default=FRESH_EVERY,
                         help=f"least seconds from one fetch of the static file on a new connection (the entry's "
                              f"peer) to the next (default {FRESH_EVERY:g}; 0: none)")
-    parser.add_argument("--durable-peer", nargs=2, metavar=("PORT", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--stacks", nargs="+", default=["auto/auto"], metavar="LOOP/HTTP",
+                        help="uvicorn's event loop and HTTP parser for the server and its peers alike, e.g. "
+                             "asyncio/h11 uvloop/httptools; several: each run of each, in turn (default auto/auto: "
+                             "uvloop and httptools when installed)")
+    parser.add_argument("--durable-peer", nargs=4, metavar=("PORT", "PATH", "LOOP", "HTTP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.durable_peer:
-        return durable_peer(int(args.durable_peer[0]), args.durable_peer[1])
+        return durable_peer(int(args.durable_peer[0]), *args.durable_peer[1:])
     from satcal.serve import client
     client.Participant._request = traced_request  # the same span timed, its split kept beside it
     ok = True
@@ -548,14 +566,16 @@ def main():
                                               args.runs) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
-        by_think: dict = {think: {} for think in args.think}
+        from satcal.study.hosting import server_stack
+        stacks = [server_stack(*stack.split("/")) for stack in args.stacks]
+        by_think: dict = {(think, stack): {} for think in args.think for stack in stacks}
         for i in range(args.runs):
-            for think, ratios in by_think.items():  # the regimes in turn, so that each meets the same load
+            for (think, stack), ratios in by_think.items():  # the regimes in turn, so that each meets the same load
                 ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
                           ratios=ratios, client_processes=args.client_processes, think=think,
-                          static_every=args.static_every, fresh_every=args.fresh_every) is not None
-        for think, ratios in by_think.items():
-            summary(ratios, args.runs, think, args.concurrency)
+                          static_every=args.static_every, fresh_every=args.fresh_every, stack=stack) is not None
+        for (think, stack), ratios in by_think.items():
+            summary(ratios, args.runs, think, args.concurrency, stack)
         if not args.no_postgres:
             from pg import ensure_postgres, temporary_postgres
             reason = ensure_postgres()
@@ -565,7 +585,7 @@ def main():
                 ws_pg = make_workspace(Path(tmp) / "pg", answers_per_example=3, pages_per_participant=3)
                 with temporary_postgres() as url:
                     ok &= run(ws_pg, "PostgreSQL", args.participants, args.concurrency, url, workers=2,
-                              think=args.think[0], static_every=args.static_every) is not None
+                              think=args.think[0], static_every=args.static_every, stack=stacks[0]) is not None
     sys.exit(0 if ok else 1)
 
 

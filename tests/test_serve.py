@@ -62,11 +62,33 @@ def _submitted(visits):
 # --------------------------------------------------------------------------------------------
 # The participant's way through, on a real server process
 # --------------------------------------------------------------------------------------------
-def test_prolific_participant_reaches_completion_redirect(served_ws):
+def _uvicorn_auto():
+    """The event loop and HTTP parser uvicorn itself picks for "auto" (the peer of what satcal
+    says it runs): its loop factory's loop and its auto protocol class."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    factory = uvicorn.Config(app=None, loop="auto").get_loop_factory()
+    loop = factory() if factory is not None else asyncio.new_event_loop()
+    try:
+        name = "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+    finally:
+        loop.close()
+    return name, {"HttpToolsProtocol": "httptools", "H11Protocol": "h11"}[AutoHTTPProtocol.__name__]
+
+
+@pytest.mark.parametrize("stack", [("auto", "auto"), ("asyncio", "h11")])
+def test_prolific_participant_reaches_completion_redirect(served_ws, stack):
+    """On uvicorn's automatic choice (uvloop and httptools when installed, the serve extra) and
+    on the pure-Python asyncio and h11 a machine without them runs, the answers are stored as
+    sent, and serve says at start which it runs (for auto: what uvicorn itself picks)."""
     from satcal.serve.client import Participant, ServerProcess
-    with ServerProcess(served_ws.path) as server:
+    with ServerProcess(served_ws.path, loop=stack[0], http=stack[1]) as server:
         visit = Participant(server.url).run("PROLIFIC_PID=5f0c1a2b3c4d5e6f7a8b9c0d&STUDY_ID=st1&SESSION_ID=se1",
                                             attentive)
+    loop, http = _uvicorn_auto() if stack == ("auto", "auto") else stack
+    assert f"server: uvicorn, {loop} event loop, {http} HTTP parser" in server.log()
     assert visit.errors == []
     assert visit.end_url == f"https://app.prolific.com/submissions/complete?cc={CODE}"
     assert visit.pages == 3
@@ -81,6 +103,28 @@ def test_prolific_participant_reaches_completion_redirect(served_ws):
     whole = [p for p, ids in pages.items() if ids <= items]
     assert len(whole) == 3 and sum(len(pages[p]) for p in whole) == len(items)
     assert (stored["status"] != "").sum() == 1
+
+
+def test_serve_without_uvloop_and_httptools_falls_back_or_refuses_in_one_line(served_ws, monkeypatch):
+    """Without uvloop and httptools installed (hidden from the import system here), auto means
+    asyncio and h11, as uvicorn's own auto falls back to on ImportError; asking for one by name
+    is refused in one line, before anything starts (no serving entry written)."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from satcal.cli import main
+    from satcal.study.hosting import server_stack
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name in ("uvloop", "httptools") else real(name, *a, **k))
+    assert server_stack() == ("asyncio", "h11")
+    assert server_stack("asyncio", "h11") == ("asyncio", "h11")
+    res = CliRunner().invoke(main, ["serve", str(served_ws.path), "--loop", "uvloop"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        "satcal: error: serve: uvloop is not installed (pip install 'satcal[serve]'), or leave it to auto"]
+    assert not (served_ws.path / "batches" / "serving.json").exists()
 
 
 def test_failed_attention_check_gets_the_other_code(served_ws):

@@ -292,7 +292,11 @@ def _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_n
               help="Send the session cookie over HTTPS only (behind a TLS reverse proxy).")
 @click.option("--public-url", default=None,
               help="The address participants use (behind a proxy), for the printed links.")
-def serve(directory, host, port, db_url, workers, https_only, public_url):
+@click.option("--loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto", show_default=True,
+              help="uvicorn's event loop; auto: uvloop when installed (pip install 'satcal[serve]'), else asyncio.")
+@click.option("--http", type=click.Choice(["auto", "h11", "httptools"]), default="auto", show_default=True,
+              help="uvicorn's HTTP parser; auto: httptools when installed, else h11.")
+def serve(directory, host, port, db_url, workers, https_only, public_url, loop, http):
     """Serve the study to participants: Prolific or lab, in any browser, no JavaScript needed.
 
     Participants open the entry URL (Prolific adds PROLIFIC_PID, STUDY_ID and SESSION_ID; lab
@@ -304,6 +308,8 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     """
     from .pipeline import adaptive_serve_line, serve_banner, serve_url
     from .study import Study
+    from .study.hosting import server_stack
+    loop, http = server_stack(loop, http)  # a named one not installed: refused before anything starts
     ws = Study.open(directory)
     study = ws.hosted_study(db_url)
     adaptive = adaptive_serve_line(study, ws["serve.refit_seconds"])
@@ -312,10 +318,13 @@ def serve(directory, host, port, db_url, workers, https_only, public_url):
     ws.remember_database(db_url)  # its answers then count as collected (export --force refuses)
     said, warned = serve_banner(study, serve_url(public_url, host, port))
     click.echo(said)
+    hint = ("" if server_stack() == ("uvloop", "httptools") else
+            " (uvloop and httptools take less CPU a request: pip install 'satcal[serve]')")
+    click.echo(f"  server: uvicorn, {loop} event loop, {http} HTTP parser{hint}")
     for line in warned:
         click.echo(line, err=True)
     with ws.serving(db_url):  # while it runs, commands that would replace the key refuse
-        ws.run_server(study, host, port, db_url, workers, https_only)
+        ws.run_server(study, host, port, db_url, workers, https_only, loop, http)
 
 
 @_study_command

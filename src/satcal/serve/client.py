@@ -316,11 +316,16 @@ class ServerProcess:
         Server processes (``satcal serve --workers``).
     startup_timeout : float, default 60
         Seconds :meth:`start` waits for the server to answer before it gives up.
+    loop : str, default "auto"
+        uvicorn's event loop (``satcal serve --loop``: auto, asyncio or uvloop).
+    http : str, default "auto"
+        uvicorn's HTTP parser (``satcal serve --http``: auto, h11 or httptools).
     """
 
     def __init__(self, directory, db_url: str | None = None, port: int | None = None, workers: int = 1,
-                 startup_timeout: float = 60):
+                 startup_timeout: float = 60, loop: str = "auto", http: str = "auto"):
         self.directory, self.db_url, self.workers = str(directory), db_url, workers
+        self.loop, self.http = loop, http
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.timeout = startup_timeout
@@ -334,7 +339,8 @@ class ServerProcess:
 
         import httpx
         cmd = [sys.executable, "-m", "satcal", "serve", self.directory, "--port", str(self.port),
-               "--workers", str(self.workers)] + (["--db", self.db_url] if self.db_url else [])
+               "--workers", str(self.workers), "--loop", self.loop, "--http", self.http] + (
+                   ["--db", self.db_url] if self.db_url else [])
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.timeout

@@ -2,13 +2,56 @@
 application, the server, and the entries that tell other commands a server is running."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from contextlib import contextmanager
 
+from ..errors import SatcalError
 from ..fileio import atomic_write_text, sha256_file
 from .served import _hide_password, _live_servers
 from .layout import SERVED_DATABASES, SERVING
+
+
+#: The event loops and HTTP parsers ``satcal serve`` can run uvicorn with, each with the module it
+#: needs; "auto" takes the one in C when installed (the ``serve`` extra), else the pure-Python one.
+LOOPS = {"auto": None, "asyncio": None, "uvloop": "uvloop"}
+HTTP_PARSERS = {"auto": None, "h11": "h11", "httptools": "httptools"}
+
+
+def server_stack(loop: str = "auto", http: str = "auto") -> tuple[str, str]:
+    """The event loop and HTTP parser uvicorn runs with for ``loop`` and ``http``, "auto"
+    resolved as uvicorn resolves it: uvloop and httptools when installed (an accept, a read and a
+    parse in C: less CPU a request and a shorter tail, docs/benchmarks.md), asyncio and h11
+    otherwise. Refuses, in one line, a named one that is not installed.
+
+    Parameters
+    ----------
+    loop : {"auto", "asyncio", "uvloop"}, optional
+        The event loop (default "auto").
+    http : {"auto", "h11", "httptools"}, optional
+        The HTTP/1.1 parser (default "auto").
+
+    Returns
+    -------
+    tuple of (str, str)
+        The loop's and the parser's names, e.g. ``("uvloop", "httptools")``.
+    """
+    if loop not in LOOPS or http not in HTTP_PARSERS:
+        raise SatcalError(f"serve: loop must be one of {', '.join(LOOPS)} and http one of {', '.join(HTTP_PARSERS)}; "
+                          f"got {loop!r}, {http!r}")
+
+    def installed(name):
+        return importlib.util.find_spec(name) is not None
+
+    for name in (loop, http):
+        if name in ("uvloop", "httptools") and not installed(name):
+            raise SatcalError(f"serve: {name} is not installed (pip install 'satcal[serve]'), or leave it to auto")
+    if loop == "auto":
+        loop = "uvloop" if installed("uvloop") else "asyncio"
+    if http == "auto":
+        http = "httptools" if installed("httptools") else "h11"
+    return loop, http
 
 
 class Hosting:
@@ -107,7 +150,7 @@ class Hosting:
         return create_app(self.hosted_study(url), https_only=https_only)
 
     def run_server(self, study, host: str, port: int, url: str | None = None, workers: int = 1,
-                   https_only: bool = False) -> None:
+                   https_only: bool = False, loop: str = "auto", http: str = "auto") -> None:
         """Serve ``study`` (:meth:`hosted_study`) with uvicorn until stopped; several worker
         processes each build their own from this directory (:func:`served_app`).
 
@@ -125,15 +168,20 @@ class Hosting:
             Number of server processes (default 1).
         https_only : bool, optional
             Send cookies over HTTPS only (default False).
+        loop : {"auto", "asyncio", "uvloop"}, optional
+            uvicorn's event loop (default "auto": uvloop when installed; :func:`server_stack`).
+        http : {"auto", "h11", "httptools"}, optional
+            uvicorn's HTTP parser (default "auto": httptools when installed).
         """
         import uvicorn
+        loop, http = server_stack(loop, http)  # named, so what was said at start is what runs
         from ..serve import create_app
         if workers == 1:
             uvicorn.run(create_app(study, https_only=https_only), host=host, port=port, log_level="warning",
-                        proxy_headers=True, server_header=False)
+                        proxy_headers=True, server_header=False, loop=loop, http=http)
             return
         study.engine.dispose()
         os.environ.update({"SATCAL_SERVE_DIR": str(self.path.resolve()), "SATCAL_SERVE_DB": url or "",
                            "SATCAL_SERVE_HTTPS_ONLY": "1" if https_only else "0"})
         uvicorn.run("satcal.study:served_app", factory=True, host=host, port=port, workers=workers,
-                    log_level="warning", proxy_headers=True, server_header=False)
+                    log_level="warning", proxy_headers=True, server_header=False, loop=loop, http=http)
