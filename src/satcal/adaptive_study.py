@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ._threads import one_blas_thread
 from .errors import SatcalError
 
 __all__ = ["AdaptiveSettings", "POOL_FILE", "Wave", "build_pool", "adopt_pool", "next_wave", "export_next", "settlement",
@@ -967,7 +968,10 @@ def serve_refit(ws, engine, priorities=None, settle=None):
             return Plan(ranked, True, verdict.summary().splitlines()[0])
         return Plan(ranked, False, f"{n} answers, not settled" + (f" ({verdict.summary()})" if verdict else ""))
 
-    return refit
+    # one BLAS thread: with OpenBLAS's default (a thread a core) the warm fits' L-BFGS-B and the
+    # criterion's small products spin idle threads on a busy machine, 6.1 s of CPU against 1.2 s
+    # for the same refit at 150 answers (docs/benchmarks.md, "The refit's CPU")
+    return one_blas_thread(refit)
 
 
 #: The refit of this process when it is the server's refit process (built on its first call).
