@@ -614,6 +614,30 @@ def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
     assert _page_of(ws, _participant(_client(study), "c1")) == capped_order[0]
 
 
+def test_serve_refit_runs_its_criterion_on_one_blas_thread(served_adaptive):
+    """The refit limits BLAS to one thread while the criterion runs (threadpoolctl's own report,
+    read inside the criterion) and gives the caller its own limit back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    from satcal.adaptive_study import serve_refit
+    ws = served_adaptive
+    priorities = _top_cell_first(ws)[3]
+    seen = []
+
+    def blas_threads():
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    def recording(*args, **kwargs):
+        seen.append(blas_threads())
+        return priorities(*args, **kwargs)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        serve_refit(ws, _hosted(ws).engine, priorities=recording)()
+        after = blas_threads()
+    assert before and seen and seen[0] == [1] * len(before)
+    assert after == before
+
+
 def test_serves_runs_of_wave_pages_claims_keep_the_cap_across_a_refit(served_adaptive):
     """The claims, in the order the database took them (assignment ids), in runs of
     wave_pages: a run that a refit falls inside (two of its pages claimed before, one answered
