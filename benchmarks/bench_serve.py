@@ -302,6 +302,33 @@ def process_cpu(pid: int) -> float | None:
     return own + sum(process_cpu(c) or 0.0 for c in children)
 
 
+def children_cpu(pid: int) -> float | None:
+    """CPU seconds the running children of process ``pid`` (and theirs) have used so far: on an
+    adaptive study with one server process, its refit process (and multiprocessing's resource
+    tracker, which idles); None off Linux."""
+    total = process_cpu(pid)
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if total is None else total - (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def refits_made(ws, url: str, db_url=None) -> int | None:
+    """Refits the server's adaptive page order has made so far (the researcher's status page,
+    ``adaptive.refits``); None on a fixed study."""
+    import httpx
+    from sqlalchemy import select
+    from satcal.serve import db
+    engine = db.connect(db_url or db.default_url(ws.path))
+    with engine.connect() as conn:
+        meta = db.tables()["meta"]
+        token = conn.execute(select(meta.c.value).where(meta.c.name == "status_token")).scalar()
+    engine.dispose()
+    got = httpx.get(f"{url}/status/{token}", params={"format": "json"}, timeout=60).json()
+    return got["adaptive"]["refits"] if "adaptive" in got else None
+
+
 def cpu_requests(participants: int, peer: list, fresh: list) -> int:
     """The requests the study server answered in a run, the denominator of its CPU a request:
     the participants' ``participants``, the static file's on a reused connection (``peer``, one
@@ -346,6 +373,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         # the server's CPU from before the two static peers start to after they stop: every
         # request it answers in that span is counted below, the participants' and the peers'
         cpu_before = process_cpu(server.process.pid)
+        refit_before = children_cpu(server.process.pid), refits_made(ws, server.url, db_url)
         side.start()
         if fresh_every > 0:
             fresh_side.start()
@@ -361,6 +389,7 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         if fresh_every > 0:
             fresh_side.join()
         cpu_after = process_cpu(server.process.pid)
+        refit_after = children_cpu(server.process.pid), refits_made(ws, server.url, db_url)
         second_side.join()
     # what the server said it ran on (its banner, flushed once it stopped), not what was asked
     said = next((line.strip().removeprefix("server: ") for line in server.log().splitlines()
@@ -400,6 +429,13 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
               f"{cpu_ms:.2f} ms a request")
         if ratios is not None:
             ratios.setdefault("cpu", []).append(cpu_ms)
+    if None not in refit_before + refit_after and workers == 1:
+        # the server's child processes: its refit process (and the idle resource tracker)
+        spent, made = refit_after[0] - refit_before[0], refit_after[1] - refit_before[1]
+        print(f"refit process CPU {spent:.2f} s over {made} refits in the same span"
+              + (f": {spent / made:.2f} s a refit" if made else ""))
+        if ratios is not None:
+            ratios.setdefault("refit", []).append((spent, made))
     print(f"{'page':<14} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for kind in ("entry", "consent", "consent (post)", "page", "page (post)", "done"):
         values = np.array(kinds.get(kind, [])) * 1000
@@ -460,10 +496,13 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     return None
 
 
-def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float, runs: int = 1) -> bool:
+def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float, runs: int = 1,
+                        think: float = 0.0) -> bool:
     """The same load on a fixed study and on an adaptive one of the same size, ``runs`` times in
     turn (fixed, adaptive, fixed, adaptive, ...; a fresh database each run): each pair's page
-    latency ratios (adaptive / fixed), their median, and p50 / p95 of each arm over its runs."""
+    latency ratios (adaptive / fixed), their median, and p50 / p95 of each arm over its runs; each
+    participant spends ``think`` seconds on a form (the first of ``--think``), so a run is long
+    enough for several refits. The refit process's CPU and refits made are printed per run."""
     fixed = make_workspace(tmp / "fixed", answers_per_example=3, pages_per_participant=3)
     n = len(fixed.table("examples.csv"))
     adaptive = make_workspace(tmp / "adaptive", answers_per_example=3, pages_per_participant=3,
@@ -472,10 +511,10 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
           f"refit every {refit_seconds:g} s; {runs} run(s) each, in turn")
     kinds = ("page", "page (post)", "entry")
     pooled: dict = {"fixed": {}, "adaptive": {}}
-    ratios = []
+    ratios, figures = [], {}
     for i in range(runs):
-        a = run(fixed, f"SQLite, fixed, run {i + 1}", participants, concurrency)
-        b = run(adaptive, f"SQLite, adaptive, run {i + 1}", participants, concurrency)
+        a = run(fixed, f"SQLite, fixed, run {i + 1}", participants, concurrency, think=think)
+        b = run(adaptive, f"SQLite, adaptive, run {i + 1}", participants, concurrency, ratios=figures, think=think)
         if a is None or b is None:
             return False
         for arm, got in (("fixed", a), ("adaptive", b)):
@@ -492,6 +531,10 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
         r95 = np.median([r[kind][1] for r in ratios])
         print(f"{kind:<14} {np.percentile(f, 50):>9.1f} {np.percentile(f, 95):>7.1f} {np.percentile(ad, 50):>12.1f} "
               f"{np.percentile(ad, 95):>7.1f}   {r50:.2f}x {r95:.2f}x")
+    if figures.get("refit"):
+        spent, made = map(sum, zip(*figures["refit"]))
+        print(f"refit process: {spent:.1f} s of CPU over {made} refits in the adaptive runs"
+              + (f", {spent / made:.2f} s a refit" if made else ""))
     return True
 
 
@@ -563,7 +606,7 @@ def main():
     if args.adaptive:
         with tempfile.TemporaryDirectory() as tmp:
             sys.exit(0 if adaptive_comparison(Path(tmp), args.participants, args.concurrency, args.refit_seconds,
-                                              args.runs) else 1)
+                                              args.runs, args.think[0]) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
         from satcal.study.hosting import server_stack

@@ -614,6 +614,72 @@ def test_serve_orders_its_pages_within_study_tomls_cell_cap(served_adaptive):
     assert _page_of(ws, _participant(_client(study), "c1")) == capped_order[0]
 
 
+def test_serve_refit_publishes_the_order_while_a_looks_rule_runs(served_adaptive):
+    """With ``settle_wait`` (the server's refit process), a look whose rule has not answered
+    does not hold the order back: refits go on publishing the order on the new answers, not
+    closed; the rule is asked once, at look 1; the first refit after it answers closes the
+    study with its verdict, as the waiting refit of the test above does at once."""
+    import threading
+    import time
+    from satcal.adaptive_study import budget, serve_refit
+    from satcal.serve.priority import PageOrder
+    ws = _set(served_adaptive, pages_per_participant=2, trust_threshold=0)
+    key = ws.table("key.csv")
+    real = key[key["is_trap"] == "False"].assign(p=lambda d: d["page"].astype(int))
+    def priorities(pool, study, formulations, *, seed, min_depth=0):
+        return pd.Series(0.0, index=pool["example_id"])
+    gate, calls = threading.Event(), []
+    rule = settle_at_look(1, calls)
+    def held(result, **kw):
+        gate.wait(120)
+        return rule(result, **kw)
+    study = _hosted(ws)
+    study.order = PageOrder(serve_refit(ws, study.engine, priorities=priorities, settle=held, settle_wait=0), 5.0)
+    study.order.refresh()
+    wave, shown, looked = budget(ws).wave_answers, [], None
+    for i in range(len(real["p"].unique())):   # to look 1, then one participant more
+        shown += _take_part(_client(study), f"q{i}", study, ws)
+        if looked is not None:
+            break
+        if int(real["p"].isin(shown).sum()) >= wave:
+            looked = int(real["p"].isin(shown).sum())
+    answered = int(real["p"].isin(shown).sum())
+    assert looked is not None and answered > looked and not study.closed() and calls == []
+    assert study.order.plan.reason == f"{answered} answers, not settled"   # the newest answers' order
+    gate.set()
+    for _ in range(600):
+        study.order.refresh()
+        if study.closed():
+            break
+        time.sleep(0.2)
+    assert study.closed() and study.order.plan.reason.startswith("settled")
+    assert len(calls) == 1 and calls[0][1] == 1 and wave <= calls[0][0] <= looked
+
+
+def test_serve_refit_runs_its_criterion_on_one_blas_thread(served_adaptive):
+    """The refit limits BLAS to one thread while the criterion runs (threadpoolctl's own report,
+    read inside the criterion) and gives the caller its own limit back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    from satcal.adaptive_study import serve_refit
+    ws = served_adaptive
+    priorities = _top_cell_first(ws)[3]
+    seen = []
+
+    def blas_threads():
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    def recording(*args, **kwargs):
+        seen.append(blas_threads())
+        return priorities(*args, **kwargs)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        serve_refit(ws, _hosted(ws).engine, priorities=recording)()
+        after = blas_threads()
+    assert before and seen and seen[0] == [1] * len(before)
+    assert after == before
+
+
 def test_serves_runs_of_wave_pages_claims_keep_the_cap_across_a_refit(served_adaptive):
     """The claims, in the order the database took them (assignment ids), in runs of
     wave_pages: a run that a refit falls inside (two of its pages claimed before, one answered

@@ -519,3 +519,26 @@ def test_ranking_by_the_standardised_estimator_with_its_bootstrap(ecir_study):
         lo, hi = np.percentile(reps[:, :, k], [2.5, 97.5], axis=0)
         np.testing.assert_allclose(r.bias[f"{name}_lo"], lo, rtol=1e-12)
         np.testing.assert_allclose(r.bias[f"{name}_hi"], hi, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_params", [7, 8])
+def test_mixture_s_of_a_batch_that_repeats_its_first_row_equals_row_by_row(n_params):
+    """_mixture_s computes s_g once for the rows equal to the first (std_gradients' batch: one
+    model perturbed at a time): against S summed by hand from _s of each row alone, for the
+    independent (7) and shared-effect (8) joint models, with a failed (NaN) row."""
+    from satcal.analysis.standardise import _active, _mixture_s, _s
+    rng = np.random.default_rng(3)
+    base = np.c_[rng.normal(0, 1, (4, 7)), np.abs(rng.normal(0.5, 0.2, (4, 1)))][:, :n_params]
+    th = np.repeat(base[None], 13, axis=0)
+    for m in range(2):             # models 0 and 1 perturbed, 2 and 3 as in row 0
+        for i in range(3):
+            th[1 + 6 * m + 2 * i, m, i] += 1e-4
+            th[2 + 6 * m + 2 * i, m, i] -= 1e-4
+    th[5, 3] = np.nan
+    phi = rng.random((400, 4))     # above SPLINE_POINTS: the shared model's spline path
+    w = np.array([0.4, 0.3, 0.2, 0.1])
+    keep, ww = _active(w)
+    want = sum(ww[0, k] * np.stack([_s(th[b, g], phi[:, g]) for b in range(13)]) for k, g in enumerate(keep))
+    got = _mixture_s(th, phi, w)
+    assert np.isnan(got[5]).all() and not np.isnan(np.delete(got, 5, axis=0)).any()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ._threads import one_blas_thread
 from .errors import SatcalError
 
 __all__ = ["AdaptiveSettings", "POOL_FILE", "Wave", "build_pool", "adopt_pool", "next_wave", "export_next", "settlement",
@@ -856,7 +857,32 @@ def _hand_outs(engine, wave_pages: int, answers_per_example: int, now: float | N
     return pages - ready, tuple(int(p) for p in reversed(taken))
 
 
-def serve_refit(ws, engine, priorities=None, settle=None):
+#: Seconds the server's refit process waits for the stopping rule at a new look before it
+#: publishes the order with the previous verdict; the rule goes on in its thread and a later
+#: refit reads it. A look's calibration with its bootstrap takes 30-50 s of CPU
+#: (docs/benchmarks.md, "The refit's CPU"), during which the order would otherwise lag the answers.
+SETTLE_WAIT = 1.0
+
+
+def _ask(rule, wait: float | None) -> tuple:
+    """``rule()`` in a daemon thread, waited for up to ``wait`` seconds (None: until it
+    ends): (the thread, a dict that gets ``verdict`` or ``error``)."""
+    import threading
+    box: dict = {}
+
+    def run():
+        try:
+            box["verdict"] = rule()
+        except Exception as exc:  # raised by the refit that reads it
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="satcal-settle", daemon=True)
+    thread.start()
+    thread.join(wait)
+    return thread, box
+
+
+def serve_refit(ws, engine, priorities=None, settle=None, settle_wait: float | None = None):
     """The refit ``satcal serve`` runs in the background on an adaptive study: the answers in
     its database, the criterion's priority of each example (default
     :func:`satcal.analysis.adaptive.example_priorities`) averaged over each page's examples,
@@ -868,7 +894,11 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     replicate with a free slot) come last, and the pages of the run of ``wave_pages`` claims
     under way count in its first run (:func:`_hand_outs`, read after the criterion's fit, so
     only claims made while the order itself is worked out can fall outside it). The
-    criterion's fit is redone only on new answers; the order, whenever the claims moved.
+    criterion's fit is redone only on new answers; the order, whenever the claims moved. At a
+    new look the stopping rule runs in a thread of its own (one look at a time): the refit
+    waits for it up to ``settle_wait`` seconds (the server's refit process: :data:`SETTLE_WAIT`),
+    else publishes the new order with the previous verdict and a later refit reads the look's
+    verdict when it is in.
 
     Parameters
     ----------
@@ -880,6 +910,8 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         The criterion's priority of each example.
     settle : callable or None, optional
         The stopping rule; None is the default rule.
+    settle_wait : float or None, optional
+        Seconds a refit waits for the rule at a new look; None (default) waits until it is in.
 
     Returns
     -------
@@ -909,13 +941,15 @@ def serve_refit(ws, engine, priorities=None, settle=None):
     forms, b = ws.formulations(), budget(ws, key)
     seed = int(np.random.default_rng([ws.seed, 24, 0]).integers(2 ** 31))
 
-    tested: dict = {}  # look -> verdict: the rule is asked once per look, never again within it
+    # look -> (thread, box): the rule is asked once per look, never again within it, in a thread
+    # of its own so the order goes on refreshing while a look's calibration runs (:func:`_ask`)
+    tested: dict = {}
     # waves answered through files before this batch are looks taken (export --next-batch asked
     # the rule at the last of them): the server asks it from the next look on
     earlier = waves_answered(ws, _ingested(ws))
 
-    # the previous refit's answers and fit (no new answer, no new fit), and its hand-outs and
-    # plan (no new answer and no claim since, the same plan)
+    # the previous refit's answers and fit (no new answer, no new fit), its hand-outs and order
+    # (no new answer and no claim since, the same order), and its plan (nor a new verdict)
     last: dict = {}
 
     def _capped_plan(ranked: dict, by_page: pd.Series, cells, hand_outs: tuple) -> dict:
@@ -932,11 +966,15 @@ def serve_refit(ws, engine, priorities=None, settle=None):
         if "fit" not in last or not last["answers"].equals(answers):
             study = answered_study(ws, answers)
             last.update(answers=answers, study=study, fit=_fit(study))
-            last.pop("plan", None)
+            last.pop("order", None)
         capped = last["fit"][2] is not None
         hand_outs = _hand_outs(engine, s.wave_pages, ws["design.answers_per_example"]) if capped else None
-        if "plan" not in last or last["hand_outs"] != hand_outs:
-            last.update(hand_outs=hand_outs, plan=_plan(last["study"], *last["fit"], hand_outs))
+        if "order" not in last or last["hand_outs"] != hand_outs:
+            last.update(hand_outs=hand_outs, order=_order(*last["fit"], hand_outs))
+            last.pop("plan", None)
+        state = _look(last["study"])
+        if "plan" not in last or last["state"] != state:
+            last.update(state=state, plan=_plan(last["study"], last["order"], state))
         return last["plan"]
 
     def _fit(study) -> tuple:
@@ -953,21 +991,37 @@ def serve_refit(ws, engine, priorities=None, settle=None):
             cells = cells[pd.Index(pool["example_id"].astype(str)).get_indexer(pages.index)]  # each key row's
         return ranked, by_page, cells
 
-    def _plan(study, ranked: dict, by_page: pd.Series, cells, hand_outs) -> Plan:
+    def _order(ranked: dict, by_page: pd.Series, cells, hand_outs) -> dict:
+        return ranked if cells is None else _capped_plan(ranked, by_page, cells, hand_outs)
+
+    def _look(study):
+        """Asks the rule at a new look (none under way) and returns the state the plan reads:
+        "budget", the latest look whose verdict is in, or None."""
         n = 0 if study is None else len(study.examples)
-        if cells is not None:
-            ranked = _capped_plan(ranked, by_page, cells, hand_outs)
         if b.reached(n):
-            return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
+            return "budget"
         now = max(earlier, math.floor(n / b.wave_answers + 1e-9))  # 0: no whole wave's worth yet
-        if study is not None and now > earlier and now not in tested:
-            tested[now] = settlement(ws, study, settle=settle, look=b.looks(n, earlier))
-        verdict = tested.get(max(tested)) if tested else None
+        busy = any(thread.is_alive() for thread, _ in tested.values())
+        if study is not None and now > earlier and now not in tested and not busy:
+            tested[now] = _ask(lambda: settlement(ws, study, settle=settle, look=b.looks(n, earlier)), settle_wait)
+        done = [k for k, (thread, _) in tested.items() if not thread.is_alive()]
+        if done and "error" in tested[max(done)][1]:
+            raise tested.pop(max(done))[1]["error"]   # as a refit failure; asked again next time
+        return max(done) if done else None
+
+    def _plan(study, ranked: dict, state) -> Plan:
+        n = 0 if study is None else len(study.examples)
+        if state == "budget":
+            return Plan(ranked, True, f"budget reached: {n} answers of {b.answers}")
+        verdict = tested[state][1]["verdict"] if state is not None else None
         if verdict is not None and verdict.settled:
             return Plan(ranked, True, verdict.summary().splitlines()[0])
         return Plan(ranked, False, f"{n} answers, not settled" + (f" ({verdict.summary()})" if verdict else ""))
 
-    return refit
+    # one BLAS thread: with OpenBLAS's default (a thread a core) the warm fits' L-BFGS-B and the
+    # criterion's small products spin idle threads on a busy machine, 6.1 s of CPU against 1.2 s
+    # for the same refit at 150 answers (docs/benchmarks.md, "The refit's CPU")
+    return one_blas_thread(refit)
 
 
 #: The refit of this process when it is the server's refit process (built on its first call).
@@ -1007,7 +1061,10 @@ def _refit_in_child(path: str, url: str, open_workspace):
         from .serve import db
         if hasattr(os, "nice"):  # the server's processes come first when the cores are busy
             os.nice(REFIT_NICENESS)
-        _CHILD_REFIT = serve_refit(open_workspace(path), db.connect(url))
+        from threadpoolctl import threadpool_limits
+        # for good, not per call: the stopping rule's thread may outlive the refit that started it
+        threadpool_limits(limits=1, user_api="blas")
+        _CHILD_REFIT = serve_refit(open_workspace(path), db.connect(url), settle_wait=SETTLE_WAIT)
     return _CHILD_REFIT()
 
 

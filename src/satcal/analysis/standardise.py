@@ -368,12 +368,28 @@ def _active(weights):
     return keep, kept / kept.sum(axis=1, keepdims=True)
 
 
+def _s_rows(theta_g, phi):
+    """:func:`_s` of every row of ``theta_g`` (B, P), the rows equal to the first computed once:
+    a batch that perturbs one model at a time (the criterion's ``std_gradients``) repeats the
+    unperturbed parameters in most rows of every other model. Each row's values are those of
+    :func:`_s` (it works row by row)."""
+    same = (theta_g == theta_g[:1]).all(axis=1)
+    if same.sum() <= 1:
+        return _s(theta_g, phi)
+    rows = np.flatnonzero(~same)
+    part = _s(np.concatenate([theta_g[:1], theta_g[rows]]), phi)
+    out = np.empty((theta_g.shape[0],) + part.shape[1:])
+    out[same] = part[0]
+    out[rows] = part[1:]
+    return out
+
+
 def _mixture_s(thetas, ref_phi, weights) -> np.ndarray:
     """S of every reference list, (B, N): the weighted mixture of the joint models' s_g."""
     S = 0.0
     keep, w = _active(weights)
     for k, g in enumerate(keep):
-        S = S + w[:, k, None] * _s(thetas[:, g, :], ref_phi[:, g])
+        S = S + w[:, k, None] * _s_rows(thetas[:, g, :], ref_phi[:, g])
     return np.broadcast_to(S, (thetas.shape[0], ref_phi.shape[0]))
 
 
