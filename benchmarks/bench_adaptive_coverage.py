@@ -353,7 +353,7 @@ def summarise(paths, spread_only=False):
           + ", ".join(f"{a} {len(s)} (seeds {min(x['r'] for x in s)}-{max(x['r'] for x in s)})" for a, s in arms.items()))
     print("true b1_std: " + ", ".join(f"{f} {v:.4f}" for f, v in zip(FORMS, truth)))
     if spread_only:
-        spread(arms, truth, recover_judgments())
+        spread(arms, truth, recover_judgments(), f"{paths[0]}.tau")
         return
     summarise_looks(arms, truth, meta["n"])
     print("== coverage at N")
@@ -479,7 +479,39 @@ def _ratio_stats(est, reps, rng, boots=SPREAD_BOOT, keep=False):
     return (out, ratio) if keep else out
 
 
-def spread(arms, truth, judgments):
+def tau_fits(arms, judgments, cache_path):
+    """Per study the joint models' full-sample fits without a bootstrap (about 1.3 s of CPU a
+    study): each formulation's Akaike weight, tau and its standard error, cached in
+    ``cache_path`` by (arm, seed). Returns {arm: (s, 3, F) array of weight, tau, se(tau)}."""
+    from satcal.analysis.calibration import calibrate
+    from satcal.analysis.standardise import reference_scores
+    cache = {}
+    if os.path.exists(cache_path):
+        with open(cache_path, "rb") as fh:
+            cache = pickle.load(fh)
+    ref = reference_scores(judgments, FORMS, K, len(LEVELS), seed=0)
+    out = {}
+    for arm, studies in arms.items():
+        rows = []
+        for x in studies:
+            key = (arm, x["r"])
+            if key not in cache:
+                study = StudyData(x["examples"].drop(columns="wave"), k=K, n_levels=len(LEVELS), judgments=judgments,
+                                  name="simulated")
+                res = calibrate(study, FORMS, sat_model="both", bootstrap=0, model_check_folds=0, reference=ref,
+                                standardised_intervals=True)
+                fits = res.fits[res.fits["sat_model"] == "joint"].set_index("formulation").reindex(FORMS)
+                w = dict(zip(res.bias["formulation"], res.meta["standardisation"]["weights"]))   # the fits' order
+                cache[key] = np.stack([[w[f] for f in FORMS], fits["joint_tau"].to_numpy(float),
+                                       fits["joint_tau_se"].to_numpy(float)])
+                with open(cache_path, "wb") as fh:
+                    pickle.dump(cache, fh)
+            rows.append(cache[key])
+        out[arm] = np.stack(rows)
+    return out
+
+
+def spread(arms, truth, judgments, cache_path=None):
     """``--spread``: per arm, indicator and formulation, the bootstrap SD against the SD of the
     estimates over studies, with 95% bootstrap-over-studies intervals of the ratio (plain and
     robust) and of the adaptive arm's ratio over the fixed arm's; b1_std's floor_interval
@@ -517,6 +549,19 @@ def spread(arms, truth, judgments):
                 lo, hi = np.nanpercentile(rr, [2.5, 97.5])
                 line += f"   {stats['adaptive']['ratio'][i, j] / stats['fixed']['ratio'][i, j]:.2f} ({lo:.2f}-{hi:.2f})"
             print(line)
+    print("-- the product's SE in each study (bootstrap.robust_se, what bias.csv's se and settle's z read): SD over "
+          "studies of (estimate - mean over studies) / SE, 1 when the SEs are right (95% interval, bootstrap over studies)")
+    from satcal.analysis.bootstrap import robust_se
+    for i, name in enumerate(IND):
+        cells = []
+        for a in names:
+            est, reps = data[a]
+            z = (est[:, i] - est[:, i].mean(axis=0)) / robust_se(reps[:, :, i], axis=1)     # (s, F)
+            zb = np.array([np.nanstd(z[ix], axis=0, ddof=1) for ix in rng.integers(0, len(z), (1000, len(z)))])
+            lo, hi = np.nanpercentile(zb, [2.5, 97.5], axis=0)
+            cells.append(f"{a}: " + ", ".join(f"{f} {np.nanstd(z[:, j], ddof=1):.2f} ({lo[j]:.2f}-{hi[j]:.2f})"
+                                             for j, f in enumerate(FORMS)))
+        print(f"   {name}: " + "; ".join(cells))
     for a in names:
         c = counts[a]
         print(f"   {a}: answers in each formulation's informative region (n_eff, median and range over studies): phi "
@@ -542,6 +587,34 @@ def spread(arms, truth, judgments):
                     parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
                 row.append(f"{f} " + " / ".join(parts))
             print(f"   {name}: " + "; ".join(row))
+    if cache_path is not None:
+        from satcal.analysis.joint import WEAK_TAU_Z
+        taus = tau_fits(arms, judgments, cache_path)
+        print("-- the shared answer effect's SD tau (the joint model's; the crowd's worker SD is 0.5): per study the "
+              f"model with the largest Akaike weight; 'weak' when tau < {WEAK_TAU_Z:g} se(tau) (joint.weak_tau, tau at 0 "
+              "included). Ratio (95% interval) in the weak-tau studies / the others")
+        for a in names:
+            t = taus[a]
+            top = np.argmax(t[:, 0], axis=1)
+            tau, se = t[np.arange(len(t)), 1, top], t[np.arange(len(t)), 2, top]
+            weak = ~(tau >= WEAK_TAU_Z * se)
+            est, reps = data[a]
+            r = np.corrcoef(tau, est[:, 0, FORMS.index(TRUTH)])[0, 1]
+            print(f"   {a}: tau median {np.median(tau):.2f} (quartiles {np.quantile(tau, 0.25):.2f}-"
+                  f"{np.quantile(tau, 0.75):.2f}), at 0 (< 0.01) in {np.mean(tau < 0.01):.0%}, weak in {weak.sum()} of "
+                  f"{len(weak)}; correlation of tau with {TRUTH}'s b1_std {r:+.2f}; {TRUTH}'s b1_std mean "
+                  f"{est[weak, 0, FORMS.index(TRUTH)].mean():.4f} (weak) / {est[~weak, 0, FORMS.index(TRUTH)].mean():.4f} (others)")
+            if weak.sum() < 4 or (~weak).sum() < 4:
+                continue
+            for i, name in enumerate(IND):
+                row = []
+                for j, f in enumerate(FORMS):
+                    parts = []
+                    for half in (weak, ~weak):
+                        st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
+                        parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
+                    row.append(f"{f} " + " / ".join(parts))
+                print(f"   {a} {name}: " + "; ".join(row))
     print("-- b1_std floor_interval coverage at N (share; MC SE over studies): near the floor / away / contrasts with "
           "the leader; adaptive also by half of the phi n_eff (summed over formulations)")
     for arm, studies in arms.items():
