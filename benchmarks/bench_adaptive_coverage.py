@@ -43,12 +43,25 @@ at p = 0.80 for s = 40 studies, so 0.80 and 0.95 are 2.4 to 4.4 SE apart. b2_std
 compared between the arms (mean estimate, bootstrap SD against the SD over studies), not with a
 truth.
 
+``--summarise ... --spread`` prints instead whether the bootstrap measures the spread over studies:
+per arm, indicator and formulation (and b1_std's contrasts with the true least, what ``settle``
+reads) the bootstrap SD (root mean square over studies) against the SD of the estimates over
+studies, with 95% bootstrap-over-studies intervals of the ratio and of the adaptive arm's ratio
+over the fixed arm's; the product's robust SE as a z over studies; b1_std's floor_interval
+coverage; and both split by how many answers the design gave each formulation's informative
+region (:func:`informative_counts`) and by the joint model's tau. ``--reanalyse PKL --variant V``
+calibrates saved answers again under another resampling (``waves``: workers drawn within each
+wave), to check a fix on the same answers.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 48 \
         --seed-base 700 --save C700f            # and --arm adaptive --save C700a
     python benchmarks/bench_adaptive_coverage.py --summarise C700f.pkl C700a.pkl
     # the looks (issue 24's saving per target): two processes an arm on interleaved seeds
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 40 \
         --seed-base 800 --seed-step 2 --save L800f     # and --seed-base 801; and --arm adaptive
+    # the spread (issue 24 item 4, fresh seeds 3000+): --no-looks, both arms, then
+    python benchmarks/bench_adaptive_coverage.py --summarise S3000f.pkl S3000a.pkl --spread
+    python benchmarks/bench_adaptive_coverage.py --reanalyse S3000a.pkl --variant waves --save R3000a_waves
 """
 import argparse
 import os
@@ -517,11 +530,15 @@ def spread(arms, truth, judgments, cache_path=None):
     robust) and of the adaptive arm's ratio over the fixed arm's; b1_std's floor_interval
     coverage near / away from the floor and of the contrasts; and both split at the median of
     the informative-region count (:func:`informative_counts`) within an arm whose count varies,
-    to test whether the bootstrap understates the spread where the design sent few answers."""
+    to test whether the bootstrap understates the spread where the design sent few answers. A
+    fourth row, ``d<f>``, is b1_std's contrasts with the true least f (what ``settle`` reads);
+    ``cache_path``: where :func:`tau_fits` keeps the joint models' tau (None: not shown)."""
     from satcal.analysis.standardise import reference_scores
     ref = reference_scores(judgments, FORMS, K, len(LEVELS), seed=0)
     near = truth <= truth.min() + MARGIN
     rng = np.random.default_rng(SPREAD_SEED)
+    T = int(np.argmin(truth))
+    rows = IND + (f"d{FORMS[T]}",)   # d<f>: b1_std(j) - b1_std(true least f)
     print("== spread: bootstrap SD (root mean square over studies of each study's replicate SD) / SD of the "
           "estimates over studies = ratio (95% interval, bootstrap over studies); robust: median normalised-IQR "
           "SE / normalised IQR over studies [in brackets]; median replicate SD / SD over studies {in braces}")
@@ -529,13 +546,16 @@ def spread(arms, truth, judgments, cache_path=None):
     for arm, studies in arms.items():
         est = np.stack([x["est"] for x in studies])                                   # (s, 3, F)
         reps = np.moveaxis(np.stack([x["reps"] for x in studies]).astype(float), 2, 1)   # (s, B, 3, F)
+        # a 4th row: b1_std's contrasts with the true least, what settle's z reads
+        est = np.concatenate([est, (est[:, 0] - est[:, 0, [T]])[:, None]], axis=1)
+        reps = np.concatenate([reps, (reps[:, :, 0] - reps[:, :, 0, [T]])[:, :, None]], axis=2)
         data[arm] = (est, reps)
         stats[arm], draws[arm] = _ratio_stats(est, reps, rng, keep=True)
         counts[arm] = np.stack([informative_counts(x["examples"], ref) for x in studies])   # (s, 2, F)
     names = list(arms)
     print(f"   {'':<19}" + "".join(f"{a + f' ({len(arms[a])})':>50}" for a in names)
           + ("   adaptive / fixed ratio" if {"fixed", "adaptive"} <= set(arms) else ""))
-    for i, name in enumerate(IND):
+    for i, name in enumerate(rows):
         for j, f in enumerate(FORMS):
             cells = []
             for a in names:
@@ -543,6 +563,8 @@ def spread(arms, truth, judgments, cache_path=None):
                 cells.append(f"{st['boot'][i, j]:.4f}/{st['over'][i, j]:.4f} = {st['ratio'][i, j]:.2f} "
                              f"({st['ci'][0, i, j]:.2f}-{st['ci'][1, i, j]:.2f}) [{st['rratio'][i, j]:.2f}] "
                              f"{{{st['mratio'][i, j]:.2f}}}")
+            if i == 3 and j == T:
+                continue
             line = f"   {name:<8}{f:<11}" + "".join(c.rjust(50) for c in cells)
             if {"fixed", "adaptive"} <= set(arms):
                 rr = draws["adaptive"][:, i, j] / draws["fixed"][:, i, j]
@@ -552,7 +574,7 @@ def spread(arms, truth, judgments, cache_path=None):
     print("-- the product's SE in each study (bootstrap.robust_se, what bias.csv's se and settle's z read): SD over "
           "studies of (estimate - mean over studies) / SE, 1 when the SEs are right (95% interval, bootstrap over studies)")
     from satcal.analysis.bootstrap import robust_se
-    for i, name in enumerate(IND):
+    for i, name in enumerate(rows):
         cells = []
         for a in names:
             est, reps = data[a]
@@ -560,7 +582,7 @@ def spread(arms, truth, judgments, cache_path=None):
             zb = np.array([np.nanstd(z[ix], axis=0, ddof=1) for ix in rng.integers(0, len(z), (1000, len(z)))])
             lo, hi = np.nanpercentile(zb, [2.5, 97.5], axis=0)
             cells.append(f"{a}: " + ", ".join(f"{f} {np.nanstd(z[:, j], ddof=1):.2f} ({lo[j]:.2f}-{hi[j]:.2f})"
-                                             for j, f in enumerate(FORMS)))
+                                             for j, f in enumerate(FORMS) if not (i == 3 and j == T)))
         print(f"   {name}: " + "; ".join(cells))
     for a in names:
         c = counts[a]
@@ -576,10 +598,12 @@ def spread(arms, truth, judgments, cache_path=None):
         est, reps = data[a]
         print(f"-- {a}, split at each formulation's median n_eff (phi for b1_std, |dphi| for b2_std and b3_std): "
               "ratio (95% interval) in the lower half / the upper half")
-        for i, name in enumerate(IND):
+        for i, name in enumerate(rows):
             row = []
             for j, f in enumerate(FORMS):
-                n = c[:, 0 if i == 0 else 1, j]
+                if i == 3 and j == T:
+                    continue
+                n = c[:, 1 if i in (1, 2) else 0, j]
                 lo = n <= np.median(n)
                 parts = []
                 for half in (lo, ~lo):
@@ -606,9 +630,11 @@ def spread(arms, truth, judgments, cache_path=None):
                   f"{est[weak, 0, FORMS.index(TRUTH)].mean():.4f} (weak) / {est[~weak, 0, FORMS.index(TRUTH)].mean():.4f} (others)")
             if weak.sum() < 4 or (~weak).sum() < 4:
                 continue
-            for i, name in enumerate(IND):
+            for i, name in enumerate(rows):
                 row = []
                 for j, f in enumerate(FORMS):
+                    if i == 3 and j == T:
+                        continue
                     parts = []
                     for half in (weak, ~weak):
                         st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
