@@ -530,15 +530,16 @@ def spread(arms, truth, judgments, cache_path=None):
     robust) and of the adaptive arm's ratio over the fixed arm's; b1_std's floor_interval
     coverage near / away from the floor and of the contrasts; and both split at the median of
     the informative-region count (:func:`informative_counts`) within an arm whose count varies,
-    to test whether the bootstrap understates the spread where the design sent few answers. A
-    fourth row, ``d<f>``, is b1_std's contrasts with the true least f (what ``settle`` reads);
+    to test whether the bootstrap understates the spread where the design sent few answers. Rows
+    ``d<ind>-<f>`` are each indicator's contrasts with the true least f (b1_std's: what ``settle``
+    reads; b2_std's and b3_std's have no kink at a floor);
     ``cache_path``: where :func:`tau_fits` keeps the joint models' tau (None: not shown)."""
     from satcal.analysis.standardise import reference_scores
     ref = reference_scores(judgments, FORMS, K, len(LEVELS), seed=0)
     near = truth <= truth.min() + MARGIN
     rng = np.random.default_rng(SPREAD_SEED)
     T = int(np.argmin(truth))
-    rows = IND + (f"d{FORMS[T]}",)   # d<f>: b1_std(j) - b1_std(true least f)
+    rows = IND + tuple(f"d{i[:2]}-{FORMS[T]}" for i in IND)   # d<ind>-<f>: ind(j) - ind(true least f)
     print("== spread: bootstrap SD (root mean square over studies of each study's replicate SD) / SD of the "
           "estimates over studies = ratio (95% interval, bootstrap over studies); robust: median normalised-IQR "
           "SE / normalised IQR over studies [in brackets]; median replicate SD / SD over studies {in braces}")
@@ -546,14 +547,14 @@ def spread(arms, truth, judgments, cache_path=None):
     for arm, studies in arms.items():
         est = np.stack([x["est"] for x in studies])                                   # (s, 3, F)
         reps = np.moveaxis(np.stack([x["reps"] for x in studies]).astype(float), 2, 1)   # (s, B, 3, F)
-        # a 4th row: b1_std's contrasts with the true least, what settle's z reads
-        est = np.concatenate([est, (est[:, 0] - est[:, 0, [T]])[:, None]], axis=1)
-        reps = np.concatenate([reps, (reps[:, :, 0] - reps[:, :, 0, [T]])[:, :, None]], axis=2)
+        # rows 4-6: each indicator's contrasts with the true least (b1_std's is what settle's z reads)
+        est = np.concatenate([est, est - est[:, :, [T]]], axis=1)
+        reps = np.concatenate([reps, reps - reps[:, :, :, [T]]], axis=2)
         data[arm] = (est, reps)
         stats[arm], draws[arm] = _ratio_stats(est, reps, rng, keep=True)
         counts[arm] = np.stack([informative_counts(x["examples"], ref) for x in studies])   # (s, 2, F)
     names = list(arms)
-    print(f"   {'':<19}" + "".join(f"{a + f' ({len(arms[a])})':>50}" for a in names)
+    print(f"   {'':<23}" + "".join(f"{a + f' ({len(arms[a])})':>50}" for a in names)
           + ("   adaptive / fixed ratio" if {"fixed", "adaptive"} <= set(arms) else ""))
     for i, name in enumerate(rows):
         for j, f in enumerate(FORMS):
@@ -563,9 +564,9 @@ def spread(arms, truth, judgments, cache_path=None):
                 cells.append(f"{st['boot'][i, j]:.4f}/{st['over'][i, j]:.4f} = {st['ratio'][i, j]:.2f} "
                              f"({st['ci'][0, i, j]:.2f}-{st['ci'][1, i, j]:.2f}) [{st['rratio'][i, j]:.2f}] "
                              f"{{{st['mratio'][i, j]:.2f}}}")
-            if i == 3 and j == T:
+            if i >= 3 and j == T:
                 continue
-            line = f"   {name:<8}{f:<11}" + "".join(c.rjust(50) for c in cells)
+            line = f"   {name:<13}{f:<10}" + "".join(c.rjust(50) for c in cells)
             if {"fixed", "adaptive"} <= set(arms):
                 rr = draws["adaptive"][:, i, j] / draws["fixed"][:, i, j]
                 lo, hi = np.nanpercentile(rr, [2.5, 97.5])
@@ -582,7 +583,7 @@ def spread(arms, truth, judgments, cache_path=None):
             zb = np.array([np.nanstd(z[ix], axis=0, ddof=1) for ix in rng.integers(0, len(z), (1000, len(z)))])
             lo, hi = np.nanpercentile(zb, [2.5, 97.5], axis=0)
             cells.append(f"{a}: " + ", ".join(f"{f} {np.nanstd(z[:, j], ddof=1):.2f} ({lo[j]:.2f}-{hi[j]:.2f})"
-                                             for j, f in enumerate(FORMS) if not (i == 3 and j == T)))
+                                             for j, f in enumerate(FORMS) if not (i >= 3 and j == T)))
         print(f"   {name}: " + "; ".join(cells))
     for a in names:
         c = counts[a]
@@ -601,9 +602,9 @@ def spread(arms, truth, judgments, cache_path=None):
         for i, name in enumerate(rows):
             row = []
             for j, f in enumerate(FORMS):
-                if i == 3 and j == T:
+                if i >= 3 and j == T:
                     continue
-                n = c[:, 1 if i in (1, 2) else 0, j]
+                n = c[:, 1 if i % 3 else 0, j]
                 lo = n <= np.median(n)
                 parts = []
                 for half in (lo, ~lo):
@@ -633,7 +634,7 @@ def spread(arms, truth, judgments, cache_path=None):
             for i, name in enumerate(rows):
                 row = []
                 for j, f in enumerate(FORMS):
-                    if i == 3 and j == T:
+                    if i >= 3 and j == T:
                         continue
                     parts = []
                     for half in (weak, ~weak):
@@ -660,8 +661,11 @@ def spread(arms, truth, judgments, cache_path=None):
                 for key, v in (("near", hit[near]), ("away", hit[~near]), ("contrast", dh)):
                     per[key].append(np.mean(v))
             s = int(keep.sum())
+            err = np.stack([x["est"][0] for x, k in zip(studies, keep) if k]) - truth[None]
             print(f"   {arm} {label} ({s} studies): " + ", ".join(
-                f"{k} {np.mean(v):.2f} ({np.std(v, ddof=1) / np.sqrt(s):.3f})" for k, v in per.items()))
+                f"{k} {np.mean(v):.2f} ({np.std(v, ddof=1) / np.sqrt(s):.3f})" for k, v in per.items())
+                + f"; mean error of b1_std near {err[:, near].mean():+.4f}, away " + " ".join(
+                    f"{f} {err[:, j].mean():+.4f}" for j, f in enumerate(FORMS) if not near[j]))
 
 
 # --------------------------------------------------------------------------------------------
