@@ -43,12 +43,25 @@ at p = 0.80 for s = 40 studies, so 0.80 and 0.95 are 2.4 to 4.4 SE apart. b2_std
 compared between the arms (mean estimate, bootstrap SD against the SD over studies), not with a
 truth.
 
+``--summarise ... --spread`` prints instead whether the bootstrap measures the spread over studies:
+per arm, indicator and formulation (and b1_std's contrasts with the true least, what ``settle``
+reads) the bootstrap SD (root mean square over studies) against the SD of the estimates over
+studies, with 95% bootstrap-over-studies intervals of the ratio and of the adaptive arm's ratio
+over the fixed arm's; the product's robust SE as a z over studies; b1_std's floor_interval
+coverage; and both split by how many answers the design gave each formulation's informative
+region (:func:`informative_counts`) and by the joint model's tau. ``--reanalyse PKL --variant V``
+calibrates saved answers again under another resampling (``waves``: workers drawn within each
+wave), to check a fix on the same answers.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 48 \
         --seed-base 700 --save C700f            # and --arm adaptive --save C700a
     python benchmarks/bench_adaptive_coverage.py --summarise C700f.pkl C700a.pkl
     # the looks (issue 24's saving per target): two processes an arm on interleaved seeds
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_coverage.py --arm fixed --studies 40 \
         --seed-base 800 --seed-step 2 --save L800f     # and --seed-base 801; and --arm adaptive
+    # the spread (issue 24 item 4, fresh seeds 3000+): --no-looks, both arms, then
+    python benchmarks/bench_adaptive_coverage.py --summarise S3000f.pkl S3000a.pkl --spread
+    python benchmarks/bench_adaptive_coverage.py --reanalyse S3000a.pkl --variant waves --save R3000a_waves
 """
 import argparse
 import os
@@ -338,7 +351,7 @@ def summarise_looks(arms, truth, n_total):
             print(f"     every settled look (not only the first): {len(every)}, right within the margin {ev}")
 
 
-def summarise(paths):
+def summarise(paths, spread_only=False):
     arms = {}
     meta = None
     for p in paths:
@@ -352,6 +365,9 @@ def summarise(paths):
     print(f"N = {meta['n']} answers a study; truth {TRUTH}; B = {meta['boot']}; waves {meta['waves']}; studies: "
           + ", ".join(f"{a} {len(s)} (seeds {min(x['r'] for x in s)}-{max(x['r'] for x in s)})" for a, s in arms.items()))
     print("true b1_std: " + ", ".join(f"{f} {v:.4f}" for f, v in zip(FORMS, truth)))
+    if spread_only:
+        spread(arms, truth, recover_judgments(), f"{paths[0]}.tau")
+        return
     summarise_looks(arms, truth, meta["n"])
     print("== coverage at N")
     means = {}
@@ -401,6 +417,328 @@ def summarise(paths):
                 for i, name in enumerate(IND)))
 
 
+# --------------------------------------------------------------------------------------------
+# --spread: does the bootstrap over workers measure the spread of the estimates over studies?
+# --------------------------------------------------------------------------------------------
+#: Bootstrap-over-studies replicates of the spread ratios' intervals, and their seed.
+SPREAD_BOOT, SPREAD_SEED = 2000, 2424
+#: Bins of phi (and of |dphi|) for the informative-region counts (the analysis's own n_bins).
+SPREAD_BINS = 10
+
+
+def informative_counts(examples, ref_phi, n_levels=len(LEVELS)):
+    """How many answers the design gave each formulation's informative region, (2, F).
+
+    Row 0 (b1_std, the satisfaction curve over the reference lists): n_eff = 1 / sum_b p_b^2 / n_b,
+    p_b the share of the reference lists whose phi falls in bin b of [0, 1] (:data:`SPREAD_BINS`
+    equal bins), n_b the answered lists there (both sides of every answer). It is the number of
+    answers a reference-weighted mean of per-bin means would rest on: its variance is
+    sigma^2 sum_b p_b^2 / n_b, so n_eff = n when the design's lists follow the reference's
+    spread, and it falls as the design leaves the reference's bins thin. Row 1 (b2_std and
+    b3_std, the preference curve over pairs of reference lists): the same over |dphi|, p_b of
+    the reference pairs (lists 2i and 2i + 1), n_b of the answers. A bin with reference mass
+    and no answers gives 0.
+    """
+    from satcal.measures import score_lists
+    from satcal.analysis.adaptive import _levels
+    pa = score_lists(_levels(examples, "a", K), FORMS, n_levels=n_levels)
+    pb = score_lists(_levels(examples, "b", K), FORMS, n_levels=n_levels)
+    m = len(ref_phi) // 2 * 2
+    ref_d = np.abs(ref_phi[0:m:2] - ref_phi[1:m:2])
+
+    def neff(ref, got):
+        out = []
+        for j in range(ref.shape[1]):
+            p = np.bincount(np.clip((ref[:, j] * SPREAD_BINS).astype(int), 0, SPREAD_BINS - 1),
+                            minlength=SPREAD_BINS) / len(ref)
+            n = np.bincount(np.clip((got[:, j] * SPREAD_BINS).astype(int), 0, SPREAD_BINS - 1),
+                            minlength=SPREAD_BINS).astype(float)
+            out.append(0.0 if np.any((p > 0) & (n == 0)) else 1 / np.sum(p[p > 0] ** 2 / n[p > 0]))
+        return np.array(out)
+
+    # phi: both sides of an answer count (each is a list whose satisfaction the answer informs)
+    return np.stack([neff(ref_phi, np.concatenate([pa, pb])) / 2, neff(ref_d, np.abs(pa - pb))])
+
+
+def _ratio_stats(est, reps, rng, boots=SPREAD_BOOT, keep=False):
+    """Per position of the trailing axes: the bootstrap SD (root mean square over studies of each
+    study's replicate SD), the SD of the estimates over studies, their ratio and a 95%
+    bootstrap-over-studies interval of the ratio; the robust versions (median over studies
+    of each study's normalised-IQR SE, against the normalised IQR of the estimates over studies);
+    and the median over studies of the replicate SD over the SD over studies (the statistic
+    ``--summarise`` prints: it falls below the root mean square when the SD varies between
+    studies, as it does more after an adaptive design).
+    ``est`` (s, ...), ``reps`` (s, B, ...); with ``keep`` also the (boots, ...) ratio draws."""
+    from satcal.analysis.bootstrap import IQR_NORMAL, robust_se
+    var = np.nanvar(reps, axis=1, ddof=1)                    # (s, ...)
+    rob = robust_se(reps, axis=1)                            # (s, ...)
+    s = len(est)
+
+    def point(ix):
+        e = est[ix]
+        boot = np.sqrt(np.nanmean(var[ix], axis=0))
+        over = np.nanstd(e, axis=0, ddof=1)
+        q = np.nanpercentile(e, [25, 75], axis=0)
+        rover = (q[1] - q[0]) / IQR_NORMAL
+        return boot, over, np.nanmedian(rob[ix], axis=0), rover, np.nanmedian(np.sqrt(var[ix]), axis=0)
+
+    b, o, rb, ro, md = point(np.arange(s))
+    draws = [point(rng.integers(0, s, s)) for _ in range(boots)]
+    ratio = np.array([d[0] / d[1] for d in draws])
+    rratio = np.array([d[2] / d[3] for d in draws])
+    mratio = np.array([d[4] / d[1] for d in draws])
+    out = {"mratio": md / o, "mci": np.nanpercentile(mratio, [2.5, 97.5], axis=0), "boot": b, "over": o, "ratio": b / o, "ci": np.nanpercentile(ratio, [2.5, 97.5], axis=0),
+            "rboot": rb, "rover": ro, "rratio": rb / ro, "rci": np.nanpercentile(rratio, [2.5, 97.5], axis=0)}
+    return (out, ratio) if keep else out
+
+
+def tau_fits(arms, judgments, cache_path):
+    """Per study the joint models' full-sample fits without a bootstrap (about 1.3 s of CPU a
+    study): each formulation's Akaike weight, tau and its standard error, cached in
+    ``cache_path`` by (arm, seed). Returns {arm: (s, 3, F) array of weight, tau, se(tau)}."""
+    from satcal.analysis.calibration import calibrate
+    from satcal.analysis.standardise import reference_scores
+    cache = {}
+    if os.path.exists(cache_path):
+        with open(cache_path, "rb") as fh:
+            cache = pickle.load(fh)
+    ref = reference_scores(judgments, FORMS, K, len(LEVELS), seed=0)
+    out = {}
+    for arm, studies in arms.items():
+        rows = []
+        for x in studies:
+            key = (arm, x["r"])
+            if key not in cache:
+                study = StudyData(x["examples"].drop(columns="wave"), k=K, n_levels=len(LEVELS), judgments=judgments,
+                                  name="simulated")
+                res = calibrate(study, FORMS, sat_model="both", bootstrap=0, model_check_folds=0, reference=ref,
+                                standardised_intervals=True)
+                fits = res.fits[res.fits["sat_model"] == "joint"].set_index("formulation").reindex(FORMS)
+                w = dict(zip(res.bias["formulation"], res.meta["standardisation"]["weights"]))   # the fits' order
+                cache[key] = np.stack([[w[f] for f in FORMS], fits["joint_tau"].to_numpy(float),
+                                       fits["joint_tau_se"].to_numpy(float)])
+                with open(cache_path, "wb") as fh:
+                    pickle.dump(cache, fh)
+            rows.append(cache[key])
+        out[arm] = np.stack(rows)
+    return out
+
+
+def spread(arms, truth, judgments, cache_path=None):
+    """``--spread``: per arm, indicator and formulation, the bootstrap SD against the SD of the
+    estimates over studies, with 95% bootstrap-over-studies intervals of the ratio (plain and
+    robust) and of the adaptive arm's ratio over the fixed arm's; b1_std's floor_interval
+    coverage near / away from the floor and of the contrasts; and both split at the median of
+    the informative-region count (:func:`informative_counts`) within an arm whose count varies,
+    to test whether the bootstrap understates the spread where the design sent few answers. Rows
+    ``d<ind>-<f>`` are each indicator's contrasts with the true least f (b1_std's: what ``settle``
+    reads; b2_std's and b3_std's have no kink at a floor);
+    ``cache_path``: where :func:`tau_fits` keeps the joint models' tau (None: not shown)."""
+    from satcal.analysis.standardise import reference_scores
+    ref = reference_scores(judgments, FORMS, K, len(LEVELS), seed=0)
+    near = truth <= truth.min() + MARGIN
+    rng = np.random.default_rng(SPREAD_SEED)
+    T = int(np.argmin(truth))
+    rows = IND + tuple(f"d{i[:2]}-{FORMS[T]}" for i in IND)   # d<ind>-<f>: ind(j) - ind(true least f)
+    print("== spread: bootstrap SD (root mean square over studies of each study's replicate SD) / SD of the "
+          "estimates over studies = ratio (95% interval, bootstrap over studies); robust: median normalised-IQR "
+          "SE / normalised IQR over studies [in brackets]; median replicate SD / SD over studies {in braces}")
+    data, stats, counts, draws = {}, {}, {}, {}
+    for arm, studies in arms.items():
+        est = np.stack([x["est"] for x in studies])                                   # (s, 3, F)
+        reps = np.moveaxis(np.stack([x["reps"] for x in studies]).astype(float), 2, 1)   # (s, B, 3, F)
+        # rows 4-6: each indicator's contrasts with the true least (b1_std's is what settle's z reads)
+        est = np.concatenate([est, est - est[:, :, [T]]], axis=1)
+        reps = np.concatenate([reps, reps - reps[:, :, :, [T]]], axis=2)
+        data[arm] = (est, reps)
+        stats[arm], draws[arm] = _ratio_stats(est, reps, rng, keep=True)
+        counts[arm] = np.stack([informative_counts(x["examples"], ref) for x in studies])   # (s, 2, F)
+    names = list(arms)
+    print(f"   {'':<23}" + "".join(f"{a + f' ({len(arms[a])})':>50}" for a in names)
+          + ("   adaptive / fixed ratio" if {"fixed", "adaptive"} <= set(arms) else ""))
+    for i, name in enumerate(rows):
+        for j, f in enumerate(FORMS):
+            cells = []
+            for a in names:
+                st = stats[a]
+                cells.append(f"{st['boot'][i, j]:.4f}/{st['over'][i, j]:.4f} = {st['ratio'][i, j]:.2f} "
+                             f"({st['ci'][0, i, j]:.2f}-{st['ci'][1, i, j]:.2f}) [{st['rratio'][i, j]:.2f}] "
+                             f"{{{st['mratio'][i, j]:.2f}}}")
+            if i >= 3 and j == T:
+                continue
+            line = f"   {name:<13}{f:<10}" + "".join(c.rjust(50) for c in cells)
+            if {"fixed", "adaptive"} <= set(arms):
+                rr = draws["adaptive"][:, i, j] / draws["fixed"][:, i, j]
+                lo, hi = np.nanpercentile(rr, [2.5, 97.5])
+                line += f"   {stats['adaptive']['ratio'][i, j] / stats['fixed']['ratio'][i, j]:.2f} ({lo:.2f}-{hi:.2f})"
+            print(line)
+    print("-- the product's SE in each study (bootstrap.robust_se, what bias.csv's se and settle's z read): SD over "
+          "studies of (estimate - mean over studies) / SE, 1 when the SEs are right (95% interval, bootstrap over studies)")
+    from satcal.analysis.bootstrap import robust_se
+    for i, name in enumerate(rows):
+        cells = []
+        for a in names:
+            est, reps = data[a]
+            z = (est[:, i] - est[:, i].mean(axis=0)) / robust_se(reps[:, :, i], axis=1)     # (s, F)
+            zb = np.array([np.nanstd(z[ix], axis=0, ddof=1) for ix in rng.integers(0, len(z), (1000, len(z)))])
+            lo, hi = np.nanpercentile(zb, [2.5, 97.5], axis=0)
+            cells.append(f"{a}: " + ", ".join(f"{f} {np.nanstd(z[:, j], ddof=1):.2f} ({lo[j]:.2f}-{hi[j]:.2f})"
+                                             for j, f in enumerate(FORMS) if not (i >= 3 and j == T)))
+        print(f"   {name}: " + "; ".join(cells))
+    for a in names:
+        c = counts[a]
+        print(f"   {a}: answers in each formulation's informative region (n_eff, median and range over studies): phi "
+              + ", ".join(f"{f} {np.median(c[:, 0, j]):.0f} ({c[:, 0, j].min():.0f}-{c[:, 0, j].max():.0f})"
+                          for j, f in enumerate(FORMS))
+              + "; |dphi| " + ", ".join(f"{f} {np.median(c[:, 1, j]):.0f} ({c[:, 1, j].min():.0f}-{c[:, 1, j].max():.0f})"
+                                        for j, f in enumerate(FORMS)))
+    for a in names:
+        c = counts[a]
+        if np.ptp(c, axis=0).max() == 0:
+            continue
+        est, reps = data[a]
+        print(f"-- {a}, split at each formulation's median n_eff (phi for b1_std, |dphi| for b2_std and b3_std): "
+              "ratio (95% interval) in the lower half / the upper half")
+        for i, name in enumerate(rows):
+            row = []
+            for j, f in enumerate(FORMS):
+                if i >= 3 and j == T:
+                    continue
+                n = c[:, 1 if i % 3 else 0, j]
+                lo = n <= np.median(n)
+                parts = []
+                for half in (lo, ~lo):
+                    st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
+                    parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
+                row.append(f"{f} " + " / ".join(parts))
+            print(f"   {name}: " + "; ".join(row))
+    if cache_path is not None:
+        from satcal.analysis.joint import WEAK_TAU_Z
+        taus = tau_fits(arms, judgments, cache_path)
+        print("-- the shared answer effect's SD tau (the joint model's; the crowd's worker SD is 0.5): per study the "
+              f"model with the largest Akaike weight; 'weak' when tau < {WEAK_TAU_Z:g} se(tau) (joint.weak_tau, tau at 0 "
+              "included). Ratio (95% interval) in the weak-tau studies / the others")
+        for a in names:
+            t = taus[a]
+            top = np.argmax(t[:, 0], axis=1)
+            tau, se = t[np.arange(len(t)), 1, top], t[np.arange(len(t)), 2, top]
+            weak = ~(tau >= WEAK_TAU_Z * se)
+            est, reps = data[a]
+            r = np.corrcoef(tau, est[:, 0, FORMS.index(TRUTH)])[0, 1]
+            print(f"   {a}: tau median {np.median(tau):.2f} (quartiles {np.quantile(tau, 0.25):.2f}-"
+                  f"{np.quantile(tau, 0.75):.2f}), at 0 (< 0.01) in {np.mean(tau < 0.01):.0%}, weak in {weak.sum()} of "
+                  f"{len(weak)}; correlation of tau with {TRUTH}'s b1_std {r:+.2f}; {TRUTH}'s b1_std mean "
+                  f"{est[weak, 0, FORMS.index(TRUTH)].mean():.4f} (weak) / {est[~weak, 0, FORMS.index(TRUTH)].mean():.4f} (others)")
+            if weak.sum() < 4 or (~weak).sum() < 4:
+                continue
+            for i, name in enumerate(rows):
+                row = []
+                for j, f in enumerate(FORMS):
+                    if i >= 3 and j == T:
+                        continue
+                    parts = []
+                    for half in (weak, ~weak):
+                        st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
+                        parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
+                    row.append(f"{f} " + " / ".join(parts))
+                print(f"   {a} {name}: " + "; ".join(row))
+    print("-- b1_std floor_interval coverage at N (share; MC SE over studies): near the floor / away / contrasts with "
+          "the leader; adaptive also by half of the phi n_eff (summed over formulations)")
+    for arm, studies in arms.items():
+        c = counts[arm][:, 0].sum(axis=1)
+        groups = [("all", np.ones(len(studies), bool))]
+        if np.ptp(c) > 0:
+            groups += [("low n_eff", c <= np.median(c)), ("high n_eff", c > np.median(c))]
+        for label, keep in groups:
+            per = {"near": [], "away": [], "contrast": []}
+            for x in (x for x, k in zip(studies, keep) if k):
+                e, rp = x["est"][0], x["reps"][0].astype(float)
+                lo, hi = floor_interval(rp, e, 0.0)
+                hit = (lo <= truth) & (truth <= hi)
+                L = int(np.nanargmin(e))
+                dlo, dhi = floor_interval(rp - rp[:, [L]], e - e[L], -np.inf)
+                dh = ((dlo <= truth - truth[L]) & (truth - truth[L] <= dhi))[np.arange(len(FORMS)) != L]
+                for key, v in (("near", hit[near]), ("away", hit[~near]), ("contrast", dh)):
+                    per[key].append(np.mean(v))
+            s = int(keep.sum())
+            err = np.stack([x["est"][0] for x, k in zip(studies, keep) if k]) - truth[None]
+            print(f"   {arm} {label} ({s} studies): " + ", ".join(
+                f"{k} {np.mean(v):.2f} ({np.std(v, ddof=1) / np.sqrt(s):.3f})" for k, v in per.items())
+                + f"; mean error of b1_std near {err[:, near].mean():+.4f}, away " + " ".join(
+                    f"{f} {err[:, j].mean():+.4f}" for j, f in enumerate(FORMS) if not near[j]))
+
+
+# --------------------------------------------------------------------------------------------
+# --reanalyse: the saved answers calibrated again under another resampling scheme
+# --------------------------------------------------------------------------------------------
+#: Resampling schemes ``--reanalyse`` can apply to saved answers: "workers" (the product's: every
+#: worker drawn from all the study's workers; reproduces the saved replicates), "waves" (workers
+#: drawn within each wave, as many as the wave had: the stratified bootstrap).
+VARIANTS = ("workers", "waves")
+
+
+def stratified_weights(n, replicates, seed, groups=None, n_groups=None, clusters=None, strata=None):
+    """:func:`~satcal.analysis.bootstrap.replicate_weights` with the first clustering's clusters
+    drawn within strata: replicate b draws, in every stratum, as many of its clusters as it has,
+    with replacement (the stratified bootstrap; Davison and Hinkley 1997, sec. 3.7). ``strata``
+    (n,) int, one per answer (constant within a cluster). Replicate b uses child stream b of
+    SeedSequence(seed), as the product's does."""
+    codes = clusters[0]
+    G = int(codes.max()) + 1
+    of = np.zeros(G, int)
+    of[codes] = strata
+    members = [np.flatnonzero(of == s) for s in np.unique(of)]
+    width = n if groups is None else int(n_groups)
+    out = np.empty((replicates, width))
+    for b, child in enumerate(np.random.SeedSequence(seed).spawn(replicates)):
+        rng = np.random.default_rng(child)
+        counts = np.zeros(G)
+        for m in members:
+            np.add.at(counts, m[rng.integers(0, len(m), len(m))], 1)
+        w = counts[codes]
+        out[b] = w if groups is None else np.bincount(groups, weights=w, minlength=width)
+    return out
+
+
+def reanalyse(path, variant, boot, out_path):
+    """Calibrate every saved study of ``path`` again (the same answers, the same seed as its
+    last calibration) with the resampling ``variant`` (:data:`VARIANTS`); save the estimates
+    and replicates as ``--summarise`` reads them, arm ``<arm>-<variant>``."""
+    import satcal.analysis.bootstrap as bs
+    from satcal.analysis.calibration import calibrate
+    from satcal.analysis.standardise import reference_scores
+    with open(path, "rb") as fh:
+        d = pickle.load(fh)
+    judgments = recover_judgments()
+    reference = reference_scores(judgments, FORMS, K, len(LEVELS), seed=0)
+    original = bs.replicate_weights
+    out = {**d, "arm": f"{d['arm']}-{variant}", "studies": []}
+    offset = {"fixed": 0, "adaptive": 1, "replay": 2}[d["arm"]]
+    try:
+        for x in d["studies"]:
+            c = time.process_time()
+            ex = x["examples"]
+            study = StudyData(ex.drop(columns="wave"), k=K, n_levels=len(LEVELS), judgments=judgments, name="simulated")
+            if variant == "waves":
+                strata = ex["wave"].to_numpy(int)
+                bs.replicate_weights = lambda *a, _s=strata, **k: stratified_weights(*a, **k, strata=_s)
+            res = calibrate(study, FORMS, sat_model="both", bootstrap=boot, seed=100 * x["r"] + offset + d["waves"],
+                            model_check_folds=0, reference=reference, standardised_intervals=True)
+            bs.replicate_weights = original
+            bias = res.bias.set_index("formulation").reindex(FORMS)
+            order_f = [list(res.bias["formulation"]).index(f) for f in FORMS]
+            reps = np.moveaxis(res.bootstrap.joint["std_indicators"], 2, 0)[:, :, order_f]
+            out["studies"].append({"r": x["r"], "est": np.stack([bias[i].to_numpy(float) for i in IND]),
+                                   "reps": reps, "examples": ex, "looks": []})
+            with open(out_path, "wb") as fh:
+                pickle.dump(out, fh)
+            same = np.allclose(out["studies"][-1]["reps"], x["reps"], equal_nan=True) if variant == "workers" else None
+            print(f"study {x['r']} {out['arm']}: {time.process_time() - c:.0f} s CPU"
+                  + ("" if same is None else f"; replicates as saved: {same}"), flush=True)
+    finally:
+        bs.replicate_weights = original
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arm", choices=("fixed", "adaptive", "replay"), default="fixed")
@@ -418,10 +756,18 @@ def main():
                     help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
     ap.add_argument("--summarise", nargs="+", default=None, metavar="PKL")
+    ap.add_argument("--reanalyse", default=None, metavar="PKL",
+                    help="calibrate PKL's saved answers again with --variant's resampling; saves to --save")
+    ap.add_argument("--variant", choices=VARIANTS, default="workers")
+    ap.add_argument("--spread", action="store_true",
+                    help="with --summarise: only the bootstrap SD against the spread over studies, with intervals")
     args = ap.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     if args.summarise:
-        summarise(args.summarise)
+        summarise(args.summarise, args.spread)
+        return
+    if args.reanalyse:
+        reanalyse(args.reanalyse, args.variant, args.boot, f"{args.save}.pkl")
         return
     t0 = time.perf_counter()
     c0 = time.process_time()
