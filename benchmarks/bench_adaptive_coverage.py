@@ -415,6 +415,33 @@ def summarise(paths, spread_only=False):
             print(f"-- {arm} minus fixed, mean estimate (SE): " + "; ".join(
                 f"{name} " + " ".join(f"{d[i, j]:+.4f} ({se[i, j]:.4f})" for j in range(len(FORMS)))
                 for i, name in enumerate(IND)))
+    picks_at_n(arms, truth)
+
+
+def picks_at_n(arms, truth):
+    """Each arm's pick at N (the least estimated b1_std, what a reader of the study would
+    take), exactly the true least and within the margin of it, Fisher's exact test of the arms'
+    within-margin rates, and the SD over studies of each formulation's b1_std contrast with the
+    true least (what decides the pick). Needs no looks."""
+    from scipy.stats import fisher_exact
+    best, near = int(np.argmin(truth)), truth <= truth.min() + MARGIN
+    rates = {}
+    for arm, studies in arms.items():
+        est = np.stack([x["est"][0] for x in studies])          # (s, F) b1_std at N
+        pick = np.argmin(est, axis=1)
+        rates[arm] = (int(near[pick].sum()), len(pick))
+        counts = np.bincount(pick, minlength=len(FORMS))
+        sd = (est - est[:, [best]]).std(axis=0, ddof=1)
+        print(f"-- {arm} picks at N: exact {int((pick == best).sum())}/{len(pick)}, within the margin "
+              f"{rates[arm][0]}/{len(pick)}; picked " + ", ".join(f"{f} {c}" for f, c in zip(FORMS, counts))
+              + f"; SD over studies of b1_std minus {FORMS[best]}'s: "
+              + " ".join(f"{v:.4f}" for j, v in enumerate(sd) if j != best))
+    if "fixed" in rates and len(rates) > 1:
+        for arm, (k, n) in rates.items():
+            if arm != "fixed":
+                kf, nf = rates["fixed"]
+                p = fisher_exact([[k, n - k], [kf, nf - kf]]).pvalue
+                print(f"-- picks within the margin, {arm} against fixed: {k}/{n} against {kf}/{nf} (Fisher's exact p {p:.2f})")
 
 
 # --------------------------------------------------------------------------------------------
