@@ -74,7 +74,8 @@ from _context import note  # noqa: E402
 from bench_adaptive import FORMS, WAVES  # noqa: E402
 from bench_adaptive_bound import Shape  # noqa: E402
 
-from satcal.analysis.adaptive import (CELL_CAP, _answer, _jacobian, _k, _levels, std_gradients)  # noqa: E402
+from satcal.analysis.adaptive import (CELL_CAP, _answer, _answer_shares as cond_shares, _jacobian, _k,  # noqa: E402
+                                      _levels, std_gradients)
 from satcal.analysis.joint import (BOUNDS, CODES, _collapse_rows, _negloglik_and_gradient,  # noqa: E402
                                    fit_joint)
 from satcal.analysis.standardise import standardised_curves  # noqa: E402
@@ -89,27 +90,6 @@ PROCESSES = ("indep", "u-clustered", "spam-clustered", "crowd", "crowd (_answer)
 
 
 # ---- the answer process given the latent ----------------------------------------------------
-def cond_shares(ta, tb, model, ua, ub):
-    """(n, 4, K) shares of a_better, b_better, both_good, both_bad of honest answers given the
-    list offsets (ua, ub) (K,) or (n,) (``_expected_answers`` per node, ua = ub there)."""
-    ua, ub = np.asarray(ua, float), np.asarray(ub, float)
-    pa = expit(model.intercept + ua[None] + model.slope * ta[:, None]) if ua.ndim == 1 else \
-        expit(model.intercept + ua + model.slope * ta[:, None])
-    pb = expit(model.intercept + ub[None] + model.slope * tb[:, None]) if ub.ndim == 1 else \
-        expit(model.intercept + ub + model.slope * tb[:, None])
-    good, bad = pa * pb, (1 - pa) * (1 - pb)
-    only_a, only_b = pa * (1 - pb), pb * (1 - pa)
-    d = (ta - tb)[:, None]
-    to_a = np.where(d > 0, model.preference_accuracy, np.where(d < 0, 1 - model.preference_accuracy, 0.5))
-    q, lapse, pos = model.undecided_preference, model.lapse, model.position_bias
-    a = only_a * (1 - lapse) + only_b * lapse + (good + bad) * q * to_a
-    b = only_b * (1 - lapse) + only_a * lapse + (good + bad) * q * (1 - to_a)
-    good, bad = good * (1 - q), bad * (1 - q)
-    a, b = a + (good + bad) * pos / 2, b + (good + bad) * pos / 2
-    good, bad = good * (1 - pos), bad * (1 - pos)
-    return np.stack([a, b, good, bad], axis=1)
-
-
 class Process:
     """An answer process: honest latent nodes (ua, ub, weight), spammer share, and which parts
     of the latent a worker carries over its answers."""

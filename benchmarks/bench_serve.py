@@ -571,7 +571,23 @@ def summary(ratios: dict, runs: int, think: float, concurrency: int, stack: tupl
               f"p50 ratio median {np.median(d50):.2f}x")
 
 
-def main():
+def stack_argument(text: str) -> tuple[str, str]:
+    """``--stacks``' LOOP/HTTP (one of them alone: the other auto) as :func:`server_stack`
+    resolves it; any other text, or one not installed, refused by argparse in one line."""
+    import argparse
+
+    from satcal.errors import SatcalError
+    from satcal.study.hosting import server_stack
+    parts = text.split("/")
+    if len(parts) > 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LOOP/HTTP, e.g. asyncio/h11")
+    try:
+        return server_stack(*parts)
+    except SatcalError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("serve: ")) from None
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--participants", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=50)
@@ -592,12 +608,12 @@ def main():
     parser.add_argument("--fresh-every", type=float, default=FRESH_EVERY,
                         help=f"least seconds from one fetch of the static file on a new connection (the entry's "
                              f"peer) to the next (default {FRESH_EVERY:g}; 0: none)")
-    parser.add_argument("--stacks", nargs="+", default=["auto/auto"], metavar="LOOP/HTTP",
+    parser.add_argument("--stacks", nargs="+", type=stack_argument, metavar="LOOP/HTTP",
                         help="uvicorn's event loop and HTTP parser for the server and its peers alike, e.g. "
                              "asyncio/h11 uvloop/httptools; several: each run of each, in turn (default auto/auto: "
                              "uvloop and httptools when installed)")
     parser.add_argument("--durable-peer", nargs=4, metavar=("PORT", "PATH", "LOOP", "HTTP"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.durable_peer:
         return durable_peer(int(args.durable_peer[0]), *args.durable_peer[1:])
     from satcal.serve import client
@@ -609,8 +625,7 @@ def main():
                                               args.runs, args.think[0]) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
-        from satcal.study.hosting import server_stack
-        stacks = [server_stack(*stack.split("/")) for stack in args.stacks]
+        stacks = args.stacks or [stack_argument("auto/auto")]   # each checked and resolved by argparse
         by_think: dict = {(think, stack): {} for think in args.think for stack in stacks}
         for i in range(args.runs):
             for (think, stack), ratios in by_think.items():  # the regimes in turn, so that each meets the same load

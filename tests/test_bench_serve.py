@@ -61,3 +61,21 @@ def test_cpu_a_request_counts_both_static_peers_requests():
     assert bench.cpu_requests(participants, peer, fresh) == participants + len(answered)
     # without the new-connection peer running, only the participants' and the first peer's
     assert bench.cpu_requests(participants, peer, []) == participants + len(peer)
+
+
+def test_stacks_refused_in_one_line_before_anything_runs(capsys):
+    """``--stacks`` checked by argparse: a stack that is not LOOP/HTTP, or names an unknown
+    loop, exits 2 with one line naming it (before, server_stack's error surfaced as a
+    traceback after the workspace was made); a valid one resolves as server_stack does."""
+    import pytest
+
+    from satcal.study.hosting import server_stack
+    bench = _bench()
+    for bad, said in (("asyncio/h11/x", "'asyncio/h11/x': expected LOOP/HTTP"), ("tokio/h11", "loop must be one of")):
+        with pytest.raises(SystemExit) as stopped:
+            bench.main(["--stacks", bad])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert said in err[-1] and "Traceback" not in "\n".join(err)
+    assert bench.stack_argument("asyncio/h11") == ("asyncio", "h11")
+    assert bench.stack_argument("auto") == server_stack("auto", "auto")

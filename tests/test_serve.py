@@ -524,6 +524,30 @@ def test_a_version_1_database_is_migrated_and_its_dry_run_marked(served_ws):
     assert view is not None
 
 
+def test_serve_passes_over_a_uvloop_that_is_found_but_does_not_import(served_ws, tmp_path, monkeypatch):
+    """A uvloop package on the path whose import fails (its C part built for another Python):
+    auto falls back to asyncio, as uvicorn's own auto does on ImportError, and ``--loop
+    uvloop`` is refused in one line (before, find_spec alone said uvloop, and uvicorn failed
+    in a traceback)."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from satcal.cli import main
+    from satcal.study.hosting import server_stack
+    broken = tmp_path / "site" / "uvloop"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('uvloop built for another Python')\n")
+    monkeypatch.syspath_prepend(str(broken.parent))
+    for name in [m for m in sys.modules if m == "uvloop" or m.startswith("uvloop.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert server_stack("auto", "h11") == ("asyncio", "h11")
+    res = CliRunner().invoke(main, ["serve", str(served_ws.path), "--loop", "uvloop"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        "satcal: error: serve: uvloop is not installed (pip install 'satcal[serve]'), or leave it to auto"]
+
+
 def test_a_schema_2_database_made_by_the_schema_2_code_is_migrated_keeping_every_answer(tmp_path):
     """tests/data/serve-schema2.db, written by satcal at schema 2 (2e70104;
     tests/data/make_serve_schema2_db.py says how): opened by this code it is at schema 3 with

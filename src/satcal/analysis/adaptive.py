@@ -1311,15 +1311,14 @@ def settle(result, *, confidence: float = 0.95, top_m: int = 1, look: int = 1, m
 # --------------------------------------------------------------------------------------------
 # Simulation
 # --------------------------------------------------------------------------------------------
-def _expected_answers(phi_a, phi_b, model, nodes: int = 24) -> np.ndarray:
-    """(n, 4) expected shares of a_better, b_better, both_good, both_bad in the canonical
-    orientation under the simulated crowd's honest workers (simulate.py's answer process,
-    averaged over the worker effect by Gauss-Hermite quadrature; the shown order is random, so
-    position bias sends half of the undecided answers it moves to each side)."""
-    z, wq = np.polynomial.hermite_e.hermegauss(nodes)
-    u, wq = model.heterogeneity * z, wq / wq.sum()
-    pa = expit(model.intercept + u[None] + model.slope * phi_a[:, None])
-    pb = expit(model.intercept + u[None] + model.slope * phi_b[:, None])
+def _answer_shares(phi_a, phi_b, model, ua, ub) -> np.ndarray:
+    """(n, 4, K) shares of a_better, b_better, both_good, both_bad of honest answers in the
+    canonical orientation given list offsets ``ua`` and ``ub`` ((K,) nodes shared by every row,
+    or (n, K) a row's own): simulate.py's answer process (the shown order is random, so position
+    bias sends half of the undecided answers it moves to each side)."""
+    ua, ub = np.asarray(ua, float), np.asarray(ub, float)
+    pa = expit(model.intercept + (ua[None] if ua.ndim == 1 else ua) + model.slope * phi_a[:, None])
+    pb = expit(model.intercept + (ub[None] if ub.ndim == 1 else ub) + model.slope * phi_b[:, None])
     good, bad = pa * pb, (1 - pa) * (1 - pb)
     only_a, only_b = pa * (1 - pb), pb * (1 - pa)
     d = (phi_a - phi_b)[:, None]
@@ -1330,7 +1329,17 @@ def _expected_answers(phi_a, phi_b, model, nodes: int = 24) -> np.ndarray:
     good, bad = good * (1 - q), bad * (1 - q)
     a, b = a + (good + bad) * pos / 2, b + (good + bad) * pos / 2
     good, bad = good * (1 - pos), bad * (1 - pos)
-    return np.stack([a, b, good, bad], axis=1) @ wq
+    return np.stack([a, b, good, bad], axis=1)
+
+
+def _expected_answers(phi_a, phi_b, model, nodes: int = 24) -> np.ndarray:
+    """(n, 4) expected shares of a_better, b_better, both_good, both_bad in the canonical
+    orientation under the simulated crowd's honest workers (:func:`_answer_shares`, one worker
+    effect u on both lists, averaged over u ~ N(0, heterogeneity^2) by Gauss-Hermite
+    quadrature)."""
+    z, wq = np.polynomial.hermite_e.hermegauss(nodes)
+    u, wq = model.heterogeneity * z, wq / wq.sum()
+    return _answer_shares(phi_a, phi_b, model, u, u) @ wq
 
 
 def population_truth(pool: pd.DataFrame, truth, formulations=None, *, n_levels: int | None = None) -> pd.Series:

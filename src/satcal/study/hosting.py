@@ -2,6 +2,7 @@
 application, the server, and the entries that tell other commands a server is running."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -42,7 +43,16 @@ def server_stack(loop: str = "auto", http: str = "auto") -> tuple[str, str]:
                           f"got {loop!r}, {http!r}")
 
     def installed(name):
-        return importlib.util.find_spec(name) is not None
+        # imported, not only found: a package whose C part does not load (built for another
+        # Python) is what uvicorn's auto passes over on ImportError, and what --loop/--http
+        # refuse here rather than in a traceback from uvicorn
+        if importlib.util.find_spec(name) is None:
+            return False
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return False
+        return True
 
     for name in (loop, http):
         if name in ("uvloop", "httptools") and not installed(name):
