@@ -5,7 +5,7 @@ measures the CPU a submission costs, which the machine's load does not change: t
 workspaces ``bench_serve.py`` builds (``make_workspace``; the adaptive one with its first plan
 published and no background refit), driven through the ASGI app by Starlette's TestClient,
 participants of the two studies alternating (A B A B). Per page submission (``POST /page``,
-the redirect it answers with) it records the process's CPU (``time.process_time``: the event
+until its 303 answer; the GET it redirects to, which writes nothing, is not counted) it records the process's CPU (``time.process_time``: the event
 loop's thread, the database thread and the client, which is the same code on both sides), and
 on the database thread the CPU of its trip (``StudyRoutes._page``: the participant's read, the
 store and the next page's claim in one write, ``time.thread_time``).
@@ -41,32 +41,31 @@ def hosted(ws):
 
 def participant_run(app, pid: str, cpu: list, wall: list):
     """One participant through the study with the TestClient; every ``POST /page``'s process
-    CPU and wall time (with the redirect it answers with) appended."""
+    CPU and wall time appended (the POST alone, not the GET it redirects to)."""
     from starlette.testclient import TestClient
     from satcal.serve.client import parse_form
     # not as a context manager: the lifespan (the adaptive study's background refit) stays off
     http = TestClient(app, follow_redirects=False)
-    if True:
-        r = http.get(f"/?PROLIFIC_PID={pid}&STUDY_ID=bench&SESSION_ID={pid}")
-        url = "/"
-        for _ in range(50):
-            while r.is_redirect:
-                url = r.headers["location"]
-                if url.startswith("http"):
-                    return
-                r = http.get(url)
-            form = parse_form(r.text)
-            if form is None or form.method != "post":
+    r = http.get(f"/?PROLIFIC_PID={pid}&STUDY_ID=bench&SESSION_ID={pid}")
+    url = "/"
+    for _ in range(50):
+        while r.is_redirect:
+            url = r.headers["location"]
+            if url.startswith("http"):
                 return
-            fields = dict(form.hidden)
-            fields.update(form.checkboxes)
-            fields.update({name: values[0] for name, values in form.radios.items()})
-            target = form.action or url
-            c0, w0 = time.process_time(), time.perf_counter()
-            r = http.post(target, data=fields)
-            if target.rstrip("/").endswith("page"):
-                cpu.append(time.process_time() - c0)
-                wall.append(time.perf_counter() - w0)
+            r = http.get(url)
+        form = parse_form(r.text)
+        if form is None or form.method != "post":
+            return
+        fields = dict(form.hidden)
+        fields.update(form.checkboxes)
+        fields.update({name: values[0] for name, values in form.radios.items()})
+        target = form.action or url
+        c0, w0 = time.process_time(), time.perf_counter()
+        r = http.post(target, data=fields)
+        if target.rstrip("/").endswith("page"):
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - w0)
 
 
 def claim_query_cpu(study, repeats: int = 200) -> float:
