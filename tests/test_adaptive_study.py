@@ -864,6 +864,36 @@ def test_the_page_order_follows_the_published_plan_without_a_refit(tmp_path):
     engine.dispose()
 
 
+def test_the_sqlite_claim_hands_out_slots_in_the_plans_order(tmp_path):
+    """The claim's compiled statement on SQLite (the plan's ranks bound as a BLOB) hands out
+    the slots, claimed one after the other, in the order a sort in Python gives: the emptiest
+    replicate first, then the plan's rank, pages the plan does not name (among them pages
+    past its highest, 39 and 40) last by page number."""
+    import time as _time
+    from sqlalchemy import update
+    from satcal.serve import db
+    from satcal.serve.priority import PageOrder, Plan
+    from satcal.serve.study import _choose_ranked
+    engine = db.connect(f"sqlite:///{tmp_path}/claim.db")
+    pages = list(range(1, 41))
+    db.prepare(engine, "k" * 64, pages, 2)
+    s = db.tables()["slots"]
+    order = PageOrder(lambda: Plan({p: float((p * 13) % 37) for p in pages if p not in (6, 20, 39, 40)}))
+    assert order.refresh()
+    ranks = order.plan.ranks()
+    got = []
+    with engine.begin() as conn:
+        for _ in range(2 * len(pages)):
+            row = _choose_ranked(0).run(conn, ape=2, now=_time.time(), pid=-1, ranks=order.rank_blob())[0]
+            got.append(row["page"])
+            conn.execute(update(s).where(s.c.id == row["id"]).values(done=True))
+        assert _choose_ranked(0).run(conn, ape=2, now=_time.time(), pid=-1, ranks=order.rank_blob()) == []
+    want = sorted(((r, p) for r in (1, 2) for p in pages), key=lambda x: (x[0], ranks.get(x[1], 99), x[1]))
+    assert got == [p for _, p in want]
+    assert got[36:40] == [6, 20, 39, 40]
+    engine.dispose()
+
+
 # --------------------------------------------------------------------------------------------
 # calibration.json and the report
 # --------------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ class PageOrder:
         self.interval = float(interval)
         self._plan = Plan()
         self._expression = None  # (plan, column, SQL rank expression, dialect) of the latest plan
+        self._blob = None  # (plan, its rank_blob) of the latest plan
         self.refits = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -102,10 +103,14 @@ class PageOrder:
         """A SQL expression of ``column`` (a page number) giving its place in the latest plan
         (pages the plan does not name after the others), built once per plan.
 
-        The plan is one bound string of the ranked pages (",12,3,7,"), and a page's place is
-        where ``,<page>,`` starts in it (``instr`` in SQLite, ``strpos`` in PostgreSQL): a
-        claim's query costs one string search a row, where a CASE of one branch a page cost
-        ten times the query without an order (measured on 230 pages).
+        SQLite: the plan is one bound BLOB of 4 bytes a page number, page ``p``'s rank
+        big-endian at byte ``4 p`` (``ff ff ff ff`` for a page the plan does not name), and a
+        page's place is ``substr(blob, 4 p + 1, 4)``: a BLOB's ``substr`` is an offset, so a
+        row costs the same whatever the plan's length, and big-endian bytes sort as their
+        numbers. It replaced a string search (``instr(",12,3,7,", ",<page>,")``), whose cost
+        grew with the plan: 1.7 ms of CPU a claim on 704 pages against 0.01 ms in page order,
+        in the writers' turn (docs/benchmarks.md, "A page submission's CPU"); a CASE of one
+        branch a page was slower still. PostgreSQL keeps the string search (``strpos``).
 
         Parameters
         ----------
@@ -121,13 +126,26 @@ class PageOrder:
         ranks = plan.ranks()
         if not ranks:
             expression = literal(0)
-        else:
+        elif dialect == "postgresql":
             ranked = "," + ",".join(str(p) for p in sorted(ranks, key=ranks.get)) + ","
             needle = literal(",") + cast(column, String) + literal(",")
-            find = func.strpos(literal(ranked), needle) if dialect == "postgresql" else func.instr(literal(ranked), needle)
-            expression = func.coalesce(func.nullif(find, 0), len(ranked) + 1)
+            expression = func.coalesce(func.nullif(func.strpos(literal(ranked), needle), 0), len(ranked) + 1)
+        else:
+            from sqlalchemy import LargeBinary
+            expression = blob_rank(column, literal(rank_blob(ranks), LargeBinary))
         self._expression = (plan, column, expression, dialect)
         return expression
+
+    def rank_blob(self) -> bytes | None:
+        """The latest plan's ranks as SQLite's claim binds them (:func:`rank_blob`), computed
+        once per plan; None when the plan ranks no page (pages go in page order)."""
+        plan, cached = self._plan, self._blob
+        if cached is not None and cached[0] is plan:
+            return cached[1]
+        ranks = plan.ranks()
+        blob = rank_blob(ranks) if ranks else None
+        self._blob = (plan, blob)
+        return blob
 
     # -- the background thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -163,3 +181,40 @@ class PageOrder:
             yield
         finally:
             self.stop(timeout=1.0)
+
+
+def rank_blob(ranks: Mapping[int, int]) -> bytes:
+    """A plan's ranks as SQLite's rank expression reads them (:func:`blob_rank`): 4 big-endian
+    bytes a page number, page ``p``'s rank at byte ``4 p``, ``ff`` x 4 (after every rank) for a
+    page not ranked.
+
+    Parameters
+    ----------
+    ranks : mapping of int to int
+        Page -> rank (:meth:`Plan.ranks`), page numbers not negative.
+    """
+    import numpy as np
+    pages = np.fromiter(ranks.keys(), dtype=np.int64, count=len(ranks))
+    if pages.size and pages.min() < 0:
+        raise ValueError("a plan's page numbers are not negative")
+    table = np.full(int(pages.max()) + 1 if pages.size else 0, 0xFFFFFFFF, dtype=">u4")
+    table[pages] = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
+    return table.tobytes()
+
+
+def blob_rank(column, ranks):
+    """SQLite's rank expression of a page-number ``column`` (:meth:`PageOrder.rank_expression`)
+    against ``ranks``, a BLOB of :func:`rank_blob` (a literal, or a ``bindparam`` filled in at
+    each claim): ``substr(ranks, 4 * page + 1, 4)``, ``ff`` x 4 past the BLOB's end (where
+    ``substr`` gives an empty BLOB).
+
+    Parameters
+    ----------
+    column : sqlalchemy column
+        The page number column.
+    ranks : sqlalchemy expression
+        The BLOB.
+    """
+    from sqlalchemy import LargeBinary, func, literal
+    place = func.substr(ranks, column * 4 + 1, 4)
+    return func.coalesce(func.nullif(place, literal(b"", LargeBinary)), literal(b"\xff\xff\xff\xff", LargeBinary))

@@ -315,12 +315,33 @@ _WRITES: dict = {}
 #: The claim's choice of slot without an adaptive plan, one statement per count of pages left
 #: out for a trap met elsewhere (:func:`_choose_in_page_order`).
 _CHOOSE: dict = {}
+#: The same in an adaptive plan's order on SQLite (:func:`_choose_ranked`).
+_CHOOSE_RANKED: dict = {}
 
 
 def _write(name: str):
     if not _WRITES:
         _WRITES.update(_writes())
     return _WRITES[name]
+
+
+def _choose_ranked(met: int):
+    """The claim's choice of slot on SQLite in an adaptive plan's order, one statement per
+    ``met`` (as :func:`_choose`): the emptiest page first, then the plan's rank (the plan's
+    :func:`~satcal.serve.priority.rank_blob` bound as ``ranks`` at each claim), then the page
+    number. Built and compiled once, where the order's expression built into each claim's
+    statement cost SQLAlchemy's statement building and cache lookup in the writers' turn."""
+    choose = _CHOOSE_RANKED.get(met)
+    if choose is None:
+        from sqlalchemy import LargeBinary, bindparam, select
+        from .priority import blob_rank
+
+        def build():
+            s = db.tables()["slots"]
+            rank = blob_rank(s.c.page, bindparam("ranks", type_=LargeBinary))
+            return select(s.c.id, s.c.page).where(_candidates(met)).order_by(s.c.replicate, rank, s.c.page).limit(1)
+        choose = _CHOOSE_RANKED[met] = db.Write(build)
+    return choose
 
 
 def _choose(met: int):
@@ -720,7 +741,8 @@ class HostedStudy:
         self.order = None
         # every statement a request runs, compiled now rather than by the first participants
         _write("lock")  # builds them all
-        for statement in [*_READS.values(), *_WRITES.values(), *(_choose(met) for met in range(4))]:
+        for statement in [*_READS.values(), *_WRITES.values(), *(_choose(met) for met in range(4)),
+                          *(_choose_ranked(met) for met in range(4) if engine.dialect.name == "sqlite")]:
             statement.compile(engine)
 
     @classmethod
@@ -1038,8 +1060,13 @@ class HostedStudy:
         replicate, so every page gets its first answer before any gets a second), then, on an
         adaptive study, the latest published plan's order (never waiting for a refit), then the
         lowest page number. Runs inside the claim's write transaction."""
-        if self.order is None:  # one statement per shape, compiled once, run on the driver
+        ranks = self.order.rank_blob() if self.order is not None and conn.dialect.name == "sqlite" else None
+        if self.order is None or (ranks is None and conn.dialect.name == "sqlite"):
+            # one statement per shape, compiled once, run on the driver (no plan yet: page order)
             rows = _choose(met).run(conn, **params)
+            return rows[0] if rows else None
+        if ranks is not None:  # SQLite in the plan's order: the same, the plan's ranks bound
+            rows = _choose_ranked(met).run(conn, **params, ranks=ranks)
             return rows[0] if rows else None
         from sqlalchemy import select
         s = db.tables()["slots"]
