@@ -519,6 +519,22 @@ def _ratio_stats(est, reps, rng, boots=SPREAD_BOOT, keep=False):
     return (out, ratio) if keep else out
 
 
+def _halves_row(est, reps, i, T, rng, first_half):
+    """One printed row of the split ratios: per formulation (the true least ``T`` left out of the
+    contrast rows, ``i`` >= 3) the ratio (95% interval) in the studies ``first_half(j)`` marks /
+    the others."""
+    row = []
+    for j, f in enumerate(FORMS):
+        if i >= 3 and j == T:
+            continue
+        parts = []
+        for half in (first_half(j), ~first_half(j)):
+            st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
+            parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
+        row.append(f"{f} " + " / ".join(parts))
+    return "; ".join(row)
+
+
 def tau_fits(arms, judgments, cache_path):
     """Per study the joint models' full-sample fits without a bootstrap (about 1.3 s of CPU a
     study): each formulation's Akaike weight, tau and its standard error, cached in
@@ -627,18 +643,9 @@ def spread(arms, truth, judgments, cache_path=None):
         print(f"-- {a}, split at each formulation's median n_eff (phi for b1_std, |dphi| for b2_std and b3_std): "
               "ratio (95% interval) in the lower half / the upper half")
         for i, name in enumerate(rows):
-            row = []
-            for j, f in enumerate(FORMS):
-                if i >= 3 and j == T:
-                    continue
-                n = c[:, 1 if i % 3 else 0, j]
-                lo = n <= np.median(n)
-                parts = []
-                for half in (lo, ~lo):
-                    st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
-                    parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
-                row.append(f"{f} " + " / ".join(parts))
-            print(f"   {name}: " + "; ".join(row))
+            def lower_half(j, n_eff=c[:, 1 if i % 3 else 0]):
+                return n_eff[:, j] <= np.median(n_eff[:, j])
+            print(f"   {name}: " + _halves_row(est, reps, i, T, rng, lower_half))
     if cache_path is not None:
         from satcal.analysis.joint import WEAK_TAU_Z
         taus = tau_fits(arms, judgments, cache_path)
@@ -659,16 +666,7 @@ def spread(arms, truth, judgments, cache_path=None):
             if weak.sum() < 4 or (~weak).sum() < 4:
                 continue
             for i, name in enumerate(rows):
-                row = []
-                for j, f in enumerate(FORMS):
-                    if i >= 3 and j == T:
-                        continue
-                    parts = []
-                    for half in (weak, ~weak):
-                        st = _ratio_stats(est[half][:, i, j], reps[half][:, :, i, j], rng, boots=1000)
-                        parts.append(f"{st['ratio']:.2f} ({st['ci'][0]:.2f}-{st['ci'][1]:.2f})")
-                    row.append(f"{f} " + " / ".join(parts))
-                print(f"   {a} {name}: " + "; ".join(row))
+                print(f"   {a} {name}: " + _halves_row(est, reps, i, T, rng, lambda j, w=weak: w))
     print("-- b1_std floor_interval coverage at N (share; MC SE over studies): near the floor / away / contrasts with "
           "the leader; adaptive also by half of the phi n_eff (summed over formulations)")
     for arm, studies in arms.items():
