@@ -137,7 +137,7 @@ def look_figures(result, study, verdict):
             "z": dict(verdict.z), "critical": float(verdict.critical), "alpha_spent": float(verdict.alpha_spent)}
 
 
-def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True):
+def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True, openness="stop"):
     """One study of ``len(fixed)`` answers; returns the last calibration's estimates and
     replicates of b1_std-b3_std and the answered examples, and with ``looks`` every look's
     record (:func:`look_figures`): after each wave, the product's calibration (the same defaults
@@ -168,7 +168,7 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=Tr
             wave = replay.loc[replay["wave"] == w].drop(columns=["answer", "worker_id", "wave"])
         elif arm == "adaptive":
             wave = plan_wave(pool, study, FORMS, int(size), seed=seed + w, cache=cache, target="b1_std",
-                             reference=reference).drop(columns="priority")
+                             reference=reference, openness=openness).drop(columns="priority")
         else:
             done = sum(len(a) for a in asked)
             wave = order.iloc[done:done + size]
@@ -779,6 +779,8 @@ def main():
     ap.add_argument("--waves", type=int, default=10)
     ap.add_argument("--min-per-cell", type=int, default=100, help="the fixed coverage design's depth (sets N)")
     ap.add_argument("--pool", type=int, default=5000, help="candidate examples of the adaptive arm")
+    ap.add_argument("--openness", choices=("stop", "pick"), default="stop",
+                    help="the adaptive arm's contrast weights (plan_wave's openness; default the stopping rule's)")
     ap.add_argument("--no-looks", action="store_true",
                     help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
@@ -803,7 +805,7 @@ def main():
     truth = std_truth(judgments, crowd(TRUTH, 0), FORMS)
     print(f"fixed design {len(fixed)} examples, pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s", flush=True)
     out = {"arm": args.arm, "truth": truth, "n": len(fixed), "boot": args.boot, "waves": args.waves,
-           "min_per_cell": args.min_per_cell, "pool": args.pool, "studies": []}
+           "min_per_cell": args.min_per_cell, "pool": args.pool, "openness": args.openness, "studies": []}
     for r in range(args.seed_base, args.seed_base + args.seed_step * args.studies, args.seed_step):
         t, c = time.perf_counter(), time.process_time()
         source = None
@@ -817,7 +819,8 @@ def main():
                 if source is None:
                     time.sleep(20)
             source = source["examples"]
-        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks)
+        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks,
+                      args.openness)
         x["r"] = r
         out["studies"].append(x)
         if args.save:
