@@ -357,8 +357,9 @@ def summarise(paths, spread_only=False):
     for p in paths:
         with open(p, "rb") as fh:
             d = pickle.load(fh)
-        have = {x["r"] for x in arms.setdefault(d["arm"], [])}
-        arms[d["arm"]].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
+        arm = d["arm"] + ("-pick" if d.get("openness", "stop") == "pick" else "")   # --openness pick: its own arm
+        have = {x["r"] for x in arms.setdefault(arm, [])}
+        arms[arm].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
         meta = meta or d
     truth = np.atleast_2d(meta["truth"])[0]   # b1_std (F,)
     near = truth <= truth.min() + MARGIN
@@ -422,14 +423,17 @@ def picks_at_n(arms, truth):
     """Each arm's pick at N (the least estimated b1_std, what a reader of the study would
     take), exactly the true least and within the margin of it, Fisher's exact test of the arms'
     within-margin rates, and the SD over studies of each formulation's b1_std contrast with the
-    true least (what decides the pick). Needs no looks."""
-    from scipy.stats import fisher_exact
+    true least (what decides the pick); with an ``adaptive-pick`` arm (``--openness pick``) also
+    McNemar's exact test against the default adaptive arm, paired by seed (the binomial test of
+    the discordant seeds). Needs no looks."""
+    from scipy.stats import binomtest, fisher_exact
     best, near = int(np.argmin(truth)), truth <= truth.min() + MARGIN
-    rates = {}
+    rates, within = {}, {}
     for arm, studies in arms.items():
         est = np.stack([x["est"][0] for x in studies])          # (s, F) b1_std at N
         pick = np.argmin(est, axis=1)
         rates[arm] = (int(near[pick].sum()), len(pick))
+        within[arm] = dict(zip((x["r"] for x in studies), near[pick]))
         counts = np.bincount(pick, minlength=len(FORMS))
         sd = (est - est[:, [best]]).std(axis=0, ddof=1)
         print(f"-- {arm} picks at N: exact {int((pick == best).sum())}/{len(pick)}, within the margin "
@@ -442,6 +446,15 @@ def picks_at_n(arms, truth):
                 kf, nf = rates["fixed"]
                 p = fisher_exact([[k, n - k], [kf, nf - kf]]).pvalue
                 print(f"-- picks within the margin, {arm} against fixed: {k}/{n} against {kf}/{nf} (Fisher's exact p {p:.2f})")
+    if "adaptive" in within and "adaptive-pick" in within:
+        a, b = within["adaptive-pick"], within["adaptive"]
+        common = sorted(set(a) & set(b))
+        only_pick = sum(a[r] and not b[r] for r in common)
+        only_stop = sum(b[r] and not a[r] for r in common)
+        p = binomtest(only_pick, only_pick + only_stop).pvalue if only_pick + only_stop else 1.0
+        print(f"-- picks within the margin, adaptive-pick against adaptive, paired by seed ({len(common)} seeds): "
+              f"{sum(a[r] for r in common)} against {sum(b[r] for r in common)}; only pick {only_pick}, only stop "
+              f"{only_stop} (McNemar's exact p {p:.2f})")
 
 
 # --------------------------------------------------------------------------------------------
