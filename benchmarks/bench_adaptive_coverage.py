@@ -12,6 +12,8 @@ default criterion on b1_std, ``min_depth`` 10) from a pool of ``--pool`` candida
 5,000); between waves only the criterion's own fits run. One calibration at the end (the
 product's defaults: shared-effect joint model, standardised intervals, bootstrap over workers and
 examples, B = ``--boot``, default 100). Both arms of study r share the crowd's seed 1000 + r.
+``--openness pick`` runs the adaptive arm with ``plan_wave(openness="pick")`` (summarised as
+its own arm, ``adaptive-pick``, with McNemar's test against the default adaptive arm by seed).
 ``--arm replay --replay A.pkl`` asks each saved adaptive study's examples again, wave by wave,
 answered afresh by new workers: the adaptive design's examples with answers that did not choose
 them, which separates what the design's composition does from what choosing on the answers does.
