@@ -12,6 +12,8 @@ default criterion on b1_std, ``min_depth`` 10) from a pool of ``--pool`` candida
 5,000); between waves only the criterion's own fits run. One calibration at the end (the
 product's defaults: shared-effect joint model, standardised intervals, bootstrap over workers and
 examples, B = ``--boot``, default 100). Both arms of study r share the crowd's seed 1000 + r.
+``--openness pick`` runs the adaptive arm with ``plan_wave(openness="pick")`` (summarised as
+its own arm, ``adaptive-pick``, with McNemar's test against the default adaptive arm by seed).
 ``--arm replay --replay A.pkl`` asks each saved adaptive study's examples again, wave by wave,
 answered afresh by new workers: the adaptive design's examples with answers that did not choose
 them, which separates what the design's composition does from what choosing on the answers does.
@@ -137,7 +139,7 @@ def look_figures(result, study, verdict):
             "z": dict(verdict.z), "critical": float(verdict.critical), "alpha_spent": float(verdict.alpha_spent)}
 
 
-def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True):
+def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True, openness="stop"):
     """One study of ``len(fixed)`` answers; returns the last calibration's estimates and
     replicates of b1_std-b3_std and the answered examples, and with ``looks`` every look's
     record (:func:`look_figures`): after each wave, the product's calibration (the same defaults
@@ -168,7 +170,7 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=Tr
             wave = replay.loc[replay["wave"] == w].drop(columns=["answer", "worker_id", "wave"])
         elif arm == "adaptive":
             wave = plan_wave(pool, study, FORMS, int(size), seed=seed + w, cache=cache, target="b1_std",
-                             reference=reference).drop(columns="priority")
+                             reference=reference, openness=openness).drop(columns="priority")
         else:
             done = sum(len(a) for a in asked)
             wave = order.iloc[done:done + size]
@@ -357,8 +359,9 @@ def summarise(paths, spread_only=False):
     for p in paths:
         with open(p, "rb") as fh:
             d = pickle.load(fh)
-        have = {x["r"] for x in arms.setdefault(d["arm"], [])}
-        arms[d["arm"]].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
+        arm = d["arm"] + ("-pick" if d.get("openness", "stop") == "pick" else "")   # --openness pick: its own arm
+        have = {x["r"] for x in arms.setdefault(arm, [])}
+        arms[arm].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
         meta = meta or d
     truth = np.atleast_2d(meta["truth"])[0]   # b1_std (F,)
     near = truth <= truth.min() + MARGIN
@@ -422,14 +425,17 @@ def picks_at_n(arms, truth):
     """Each arm's pick at N (the least estimated b1_std, what a reader of the study would
     take), exactly the true least and within the margin of it, Fisher's exact test of the arms'
     within-margin rates, and the SD over studies of each formulation's b1_std contrast with the
-    true least (what decides the pick). Needs no looks."""
-    from scipy.stats import fisher_exact
+    true least (what decides the pick); with an ``adaptive-pick`` arm (``--openness pick``) also
+    McNemar's exact test against the default adaptive arm, paired by seed (the binomial test of
+    the discordant seeds). Needs no looks."""
+    from scipy.stats import binomtest, fisher_exact
     best, near = int(np.argmin(truth)), truth <= truth.min() + MARGIN
-    rates = {}
+    rates, within = {}, {}
     for arm, studies in arms.items():
         est = np.stack([x["est"][0] for x in studies])          # (s, F) b1_std at N
         pick = np.argmin(est, axis=1)
         rates[arm] = (int(near[pick].sum()), len(pick))
+        within[arm] = dict(zip((x["r"] for x in studies), near[pick]))
         counts = np.bincount(pick, minlength=len(FORMS))
         sd = (est - est[:, [best]]).std(axis=0, ddof=1)
         print(f"-- {arm} picks at N: exact {int((pick == best).sum())}/{len(pick)}, within the margin "
@@ -442,6 +448,15 @@ def picks_at_n(arms, truth):
                 kf, nf = rates["fixed"]
                 p = fisher_exact([[k, n - k], [kf, nf - kf]]).pvalue
                 print(f"-- picks within the margin, {arm} against fixed: {k}/{n} against {kf}/{nf} (Fisher's exact p {p:.2f})")
+    if "adaptive" in within and "adaptive-pick" in within:
+        a, b = within["adaptive-pick"], within["adaptive"]
+        common = sorted(set(a) & set(b))
+        only_pick = sum(a[r] and not b[r] for r in common)
+        only_stop = sum(b[r] and not a[r] for r in common)
+        p = binomtest(only_pick, only_pick + only_stop).pvalue if only_pick + only_stop else 1.0
+        print(f"-- picks within the margin, adaptive-pick against adaptive, paired by seed ({len(common)} seeds): "
+              f"{sum(a[r] for r in common)} against {sum(b[r] for r in common)}; only pick {only_pick}, only stop "
+              f"{only_stop} (McNemar's exact p {p:.2f})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -777,6 +792,8 @@ def main():
     ap.add_argument("--waves", type=int, default=10)
     ap.add_argument("--min-per-cell", type=int, default=100, help="the fixed coverage design's depth (sets N)")
     ap.add_argument("--pool", type=int, default=5000, help="candidate examples of the adaptive arm")
+    ap.add_argument("--openness", choices=("stop", "pick"), default="stop",
+                    help="the adaptive arm's contrast weights (plan_wave's openness; default the stopping rule's)")
     ap.add_argument("--no-looks", action="store_true",
                     help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
@@ -801,7 +818,7 @@ def main():
     truth = std_truth(judgments, crowd(TRUTH, 0), FORMS)
     print(f"fixed design {len(fixed)} examples, pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s", flush=True)
     out = {"arm": args.arm, "truth": truth, "n": len(fixed), "boot": args.boot, "waves": args.waves,
-           "min_per_cell": args.min_per_cell, "pool": args.pool, "studies": []}
+           "min_per_cell": args.min_per_cell, "pool": args.pool, "openness": args.openness, "studies": []}
     for r in range(args.seed_base, args.seed_base + args.seed_step * args.studies, args.seed_step):
         t, c = time.perf_counter(), time.process_time()
         source = None
@@ -815,7 +832,8 @@ def main():
                 if source is None:
                     time.sleep(20)
             source = source["examples"]
-        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks)
+        x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks,
+                      args.openness)
         x["r"] = r
         out["studies"].append(x)
         if args.save:

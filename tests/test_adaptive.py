@@ -647,3 +647,28 @@ def test_information_criterion_precision_terms_relative_and_summed(judgments, po
                 after += np.einsum("fi,ij,fj->f", grads[g], post, grads[g])
             want = np.mean((var0 - after) / var0) if relative else (var0 - after).sum() / var0.sum()
             assert red[idx] == pytest.approx(want, rel=1e-6, abs=1e-12)
+
+
+def test_contrast_openness_pick_hand_worked():
+    """openness="pick" against NormalDist by hand: |d| = 0.007, sd = 0.005, margin = 0.005:
+    stop 2 Phi(-2.4) = 0.01640; pick Phi(0.4) x 2 Phi(-1.4) = 0.65542 x 0.16151 = 0.10586; the
+    larger is taken. Far beyond the margin with a sure sign the pick term vanishes and stop
+    remains; the default is the stopping rule's openness; _open_contrasts ranks by it."""
+    from satcal.analysis.adaptive import _open_contrasts, contrast_openness
+    Phi = NormalDist().cdf
+    assert contrast_openness(0.007, 0.005, 0.005) == pytest.approx(2 * Phi(-2.4), rel=1e-9)
+    assert contrast_openness(-0.007, 0.005, 0.005) == pytest.approx(0.016395, abs=1e-6)
+    pick = contrast_openness(0.007, 0.005, 0.005, "pick")
+    assert pick == pytest.approx(Phi(0.4) * 2 * Phi(-1.4), rel=1e-9)
+    assert pick == pytest.approx(0.105859, abs=1e-6)
+    # |d| = 0.05 (10 sd), sd = 0.005: the sign is sure, pick = stop = 2 Phi(-11)
+    assert contrast_openness(0.05, 0.005, 0.005, "pick") == pytest.approx(2 * Phi(-11), rel=1e-6)
+    # two contrasts with the leader 0: c=1 at 0.007 (sd 0.005), c=2 at 0.002 (sd 0.01)
+    b1, ok = np.array([0.020, 0.027, 0.022]), np.ones(3, bool)
+    var = {1: 0.005 ** 2, 2: 0.01 ** 2}
+    got = _open_contrasts(b1, ok, 0, 0.005, None, var.get, "pick")
+    want2 = max(2 * Phi(-0.7), Phi(-0.3) * 2 * Phi(-0.2))   # stop 0.48393 > pick 0.32677
+    assert [c for _, c, _ in got] == [2, 1]
+    assert got[0][0] == pytest.approx(want2, rel=1e-6) and got[1][0] == pytest.approx(0.105859, abs=1e-6)
+    with pytest.raises(SatcalError, match="openness must be one of"):
+        contrast_openness(0.01, 0.01, 0.005, "both")

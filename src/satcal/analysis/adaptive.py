@@ -79,7 +79,7 @@ from .bootstrap import robust_se
 from .core import GRID
 
 __all__ = ["candidate_pool", "example_priorities", "pool_cells", "plan_wave", "expected_information", "Settlement", "settle", "alpha_spending",
-           "std_replicates", "default_indicator", "MARGIN",
+           "std_replicates", "default_indicator", "MARGIN", "contrast_openness",
            "population_truth", "standardised_truth", "simulate_adaptive_study", "SPENDING"]
 
 #: Priority offset of an example landing in a cell below ``min_depth``: it ranks first.
@@ -99,6 +99,9 @@ TARGETS = ("b1_std", "b1_joint")
 #: their variances, the widest intervals counting most; not measurably better, docs/adaptive.md);
 #: or the first-order influence with the cells' decay within a wave (the first criterion).
 CRITERIA = ("information", "information-sum", "influence")
+#: How a contrast's openness is weighed (:func:`_open_contrasts`): ``"stop"`` (default) the
+#: stopping rule's question, ``"pick"`` also the argmin pick's.
+OPENNESS = ("stop", "pick")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default share of a wave any one phi or |dphi| cell of the formulations the criterion reads
@@ -466,9 +469,46 @@ def std_gradients(thetas, ref_phi, weights, *, min_weight: float = MODEL_WEIGHT,
     return b1[0], grads
 
 
-def _open_contrasts(b1, ok, lead, margin, contenders, variance_of) -> list:
+def contrast_openness(d, sd, margin: float, openness: str = "stop"):
+    """How open a contrast with the leader is, the weight the design criterion gives it.
+
+    ``"stop"`` (default): o = min(1, 2 Phi(-(|d| + margin) / sd)), the stopping rule's question
+    (can the contrast still come out beyond the margin the other way?); it falls fast once sd is
+    small against |d| + margin, even for a contrast just beyond the margin whose sign the argmin
+    pick still gets wrong. ``"pick"``: o = max(o_stop, Phi((|d| - margin) / sd) 2 Phi(-|d| / sd)),
+    adding the probability that the contrast is beyond the margin (so a wrong pick between the
+    two matters) times the probability that the estimate's sign is wrong (the two-sided p of
+    d = 0; so the pick can be wrong). At |d| = margin = sd the pick term is 0.5 x 0.317 = 0.159
+    against 2 Phi(-2) = 0.046; at sd = margin / 2, 0.023 against 6e-5.
+
+    Parameters
+    ----------
+    d : float or array
+        The estimated contrast b1(c) - b1(leader).
+    sd : float or array
+        Its standard deviation (> 0).
+    margin : float
+        The indifference margin (>= 0).
+    openness : {"stop", "pick"}, optional
+        Which openness (above).
+
+    Returns
+    -------
+    float or array in [0, 1].
+    """
+    if openness not in OPENNESS:
+        raise SatcalError(f"openness must be one of {', '.join(OPENNESS)}, got {openness!r}")
+    a = np.abs(d)
+    stop = np.minimum(1.0, 2 * norm.sf((a + margin) / sd))
+    if openness == "stop":
+        return stop
+    return np.maximum(stop, norm.cdf((a - margin) / sd) * 2 * norm.sf(a / sd))
+
+
+def _open_contrasts(b1, ok, lead, margin, contenders, variance_of, openness: str = "stop") -> list:
     """The contrasts with the leader a design criterion works on: for each usable formulation c
-    (``ok``) but the leader, its openness min(1, 2 Phi(-(|b1_c - b1_lead| + margin) / sd)) with
+    (``ok``) but the leader, its openness (:func:`contrast_openness`; ``"stop"``:
+    min(1, 2 Phi(-(|b1_c - b1_lead| + margin) / sd))) with
     sd^2 = ``variance_of(c)`` (the variance of b1_c - b1_lead; contrasts without one are
     skipped), most open first; the ``contenders`` - 1 most open, or every one above
     :data:`OPEN` up to :data:`MAX_CONTENDERS` - 1. Returns (openness, c, variance) triples."""
@@ -479,15 +519,14 @@ def _open_contrasts(b1, ok, lead, margin, contenders, variance_of) -> list:
         var_d = variance_of(c)
         if var_d <= 0:
             continue
-        openness = min(1.0, 2 * norm.sf((abs(b1[c] - b1[lead]) + margin) / np.sqrt(var_d)))
-        diffs.append((openness, c, var_d))
+        diffs.append((float(contrast_openness(b1[c] - b1[lead], np.sqrt(var_d), margin, openness)), c, var_d))
     diffs.sort(key=lambda t: -t[0])
     limit = contenders - 1 if contenders is not None else MAX_CONTENDERS - 1
     return [t for t in diffs if contenders is not None or t[0] > OPEN][:max(limit, 0)]
 
 
 def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                     margin: float, fits=None, cache=None):
+                     margin: float, fits=None, cache=None, openness: str = "stop"):
     """The information term for the standardised b1_std (docs/adaptive.md): as
     :func:`_information`, but every formulation's b1_std moves through the joint models that
     carry the satisfaction model's weight, so an answer's influence on b1_std(f) is
@@ -531,7 +570,7 @@ def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread
         own = (p_mix[..., None] * psi_pool[:, :, ok] ** 2).sum(axis=1) / var[ok]       # (P, F ok)
         info += spread * own.mean(axis=1)
     chosen = _open_contrasts(b1, ok, lead, margin, contenders,
-                             lambda c: float((w_rows * (psi_obs[:, c] - psi_obs[:, lead]) ** 2).sum()))
+                             lambda c: float((w_rows * (psi_obs[:, c] - psi_obs[:, lead]) ** 2).sum()), openness)
     for openness, c, var_d in chosen:
         info += openness * (p_mix * (psi_pool[:, :, c] - psi_pool[:, :, lead]) ** 2).sum(axis=1) / var_d / len(chosen)
     names = [f.id for f in forms]
@@ -576,7 +615,7 @@ class _Design:
 
 
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                margin: float, fits=None, cache=None, relative: bool = True):
+                margin: float, fits=None, cache=None, relative: bool = True, openness: str = "stop"):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -591,7 +630,8 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     with ``relative`` false, ``criterion="information-sum"``, their sum over its value now,
     spread sum_f Var(f) / sum_f Var_0(f), A-optimal on the b1_std vector: the widest count most)
     and of the open contrasts with the leader L (what the stopping rule reads), o_c the
-    contrast's openness 2 Phi(-(|d_c| + margin) / sd_c), Var_0 the variances now. Phi is linear
+    contrast's openness 2 Phi(-(|d_c| + margin) / sd_c) (or ``openness="pick"``'s,
+    :func:`contrast_openness`), Var_0 the variances now. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
     exact rank-4 update of its expected information (:meth:`_Design.reductions`). Returns the
     design state, the leader and the contenders."""
@@ -609,7 +649,7 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
         return None, None, ()
     lead = int(np.argsort(np.where(ok, b1, np.inf), kind="stable")[0])
     chosen = _open_contrasts(b1, ok, lead, margin, contenders, lambda c: float(sum(
-        (grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead]) for g in models)))
+        (grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead]) for g in models)), openness)
     U, sigma, M = [], [], []
     for g in models:
         G = grads[g][ok]
@@ -657,12 +697,14 @@ def _reference_for(study: StudyData, forms, reference, reference_seed: int, cach
 
 def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
            cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0,
-           criterion="information") -> _Parts:
+           criterion="information", openness="stop") -> _Parts:
     forms = resolve_formulations(formulations)
     if target not in TARGETS:
         raise SatcalError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     if criterion not in CRITERIA:
         raise SatcalError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
+    if openness not in OPENNESS:
+        raise SatcalError(f"openness must be one of {', '.join(OPENNESS)}, got {openness!r}")
     if min_depth < 0:
         raise SatcalError(f"min_depth must be >= 0, got {min_depth}")
     if contenders is not None and contenders < 2:
@@ -683,10 +725,11 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
         info, leader, cont = np.zeros(len(pool)), None, ()
     elif ref is not None and criterion != "influence":
         state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
-                                          relative=criterion == "information")
+                                          relative=criterion == "information", openness=openness)
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
-        info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache)
+        info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
+                                              openness)
     else:   # b1_joint asked for, or no judgments to draw the reference population from
         info, leader, cont = _information(pa, pb, study, forms, contenders, spread, fits, cache)
     return _Parts(pool["example_id"].astype(str).to_numpy(), cells, counts, info, min_depth, jitter, leader, cont,
@@ -715,7 +758,8 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
                        min_depth: int = MIN_DEPTH, contenders: int | None = None, spread: float = 1.0,
                        n_bins: int = 10, top_level: int | None = None, fits=None,
                        cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
-                       reference=None, reference_seed: int = 0, criterion: str = "information") -> pd.Series:
+                       reference=None, reference_seed: int = 0, criterion: str = "information",
+                       openness: str = "stop") -> pd.Series:
     """How soon to ask each pool example (higher = sooner), from the answers so far.
 
     The criterion of the module docstring: examples landing in a cell with fewer than
@@ -785,6 +829,11 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         variance over its value now in place of their mean relative variance; ``influence``
         by the first-order preposterior variance of those
         contrasts plus ``spread`` times the formulations' own (:func:`_information_std`).
+    openness : {"stop", "pick"}, optional
+        How the b1_std criteria weigh a contrast with the leader (:func:`contrast_openness`):
+        ``"stop"`` (default) by the stopping rule's 2 Phi(-(|d| + margin) / sd); ``"pick"`` also
+        by the chance that the argmin pick is wrong beyond the margin (an opt-in experiment,
+        docs/adaptive.md).
 
     Returns
     -------
@@ -794,7 +843,7 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
     examples in waves of its own (:func:`pool_cells`).
     """
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed, criterion)
+                   target, margin, reference, reference_seed, criterion, openness)
     out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
     capped = _capped_cells(parts, formulations, 1.0, 1)
     ids = [f.id for f in resolve_formulations(formulations)]
@@ -840,7 +889,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
               spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
               cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
               reference=None, reference_seed: int = 0, criterion: str = "information",
-              cell_cap: float | None = CELL_CAP) -> pd.DataFrame:
+              cell_cap: float | None = CELL_CAP, openness: str = "stop") -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
     After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
@@ -871,7 +920,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         Examples to choose (at most the free ones).
     seed : int
         Seeds the tie-breaker.
-    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion
+    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion, openness
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
@@ -895,7 +944,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     if cell_cap is not None and not 0 < cell_cap <= 1:
         raise SatcalError(f"plan_wave: cell_cap must be in (0, 1] or None, got {cell_cap}")
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed, criterion)
+                   target, margin, reference, reference_seed, criterion, openness)
     capped = _capped_cells(parts, formulations, cell_cap, n)
     asked = set(map(str, exclude))
     if study is not None and "example_id" in study.examples.columns:
