@@ -53,6 +53,8 @@ fixed, ...) and the median of the pairs' ratios is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import re
 import sys
@@ -337,9 +339,28 @@ def cpu_requests(participants: int, peer: list, fresh: list) -> int:
     return int(participants) + len(peer) + (len(fresh[0]) if fresh else 0)
 
 
+@contextlib.contextmanager
+def client_collector(mode: str):
+    """The client's cyclic garbage collector while the participants run: "paused" (default) or
+    "on". The client is one Python process of 50 participant threads and the peers' threads,
+    whose full collections took 90-135 ms each (two or three a run): every thread stopped at
+    once, and the think timers that ran out meanwhile then fired together, a burst in the
+    server's queue that a real participant's browser, a process of its own, never makes. The
+    server's own collector is untouched. Forked client processes inherit the setting."""
+    paused = mode == "paused" and gc.isenabled()
+    if paused:
+        gc.collect()
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
         client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY,
-        fresh_every: float = FRESH_EVERY, stack: tuple[str, str] = ("auto", "auto")):
+        fresh_every: float = FRESH_EVERY, stack: tuple[str, str] = ("auto", "auto"), client_gc: str = "paused"):
     from satcal.serve import db
     from satcal.study.hosting import server_stack
     from satcal.serve.client import ServerProcess
@@ -378,7 +399,8 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
         if fresh_every > 0:
             fresh_side.start()
         start = time.perf_counter()
-        visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
+        with client_collector(client_gc):
+            visits = drive_in_processes(server.url, ids, concurrency, client_processes, think)
         wall = time.perf_counter() - start
         stop.set()
         second_stop.set()
@@ -612,6 +634,10 @@ def main(argv=None):
                         help="uvicorn's event loop and HTTP parser for the server and its peers alike, e.g. "
                              "asyncio/h11 uvloop/httptools; several: each run of each, in turn (default auto/auto: "
                              "uvloop and httptools when installed)")
+    parser.add_argument("--client-gc", choices=["paused", "on"], nargs="+", default=["paused"],
+                        help="the client process's garbage collector while participants run (default paused: "
+                             "its full collections stop every participant at once, see client_collector); "
+                             "several: each run of each, in turn (e.g. --client-gc on paused)")
     parser.add_argument("--durable-peer", nargs=4, metavar=("PORT", "PATH", "LOOP", "HTTP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.durable_peer:
@@ -626,13 +652,17 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
         stacks = args.stacks or [stack_argument("auto/auto")]   # each checked and resolved by argparse
-        by_think: dict = {(think, stack): {} for think in args.think for stack in stacks}
+        by_think: dict = {(think, stack, gc_mode): {} for think in args.think for stack in stacks
+                          for gc_mode in args.client_gc}
         for i in range(args.runs):
-            for (think, stack), ratios in by_think.items():  # the regimes in turn, so that each meets the same load
-                ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}", args.participants, args.concurrency,
-                          ratios=ratios, client_processes=args.client_processes, think=think,
-                          static_every=args.static_every, fresh_every=args.fresh_every, stack=stack) is not None
-        for (think, stack), ratios in by_think.items():
+            for (think, stack, gc_mode), ratios in by_think.items():  # the regimes in turn: each meets the same load
+                ok &= run(ws, f"SQLite, run {i + 1} of {args.runs}, client collector {gc_mode}", args.participants,
+                          args.concurrency, ratios=ratios, client_processes=args.client_processes, think=think,
+                          static_every=args.static_every, fresh_every=args.fresh_every, stack=stack,
+                          client_gc=gc_mode) is not None
+        for (think, stack, gc_mode), ratios in by_think.items():
+            if len(args.client_gc) > 1:
+                print(f"\n-- client collector {gc_mode}")
             summary(ratios, args.runs, think, args.concurrency, stack)
         if not args.no_postgres:
             from pg import ensure_postgres, temporary_postgres

@@ -79,3 +79,51 @@ def test_stacks_refused_in_one_line_before_anything_runs(capsys):
         assert said in err[-1] and "Traceback" not in "\n".join(err)
     assert bench.stack_argument("asyncio/h11") == ("asyncio", "h11")
     assert bench.stack_argument("auto") == server_stack("auto", "auto")
+
+
+def test_client_collector_paused_only_while_participants_run():
+    """``client_collector("paused")`` turns the client's cyclic collector off inside and back on
+    after, also when the block raises; "on" leaves it on; a caller that had it off keeps it off.
+    The check reads gc.isenabled() and whether a reference cycle made inside is freed by the
+    collector's own threshold (it is not while paused)."""
+    import gc
+    import weakref
+
+    import pytest
+    bench = _bench()
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    with bench.client_collector("paused"):
+        assert not gc.isenabled()
+        node = Node()
+        node.self = node
+        alive = weakref.ref(node)
+        del node
+        kept = [Node() for _ in range(3 * gc.get_threshold()[0])]  # would trigger a young collection
+        assert alive() is not None   # no automatic collection ran
+    assert gc.isenabled()
+    gc.collect()
+    assert alive() is None
+    with pytest.raises(RuntimeError):
+        with bench.client_collector("paused"):
+            raise RuntimeError("participant failed")
+    assert gc.isenabled()
+    with bench.client_collector("on"):
+        assert gc.isenabled()
+        node = Node()
+        node.self = node
+        alive = weakref.ref(node)
+        del node
+        kept = [Node() for _ in range(3 * gc.get_threshold()[0])]
+        assert alive() is None       # the same allocations did collect it with the collector on
+    del kept
+    gc.disable()
+    try:
+        with bench.client_collector("paused"):
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
