@@ -1197,9 +1197,7 @@ def evaluation_text(result, written: dict) -> str:
     -------
     str
     """
-    return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
-            + result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}")
-            + f"\nWrote {', '.join(written.values())}")
+    return result.summary() + f"\nWrote {', '.join(written.values())}"
 
 
 def demo_text(summary: dict) -> str:
