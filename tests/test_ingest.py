@@ -103,6 +103,21 @@ def test_another_studys_result_file_is_refused_whole(ws, tmp_path):
     assert len(rep.answers) == 1 and (rep.rejects["reason"].str.startswith("unknown item id")).sum() == 4
 
 
+def test_a_file_read_as_another_platform_names_the_platform_it_looks_like(ws, tmp_path):
+    """--platform toloka on an Appen report: the one-line error says whose layout the file has
+    and the option that reads it; nothing is written."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    f = tmp_path / "appen-report.csv"
+    f.write_text(_appen_fixture(ws, [(_items(ws, n=1)["item_id"].iloc[0], "w1", "a_better")]))
+    before = _tree(ws.path)
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", "toloka"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and res.output.startswith(f"satcal: error: {f}:1: ")
+    assert res.output.rstrip().endswith("(the file looks like appen's result file: --platform appen?)")
+    assert _tree(ws.path) == before
+    assert CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", "appen"]).exit_code == 0
+
+
 def test_generic_and_ecir_readers(tmp_path):
     f = tmp_path / "r.csv"
     f.write_text("item_id,worker_id,answer,submitted_at\nx1,w1,A,2026-11-02\n")

@@ -894,9 +894,17 @@ def read_result_files(files, platform: str | None, known: set[str],
         digest = sha256_bytes(data)
         if digest in known or digest in {r.sha256 for r in out}:
             continue
-        plat = platform or detect_platform(path, data[:4096].decode("utf-8", "replace"))
+        detected = detect_platform(path, data[:4096].decode("utf-8", "replace"))
+        plat = platform or detected
         with holding(path, data):  # the platform's reader parses these bytes, not a second read
-            parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+            try:
+                parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+            except InputFileError as exc:
+                if detected in (plat, "csv"):
+                    raise
+                # --platform named another platform than the file's own layout: say whose it looks like
+                raise InputFileError(exc.path, f"{exc.problem} (the file looks like {detected}'s result file: "
+                                               f"--platform {detected}?)", exc.line, exc.column) from None
         if items is not None:
             refuse_foreign_file(path, plat, parsed, items)
         out.append(ResultFile(digest, f"{digest[:12]}-{path.name}", plat, data, parsed))
