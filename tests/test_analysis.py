@@ -255,6 +255,21 @@ def test_notebook_representations(ecir_result, ecir_study):
     assert ecir_result._repr_html_().count("<td>lin-const</td>") == 1 and ecir_result._repr_html_().count("</tr>") == 11
 
 
+def test_notebook_view_says_when_answers_are_simulated(ecir_result):
+    """A result on answers from satcal's simulated crowd says so in its repr, the first line
+    of its summary and its notebook view (as the report's banner does); real answers say
+    nothing; a mix gives the simulated share."""
+    import copy
+    assert "SIMULATED" not in repr(ecir_result) and "SIMULATED" not in ecir_result._repr_html_()
+    sim = copy.copy(ecir_result)
+    sim.meta = {**ecir_result.meta, "provenance": {**ecir_result.meta["provenance"], "simulated": True,
+                                                   "simulated_share": 1.0}}
+    assert "4115 SIMULATED answers" in repr(sim) and "4115 SIMULATED answers" in sim._repr_html_()
+    assert sim.summary().splitlines()[0] == repr(sim)
+    sim.meta["provenance"]["simulated_share"] = 0.25
+    assert "4115 (25% SIMULATED) answers" in repr(sim)
+
+
 def test_figures_draw_into_a_callers_axes(ecir_result):
     """ax= takes a notebook's own axes (one per panel); discounts= picks the panels; too few
     axes is a clear error."""

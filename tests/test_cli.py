@@ -87,6 +87,26 @@ def test_help_explains():
     assert "--population" in res.output and "report.html" in res.output
 
 
+def test_every_option_says_what_it_does_and_its_default():
+    """Each option of each command has a help text in --help, and one that takes a value
+    with a default shows the default or names it in its help."""
+    import click
+    UNSET = getattr(__import__("click._utils", fromlist=["UNSET"]), "UNSET", None)  # click >= 8.3
+    missing, silent_default = [], []
+    for name, command in main.commands.items():
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.name == "help":
+                continue
+            if not (param.help or "").strip():
+                missing.append(f"{name} {param.opts[0]}")
+            elif (not param.is_flag and param.default not in (None, UNSET) and not param.show_default
+                  and "default" not in param.help.lower()):
+                silent_default.append(f"{name} {param.opts[0]}")
+    assert missing == [] and silent_default == [], (missing, silent_default)
+    # and the texts reach --help
+    assert "Port to listen on." in run("serve", "--help").output
+
+
 def test_console_script_reports_errors_without_traceback(tmp_path):
     bad = tmp_path / "q.txt"
     bad.write_text("q1 0 d1 x\n")

@@ -56,6 +56,15 @@ def test_evaluate_cli(files, tmp_path, ecir_result):
     res = CliRunner().invoke(main, args)  # at the calibration's own k
     assert res.exit_code == 0, res.output
     assert (tmp_path / "ev" / "evaluation_per_system.csv").exists() and (tmp_path / "ev" / "evaluation.png").exists()
+    # 36 measures and 2 systems: one measure a line (a terminal would wrap 36 columns), each
+    # value the side-by-side table's
+    side = pd.read_csv(tmp_path / "ev" / "evaluation_side_by_side.csv").set_index("system")
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines[:-1]) < 100 and len(side.columns) == 36
+    row = next(line for line in lines if line.startswith("lin-log2 ")).split()
+    header = next(line for line in lines if line.split()[:1] in (["sysA"], ["sysB"])).split()
+    for name, value in zip(header, row[1:]):
+        assert float(value) == pytest.approx(side.loc[name, "lin-log2"], abs=5e-5)
 
 
 @pytest.mark.parametrize("text,fragment", [

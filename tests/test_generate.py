@@ -125,6 +125,18 @@ def test_other_k_and_levels_without_enumeration():
         assert counts[(row.formulation, row.kind, row.bin)] >= 15
 
 
+def test_progress_bar_ends_full(capsys):
+    """The selection's progress bar ends at 100% of the examples selected (its total was a
+    guess, min_per_cell x bins x 2, that a design needing fewer never reached)."""
+    import re
+    j = _synthetic(n_queries=10, n_docs=60, levels=3, probs=[0.4, 0.3, 0.3])
+    r = generate(j, k=5, levels=range(3), min_per_cell=5, seed=1, progress=True)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    done = re.search(r"(\d+)%\|.*\| (\d+)/(\d+)", last)
+    assert done and done.group(1) == "100" and done.group(2) == done.group(3), last
+    assert int(done.group(2)) <= r.n_examples  # the bar counted selections, not more
+
+
 def test_disjoint_overlap_policy():
     j = _synthetic(n_queries=10, n_docs=60, levels=3, probs=[0.4, 0.3, 0.3])
     r = generate(j, k=5, levels=range(3), min_per_cell=5, overlap="disjoint", seed=1)

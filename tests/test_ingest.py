@@ -75,6 +75,49 @@ def test_labelstudio_reader(ws, tmp_path):
     assert raw["status"].tolist() == ["", "cancelled"] and raw["row_id"].tolist() == ["31", "32"]
 
 
+def _tree(path):
+    import hashlib
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file() and p.name != ".satcal.lock"}
+
+
+def test_another_studys_result_file_is_refused_whole(ws, tmp_path):
+    """A result file none of whose answers names an item of the study's batch keys (another
+    study's export) is one error naming the file and the item_id column, exit 2, nothing
+    archived; a file with one of the study's items among strangers is ingested as before, the
+    strangers rejected as unknown items."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    foreign = tmp_path / "other-study.csv"
+    foreign.write_text(_appen_fixture(ws, [(f"{i:016x}", "w1", "a_better") for i in range(5)]))
+    before = _tree(ws.path)
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(foreign)])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert res.output.startswith(f"satcal: error: {foreign}: column 'item_id': none of its 5 answers names an "
+                                 "item of this study: item_id '0000000000000000' is in no batch key")
+    assert _tree(ws.path) == before
+    mixed = tmp_path / "mixed.csv"
+    real = _items(ws, n=1)["item_id"].iloc[0]
+    mixed.write_text(_appen_fixture(ws, [(real, "w1", "a_better")] + [(f"{i:016x}", "w1", "a_better") for i in range(4)]))
+    rep = ws.ingest([mixed], threshold=0.0)
+    assert len(rep.answers) == 1 and (rep.rejects["reason"].str.startswith("unknown item id")).sum() == 4
+
+
+def test_a_file_read_as_another_platform_names_the_platform_it_looks_like(ws, tmp_path):
+    """--platform toloka on an Appen report: the one-line error says whose layout the file has
+    and the option that reads it; nothing is written."""
+    from click.testing import CliRunner
+    from satcal.cli import main
+    f = tmp_path / "appen-report.csv"
+    f.write_text(_appen_fixture(ws, [(_items(ws, n=1)["item_id"].iloc[0], "w1", "a_better")]))
+    before = _tree(ws.path)
+    res = CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", "toloka"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and res.output.startswith(f"satcal: error: {f}:1: ")
+    assert res.output.rstrip().endswith("(the file looks like appen's result file: --platform appen?)")
+    assert _tree(ws.path) == before
+    assert CliRunner().invoke(main, ["ingest", str(ws.path), str(f), "--platform", "appen"]).exit_code == 0
+
+
 def test_generic_and_ecir_readers(tmp_path):
     f = tmp_path / "r.csv"
     f.write_text("item_id,worker_id,answer,submitted_at\nx1,w1,A,2026-11-02\n")

@@ -42,6 +42,14 @@ def test_exact_repeat_is_kept_once(tmp_path):
     ("q1 0 d1 2\nq1 0 d2 7\n", 2, "level 7 is outside the declared scale 0..2"),
     ("query,doc,level\nq1,d1,1\nq1,d2\n", 3, "expected 3 columns"),
     ("query,doc,level\nq1,d1,x\n", 2, "not an integer"),
+    # a header that names two of the three columns is a header with one missing, not a
+    # qrels line with the wrong number of fields
+    ("query,doc\nq1,d1\n", 1, "no level column in the header (expected one of level, relevance"),
+    ("qid\tdocno\tlvl\nq1\td1\t2\n", 1, "no level column in the header"),
+    ("doc,relevance\nd1,2\n", 1, "no query column in the header"),
+    ("topic,grade\nq1,2\n", 1, "no document column in the header"),
+    ("query doc level\nq1 d1 2\n", 1, "is separated by spaces: a CSV/TSV needs commas or tabs"),
+    ("qid iter docno rel\nq1 0 d1 2\n", 1, "is separated by spaces"),
 ])
 def test_malformed_input_names_file_and_line(tmp_path, text, line, fragment):
     p = write(tmp_path, "bad.txt", text)

@@ -593,6 +593,29 @@ def test_workers_csv_read_back_as_numbers_for_the_report(tmp_path):
         assert f"<td>{v:.4g}</td>" in html and repr(float(v)) not in html
 
 
+def test_report_worker_table_draws_nothing_where_there_is_no_data(tmp_path):
+    """In the report's workers table a number a worker has none of (chance_evidence of a worker
+    who met no counted trap) is blank, not 'NaN', and a column no worker has a value in
+    (platform_trust, where the platform reports none) is left out; workers.csv keeps both."""
+    from satcal.fileio import write_csv_safe
+    from satcal.quality import typed_workers
+    from satcal.report import _sparse_table_html
+    rows = [(w, f"t{j}", True, j < (2 if w == "w1" else 6), "a_better", "a_better")
+            for w in ("w1", "w2", "w3") for j in range(7)]
+    rows += [("w4", f"e{j}", False, False, "", "a_better") for j in range(3)]  # no traps
+    a = pd.DataFrame(rows, columns=["worker_id", "example_id", "is_trap", "correct", "expected", "answer"])
+    table = worker_table(a, 0.7, 3)
+    table["platform_trust"] = np.nan
+    write_csv_safe(tmp_path / "workers.csv", table)
+    typed = typed_workers(pd.read_csv(tmp_path / "workers.csv", dtype=str, keep_default_na=False))
+    assert typed["platform_trust"].isna().all() and typed.set_index("worker_id")["chance_evidence"].isna().loc["w4"]
+    html = str(_sparse_table_html(typed))
+    assert "NaN" not in html and "platform_trust" not in html and "<th>chance_evidence</th>" in html
+    # every worker is still there, the excluded one with its reason
+    assert all(f"<td>{w}</td>" in html for w in ("w1", "w2", "w3", "w4"))
+    assert str(table.set_index("worker_id").loc["w1", "reason"]) in html
+
+
 def _random_exclusion_by_hand(rates_counts, t, alpha=0.05):
     """Independent computation: enumerate every right/wrong pattern's counts per chance rate,
     with the likelihood-ratio and binomial conditions written out from their definitions."""

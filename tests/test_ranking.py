@@ -100,6 +100,20 @@ def test_verdict_crowns_only_a_formulation_set_apart():
     assert not v.settled and "not bootstrapped" in v.sentence()
 
 
+def test_verdict_never_rounds_a_share_to_every_replicate():
+    """a first in 996 of 1,000 replicates (b in the other 4) is settled, and the sentence says
+    99.6%, not 100%: counted by hand from the replicates."""
+    from satcal.analysis.ranking import share_text
+    ranking = rank_formulations(_bias([0.1, 0.2, 0.3]), "paper")
+    reps = np.tile(np.array([0.1, 0.2, 0.3])[None, :, None], (1000, 1, 3))
+    reps[:4, 0, :] = 0.25  # a second, behind b, in 4 replicates
+    v = ranking_verdict(ranking, rank_uncertainty(reps, list("abc")))
+    assert v.settled and v.p_best["a"] == pytest.approx(996 / 1000)
+    assert "first in 99.6% of the bootstrap replicates" in v.sentence() and "100%" not in v.sentence()
+    assert share_text(0.996, 2, percent=False) == "0.996" and share_text(1.0, 2, percent=False) == "1.00"
+    assert share_text(0.0004) == "0.04%" and share_text(0.0) == "0%"
+
+
 def _thin_partial_study(n=300, seed=5):
     """Three formulations whose scores never pass 0.55, answered by a per-list user model."""
     rng = np.random.default_rng(seed)

@@ -250,6 +250,22 @@ def test_reliability_figures_are_small_multiples_in_gain_colours(web_collection)
                 assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["err"]
 
 
+def test_figures_and_summary_say_when_the_runs_are_simulated(web_collection, ecir_result):
+    """On simulate_runs' systems every figure's title and the summary say SIMULATED runs; the
+    same runs under other tags (real runs) say nothing of the kind."""
+    from satcal.runs import Runs
+    j, runs = web_collection
+    forms = study_formulations(normalization="ideal", negatives="zero")[:6]
+    r = reliability_report(runs, j, forms, k=10, replicates=100, calibration_bias=ecir_result.bias)
+    assert r.simulated and "on SIMULATED runs" in r.summary().splitlines()[0]
+    for name, fig in r.figures().items():
+        assert "SIMULATED runs" in fig._suptitle.get_text(), name
+    real = Runs(runs.table.assign(system=runs.table["system"].str.replace("simulated-sys", "team", regex=False)))
+    r = reliability_report(real, j, forms, k=10, replicates=100, calibration_bias=ecir_result.bias)
+    assert not r.simulated and "SIMULATED" not in r.summary()
+    assert all("SIMULATED" not in fig._suptitle.get_text() for fig in r.figures().values())
+
+
 def test_user_vs_system_labels_never_overlap(web_collection, ecir_result):
     """The least biased formulations are named in each panel, and no two names overlap, however
     close their points are (drawn with Agg and measured)."""

@@ -127,6 +127,23 @@ def test_serve_without_uvloop_and_httptools_falls_back_or_refuses_in_one_line(se
     assert not (served_ws.path / "batches" / "serving.json").exists()
 
 
+def test_simulate_serve_with_no_server_there_names_the_address(served_ws):
+    """simulate --serve at an address where nothing listens: one line naming the address and
+    the command that starts the hosted study, exit 2, nothing written."""
+    import socket
+    from click.testing import CliRunner
+    from satcal.cli import main
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    res = CliRunner().invoke(main, ["simulate", str(served_ws.path), "--serve", url])
+    assert res.exit_code == 2
+    assert res.stderr.strip().startswith(f"satcal: error: {url}: no hosted study answers there (ConnectError")
+    assert f"satcal serve {served_ws.path}" in res.stderr and res.stderr.count("\n") == 1
+    assert not (served_ws.path / "simulated" / "serve-truth.json").exists()
+
+
 def test_failed_attention_check_gets_the_other_code(served_ws):
     from satcal.serve.client import Participant, ServerProcess
 

@@ -111,10 +111,13 @@ def analyze(workspace, dataset, answers, judgments, k, levels, unjudged, scores,
 @click.option("--levels", type=LEVELS, default=None, help="Levels to build lists from: a list (0,1,2) "
               "or their number (3 for 0..2) (default: the judgments' non-negative levels).")
 @click.option("--min-per-cell", type=click.IntRange(min=1), default=_default("generator.min_per_cell"),
-              show_default=True)
+              show_default=True, help="Examples (|dphi|) or lists (phi) wanted in every feasible cell of "
+              "every formulation ([generator] min_per_cell of study.toml).")
 @click.option("--platform", type=click.Choice(PLATFORM_NAMES), default=_default("presentation.platform"),
-              show_default=True)
-@click.option("--seed", type=int, default=_default("study.seed"), show_default=True)
+              show_default=True, help="Platform the batch is exported to ([presentation] platform of "
+              "study.toml; export --platform can still choose another).")
+@click.option("--seed", type=click.IntRange(min=0), default=_default("study.seed"), show_default=True,
+              help="Seed of every random step: generation, traps, presentation, simulation, bootstrap.")
 @click.option("--force", is_flag=True, help="Start over in a directory that has a study.toml.")
 def init(directory, judgments, documents, topics, k, levels, min_per_cell, platform, seed, force):
     """Create a study workspace with a commented study.toml to edit.
@@ -282,7 +285,8 @@ def _ingest(directory, files, platform, threshold, dawid_skene, db_url, remove_n
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; this machine only unless you say otherwise (put a TLS "
                    "reverse proxy in front for participants on the internet).")
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True,
+              help="Port to listen on.")
 @click.option("--db", "db_url", default=None,
               help="Study database: default DIR/serve.db (SQLite); a SQLAlchemy URL such as "
                    "postgresql+psycopg://user@host/study when several servers share one study.")
@@ -339,7 +343,7 @@ def serve(directory, host, port, db_url, workers, https_only, public_url, loop, 
 @click.option("--boot", type=click.IntRange(min=10), default=100, show_default=True,
               help="Bootstrap replicates inside each simulated study.")
 @click.option("--force", is_flag=True, help="Replace an earlier power/ analysis.")
-@click.option("--quiet", "-q", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, force):
     """Power of the design by simulation: P(detect the bias difference of two formulations)
     and P(detect the ANOVA gain and discount effects), against budget.
@@ -357,7 +361,8 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("--judgments", type=click.Path(path_type=Path), required=True)
+@click.option("--judgments", type=click.Path(path_type=Path), required=True,
+              help="TREC qrels or CSV/TSV with query, doc, level columns, to score the runs with.")
 @click.option("--run", "--runs", "runs", type=click.Path(path_type=Path), multiple=True, required=True,
               help="A TREC run file, a directory of them, or a glob (repeatable).")
 @click.option("--calibration", type=click.Path(path_type=Path), required=True,
@@ -367,8 +372,9 @@ def power(directory, budgets, answers_per_example, pair, sims, boot, quiet, forc
                    "one the calibration holds), e.g. lin-const,lin-geo0.8,err,ap.")
 @click.option("--k", type=click.IntRange(min=1), default=None,
               help="Cutoff (default: the calibration's own k; another one is refused).")
-@click.option("--out", type=click.Path(path_type=Path), required=True)
-@click.option("--force", is_flag=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="Output directory (refused when it holds files, unless --force).")
+@click.option("--force", is_flag=True, help="Overwrite an output directory that holds files.")
 def evaluate(judgments, runs, calibration, formulations, k, out, force):
     """Expected user satisfaction of systems, from a calibration, under several measures at
     once.

@@ -185,9 +185,10 @@ ingest_options = stack(  # every option and argument of ``satcal ingest``
 
 
 reliability_options = stack(  # every option of ``satcal reliability``
-    click.option("--judgments", type=click.Path(path_type=Path), required=True),
+    click.option("--judgments", type=click.Path(path_type=Path), required=True,
+                 help="TREC qrels or CSV/TSV with query, doc, level columns, to score the runs with."),
     click.option("--run", "--runs", "runs", type=click.Path(path_type=Path), multiple=True,
-                 help="A TREC run file, a directory of them, or a glob (repeatable)."),
+                 help="A TREC run file, a directory of them, or a glob (repeatable; or --simulate-runs)."),
     click.option("--simulate-runs", type=click.IntRange(min=2), default=None,
                  help="No runs at hand: simulate this many systems of graded quality (labelled "
                       "simulated; for trying the analysis only)."),
@@ -212,8 +213,10 @@ reliability_options = stack(  # every option of ``satcal reliability``
     click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
                  show_default=True, help="Also find the gains (log2 discount) or discounts (linear "
                  "gain) that maximise Phi at one topic (Kanoulas and Aslam, CIKM 2009)."),
-    click.option("--seed", type=int, default=2015, show_default=True),
-    click.option("--out", type=click.Path(path_type=Path), required=True),
-    click.option("--force", is_flag=True),
-    click.option("--quiet", "-q", is_flag=True),
+    click.option("--seed", type=int, default=2015, show_default=True,
+                 help="Seed of the bootstrap and of the simulated runs."),
+    click.option("--out", type=click.Path(path_type=Path), required=True,
+                 help="Output directory (refused when it holds files, unless --force)."),
+    click.option("--force", is_flag=True, help="Overwrite an output directory that holds files."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress bars."),
 )

@@ -777,6 +777,10 @@ def generate(judgments: Judgments, design: Design | None = None, progress: bool 
     bar = _progress_bar(progress, total_hint, f"selecting examples ({design.method})")
     selection: dict = {}
     chosen = _SELECTORS[design.method](mat, need, capacity, rng, lambda n: bar.update(n), selection)
+    # the total was a guess (min_per_cell x bins x 2): the bar ends full at what was selected,
+    # not at 65% of the guess as if the selection had stopped short
+    bar.total = bar.n
+    bar.refresh()
     bar.close()
     if extra:
         selection.update(_extra_cost(design, mat, need, feasible, is_extra, capacity, chosen))

@@ -856,7 +856,8 @@ class ResultFile:
 
 
 @ordinary_pages
-def read_result_files(files, platform: str | None, known: set[str]) -> list[ResultFile]:
+def read_result_files(files, platform: str | None, known: set[str],
+                      items: set[str] | None = None) -> list[ResultFile]:
     """Read and parse result files, skipping any whose content hash is in ``known`` or seen
     before in ``files``. A broken file raises (with its line) before anything is written.
 
@@ -868,6 +869,9 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
         Their platform; None detects it per file.
     known : set of str
         Content hashes of files already archived.
+    items : set of str or None, optional
+        The item ids of the study's batch keys: a file none of whose answers names one of
+        them is refused (:func:`refuse_foreign_file`). None (default) checks nothing.
 
     Returns
     -------
@@ -876,7 +880,8 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
     Raises
     ------
     SatcalError
-        A file is missing, unreadable or cannot be parsed.
+        A file is missing, unreadable or cannot be parsed, or (with ``items``) answers none
+        of the study's items.
     """
     from .fileio import holding, read_file_bytes, sha256_bytes
     from .platforms import detect_platform, get_platform
@@ -889,11 +894,60 @@ def read_result_files(files, platform: str | None, known: set[str]) -> list[Resu
         digest = sha256_bytes(data)
         if digest in known or digest in {r.sha256 for r in out}:
             continue
-        plat = platform or detect_platform(path, data[:4096].decode("utf-8", "replace"))
+        detected = detect_platform(path, data[:4096].decode("utf-8", "replace"))
+        plat = platform or detected
         with holding(path, data):  # the platform's reader parses these bytes, not a second read
-            parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+            try:
+                parsed = get_platform(plat).read_results(path)  # raises on a broken file: nothing written yet
+            except InputFileError as exc:
+                if detected in (plat, "csv"):
+                    raise
+                # --platform named another platform than the file's own layout: say whose it looks like
+                raise InputFileError(exc.path, f"{exc.problem} (the file looks like {detected}'s result file: "
+                                               f"--platform {detected}?)", exc.line, exc.column) from None
+        if items is not None:
+            refuse_foreign_file(path, plat, parsed, items)
         out.append(ResultFile(digest, f"{digest[:12]}-{path.name}", plat, data, parsed))
     return out
+
+
+def refuse_foreign_file(path, platform: str, rows: pd.DataFrame, items: set[str]) -> None:
+    """Refuse a result file none of whose answers names an item of the study's batches: it is
+    another study's, or an export's that was replaced since, and ingesting it would archive it
+    and reject every row. (A file with some rows of this study's items is ingested, its other
+    rows rejected with their reason, as before.)
+
+    Parameters
+    ----------
+    path : path-like
+        The file, as given.
+    platform : str
+        The platform it was read as; the embedded dataset's rows name examples, and a hosted
+        study's snapshot is the study's own database, so neither is checked.
+    rows : pandas.DataFrame
+        Its parsed rows (``item_id`` and, where the platform has it, ``status``).
+    items : set of str
+        The item ids of every batch key of the study.
+
+    Raises
+    ------
+    InputFileError
+        No answered row names one of ``items``.
+    """
+    from .platforms.ecir2015 import PREFIX
+    if platform in ("ecir2015", "serve") or "item_id" not in rows.columns or not len(rows):
+        return
+    ids = rows["item_id"]
+    if "status" in rows.columns:  # rows the platform marks (skipped, abandoned) answer nothing
+        ids = ids[rows["status"].fillna("").astype(str).str.strip() == ""]
+    distinct = [str(v) for v in pd.unique(ids.astype(str))]
+    if not distinct or any(v in items or v.startswith(PREFIX) for v in distinct):
+        return
+    where = ("the study has no exported batch yet (satcal export)" if not items else
+             f"item_id {distinct[0]!r} is in no batch key of the study (key.csv, batches/keys/)")
+    raise InputFileError(path, f"none of its {len(ids)} answers names an item of this study: {where}; "
+                               "a result file of another study, or of an export replaced since?",
+                         column="item_id")
 
 
 def index_rows(new: list[ResultFile]) -> pd.DataFrame:

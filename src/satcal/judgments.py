@@ -259,20 +259,33 @@ def _parse_level(text: str, path, line: int, column: str | None = None) -> int:
     return int(value)
 
 
+def _names_columns(names: list[str]) -> bool:
+    """Whether ``names`` (a first line's fields, lower case) name at least two of the query,
+    document and level columns: a header, even when it lacks the third (whose absence is
+    then the error, not the number of fields of a qrels line)."""
+    return sum(any(n in aliases for n in names) for aliases in (QUERY_ALIASES, DOC_ALIASES, LEVEL_ALIASES)) >= 2
+
+
 def _header_columns(first_line: str) -> tuple[str, list[str]] | None:
     for delim in ("\t", ","):
         if delim in first_line:
             names = [c.strip().strip('"').lower() for c in first_line.split(delim)]
-            if any(n in QUERY_ALIASES for n in names) and any(n in LEVEL_ALIASES for n in names):
+            if _names_columns(names):
                 return delim, names
     return None
 
 
 def _rows_trec(lines: list[str], path) -> Iterable[tuple[int, str, str, str]]:
+    first = True
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()
+        if first and _names_columns([p.strip('"').lower() for p in parts]):
+            raise InputFileError(path, f"the header {' '.join(parts)!r} is separated by spaces: a CSV/TSV "
+                                       "needs commas or tabs between its query, doc and level columns "
+                                       "(TREC qrels 'qid iter docid level' have no header)", number)
+        first = False
         if len(parts) != 4:
             raise InputFileError(path, f"expected 4 fields 'qid iter docid level', found {len(parts)}",
                                  number)

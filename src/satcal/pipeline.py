@@ -372,7 +372,7 @@ def ranking_text(result, top: int = 10) -> str:
     -------
     str
     """
-    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns
+    from .analysis.ranking import ESTIMATOR_NAMES, estimator_columns, share_text
     lines = [f"warning: {w}" for w in result.meta.get("warnings", []) + result.meta.get("design_warnings", [])]
     cols = estimator_columns(result.bias, result.estimator)
     rank = result.ranking.head(top)
@@ -388,7 +388,7 @@ def ranking_text(result, top: int = 10) -> str:
     for i, r in enumerate(rank.itertuples(index=False), start=1):
         r = r._asdict()
         iv = f"  [{r[lo]:.4f}, {r[hi]:.4f}]" if intervals else ""
-        rk = f"  {r['p_best']:8.2f}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
+        rk = f"  {share_text(r['p_best'], 2, percent=False):>8}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
         lines.append(f"  {i:>2}  {r['formulation']:<14} {r[cols[0]]:8.4f}{iv} {r[cols[1]]:8.4f} {r[cols[2]]:8.4f}{rk}")
     lines.append("\n" + result.verdict.sentence())
     return "\n".join(lines)
@@ -1197,9 +1197,7 @@ def evaluation_text(result, written: dict) -> str:
     -------
     str
     """
-    return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
-            + result.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}")
-            + f"\nWrote {', '.join(written.values())}")
+    return result.summary() + f"\nWrote {', '.join(written.values())}"
 
 
 def demo_text(summary: dict) -> str:

@@ -500,6 +500,10 @@ def optimal_discounts(runs: Runs, judgments: Judgments, gain="lin", k: int = 10,
 # --------------------------------------------------------------------------------------------
 # Simulated runs (demo data only)
 # --------------------------------------------------------------------------------------------
+#: The run tag prefix of :func:`simulate_runs`' systems, by which results know they are simulated.
+SIMULATED_TAG = "simulated-sys"
+
+
 def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, seed: int = 0,
                   out_dir: Path | None = None) -> Runs:
     """SIMULATED runs: systems of graded quality ranking each query's judged documents.
@@ -530,7 +534,7 @@ def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, se
         difficulty = dict(zip(judgments.queries, rng.normal(0, 0.5, len(judgments.queries))))
         noise = rng.normal(0, 1, len(t))
         score = qs * np.maximum(t["level"].to_numpy(), 0) * (1 + t["query"].map(difficulty).to_numpy()) + noise
-        f = pd.DataFrame({"system": f"simulated-sys{s + 1:02d}", "query": t["query"], "doc": t["doc"], "score": score})
+        f = pd.DataFrame({"system": f"{SIMULATED_TAG}{s + 1:02d}", "query": t["query"], "doc": t["doc"], "score": score})
         f = f.sort_values(["query", "score"], ascending=[True, False]).groupby("query").head(depth)
         frames.append(f)
     runs = Runs(pd.concat(frames, ignore_index=True))
@@ -636,6 +640,16 @@ class ReliabilityResult(ResultTables):
         write_table(self.combined, out / self.table_file("user_vs_system"))
         return {"user_vs_system": str(save_figure(self._fig_combined(), out / self._file_stem("user_vs_system"))[0])}
 
+    @property
+    def simulated(self) -> bool:
+        """Whether every system is a simulated run (:func:`simulate_runs`' tags
+        ``simulated-sysNN``): the figures' titles and the summary then say so."""
+        systems = pd.concat([self.asl[c] for c in ("system_1", "system_2") if c in self.asl.columns])
+        return bool(len(systems)) and bool(systems.astype(str).str.startswith(SIMULATED_TAG).all())
+
+    def _title(self, text: str) -> str:
+        return f"{text}\n(SIMULATED runs: for trying the analysis, not a finding)" if self.simulated else text
+
     def figures(self) -> dict:
         """Dependability against topics, the ASL curves and, with a calibration, reliability
         against bias.
@@ -658,7 +672,8 @@ class ReliabilityResult(ResultTables):
         """
         shown = self.combined if self.combined is not None else self.gstudy
         cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
-        return (f"<ReliabilityResult: {len(self.gstudy)} formulations>\n\n"
+        on = ", on SIMULATED runs" if self.simulated else ""
+        return (f"<ReliabilityResult: {len(self.gstudy)} formulations{on}>\n\n"
                 + shown[cols].sort_values("phi", ascending=False).head(10)
                 .to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
@@ -681,13 +696,13 @@ class ReliabilityResult(ResultTables):
     def _fig_phi(self, ax=None):
         return self._by_discount(
             self.dstudy, lambda d: (d["topics"].to_numpy(), d["phi"].to_numpy()),
-            "Dependability Phi against topic-set size (D-study)", "topics (log scale)", "Phi", ylim=(0, 1),
+            self._title("Dependability Phi against topic-set size (D-study)"), "topics (log scale)", "Phi", ylim=(0, 1),
             xlog=True, ax=ax)
 
     def _fig_asl(self):
         return self._by_discount(
             self.asl, lambda d: (np.arange(1, len(d) + 1), np.sort(d["asl"].to_numpy())),
-            "ASL curves (Sakai's paired bootstrap): the lower, the more pairs told apart",
+            self._title("ASL curves (Sakai's paired bootstrap): the lower, the more pairs told apart"),
             "system pairs sorted by ASL", "achieved significance level", ylim=(0, 1), level=0.05)
 
     def _by_discount(self, table, xy, title, xlabel, ylabel, ylim=None, level=None, xlog=False, ax=None):
@@ -732,7 +747,7 @@ class ReliabilityResult(ResultTables):
         handles, labels = named.get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), frameon=False, title="gain")
         fig.suptitle(title, fontsize=12)
-        fig.tight_layout(rect=(0, 0.1, 1, 0.95))
+        fig.tight_layout(rect=(0, 0.1, 1, 0.92 if "\n" in title else 0.95))
         return fig
 
     def _fig_combined(self):
@@ -762,8 +777,8 @@ class ReliabilityResult(ResultTables):
                    + [Line2D([], [], color="0.3", marker=markers[i % len(markers)], ls="", label=f"discount {d}")
                       for i, d in enumerate(discounts)])
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-        fig.suptitle("User-side bias beside system-side dependability, per formulation")
-        fig.tight_layout(rect=(0, 0, 0.88, 0.95))
+        fig.suptitle(self._title("User-side bias beside system-side dependability, per formulation"))
+        fig.tight_layout(rect=(0, 0, 0.88, 0.9 if self.simulated else 0.95))
         return fig
 
 

@@ -620,6 +620,13 @@ def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None,
                                 na_rep=na_rep))
 
 
+def _sparse_table_html(df: pd.DataFrame) -> Markup:
+    """A per-worker or per-trap table as HTML: a cell with no value (a kept worker's exclusion
+    reason, a platform that reports no trust) is blank, and a column with no value in any row
+    is left out (the CSV keeps it), so the report draws nothing where there is no data."""
+    return _table_html(df.dropna(axis=1, how="all"), na_rep="")
+
+
 def _parameters(prov: dict) -> list[tuple[str, object]]:
     """The study's parameters, first thing in the report (from calibration.json)."""
     norms = sorted(set(prov.get("normalization", {}).values()))
@@ -776,7 +783,7 @@ def render_report(result, figure_paths: dict[str, Path], pairs: pd.DataFrame | N
             "dominated": dominated, "at_random": at_random,
             "by_trust": int(out.sum()) - lined - failed - dominated - at_random,
             "rejected_rows": meta.get("rejected_rows"),
-            "table": _table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
+            "table": _sparse_table_html(workers.sort_values(["excluded", "trust"], ascending=[False, True])),
             "ds": _dawid_skene_summary(workers)}
     context["traps"] = _trap_section(getattr(result, "trap_report", None))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
@@ -802,7 +809,7 @@ def _trap_section(traps: pd.DataFrame | None) -> dict | None:
         return None
     flag = lambda col: traps[col].astype(str) == "True"
     return {"count": len(traps), "suspect": traps.loc[flag("suspect") & ~flag("dropped"), "trap_id"].tolist(),
-            "dropped": traps.loc[flag("dropped"), "trap_id"].tolist(), "table": _table_html(traps)}
+            "dropped": traps.loc[flag("dropped"), "trap_id"].tolist(), "table": _sparse_table_html(traps)}
 
 
 def _close_pairs(result, pairs: pd.DataFrame, n: int = 15) -> pd.DataFrame:

@@ -146,8 +146,14 @@ class CalibrationResult(ResultTables):
         best = self.ranking.iloc[0] if len(self.bias) else None
         first = estimator_columns(self.bias, self.estimator)[0]
         lead = f"; ranked first {best.formulation} ({first} = {best[first]:.3f})" if best is not None else ""
+        # a notebook shows this line first: answers from satcal's simulated crowd say so there,
+        # as the report's banner does
+        prov = self.meta.get("provenance", {})
+        share = prov.get("simulated_share")
+        simulated = ("" if not prov.get("simulated") else " SIMULATED" if share is None or share >= 1
+                     else f" ({100 * share:.0f}% SIMULATED)")
         return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
-                f"{self.meta.get('n_examples', 0)} answers, bootstrap "
+                f"{self.meta.get('n_examples', 0)}{simulated} answers, bootstrap "
                 f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
 
     def summary(self, top: int = 10) -> str:

@@ -331,14 +331,22 @@ class EvaluationResult(ResultTables):
         return "evaluation" if name == "figure" else f"evaluation_{name}"
 
     def summary(self) -> str:
-        """Each system's mean expected P(Sat) under every measure, as text.
+        """Each system's mean expected P(Sat) under every measure, as text: one system a line,
+        or, when there are more measures than systems (every formulation of a calibration, by
+        default), one measure a line and one system a column, so that a terminal does not wrap.
 
         Returns
         -------
         str
         """
+        table = self.side_by_side
+        fmt = lambda v: f"{v:.4f}"  # noqa: E731
+        if table.shape[1] - 1 > len(table):
+            shown = table.set_index("system").T.rename_axis("measure").rename_axis(None, axis=1)
+            return ("Expected P(Sat) per query, mean over queries (a measure a line, a system a column):\n"
+                    + shown.to_string(float_format=fmt))
         return ("Expected P(Sat) per query, mean over queries, under each measure:\n"
-                + self.side_by_side.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+                + table.to_string(index=False, float_format=fmt))
 
     def figure(self):
         """:meth:`plot` on a new figure."""

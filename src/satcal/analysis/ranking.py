@@ -39,7 +39,7 @@ import pandas as pd
 from .._results import ResultTables
 
 __all__ = ["ESTIMATORS", "lead_estimator", "estimator_columns", "rank_formulations",
-           "rank_uncertainty", "RankingVerdict", "ranking_verdict"]
+           "rank_uncertainty", "RankingVerdict", "ranking_verdict", "share_text"]
 
 #: The indicators of each estimator, in order b1, b2, b3.
 ESTIMATORS = {"per_list": ("b1_joint", "b2_joint", "b3_joint"), "paper": ("b1", "b2", "b3"),
@@ -49,6 +49,43 @@ ESTIMATOR_NAMES = {"per_list": "per-list s(phi) of the joint model",
                    "paper": "paper's P(Sat|phi) and P(Pref|dphi)",
                    "standardised": "per-list curves standardised to a reference population of lists"}
 LEVEL = 0.95
+
+
+def share_text(share: float, decimals: int = 0, percent: bool = True) -> str:
+    """A share as text, rounded to ``decimals`` but never to "all" or "none" when it is
+    neither: 0.996 of the replicates is "99.6%", not "100%" (and 0.0025 is "0.2%", not "0%").
+
+    Parameters
+    ----------
+    share : float
+        A share in [0, 1].
+    decimals : int, default 0
+        Decimals shown when they do not round the share to 0 or to 1 (of a percentage when
+        ``percent``).
+    percent : bool, default True
+        Write it as a percentage ("99.6%") or as a share ("0.996").
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> share_text(0.996), share_text(0.42), share_text(1.0), share_text(0.0025)
+    ('99.6%', '42%', '100%', '0.2%')
+    >>> share_text(0.996, 2, percent=False), share_text(0.0, 2, percent=False)
+    ('0.996', '0.00')
+    """
+    scale, sign = (100, "%") if percent else (1, "")
+    value = scale * float(share)
+    if not np.isfinite(value):
+        return f"{value}{sign}"
+    text = f"{value:.{decimals}f}"
+    # more decimals only where rounding would claim every or no replicate
+    while 0 < share < 1 and float(text) in (0, scale) and decimals < 12:
+        decimals += 1
+        text = f"{value:.{decimals}f}"
+    return text + sign
 
 
 def lead_estimator(bias: pd.DataFrame) -> str:
@@ -241,13 +278,13 @@ class RankingVerdict(ResultTables):
             return (f"By the {name}, {self.top} ranks first, but {self.reason}: the ranking carries "
                     "no stated uncertainty, so no formulation is called the least biased.")
         if len(self.contenders) == 1 and not self.settled:
-            return (f"By the {name}, {self.top} ranks first in {100 * self.p_best[self.top]:.0f}% of the "
+            return (f"By the {name}, {self.top} ranks first in {share_text(self.p_best[self.top])} of the "
                     f"bootstrap replicates, {self.reason}.")
         if self.settled:
             return (f"By the {name}, {self.top} is the least biased: it ranks first in "
-                    f"{100 * self.p_best[self.top]:.0f}% of the bootstrap replicates and no other "
+                    f"{share_text(self.p_best[self.top])} of the bootstrap replicates and no other "
                     f"formulation's 95% rank interval reaches first place.")
-        shown = ", ".join(f"{f} ({100 * self.p_best.get(f, 0):.0f}%)" for f in self.contenders[:8])
+        shown = ", ".join(f"{f} ({share_text(self.p_best.get(f, 0))})" for f in self.contenders[:8])
         more = f" and {len(self.contenders) - 8} more" if len(self.contenders) > 8 else ""
         return (f"By the {name}, the answers cannot tell apart {len(self.contenders)} formulations at "
                 f"the top: {shown}{more} (the share of bootstrap replicates in which each ranks first); "

@@ -42,7 +42,9 @@ class Archive:
             self.repair_interrupted_ingest()
             raw_dir = self.path / "raw"
             index = self._raw_index()
-            new_files = read_result_files(files, platform, set(index["sha256"]))
+            keys = self.keys()
+            new_files = read_result_files(files, platform, set(index["sha256"]),
+                                          items=set() if keys is None else set(keys["item_id"].astype(str)))
             added = index_rows(new_files)
             parsed = {r.sha256: r.rows for r in new_files}
             index, superseded = supersede_snapshots(raw_dir, index, added, parsed)

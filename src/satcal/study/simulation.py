@@ -66,6 +66,16 @@ class Simulation:
                             outputs=outputs)
         return out, truth
 
+    def _check_served_at(self, url: str) -> None:
+        """One request to ``url`` before the crowd is sent: where nothing answers, one line
+        naming the address and the command that starts the hosted study."""
+        import httpx
+        try:
+            httpx.get(url, timeout=10)
+        except httpx.HTTPError as exc:
+            raise SatcalError(f"{url}: no hosted study answers there ({type(exc).__name__}: {exc}); start "
+                              f"it with satcal serve {self.path} and give its address to --serve") from None
+
     def simulate_served(self, url: str, concurrency: int = 8, progress: bool = False, model=None):
         """Send the simulated crowd through the hosted study running at ``url``; the truth goes
         to ``simulated/serve-truth.json``. Returns (visits, truth).
@@ -88,11 +98,13 @@ class Simulation:
         """
         from ..simulate import simulate_served
         model = model or self.user_model()
+        self._check_served_at(url)
         visits, truth = simulate_served(url, self.table("items.csv"), self.table("key.csv"), self.lists(), self.k,
                                         max(self["study.levels"]), model, sha256_file(self.file("key.csv")),
                                         concurrency=concurrency, progress=progress)
-        if truth["errors"]:
-            raise SatcalError(f"{len(truth['errors'])} simulated participants failed, first: {truth['errors'][0]}")
+        errors = truth["errors"]
+        if errors:
+            raise SatcalError(f"{len(errors)} simulated participants failed, first: {errors[0]}")
         with self.locked():
             (self.path / "simulated").mkdir(exist_ok=True)
             atomic_write_text(self.path / "simulated" / "serve-truth.json", json.dumps(truth, indent=1) + "\n")
