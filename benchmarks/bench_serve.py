@@ -536,6 +536,51 @@ class _ServerPath:
                 os.environ["PYTHONPATH"] = self.old
 
 
+def block_summary(records: list) -> None:
+    """:func:`adaptive_comparison`'s summary of its runs' figures (``records``, as ``--json``
+    keeps them; whole blocks only): the blocks' ratios to the fixed study's (and of the adaptive
+    arm to the ``against`` arm's), their median with the sign test's interval, each arm's medians,
+    the server's CPU a request and the refit process's CPU, and the load."""
+    names = list(dict.fromkeys(r["arm"] for r in records))
+    against = "adaptive, against" in names
+    by_block: dict = {}
+    for r in records:
+        by_block.setdefault(r["block"], {})[r["arm"]] = r
+    blocks = [b for b in by_block.values() if len(b) == len(names)]
+    records = [r for b in blocks for r in b.values()]
+    runs = len(blocks)
+    kinds = ("page", "page (post)", "submit + next", "entry", "static")
+    comparisons = [(arm, "fixed") for arm in names[1:]] + ([("adaptive", "adaptive, against")] if against else [])
+    for top, bottom in comparisons:
+        print(f"\n{top} / {bottom}, {runs} blocks: median of the blocks' ratios [sign-test 95% interval "
+              f"(its exact coverage)], blocks above 1")
+        for kind in kinds:
+            for q in (50, 95):
+                r = [b[top][f"{kind} p{q}"] / b[bottom][f"{kind} p{q}"] for b in blocks]
+                m, lo, hi, cover = median_interval(r)
+                print(f"  {kind + ' p' + str(q):<18} {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f}), "
+                      f"{sum(x > 1 for x in r)} of {len(r)} above 1")
+    print(f"\n{'arm':<18} {'page p50':>8} {'p95':>7} {'post p50':>8} {'p95':>7} {'server CPU a request, ms':>25} "
+          f"{'refit CPU s (refits)':>22}")
+    for arm in names:
+        rows = [r for r in records if r["arm"] == arm]
+        cpu = [r["cpu_ms"] for r in rows if r["cpu_ms"] is not None]
+        spent = [r["refit_cpu_s"] for r in rows if r["refit_cpu_s"] is not None]
+        made = [r["refits"] for r in rows if r["refits"] is not None]
+        print(f"{arm:<18} {np.median([r['page p50'] for r in rows]):>8.1f} {np.median([r['page p95'] for r in rows]):>7.1f} "
+              f"{np.median([r['page (post) p50'] for r in rows]):>8.1f} {np.median([r['page (post) p95'] for r in rows]):>7.1f} "
+              f"{'median %.3f (%.3f-%.3f)' % (np.median(cpu), min(cpu), max(cpu)) if cpu else '':>25} "
+              f"{'%.1f a run (%d)' % (np.median(spent), sum(made)) if spent else '':>22}")
+    for top in names[1:]:
+        r = [b[top]["cpu_ms"] / b["fixed"]["cpu_ms"] for b in blocks if b[top]["cpu_ms"] and b["fixed"]["cpu_ms"]]
+        if r:
+            m, lo, hi, cover = median_interval(r)
+            print(f"server CPU a request, {top} / fixed: median {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f})")
+    loads = [r["load"] for r in records]
+    print(f"load average (1 min) at the runs' starts and ends: {min(min(x) for x in loads):.1f}-"
+          f"{max(max(x) for x in loads):.1f}, median {np.median([x for l in loads for x in l]):.1f}")
+
+
 def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float, runs: int = 1,
                         think: float = 0.0, against: str | None = None, json_out: str | None = None) -> bool:
     """The same load on a fixed study and on an adaptive one of the same size, ``runs`` blocks
@@ -578,42 +623,14 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
                         "refit_cpu_s": refit[0], "refits": refit[1],
                         **{f"{kind} p{q}": float(np.percentile(out[kind], q)) for kind in kinds for q in (50, 95)}}
             records.append(got[arm])
+            if json_out:   # after every run: a run cut short keeps what it measured
+                Path(json_out).write_text(json.dumps(records, indent=1))
         blocks.append(got)
         print(f"block {i + 1} ({', '.join(order)}), / fixed, p50 and p95: " + "; ".join(
             f"{arm}: " + ", ".join(f"{kind} {got[arm][kind + ' p50'] / got['fixed'][kind + ' p50']:.2f}x "
                                    f"{got[arm][kind + ' p95'] / got['fixed'][kind + ' p95']:.2f}x" for kind in kinds[:3])
             for arm in names[1:]))
-    if json_out:
-        Path(json_out).write_text(json.dumps(records, indent=1))
-    comparisons = [(arm, "fixed") for arm in names[1:]] + ([("adaptive", "adaptive, against")] if against else [])
-    for top, bottom in comparisons:
-        print(f"\n{top} / {bottom}, {runs} blocks: median of the blocks' ratios [sign-test 95% interval "
-              f"(its exact coverage)], blocks above 1")
-        for kind in kinds:
-            for q in (50, 95):
-                r = [b[top][f"{kind} p{q}"] / b[bottom][f"{kind} p{q}"] for b in blocks]
-                m, lo, hi, cover = median_interval(r)
-                print(f"  {kind + ' p' + str(q):<18} {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f}), "
-                      f"{sum(x > 1 for x in r)} of {len(r)} above 1")
-    print(f"\n{'arm':<18} {'page p50':>8} {'p95':>7} {'post p50':>8} {'p95':>7} {'server CPU a request, ms':>25} "
-          f"{'refit CPU s (refits)':>22}")
-    for arm in names:
-        rows = [r for r in records if r["arm"] == arm]
-        cpu = [r["cpu_ms"] for r in rows if r["cpu_ms"] is not None]
-        spent = [r["refit_cpu_s"] for r in rows if r["refit_cpu_s"] is not None]
-        made = [r["refits"] for r in rows if r["refits"] is not None]
-        print(f"{arm:<18} {np.median([r['page p50'] for r in rows]):>8.1f} {np.median([r['page p95'] for r in rows]):>7.1f} "
-              f"{np.median([r['page (post) p50'] for r in rows]):>8.1f} {np.median([r['page (post) p95'] for r in rows]):>7.1f} "
-              f"{'median %.3f (%.3f-%.3f)' % (np.median(cpu), min(cpu), max(cpu)) if cpu else '':>25} "
-              f"{'%.1f a run (%d)' % (np.median(spent), sum(made)) if spent else '':>22}")
-    for top in names[1:]:
-        r = [b[top]["cpu_ms"] / b["fixed"]["cpu_ms"] for b in blocks if b[top]["cpu_ms"] and b["fixed"]["cpu_ms"]]
-        if r:
-            m, lo, hi, cover = median_interval(r)
-            print(f"server CPU a request, {top} / fixed: median {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f})")
-    loads = [r["load"] for r in records]
-    print(f"load average (1 min) at the runs' starts and ends: {min(min(x) for x in loads):.1f}-"
-          f"{max(max(x) for x in loads):.1f}, median {np.median([x for l in loads for x in l]):.1f}")
+    block_summary(records)
     return True
 
 
