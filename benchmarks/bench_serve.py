@@ -432,6 +432,12 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
               f"{cpu_ms:.2f} ms a request")
         if ratios is not None:
             ratios.setdefault("cpu", []).append(cpu_ms)
+        if None not in (refit_before[0], refit_after[0]) and workers == 1:
+            # the server process's own, without its children (the refit process: below)
+            own = cpu_after - cpu_before - (refit_after[0] - refit_before[0])
+            print(f"server process alone (no children): {own:.2f} s, {1000 * own / served:.2f} ms a request")
+            if ratios is not None:
+                ratios.setdefault("own cpu", []).append(1000 * own / served)
     if None not in refit_before + refit_after and workers == 1:
         # the server's child processes: its refit process (and the idle resource tracker)
         spent, made = refit_after[0] - refit_before[0], refit_after[1] - refit_before[1]
@@ -571,11 +577,17 @@ def block_summary(records: list) -> None:
               f"{np.median([r['page (post) p50'] for r in rows]):>8.1f} {np.median([r['page (post) p95'] for r in rows]):>7.1f} "
               f"{'median %.3f (%.3f-%.3f)' % (np.median(cpu), min(cpu), max(cpu)) if cpu else '':>25} "
               f"{'%.1f a run (%d)' % (np.median(spent), sum(made)) if spent else '':>22}")
-    for top in names[1:]:
-        r = [b[top]["cpu_ms"] / b["fixed"]["cpu_ms"] for b in blocks if b[top]["cpu_ms"] and b["fixed"]["cpu_ms"]]
-        if r:
-            m, lo, hi, cover = median_interval(r)
-            print(f"server CPU a request, {top} / fixed: median {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f})")
+    for arm in names:
+        own = [r.get("own_cpu_ms") for r in records if r["arm"] == arm and r.get("own_cpu_ms") is not None]
+        if own:
+            print(f"{arm}: the server process alone (its children, the refit process, left out): median "
+                  f"{np.median(own):.3f} ms a request ({min(own):.3f}-{max(own):.3f})")
+    for key, what in (("cpu_ms", "server CPU a request, with its children"), ("own_cpu_ms", "the server process alone")):
+        for top in names[1:]:
+            r = [b[top][key] / b["fixed"][key] for b in blocks if b[top].get(key) and b["fixed"].get(key)]
+            if r:
+                m, lo, hi, cover = median_interval(r)
+                print(f"{what}, {top} / fixed: median {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f})")
     loads = [r["load"] for r in records]
     print(f"load average (1 min) at the runs' starts and ends: {min(min(x) for x in loads):.1f}-"
           f"{max(max(x) for x in loads):.1f}, median {np.median([x for l in loads for x in l]):.1f}")
@@ -620,6 +632,7 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
             refit = fig.get("refit", [(None, None)])[0]
             got[arm] = {"block": i + 1, "arm": arm, "position": order.index(arm),
                         "load": fig["load"][0], "cpu_ms": fig.get("cpu", [None])[0],
+                        "own_cpu_ms": fig.get("own cpu", [None])[0],
                         "refit_cpu_s": refit[0], "refits": refit[1],
                         **{f"{kind} p{q}": float(np.percentile(out[kind], q)) for kind in kinds for q in (50, 95)}}
             records.append(got[arm])
