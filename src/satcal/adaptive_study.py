@@ -1045,42 +1045,15 @@ def _thread_ids() -> list[int]:
         return []
 
 
-def _own_autogroup() -> bool:
-    """Where Linux groups each session's processes for the CPU (autogroup, on by default on
-    many distributions: ``/proc/sys/kernel/sched_autogroup_enabled``), this process in a session
-    and so a group of its own, at the group's nice :data:`REFIT_NICENESS`. The scheduler shares
-    the cores between groups first and only then between a group's tasks, so in the server's
-    group every second of CPU the refit took, even at SCHED_IDLE, was a second the server's
-    group had had against the other sessions' jobs, and the server waited for it on a busy
-    machine. False (nothing changed) where there is no autogroup or the calls are refused.
-
-    Returns
-    -------
-    bool
-        Whether the process is now in a group of its own at that nice.
-    """
-    import os
-    if not (hasattr(os, "setsid") and os.path.exists("/proc/self/autogroup")):
-        return False
-    try:
-        os.setsid()   # a new session is a new autogroup; the refit process has no terminal to lose
-        with open("/proc/self/autogroup", "w") as group:
-            group.write(str(REFIT_NICENESS))   # raising a group's nice needs no privilege
-    except OSError:   # a process group leader already, or /proc read-only: the server's group, as before
-        return False
-    return True
-
-
 def _yield_the_cores(pid: int = 0) -> str:
     """Give process ``pid`` (0: this one) the lowest CPU priority the platform allows, so that
     a busy server's threads always come first: nice :data:`REFIT_NICENESS`, and on Linux the
     ``SCHED_IDLE`` class, which runs only on a core that would otherwise idle (its weight is 3
     against nice 19's 15 and nice 0's 1,024). On Linux both are a thread's, not a process's:
     with ``pid`` 0 every thread the process has now is set (the calling thread's is inherited
-    by the threads it starts later, e.g. the stopping rule's), and the process gets a scheduling
-    group of its own where Linux groups sessions (:func:`_own_autogroup`); with another ``pid``,
-    its first thread, before it starts others. Where ``SCHED_IDLE`` is missing or refused, nice
-    alone, silently; where both are, nothing.
+    by the threads it starts later, e.g. the stopping rule's); with another ``pid``, its first
+    thread, before it starts others. Where ``SCHED_IDLE`` is missing or refused, nice alone,
+    silently; where both are, nothing.
 
     Parameters
     ----------
@@ -1095,8 +1068,6 @@ def _yield_the_cores(pid: int = 0) -> str:
     """
     import os
     import threading
-    if not pid:
-        _own_autogroup()
     # the calling thread first: the threads it starts inherit its class and nice
     tids = [pid] if pid else [0] + [t for t in _thread_ids() if t != threading.get_native_id()]
     got = "none"
