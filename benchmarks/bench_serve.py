@@ -41,14 +41,17 @@ httptools when installed, the ``serve`` extra, else asyncio and h11).
     python benchmarks/bench_serve.py [--participants 200] [--concurrency 50] [--runs 5] [--client-processes 4]
                                      [--think 0 1] [--static-every 0.02] [--no-postgres]
                                      [--stacks asyncio/h11 uvloop/httptools]
-    python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3]
+    python benchmarks/bench_serve.py --adaptive [--refit-seconds 5] [--runs 3] [--against SRC] [--json PATH]
 
 With ``--adaptive`` the same load runs twice on SQLite, on a fixed study and on an adaptive one
 (``[design] adaptive = true``: a candidate pool of as many examples as the fixed study's, pages
 handed out by the criterion's priorities, refitted in the server's background thread every
 ``--refit-seconds``, the stopping rule asked at each look), and the ratio of their page
-latencies says what the refits add; with ``--runs R`` the two alternate R times (fixed, adaptive,
-fixed, ...) and the median of the pairs' ratios is printed.
+latencies says what the refits add; with ``--runs R`` the two alternate in R blocks (the order
+rotated block by block) and the median of the blocks' ratios is printed with the sign test's
+95% interval for it; ``--against SRC`` adds the adaptive study served by another copy of satcal
+(``SRC``, e.g. main's ``src``) to every block, so a change to the refit meets its base under the
+same load.
 """
 from __future__ import annotations
 
@@ -451,6 +454,12 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
               f"{cpu_ms:.2f} ms a request")
         if ratios is not None:
             ratios.setdefault("cpu", []).append(cpu_ms)
+        if None not in (refit_before[0], refit_after[0]) and workers == 1:
+            # the server process's own, without its children (the refit process: below)
+            own = cpu_after - cpu_before - (refit_after[0] - refit_before[0])
+            print(f"server process alone (no children): {own:.2f} s, {1000 * own / served:.2f} ms a request")
+            if ratios is not None:
+                ratios.setdefault("own cpu", []).append(1000 * own / served)
     if None not in refit_before + refit_after and workers == 1:
         # the server's child processes: its refit process (and the idle resource tracker)
         spent, made = refit_after[0] - refit_before[0], refit_after[1] - refit_before[1]
@@ -514,49 +523,149 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     print(f"answers submitted {len(sent)}, stored {len(stored)}: lost {lost}, doubled {doubled}, "
           f"changed {changed}, invented {invented}")
     if not (errors or lost or doubled or changed or invented):
-        return {kind: np.array(values) * 1000 for kind, values in kinds.items()}
+        return {**{kind: np.array(values) * 1000 for kind, values in kinds.items()},
+                "submit + next": turns, "static": peer_ms}
     return None
 
 
+def median_interval(values, level: float = 0.95) -> tuple[float, float, float, float]:
+    """The median of ``values`` and a distribution-free interval for the population median (the
+    sign test's: order statistics k and n + 1 - k with k the largest whose two-sided binomial
+    tail, P(Bin(n, 1/2) < k) x 2, is at most 1 - level), and that interval's exact coverage;
+    (median, nan, nan, nan) when n is too small for the level."""
+    from math import comb
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    tail = lambda k: sum(comb(n, i) for i in range(k)) / 2 ** n   # P(Bin(n, 1/2) <= k - 1)
+    k = max((k for k in range(1, n // 2 + 1) if 2 * tail(k) <= 1 - level), default=None)
+    if k is None:
+        return float(np.median(x)), float("nan"), float("nan"), float("nan")
+    return float(np.median(x)), float(x[k - 1]), float(x[n - k]), 1 - 2 * tail(k)
+
+
+class _ServerPath:
+    """``PYTHONPATH`` of the servers started inside the ``with`` (``satcal serve`` inherits the
+    environment, its refit process too): ``path`` first, so they run that copy of satcal."""
+
+    def __init__(self, path: str | None):
+        self.path, self.old = path, None
+
+    def __enter__(self):
+        if self.path:
+            self.old = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = self.path
+        return self
+
+    def __exit__(self, *exc):
+        if self.path:
+            if self.old is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = self.old
+
+
+def block_summary(records: list) -> None:
+    """:func:`adaptive_comparison`'s summary of its runs' figures (``records``, as ``--json``
+    keeps them; whole blocks only): the blocks' ratios to the fixed study's (and of the adaptive
+    arm to the ``against`` arm's), their median with the sign test's interval, each arm's medians,
+    the server's CPU a request and the refit process's CPU, and the load."""
+    names = list(dict.fromkeys(r["arm"] for r in records))
+    against = "adaptive, against" in names
+    by_block: dict = {}
+    for r in records:
+        by_block.setdefault(r["block"], {})[r["arm"]] = r
+    blocks = [b for b in by_block.values() if len(b) == len(names)]
+    records = [r for b in blocks for r in b.values()]
+    runs = len(blocks)
+    kinds = ("page", "page (post)", "submit + next", "entry", "static")
+    comparisons = [(arm, "fixed") for arm in names[1:]] + ([("adaptive", "adaptive, against")] if against else [])
+    for top, bottom in comparisons:
+        print(f"\n{top} / {bottom}, {runs} blocks: median of the blocks' ratios [sign-test 95% interval "
+              f"(its exact coverage)], blocks above 1")
+        for kind in kinds:
+            for q in (50, 95):
+                r = [b[top][f"{kind} p{q}"] / b[bottom][f"{kind} p{q}"] for b in blocks]
+                m, lo, hi, cover = median_interval(r)
+                print(f"  {kind + ' p' + str(q):<18} {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f}), "
+                      f"{sum(x > 1 for x in r)} of {len(r)} above 1")
+    print(f"\n{'arm':<18} {'page p50':>8} {'p95':>7} {'post p50':>8} {'p95':>7} {'server CPU a request, ms':>25} "
+          f"{'refit CPU s (refits)':>22}")
+    for arm in names:
+        rows = [r for r in records if r["arm"] == arm]
+        cpu = [r["cpu_ms"] for r in rows if r["cpu_ms"] is not None]
+        spent = [r["refit_cpu_s"] for r in rows if r["refit_cpu_s"] is not None]
+        made = [r["refits"] for r in rows if r["refits"] is not None]
+        print(f"{arm:<18} {np.median([r['page p50'] for r in rows]):>8.1f} {np.median([r['page p95'] for r in rows]):>7.1f} "
+              f"{np.median([r['page (post) p50'] for r in rows]):>8.1f} {np.median([r['page (post) p95'] for r in rows]):>7.1f} "
+              f"{'median %.3f (%.3f-%.3f)' % (np.median(cpu), min(cpu), max(cpu)) if cpu else '':>25} "
+              f"{'%.1f a run (%d)' % (np.median(spent), sum(made)) if spent else '':>22}")
+    for arm in names:
+        own = [r.get("own_cpu_ms") for r in records if r["arm"] == arm and r.get("own_cpu_ms") is not None]
+        if own:
+            print(f"{arm}: the server process alone (its children, the refit process, left out): median "
+                  f"{np.median(own):.3f} ms a request ({min(own):.3f}-{max(own):.3f})")
+    for key, what in (("cpu_ms", "server CPU a request, with its children"), ("own_cpu_ms", "the server process alone")):
+        for top in names[1:]:
+            r = [b[top][key] / b["fixed"][key] for b in blocks if b[top].get(key) and b["fixed"].get(key)]
+            if r:
+                m, lo, hi, cover = median_interval(r)
+                print(f"{what}, {top} / fixed: median {m:.3f}x [{lo:.3f}, {hi:.3f}] ({cover:.3f})")
+    loads = [r["load"] for r in records]
+    print(f"load average (1 min) at the runs' starts and ends: {min(min(x) for x in loads):.1f}-"
+          f"{max(max(x) for x in loads):.1f}, median {np.median([x for l in loads for x in l]):.1f}")
+
+
 def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float, runs: int = 1,
-                        think: float = 0.0) -> bool:
-    """The same load on a fixed study and on an adaptive one of the same size, ``runs`` times in
-    turn (fixed, adaptive, fixed, adaptive, ...; a fresh database each run): each pair's page
-    latency ratios (adaptive / fixed), their median, and p50 / p95 of each arm over its runs; each
-    participant spends ``think`` seconds on a form (the first of ``--think``), so a run is long
-    enough for several refits. The refit process's CPU and refits made are printed per run."""
+                        think: float = 0.0, against: str | None = None, json_out: str | None = None) -> bool:
+    """The same load on a fixed study and on an adaptive one of the same size, ``runs`` blocks
+    (a fresh database each run), each participant spending ``think`` seconds on a form (the first
+    of ``--think``). With ``against`` (a copy of satcal's ``src``), a third arm: the adaptive
+    study served by that code, e.g. main's, so a change to the refit is measured against its
+    base in the same blocks. Within a block the arms run in turn, the order rotated block by block
+    (fixed first in one, the adaptive arm first in the next, ...), so no arm always meets the
+    load first. Printed: each block's ratios (adaptive / fixed, p50 and p95 of each page kind),
+    their median over the blocks with the sign test's distribution-free 95% interval for it,
+    how many blocks had the ratio above 1, each arm's pooled p50 / p95, the server's CPU a
+    request in every arm and the refit process's CPU. ``json_out`` keeps every run's figures."""
+    import json
     fixed = make_workspace(tmp / "fixed", answers_per_example=3, pages_per_participant=3)
     n = len(fixed.table("examples.csv"))
     adaptive = make_workspace(tmp / "adaptive", answers_per_example=3, pages_per_participant=3,
                               adaptive={"adaptive": "true", "pool_size": n, "refit_seconds": refit_seconds})
+    arms = {"fixed": (fixed, None), "adaptive": (adaptive, None)}
+    if against:
+        arms["adaptive, against"] = (adaptive, against)
     print(f"fixed study: {n} examples; adaptive study: a pool of {len(adaptive.table('examples.csv'))}, "
-          f"refit every {refit_seconds:g} s; {runs} run(s) each, in turn")
-    kinds = ("page", "page (post)", "entry")
-    pooled: dict = {"fixed": {}, "adaptive": {}}
-    ratios, figures = [], {}
+          f"refit every {refit_seconds:g} s; {runs} block(s) of {len(arms)} runs, the order rotated"
+          + (f"; 'adaptive, against' served from {against}" if against else ""))
+    kinds = ("page", "page (post)", "submit + next", "entry", "static")
+    names = list(arms)
+    records, blocks = [], []
     for i in range(runs):
-        a = run(fixed, f"SQLite, fixed, run {i + 1}", participants, concurrency, think=think)
-        b = run(adaptive, f"SQLite, adaptive, run {i + 1}", participants, concurrency, ratios=figures, think=think)
-        if a is None or b is None:
-            return False
-        for arm, got in (("fixed", a), ("adaptive", b)):
-            for kind in kinds:
-                pooled[arm].setdefault(kind, []).append(got[kind])
-        ratios.append({kind: (np.percentile(b[kind], 50) / np.percentile(a[kind], 50),
-                              np.percentile(b[kind], 95) / np.percentile(a[kind], 95)) for kind in kinds})
-        print(f"run {i + 1}, adaptive / fixed, p50 and p95: " + "; ".join(
-            f"{kind} {r[0]:.2f}x {r[1]:.2f}x" for kind, r in ratios[-1].items()))
-    print(f"\n{'':<14} {'fixed p50':>9} {'p95':>7} {'adaptive p50':>12} {'p95':>7}   median of the runs' ratios p50, p95")
-    for kind in kinds:
-        f, ad = np.concatenate(pooled["fixed"][kind]), np.concatenate(pooled["adaptive"][kind])
-        r50 = np.median([r[kind][0] for r in ratios])
-        r95 = np.median([r[kind][1] for r in ratios])
-        print(f"{kind:<14} {np.percentile(f, 50):>9.1f} {np.percentile(f, 95):>7.1f} {np.percentile(ad, 50):>12.1f} "
-              f"{np.percentile(ad, 95):>7.1f}   {r50:.2f}x {r95:.2f}x")
-    if figures.get("refit"):
-        spent, made = map(sum, zip(*figures["refit"]))
-        print(f"refit process: {spent:.1f} s of CPU over {made} refits in the adaptive runs"
-              + (f", {spent / made:.2f} s a refit" if made else ""))
+        order = names[i % len(names):] + names[:i % len(names)]
+        got = {}
+        for arm in order:
+            ws, path = arms[arm]
+            fig: dict = {}
+            with _ServerPath(path):
+                out = run(ws, f"SQLite, {arm}, block {i + 1}", participants, concurrency, ratios=fig, think=think)
+            if out is None:
+                return False
+            refit = fig.get("refit", [(None, None)])[0]
+            got[arm] = {"block": i + 1, "arm": arm, "position": order.index(arm),
+                        "load": fig["load"][0], "cpu_ms": fig.get("cpu", [None])[0],
+                        "own_cpu_ms": fig.get("own cpu", [None])[0],
+                        "refit_cpu_s": refit[0], "refits": refit[1],
+                        **{f"{kind} p{q}": float(np.percentile(out[kind], q)) for kind in kinds for q in (50, 95)}}
+            records.append(got[arm])
+            if json_out:   # after every run: a run cut short keeps what it measured
+                Path(json_out).write_text(json.dumps(records, indent=1))
+        blocks.append(got)
+        print(f"block {i + 1} ({', '.join(order)}), / fixed, p50 and p95: " + "; ".join(
+            f"{arm}: " + ", ".join(f"{kind} {got[arm][kind + ' p50'] / got['fixed'][kind + ' p50']:.2f}x "
+                                   f"{got[arm][kind + ' p95'] / got['fixed'][kind + ' p95']:.2f}x" for kind in kinds[:3])
+            for arm in names[1:]))
+    block_summary(records)
     return True
 
 
@@ -620,6 +729,10 @@ def main(argv=None):
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--adaptive", action="store_true", help="fixed against adaptive study, SQLite")
     parser.add_argument("--refit-seconds", type=float, default=2.0)
+    parser.add_argument("--against", metavar="SRC",
+                        help="with --adaptive: a third arm, the adaptive study served by the satcal in SRC "
+                             "(a copy of another commit's src/, e.g. main's): its PYTHONPATH")
+    parser.add_argument("--json", metavar="PATH", help="with --adaptive: every run's figures, as JSON")
     parser.add_argument("--think", type=float, nargs="+", default=[0.0],
                         help="seconds each participant spends on a form before submitting it, the first "
                              "wave arriving over as many seconds (default 0: as fast as the server answers); "
@@ -648,7 +761,7 @@ def main(argv=None):
     if args.adaptive:
         with tempfile.TemporaryDirectory() as tmp:
             sys.exit(0 if adaptive_comparison(Path(tmp), args.participants, args.concurrency, args.refit_seconds,
-                                              args.runs, args.think[0]) else 1)
+                                              args.runs, args.think[0], args.against, args.json) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
         stacks = args.stacks or [stack_argument("auto/auto")]   # each checked and resolved by argparse

@@ -804,6 +804,83 @@ def test_the_servers_refit_runs_in_a_process_of_its_own_with_the_packages_criter
     assert study.progress()["adaptive"]["refits"] == 1
 
 
+def _stat(tid, pid="self") -> tuple[int, int]:
+    """A thread's scheduling policy and nice as /proc/<pid>/task/<tid>/stat lists them (fields
+    41 and 19): read apart from the calls that set them."""
+    from pathlib import Path
+    fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[38]), int(fields[16])
+
+
+def _a_rule_threads_scheduling():
+    """Run in the refit process: the policy and nice of the thread ``adaptive_study._ask``
+    starts there (the stopping rule's), read inside that thread."""
+    import threading
+    from satcal.adaptive_study import _ask
+    thread, box = _ask(lambda: _stat(threading.get_native_id()), None)
+    return box["verdict"]
+
+
+def _idle_allowed() -> bool:
+    """Whether this machine lets an unprivileged process into SCHED_IDLE (a throwaway process tries)."""
+    import subprocess
+    import sys
+    code = "import os; os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not (hasattr(__import__("os"), "SCHED_IDLE") and __import__("os").path.isdir("/proc/self/task")),
+                    reason="Linux's scheduling classes, a thread's each")
+def test_the_refit_process_and_its_rules_thread_run_only_on_idle_cores(served_adaptive):
+    """The server's refit process yields the cores: every thread it has after a refit (the
+    refit's, OpenBLAS's, the orphan watch) and the thread the stopping rule runs in are in
+    SCHED_IDLE at nice 19 (nice alone where this machine refuses SCHED_IDLE), as /proc lists
+    them; the server's own threads keep their class and nice."""
+    import os
+    from satcal.adaptive_study import REFIT_NICENESS, attach
+    ws = served_adaptive
+    study = _hosted(ws)
+    server = {t: _stat(t) for t in os.listdir("/proc/self/task")}
+    assert attach(ws, study)
+    try:
+        assert study.order.refresh() is True
+        (child,) = study.order.refit.pool._processes
+        threads = [_stat(t, child) for t in os.listdir(f"/proc/{child}/task")]
+        rule = study.order.refit.pool.submit(_a_rule_threads_scheduling).result()
+    finally:
+        study.order.refit.pool.shutdown()
+    expected = (os.SCHED_IDLE if _idle_allowed() else os.sched_getscheduler(0), REFIT_NICENESS)
+    assert len(threads) >= 2 and set(threads) == {expected}, threads
+    assert rule == expected
+    still = [t for t in server if os.path.exists(f"/proc/self/task/{t}")]
+    assert still and all(_stat(t) == server[t] for t in still)
+
+
+@pytest.mark.parametrize("platform", ["refused", "missing"])
+def test_the_refit_process_falls_back_to_nice_where_sched_idle_is_refused_or_missing(tmp_path, platform):
+    """Where SCHED_IDLE is refused (EPERM: a seccomp filter, say) or missing (no such call), the
+    refit process gets nice 19 alone, with no error: a throwaway process, as /proc/self/stat says."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "yield.py"
+    script.write_text(
+        "import os\n"
+        "from pathlib import Path\n"
+        "from satcal import adaptive_study\n"
+        + ("def refused(*args):\n    raise PermissionError(1, 'Operation not permitted')\n"
+           "os.sched_setscheduler = refused\n" if platform == "refused" else "del os.SCHED_IDLE\n")
+        + "got = adaptive_study._yield_the_cores()\n"
+        "fields = Path('/proc/self/stat').read_text().rsplit(')', 1)[1].split()\n"
+        "print(got, fields[38], fields[16])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    if not os.path.exists("/proc/self/stat"):
+        pytest.skip("no /proc")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["nice", str(os.sched_getscheduler(0)), "19"]
+
+
 def test_the_refit_process_ends_when_its_server_is_killed(tmp_path):
     """A server killed (SIGKILL, or SIGTERM re-raised by uvicorn: no atexit runs) must not
     leave its refit process behind: the process spawned as ProcessRefit's is, with its

@@ -127,3 +127,38 @@ def test_client_collector_paused_only_while_participants_run():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+def test_the_blocks_median_interval_is_the_sign_tests():
+    """The interval printed for the median of the blocks' ratios: order statistics (3, 10) of 12
+    with coverage 0.9614 and (4, 13) of 16 with 0.9787 (the sign test's, as tabled for the
+    median, e.g. Campbell and Gardner 1988), the coverage checked against scipy's binomial; too
+    few blocks for 95% give no interval."""
+    import math
+
+    import numpy as np
+    from scipy.stats import binom
+    bench = _bench()
+    rng = np.random.default_rng(24)
+    for n, (lo, hi) in ((12, (3, 10)), (16, (4, 13))):
+        x = rng.lognormal(0, 0.2, n)
+        m, low, high, cover = bench.median_interval(x)
+        s = np.sort(x)
+        assert (m, low, high) == (np.median(x), s[lo - 1], s[hi - 1])
+        assert math.isclose(cover, 1 - 2 * binom.cdf(lo - 1, n, 0.5))
+    m, low, high, cover = bench.median_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert m == 3.0 and math.isnan(low) and math.isnan(high) and math.isnan(cover)
+
+
+def test_the_against_arms_server_runs_the_named_copy(tmp_path):
+    """``--against SRC``: inside the ``with`` a child process (as ``satcal serve`` is started)
+    gets PYTHONPATH = SRC; afterwards the environment is as it was."""
+    import os
+    import subprocess
+    import sys
+    bench = _bench()
+    before = os.environ.get("PYTHONPATH")
+    with bench._ServerPath(str(tmp_path)):
+        seen = subprocess.run([sys.executable, "-c", "import os; print(os.environ['PYTHONPATH'])"],
+                              capture_output=True, text=True).stdout.strip()
+    assert seen == str(tmp_path)
+    assert os.environ.get("PYTHONPATH") == before

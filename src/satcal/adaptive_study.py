@@ -31,6 +31,7 @@ Lan, K. K. G. and DeMets, D. L. (1983). Discrete sequential boundaries for clini
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -1030,6 +1031,64 @@ _CHILD_REFIT = None
 REFIT_NICENESS = 19
 
 
+#: Linux: scheduling class and nice are a thread's, so the server can set its new refit process's
+#: first thread before that starts others (elsewhere the process sets its own, at its first refit).
+_PER_THREAD = hasattr(os, "sched_setscheduler") and os.path.isdir("/proc/self/task")
+
+
+def _thread_ids() -> list[int]:
+    """The kernel's ids of this process's threads (Linux: /proc/self/task); empty elsewhere."""
+    import os
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+def _yield_the_cores(pid: int = 0) -> str:
+    """Give process ``pid`` (0: this one) the lowest CPU priority the platform allows, so that
+    a busy server's threads always come first: nice :data:`REFIT_NICENESS`, and on Linux the
+    ``SCHED_IDLE`` class, which runs only on a core that would otherwise idle (its weight is 3
+    against nice 19's 15 and nice 0's 1,024). On Linux both are a thread's, not a process's:
+    with ``pid`` 0 every thread the process has now is set (the calling thread's is inherited
+    by the threads it starts later, e.g. the stopping rule's); with another ``pid``, its first
+    thread, before it starts others. Where ``SCHED_IDLE`` is missing or refused, nice alone,
+    silently; where both are, nothing.
+
+    Parameters
+    ----------
+    pid : int, optional
+        The process; 0 (default) is this one.
+
+    Returns
+    -------
+    str
+        ``"idle"`` (SCHED_IDLE and nice), ``"nice"`` or ``"none"``: what the calling thread (or
+        ``pid``'s first thread) got.
+    """
+    import os
+    import threading
+    # the calling thread first: the threads it starts inherit its class and nice
+    tids = [pid] if pid else [0] + [t for t in _thread_ids() if t != threading.get_native_id()]
+    got = "none"
+    for i, tid in enumerate(tids):
+        try:
+            if tid == 0 and hasattr(os, "nice"):
+                os.nice(REFIT_NICENESS)   # a thread's on Linux, the process's on other Unixes
+            elif hasattr(os, "setpriority"):
+                os.setpriority(os.PRIO_PROCESS, tid, max(REFIT_NICENESS, os.getpriority(os.PRIO_PROCESS, tid)))
+            got = "nice" if i == 0 else got
+        except OSError:   # a thread gone meanwhile, or the call refused: the others still go
+            pass
+        if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
+            try:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+                got = "idle" if i == 0 else got
+            except OSError:   # refused (a seccomp filter, an old kernel): nice alone
+                pass
+    return got
+
+
 #: Seconds between two checks of the refit process that its server is still alive.
 ORPHAN_CHECK_SECONDS = 1.0
 
@@ -1057,10 +1116,11 @@ def _refit_in_child(path: str, url: str, open_workspace):
     database and the criterion's warm-start cache are kept there between calls."""
     global _CHILD_REFIT
     if _CHILD_REFIT is None:
-        import os
         from .serve import db
-        if hasattr(os, "nice"):  # the server's processes come first when the cores are busy
-            os.nice(REFIT_NICENESS)
+        # the server's threads come first when the cores are busy: SCHED_IDLE and nice 19 for every
+        # thread now here (OpenBLAS's, the orphan watch), and by inheritance for those started later
+        # (the stopping rule's); the server set this thread's already at the spawn, as it could
+        _yield_the_cores()
         from threadpoolctl import threadpool_limits
         # for good, not per call: the stopping rule's thread may outlive the refit that started it
         threadpool_limits(limits=1, user_api="blas")
@@ -1087,6 +1147,7 @@ class ProcessRefit:
     def __init__(self, path, url: str, open_workspace):
         self.args = (str(path), url, open_workspace)
         self.pool = None
+        self.yielded: set = set()   # the refit processes given the lowest priority (pids)
 
     def __call__(self):
         from concurrent.futures.process import BrokenProcessPool
@@ -1098,7 +1159,16 @@ class ProcessRefit:
                                             initializer=_exit_with_the_server)
             atexit.register(self.pool.shutdown, wait=False, cancel_futures=True)
         try:
-            return self.pool.submit(_refit_in_child, *self.args).result()
+            future = self.pool.submit(_refit_in_child, *self.args)
+            for pid in list(getattr(self.pool, "_processes", None) or ()) if _PER_THREAD else ():
+                if pid not in self.yielded:
+                    # the new process's first thread at once, before it imports numpy (whose BLAS
+                    # threads then inherit it): its start-up, not only its refits, yields the cores.
+                    # From this (server) thread, never by lowering it: a starved thread holding
+                    # the interpreter lock would stall every participant's request
+                    self.yielded.add(pid)
+                    _yield_the_cores(pid)
+            return future.result()
         except BrokenProcessPool:
             self.pool = None
             raise
