@@ -128,6 +128,7 @@ def test_client_collector_paused_only_while_participants_run():
     finally:
         gc.enable()
 
+
 def test_the_blocks_median_interval_is_the_sign_tests():
     """The interval printed for the median of the blocks' ratios: order statistics (3, 10) of 12
     with coverage 0.9614 and (4, 13) of 16 with 0.9787 (the sign test's, as tabled for the
