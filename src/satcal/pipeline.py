@@ -388,7 +388,7 @@ def ranking_text(result, top: int = 10) -> str:
     for i, r in enumerate(rank.itertuples(index=False), start=1):
         r = r._asdict()
         iv = f"  [{r[lo]:.4f}, {r[hi]:.4f}]" if intervals else ""
-        rk = f"  {share_text(r['p_best'], 2, percent=False):>8}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
+        rk = f"  {share_text(r['p_best'], 3, percent=False):>8}  {r['rank_lo']}-{r['rank_hi']}" if ranks else ""
         lines.append(f"  {i:>2}  {r['formulation']:<14} {r[cols[0]]:8.4f}{iv} {r[cols[1]]:8.4f} {r[cols[2]]:8.4f}{rk}")
     lines.append("\n" + result.verdict.sentence())
     return "\n".join(lines)
