@@ -232,9 +232,10 @@ class Shape:
             design.add(i)
         return order
 
-    def product(self, start, cell_cap):
-        """The product's criterion (``plan_wave``, defaults) planned at the truth, wave by wave:
-        its fits are the pseudo-true parameters with the covariance of the design so far."""
+    def product(self, start, cell_cap, **options):
+        """The product's criterion (``plan_wave``, defaults, or ``options`` such as ``precision``
+        and ``defensive``) planned at the truth, wave by wave: its fits are the pseudo-true
+        parameters with the covariance of the design so far."""
         order = list(start)
         wave = self.N // WAVES
         n_forms = len(FORMS)
@@ -253,7 +254,7 @@ class Shape:
             rows = self.pool.iloc[idx].assign(answer="a_better", worker_id="w")
             study = StudyData(rows.reset_index(drop=True), k=self.k, n_levels=self.n_levels, judgments=self.judgments)
             picked = plan_wave(self.pool, study, FORMS, size, seed=look, fits=fits, reference=self.ref,
-                               min_depth=MIN_DEPTH, cell_cap=cell_cap)
+                               min_depth=MIN_DEPTH, cell_cap=cell_cap, **options)
             order += list(self._index(picked["example_id"]))
         return order
 

@@ -14,6 +14,9 @@ product's defaults: shared-effect joint model, standardised intervals, bootstrap
 examples, B = ``--boot``, default 100). Both arms of study r share the crowd's seed 1000 + r.
 ``--openness pick`` runs the adaptive arm with ``plan_wave(openness="pick")`` (summarised as
 its own arm, ``adaptive-pick``, with McNemar's test against the default adaptive arm by seed).
+``--precision contrasts|both`` and ``--defensive S`` run it with ``plan_wave``'s precision term
+and defensive share (arms ``adaptive-contrasts``, ``adaptive-defensive0.25``, ...; McNemar's test
+against the default adaptive arm and the fixed arm by seed).
 ``--arm replay --replay A.pkl`` asks each saved adaptive study's examples again, wave by wave,
 answered afresh by new workers: the adaptive design's examples with answers that did not choose
 them, which separates what the design's composition does from what choosing on the answers does.
@@ -139,7 +142,8 @@ def look_figures(result, study, verdict):
             "z": dict(verdict.z), "critical": float(verdict.critical), "alpha_spent": float(verdict.alpha_spent)}
 
 
-def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True, openness="stop"):
+def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True, openness="stop",
+              precision="levels", defensive=0.0):
     """One study of ``len(fixed)`` answers; returns the last calibration's estimates and
     replicates of b1_std-b3_std and the answered examples, and with ``looks`` every look's
     record (:func:`look_figures`): after each wave, the product's calibration (the same defaults
@@ -170,7 +174,8 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=Tr
             wave = replay.loc[replay["wave"] == w].drop(columns=["answer", "worker_id", "wave"])
         elif arm == "adaptive":
             wave = plan_wave(pool, study, FORMS, int(size), seed=seed + w, cache=cache, target="b1_std",
-                             reference=reference, openness=openness).drop(columns="priority")
+                             reference=reference, openness=openness, precision=precision,
+                             defensive=defensive).drop(columns="priority")
         else:
             done = sum(len(a) for a in asked)
             wave = order.iloc[done:done + size]
@@ -360,6 +365,10 @@ def summarise(paths, spread_only=False):
         with open(p, "rb") as fh:
             d = pickle.load(fh)
         arm = d["arm"] + ("-pick" if d.get("openness", "stop") == "pick" else "")   # --openness pick: its own arm
+        if d.get("precision", "levels") != "levels":   # --precision / --defensive: arms of their own
+            arm += f"-{d['precision']}"
+        if d.get("defensive", 0.0):
+            arm += f"-defensive{d['defensive']:g}"
         have = {x["r"] for x in arms.setdefault(arm, [])}
         arms[arm].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
         meta = meta or d
@@ -448,15 +457,18 @@ def picks_at_n(arms, truth):
                 kf, nf = rates["fixed"]
                 p = fisher_exact([[k, n - k], [kf, nf - kf]]).pvalue
                 print(f"-- picks within the margin, {arm} against fixed: {k}/{n} against {kf}/{nf} (Fisher's exact p {p:.2f})")
-    if "adaptive" in within and "adaptive-pick" in within:
-        a, b = within["adaptive-pick"], within["adaptive"]
-        common = sorted(set(a) & set(b))
-        only_pick = sum(a[r] and not b[r] for r in common)
-        only_stop = sum(b[r] and not a[r] for r in common)
-        p = binomtest(only_pick, only_pick + only_stop).pvalue if only_pick + only_stop else 1.0
-        print(f"-- picks within the margin, adaptive-pick against adaptive, paired by seed ({len(common)} seeds): "
-              f"{sum(a[r] for r in common)} against {sum(b[r] for r in common)}; only pick {only_pick}, only stop "
-              f"{only_stop} (McNemar's exact p {p:.2f})")
+    for other in [a for a in within if a.startswith("adaptive-")]:   # option arms against the default, by seed
+        for base in ("adaptive", "fixed"):
+            if base not in within:
+                continue
+            a, b = within[other], within[base]
+            common = sorted(set(a) & set(b))
+            only_a = sum(a[r] and not b[r] for r in common)
+            only_b = sum(b[r] and not a[r] for r in common)
+            p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
+            print(f"-- picks within the margin, {other} against {base}, paired by seed ({len(common)} seeds): "
+                  f"{sum(a[r] for r in common)} against {sum(b[r] for r in common)}; only {other} {only_a}, only "
+                  f"{base} {only_b} (McNemar's exact p {p:.2f})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -794,6 +806,10 @@ def main():
     ap.add_argument("--pool", type=int, default=5000, help="candidate examples of the adaptive arm")
     ap.add_argument("--openness", choices=("stop", "pick"), default="stop",
                     help="the adaptive arm's contrast weights (plan_wave's openness; default the stopping rule's)")
+    ap.add_argument("--precision", choices=("levels", "contrasts", "both"), default="levels",
+                    help="the adaptive arm's precision term (plan_wave's precision; default the levels)")
+    ap.add_argument("--defensive", type=float, default=0.0,
+                    help="the adaptive arm's share of each wave in the coverage order (plan_wave's defensive)")
     ap.add_argument("--no-looks", action="store_true",
                     help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
@@ -818,7 +834,8 @@ def main():
     truth = std_truth(judgments, crowd(TRUTH, 0), FORMS)
     print(f"fixed design {len(fixed)} examples, pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s", flush=True)
     out = {"arm": args.arm, "truth": truth, "n": len(fixed), "boot": args.boot, "waves": args.waves,
-           "min_per_cell": args.min_per_cell, "pool": args.pool, "openness": args.openness, "studies": []}
+           "min_per_cell": args.min_per_cell, "pool": args.pool, "openness": args.openness,
+           "precision": args.precision, "defensive": args.defensive, "studies": []}
     for r in range(args.seed_base, args.seed_base + args.seed_step * args.studies, args.seed_step):
         t, c = time.perf_counter(), time.process_time()
         source = None
@@ -833,7 +850,7 @@ def main():
                     time.sleep(20)
             source = source["examples"]
         x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks,
-                      args.openness)
+                      args.openness, args.precision, args.defensive)
         x["r"] = r
         out["studies"].append(x)
         if args.save:

@@ -55,8 +55,23 @@ curve parameters b0-b2, which alone enter b1_std), and the oracle greedy minimis
 from the first wave; three rounds from the product's design (Frank-Wolfe-like). It bounds what
 any criterion aware of the fold could gain at the truth.
 
+**Picks and contrasts** (issue 24, pick24). More designs, the product's criterion at the truth
+with an option of ``plan_wave``: ``product-contrast`` (``precision="contrasts"``: the precision
+term on every formulation's contrast with the leader, open or not), ``product-both``
+(``precision="both"``), ``product-defensive`` (``defensive=0.25``: a quarter of every wave in
+the coverage order) and ``product-defensive50`` (``defensive=0.5``). For every design and
+process the run also prints the argmin pick of the refitted b1_std (weights held) against the
+crowd's true b1_std (``Shape.truth``): the share of studies picking within the margin of the true
+least and exactly it (Clopper-Pearson 95%), McNemar's exact test against the fixed design paired
+by answer seed, how often each formulation is picked, and every formulation's contrast with the
+true least: its mean, its SD over studies and its variance ratio to the fixed design (realised
+b1_std, realised linearised, exact sandwich+workers). ``--forms five`` runs
+``bench_adaptive_coverage.py``'s five formulations (lin-const, lin-log5, lin-log3, lin-log2,
+exp2-zipf; coverage design N = 1,000) in place of the eight.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_workers.py [--reps 300] [--seed 900]
-        [--processes indep,crowd,...] [--designs fixed,product,oracle,oracle-fold]
+        [--processes indep,crowd,...] [--designs fixed,product,oracle,oracle-fold,product-contrast,...]
+        [--forms eight|five]
 """
 import argparse
 import os
@@ -252,7 +267,7 @@ class Case:
                           ("sandwich+workers", cov_clu), ("sw blocks", cov_clu * blocks)):
             var = np.einsum("fi,ij,fj->f", G, cov, G)
             D = G - G[s.leader]
-            out[name] = (var, np.einsum("fi,ij,fj->f", D, cov, D))
+            out[name] = (var, np.einsum("fi,ij,fj->f", D, cov, D), cov)
         # the fold: b1_std of draws theta ~ N(theta_D, Sigma_D) (the Gaussian approximation, no
         # refits), so b1 = mean |phi - s*(phi)| keeps its non-linearity at the floor
         rng = np.random.default_rng(24)
@@ -337,6 +352,70 @@ def oracle_fold(s: Shape, start, first, rounds=3):
     return order
 
 
+#: The product's criterion at the truth with a plan_wave option (pick24).
+OPTION_DESIGNS = {"product-contrast": {"precision": "contrasts"}, "product-both": {"precision": "both"},
+                  "product-defensive": {"defensive": 0.25}, "product-defensive50": {"defensive": 0.5}}
+#: bench_adaptive_coverage.py's five formulations (``--forms five``).
+FIVE = ["lin-const", "lin-log5", "lin-log3", "lin-log2", "exp2-zipf"]
+
+
+def picks_report(s: Shape, res: dict):
+    """The argmin pick of each simulated study's b1_std against the crowd's true b1_std, and every
+    formulation's contrast with the true least, per design (module docstring)."""
+    from scipy.stats import binomtest
+    from satcal.analysis.adaptive import MARGIN
+    truth = s.truth.reindex(FORMS).to_numpy(float)
+    least = int(np.argmin(truth))
+    near = truth <= truth[least] + MARGIN
+    print(f"  picks: true least {FORMS[least]} {truth[least]:.4f}; within the margin "
+          + ", ".join(FORMS[j] for j in np.flatnonzero(near)) + "; the others "
+          + ", ".join(f"{FORMS[j]} {truth[j]:.4f}" for j in np.flatnonzero(~near)))
+    f_b1 = res["fixed"][2]
+    f_ok = near[np.argmin(f_b1, axis=1)]
+    f_ex, f_lin = res["fixed"][0]["sandwich+workers"], res["fixed"][3]
+    for dname, (ex, _, b1, lin) in res.items():
+        pick = np.argmin(b1, axis=1)
+        ok, exact = near[pick], pick == least
+        R = len(pick)
+        ci = binomtest(int(ok.sum()), R).proportion_ci(0.95, method="exact")
+        cie = binomtest(int(exact.sum()), R).proportion_ci(0.95, method="exact")
+        m = len(f_ok) if len(f_ok) == R else 0
+        if m and dname != "fixed":
+            b, c = int((ok & ~f_ok).sum()), int((~ok & f_ok).sum())
+            mc = f"; against fixed by seed: {b} right only here, {c} only fixed, McNemar p " + (
+                f"{binomtest(b, b + c).pvalue:.3f}" if b + c else "1")
+        else:
+            mc = ""
+        print(f"  {dname:<19} within the margin {ok.sum()}/{R} ({ci.low:.3f}-{ci.high:.3f}), exactly "
+              f"{exact.sum()}/{R} ({cie.low:.3f}-{cie.high:.3f}){mc}; picked "
+              + ", ".join(f"{FORMS[j]} {int((pick == j).sum())}" for j in range(len(FORMS)) if (pick == j).any()))
+        con = b1 - b1[:, [least]]
+        f_con = f_b1 - f_b1[:, [least]]
+        lcon, f_lcon = lin - lin[:, [least]], f_lin - f_lin[:, [least]]
+        G = np.concatenate([s.grads[g] for g in s.models], axis=1)
+        D = G - G[least]
+        cov = _stack_cov(ex["sandwich+workers"])
+        f_cov = _stack_cov(f_ex)
+        cells = []
+        for j in range(len(FORMS)):
+            if j == least:
+                continue
+            exact_r = (D[j] @ cov @ D[j]) / (D[j] @ f_cov @ D[j]) if cov is not None and f_cov is not None else np.nan
+            cells.append(f"{FORMS[j]} {con[:, j].mean():+.4f} sd {con[:, j].std(ddof=1):.4f} ratio "
+                         f"{con[:, j].var(ddof=1) / f_con[:, j].var(ddof=1):.2f} (lin {lcon[:, j].var(ddof=1) / f_lcon[:, j].var(ddof=1):.2f}, "
+                         f"exact {exact_r:.2f})")
+        print(f"  {'':<19} contrast with {FORMS[least]}: " + "; ".join(cells))
+        lv = np.median(b1.var(axis=0, ddof=1) / f_b1.var(axis=0, ddof=1))
+        lvn = np.median((b1.var(axis=0, ddof=1) / f_b1.var(axis=0, ddof=1))[near])
+        print(f"  {'':<19} level variance ratio to fixed (b1_std, median over all {len(FORMS)} / over the "
+              f"{near.sum()} within the margin): {lv:.2f} / {lvn:.2f}")
+
+
+def _stack_cov(pair):
+    """The stacked covariance kept by :meth:`Case.exact` under ``"cov"`` (None if absent)."""
+    return pair[2] if len(pair) > 2 else None
+
+
 def iqr(e, leader):
     """Variances by the normalised IQR (robust to a refit stuck on a far maximum)."""
     from satcal.analysis.bootstrap import robust_se
@@ -381,7 +460,11 @@ def main():
     ap.add_argument("--seed", type=int, default=900)
     ap.add_argument("--processes", default=",".join(PROCESSES))
     ap.add_argument("--designs", default="fixed,product,oracle,oracle-fold")
+    ap.add_argument("--forms", choices=("eight", "five"), default="eight",
+                    help="bench_adaptive's 8 formulations, or bench_adaptive_coverage's 5 (N = 1,000)")
     args = ap.parse_args()
+    if args.forms == "five":   # one list object shared with bench_adaptive and bench_adaptive_bound
+        FORMS[:] = FIVE
     warnings.simplefilter("ignore", RuntimeWarning)
     print(f"load average at start {os.getloadavg()[0]:.1f} {note()}")
     t0 = time.process_time()
@@ -396,6 +479,9 @@ def main():
         designs["product"] = s.pool.iloc[s.product(start, CELL_CAP)].reset_index(drop=True)
     if "oracle-fold" in names:
         designs["oracle-fold"] = s.pool.iloc[oracle_fold(s, start, s.product(start, CELL_CAP))].reset_index(drop=True)
+    for name, options in OPTION_DESIGNS.items():
+        if name in names:
+            designs[name] = s.pool.iloc[s.product(start, CELL_CAP, **options)].reset_index(drop=True)
     if "oracle" in names:
         designs["oracle"] = s.pool.iloc[s.oracle(start, s.objective("contenders", fixed_var, fixed_con))].reset_index(drop=True)
     print(f"setup and designs CPU {time.process_time() - t0:.0f} s; N = {s.N}; models carrying weight "
@@ -425,18 +511,18 @@ def main():
                     return target(s, v, c, t) ** 2 / target(s, fv, fc, t) ** 2
                 sd = lambda e: (e.var(axis=0, ddof=1), (e - e[:, [s.leader]]).var(axis=0, ddof=1))  # noqa: E731
                 row = {"process": pname, "design": dname, "target": t,
-                       "promise": ratio(*ex["promise"], *fx["promise"]),
-                       "sandwich": ratio(*ex["sandwich"], *fx["sandwich"]),
-                       "sandwich+workers": ratio(*ex["sandwich+workers"], *fx["sandwich+workers"]),
-                       "sw blocks": ratio(*ex["sw blocks"], *fx["sw blocks"]),
+                       "promise": ratio(*ex["promise"][:2], *fx["promise"][:2]),
+                       "sandwich": ratio(*ex["sandwich"][:2], *fx["sandwich"][:2]),
+                       "sandwich+workers": ratio(*ex["sandwich+workers"][:2], *fx["sandwich+workers"][:2]),
+                       "sw blocks": ratio(*ex["sw blocks"][:2], *fx["sw blocks"][:2]),
                        "gauss fold": ratio(*ex["gauss fold"], *fx["gauss fold"]),
                        "gauss fold+workers": ratio(*ex["gauss fold+workers"], *fx["gauss fold+workers"]),
                        "realised lin": ratio(*sd(lin), *sd(flin)),
                        "realised b1": ratio(*sd(b1), *sd(fb1)),
-                       "sd promise": target(s, *ex["promise"], t),
-                       "sd info": target(s, *ex["info, cross"], t),
-                       "sd sandwich": target(s, *ex["sandwich"], t),
-                       "sd exact": target(s, *ex["sandwich+workers"], t),
+                       "sd promise": target(s, *ex["promise"][:2], t),
+                       "sd info": target(s, *ex["info, cross"][:2], t),
+                       "sd sandwich": target(s, *ex["sandwich"][:2], t),
+                       "sd exact": target(s, *ex["sandwich+workers"][:2], t),
                        "sd fold": target(s, *ex["gauss fold+workers"], t),
                        "sd lin": target(s, *sd(lin), t), "sd b1": target(s, *sd(b1), t),
                        "iqr b1": target(s, *iqr(b1, s.leader), t) ** 2 / target(s, *iqr(fb1, s.leader), t) ** 2}
@@ -450,6 +536,7 @@ def main():
                   + f" (MC SE {np.median(b1[:, c].std(0)) / np.sqrt(len(b1)):.4f})")
         table = pd.DataFrame([r for r in rows if r["process"] == pname]).drop(columns="process")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}" if v < 0.1 else f"{v:.2f}"))
+        picks_report(s if pname not in ("per-list u", "no heterogeneity") else _rebased(s, star), res)
     print(f"\nload average at end {os.getloadavg()[0]:.1f}; CPU {time.process_time() - t0:.0f} s")
 
 

@@ -672,3 +672,106 @@ def test_contrast_openness_pick_hand_worked():
     assert got[0][0] == pytest.approx(want2, rel=1e-6) and got[1][0] == pytest.approx(0.105859, abs=1e-6)
     with pytest.raises(SatcalError, match="openness must be one of"):
         contrast_openness(0.01, 0.01, 0.005, "both")
+
+
+def test_information_criterion_contrast_precision_term(judgments, pool):
+    """precision="contrasts" (pick24): the precision term is the fall of the mean relative
+    variance (1/(F-1)) sum_{f != L} Var(b1_std(f) - b1_std(L)) / Var_0(f - L) over every
+    formulation's contrast with the leader, open or not; "both" is half of it plus half of the
+    levels term. Checked by explicit inverses, (Sigma^-1 + I_x)^-1 per model, with the
+    variances from std_gradients; the open-contrast term (spread 0) taken out."""
+    from satcal.analysis.adaptive import _design_std, _fit_all, std_gradients
+    from satcal.analysis.standardise import akaike_weights, reference_scores
+    names = FORMS + ["lin-zipf"]
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in names]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    _, _, fits = _fit_all(study, forms)
+    b1, grads = std_gradients(np.stack([f.theta for f in fits]), ref, akaike_weights([f.loglik for f in fits]))
+    models = [g for g in grads if np.isfinite(fits[g].cov).all()]
+    lead = int(np.argmin(b1))
+    others = [f for f in range(len(names)) if f != lead]
+
+    def variances(covs):
+        lv = sum(np.einsum("fi,ij,fj->f", grads[g], covs[g], grads[g]) for g in models)
+        cv = np.array([sum((grads[g][f] - grads[g][lead]) @ covs[g] @ (grads[g][f] - grads[g][lead]) for g in models)
+                       for f in others])
+        return lv, cv
+
+    lv0, cv0 = variances({g: fits[g].cov for g in models})
+    assert cv0.min() > 0 and len(others) == 2
+    base, _, _ = _design_std(pa, pb, study, forms, None, 0.0, ref, 0.005, fits=fits)
+    for precision in ("contrasts", "both"):
+        full, leader, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.005, fits=fits, precision=precision)
+        assert leader == names[lead]
+        red = full.reductions() - base.reductions()
+        for idx in (0, 17, 101):
+            covs = {}
+            for m, g in enumerate(models):
+                U = full.U[m][idx]
+                covs[g] = np.linalg.inv(np.linalg.inv(fits[g].cov) + U.T @ U)
+            lv, cv = variances(covs)
+            contrast = np.mean((cv0 - cv) / cv0)
+            level = np.mean((lv0 - lv) / lv0)
+            want = contrast if precision == "contrasts" else (contrast + level) / 2
+            assert red[idx] == pytest.approx(want, rel=1e-6, abs=1e-12)
+
+
+def test_plan_wave_defensive_picks_follow_the_coverage_order(judgments, pool):
+    """plan_wave(defensive=0.5): every second pick (t = 1, 3, ...) is the free example with the
+    largest sum over its phi (A and B) and |dphi| cells of 1 / (1 + answers there), the study's
+    answers and the wave's picks so far, counted here from bin_index; the other picks are the
+    criterion's (the greedy of the full recomputation among the rest, after the defensive picks'
+    information). Bad shares and precision values are refused with one-line errors."""
+    from satcal.analysis.adaptive import _design_std
+    from satcal.analysis.standardise import reference_scores
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in FORMS]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    sa = score_lists(_levels(study.examples, "a", 4), forms, n_levels=4)
+    sb = score_lists(_levels(study.examples, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+
+    def keys(a, b):
+        return ([(j, "phi", int(bin_index(a[j]))) for j in range(len(FORMS))]
+                + [(j, "phi", int(bin_index(b[j]))) for j in range(len(FORMS))]
+                + [(j, "dphi", int(bin_index(abs(a[j] - b[j])))) for j in range(len(FORMS))])
+
+    held: dict = {}
+    for a, b in zip(sa, sb):
+        for c in keys(a, b):
+            held[c] = held.get(c, 0) + 1
+    cells = [keys(pa[i], pb[i]) for i in range(len(rest))]
+    n = 8
+    wave = plan_wave(rest, study, FORMS, n, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None,
+                     defensive=0.5)
+    state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
+    where = {e: m for m, e in enumerate(rest["example_id"])}
+    free = np.ones(len(rest), bool)
+    for t, e in enumerate(wave["example_id"]):
+        j = where[e]
+        if t % 2:
+            cover = np.array([sum(1 / (1 + held.get(c, 0)) for c in cs) for cs in cells])
+            assert cover[j] == pytest.approx(cover[free].max(), rel=1e-9)
+        else:
+            red = state.reductions()
+            assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
+        free[j] = False
+        state.add(j)
+        for c in cells[j]:
+            held[c] = held.get(c, 0) + 1
+    plain = plan_wave(rest, study, FORMS, n, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
+    assert set(plain["example_id"]) != set(wave["example_id"])
+    with pytest.raises(SatcalError, match="defensive must be in"):
+        plan_wave(rest, study, FORMS, n, seed=1, reference=ref, defensive=1.0)
+    with pytest.raises(SatcalError, match="precision must be one of"):
+        plan_wave(rest, study, FORMS, n, seed=1, reference=ref, precision="pick")
+    with pytest.raises(SatcalError, match="needs target 'b1_std'"):
+        example_priorities(rest, study, FORMS, seed=1, reference=ref, precision="contrasts", criterion="influence")

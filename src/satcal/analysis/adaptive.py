@@ -102,6 +102,11 @@ CRITERIA = ("information", "information-sum", "influence")
 #: How a contrast's openness is weighed (:func:`_open_contrasts`): ``"stop"`` (default) the
 #: stopping rule's question, ``"pick"`` also the argmin pick's.
 OPENNESS = ("stop", "pick")
+#: The precision term of the ``information`` criteria (:func:`_design_std`): ``"levels"``
+#: (default) every formulation's b1_std variance; ``"contrasts"`` the variance of every
+#: formulation's contrast with the leader (open or not: the argmin pick's question); ``"both"``
+#: half of each.
+PRECISION = ("levels", "contrasts", "both")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default share of a wave any one phi or |dphi| cell of the formulations the criterion reads
@@ -615,7 +620,8 @@ class _Design:
 
 
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                margin: float, fits=None, cache=None, relative: bool = True, openness: str = "stop"):
+                margin: float, fits=None, cache=None, relative: bool = True, openness: str = "stop",
+                precision: str = "levels"):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -631,7 +637,10 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     spread sum_f Var(f) / sum_f Var_0(f), A-optimal on the b1_std vector: the widest count most)
     and of the open contrasts with the leader L (what the stopping rule reads), o_c the
     contrast's openness 2 Phi(-(|d_c| + margin) / sd_c) (or ``openness="pick"``'s,
-    :func:`contrast_openness`), Var_0 the variances now. Phi is linear
+    :func:`contrast_openness`), Var_0 the variances now. With ``precision="contrasts"`` the
+    first term is spread / (F - 1) sum_{f != L} Var(b1_std(f) - b1_std(L)) / Var_0(f - L)
+    instead, every formulation's contrast with the leader whether open or not (what the argmin
+    pick reads); ``"both"`` takes half of each. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
     exact rank-4 update of its expected information (:meth:`_Design.reductions`). Returns the
     design state, the leader and the contenders."""
@@ -650,15 +659,24 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     lead = int(np.argsort(np.where(ok, b1, np.inf), kind="stable")[0])
     chosen = _open_contrasts(b1, ok, lead, margin, contenders, lambda c: float(sum(
         (grads[g][c] - grads[g][lead]) @ fits_[g].cov @ (grads[g][c] - grads[g][lead]) for g in models)), openness)
+    # every usable formulation's contrast with the leader and its variance now (precision "contrasts")
+    var_c = sum(np.einsum("fi,ij,fj->f", grads[g] - grads[g][lead], fits_[g].cov, grads[g] - grads[g][lead])
+                for g in models)
+    others = np.flatnonzero(ok & (var_c > 0) & (np.arange(len(b1)) != lead))
     U, sigma, M = [], [], []
     for g in models:
         G = grads[g][ok]
-        if spread <= 0:
-            m = np.zeros((G.shape[1],) * 2)
-        elif relative:   # sum_f Var_f / Var_0(f) / F: every formulation's log-variance alike
-            m = spread * (G.T / var[ok]) @ G / ok.sum()
-        else:            # sum_f Var_f / sum_f Var_0(f): A-optimal on the b1_std vector
-            m = spread * G.T @ G / var[ok].sum()
+        m = np.zeros((G.shape[1],) * 2)
+        if spread > 0 and precision != "contrasts":
+            if relative:   # sum_f Var_f / Var_0(f) / F: every formulation's log-variance alike
+                level = (G.T / var[ok]) @ G / ok.sum()
+            else:          # sum_f Var_f / sum_f Var_0(f): A-optimal on the b1_std vector
+                level = G.T @ G / var[ok].sum()
+            m = m + spread * level * (0.5 if precision == "both" else 1.0)
+        if spread > 0 and precision != "levels" and others.size:
+            # sum_{f != L} Var(f - L) / Var_0(f - L) / (F - 1): the pick's question, closed or not
+            D = grads[g][others] - grads[g][lead]
+            m = m + spread * (D.T / var_c[others]) @ D / others.size * (0.5 if precision == "both" else 1.0)
         for openness, c, var_d in chosen:
             d = grads[g][c] - grads[g][lead]
             m = m + openness * np.outer(d, d) / var_d / len(chosen)
@@ -697,7 +715,7 @@ def _reference_for(study: StudyData, forms, reference, reference_seed: int, cach
 
 def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
            cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0,
-           criterion="information", openness="stop") -> _Parts:
+           criterion="information", openness="stop", precision="levels") -> _Parts:
     forms = resolve_formulations(formulations)
     if target not in TARGETS:
         raise SatcalError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
@@ -705,6 +723,11 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
         raise SatcalError(f"criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
     if openness not in OPENNESS:
         raise SatcalError(f"openness must be one of {', '.join(OPENNESS)}, got {openness!r}")
+    if precision not in PRECISION:
+        raise SatcalError(f"precision must be one of {', '.join(PRECISION)}, got {precision!r}")
+    if precision != "levels" and (criterion == "influence" or target != "b1_std"):
+        raise SatcalError(f"precision={precision!r} needs target 'b1_std' and criterion 'information' or "
+                          f"'information-sum', got target {target!r}, criterion {criterion!r}")
     if min_depth < 0:
         raise SatcalError(f"min_depth must be >= 0, got {min_depth}")
     if contenders is not None and contenders < 2:
@@ -725,7 +748,8 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
         info, leader, cont = np.zeros(len(pool)), None, ()
     elif ref is not None and criterion != "influence":
         state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
-                                          relative=criterion == "information", openness=openness)
+                                          relative=criterion == "information", openness=openness,
+                                          precision=precision)
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
@@ -759,7 +783,7 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
                        n_bins: int = 10, top_level: int | None = None, fits=None,
                        cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
                        reference=None, reference_seed: int = 0, criterion: str = "information",
-                       openness: str = "stop") -> pd.Series:
+                       openness: str = "stop", precision: str = "levels") -> pd.Series:
     """How soon to ask each pool example (higher = sooner), from the answers so far.
 
     The criterion of the module docstring: examples landing in a cell with fewer than
@@ -834,6 +858,12 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         ``"stop"`` (default) by the stopping rule's 2 Phi(-(|d| + margin) / sd); ``"pick"`` also
         by the chance that the argmin pick is wrong beyond the margin (an opt-in experiment,
         docs/adaptive.md).
+    precision : {"levels", "contrasts", "both"}, optional
+        The precision term of the ``information`` criteria (:func:`_design_std`): ``"levels"``
+        (default) the relative variances of every formulation's b1_std; ``"contrasts"`` those of
+        every formulation's contrast with the leader, open or not (the argmin pick's question);
+        ``"both"`` half of each (docs/adaptive.md). Other criteria and ``target="b1_joint"``
+        take only ``"levels"``.
 
     Returns
     -------
@@ -843,7 +873,7 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
     examples in waves of its own (:func:`pool_cells`).
     """
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed, criterion, openness)
+                   target, margin, reference, reference_seed, criterion, openness, precision)
     out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
     capped = _capped_cells(parts, formulations, 1.0, 1)
     ids = [f.id for f in resolve_formulations(formulations)]
@@ -889,7 +919,8 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
               spread: float = 1.0, n_bins: int = 10, top_level: int | None = None, fits=None,
               cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
               reference=None, reference_seed: int = 0, criterion: str = "information",
-              cell_cap: float | None = CELL_CAP, openness: str = "stop") -> pd.DataFrame:
+              cell_cap: float | None = CELL_CAP, openness: str = "stop", precision: str = "levels",
+              defensive: float = 0.0) -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
     After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
@@ -920,7 +951,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         Examples to choose (at most the free ones).
     seed : int
         Seeds the tie-breaker.
-    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion, openness
+    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion, openness, precision
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
@@ -928,6 +959,13 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         The largest share of the wave (rounded up, at least 1 example) one phi or |dphi| cell
         of a formulation the criterion reads may take before its other examples rank last
         (default :data:`CELL_CAP`); None: no cap (the greedy alone).
+    defensive : float, optional
+        Share of the wave, in [0, 1), taken in the coverage order instead of by the criterion
+        (a defensive mixture; default 0). Once there are answers, every pick t with
+        floor((t + 1) defensive) > floor(t defensive) is the free example whose phi and |dphi|
+        cells (every formulation's) hold the fewest answers, by sum_c 1 / (1 + n_c) over its
+        cells, n_c counting the study's answers and the wave's picks so far; it then counts in
+        the cells, the cap and the criterion's covariances like any pick.
 
     Returns
     -------
@@ -937,14 +975,16 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     Raises
     ------
     SatcalError
-        ``n`` is negative.
+        ``n`` is negative, or ``cell_cap`` or ``defensive`` is out of range.
     """
     if n < 0:
         raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
+    if not 0 <= defensive < 1:
+        raise SatcalError(f"plan_wave: defensive must be in [0, 1), got {defensive}")
     if cell_cap is not None and not 0 < cell_cap <= 1:
         raise SatcalError(f"plan_wave: cell_cap must be in (0, 1] or None, got {cell_cap}")
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed, criterion, openness)
+                   target, margin, reference, reference_seed, criterion, openness, precision)
     capped = _capped_cells(parts, formulations, cell_cap, n)
     asked = set(map(str, exclude))
     if study is not None and "example_id" in study.examples.columns:
@@ -963,21 +1003,12 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         score = np.where(free, _score(parts, added, top), -np.inf)
         if capped is not None:   # short cells keep their precedence: min_depth is the floor
             score = score - CAPPED * (full & (score < SHORT_FIRST))
-        while True:
-            i = int(np.argmax(score))
-            if design is None or fresh[i] == t:
-                break
-            # lazy greedy (Minoux 1978): a reduction mostly shrinks as the covariances take more
-            # information (always for a single parameter; not guaranteed for several), so the
-            # best stale ones are recomputed until the best is fresh, instead of the whole pool
-            # every pick
-            cand = np.where(free & (fresh < t), score, -np.inf)
-            m = min(LAZY_BLOCK, int(np.isfinite(cand).sum()))
-            block = np.argpartition(-cand, m - 1)[:m]
-            old = parts.info[block].copy()
-            parts.info[block] = design.reductions(block)
-            fresh[block] = t
-            score[block] += 0.999 * (parts.info[block] - old) / (top or 1.0)
+        if parts.leader is not None and int((t + 1) * defensive) > int(t * defensive):
+            # a defensive pick: the coverage order (the emptiest cells), whatever the criterion says
+            cover = (1.0 / (1.0 + parts.counts + added))[parts.cells].sum(axis=1) + parts.jitter
+            i = int(np.argmax(np.where(free, cover, -np.inf)))
+        else:
+            i = _lazy_pick(score, free, fresh, t, design, parts, top)
         picks.append(i)
         prios.append(float(score[i]))
         free[i] = False
@@ -993,6 +1024,24 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     out["priority"] = prios
     out.attrs.update(pool.attrs, leader=parts.leader, contenders=list(parts.contenders))
     return out.reset_index(drop=True)
+
+
+def _lazy_pick(score, free, fresh, t, design, parts, top):
+    """plan_wave's criterion pick t: the best of ``score`` (updated in place), the stale
+    reductions recomputed lazily (Minoux 1978): a reduction mostly shrinks as the covariances take
+    more information (always for a single parameter; not guaranteed for several), so the best
+    stale ones are recomputed until the best is fresh, instead of the whole pool every pick."""
+    while True:
+        i = int(np.argmax(score))
+        if design is None or fresh[i] == t:
+            return i
+        cand = np.where(free & (fresh < t), score, -np.inf)
+        m = min(LAZY_BLOCK, int(np.isfinite(cand).sum()))
+        block = np.argpartition(-cand, m - 1)[:m]
+        old = parts.info[block].copy()
+        parts.info[block] = design.reductions(block)
+        fresh[block] = t
+        score[block] += 0.999 * (parts.info[block] - old) / (top or 1.0)
 
 
 def _capped_cells(parts: _Parts, formulations, cell_cap: float | None, n: int):
