@@ -775,3 +775,22 @@ def test_plan_wave_defensive_picks_follow_the_coverage_order(judgments, pool):
         plan_wave(rest, study, FORMS, n, seed=1, reference=ref, precision="pick")
     with pytest.raises(SatcalError, match="needs target 'b1_std'"):
         example_priorities(rest, study, FORMS, seed=1, reference=ref, precision="contrasts", criterion="influence")
+
+
+def test_std_only_options_refused_when_the_study_has_no_judgments(judgments, pool):
+    """Without judgments the criterion falls back to b1_joint, which reads neither ``precision``
+    nor ``openness``: asking for either is refused in one line naming the option, where it was
+    ignored before; the defaults still plan (on b1_joint), and with the judgments the same call
+    plans a wave of the size asked."""
+    bare = _answers(pool.iloc[:300].reset_index(drop=True), seed=4)
+    rest = pool.iloc[300:].reset_index(drop=True)
+    for option, said in (({"precision": "contrasts"}, "precision='contrasts'"),
+                         ({"openness": "pick"}, "openness='pick'"),
+                         ({"precision": "both", "openness": "pick"}, "precision='both', openness='pick'")):
+        with pytest.raises(SatcalError) as refused:
+            plan_wave(rest, bare, FORMS, 10, seed=1, min_depth=0, **option)
+        message = str(refused.value)
+        assert message.startswith(said) and "judgments" in message and "\n" not in message
+    assert len(plan_wave(rest, bare, FORMS, 10, seed=1, min_depth=0)) == 10
+    with_judgments = StudyData(bare.examples, k=4, n_levels=4, judgments=judgments)
+    assert len(plan_wave(rest, with_judgments, FORMS, 10, seed=1, min_depth=0, precision="contrasts")) == 10

@@ -713,6 +713,19 @@ def _reference_for(study: StudyData, forms, reference, reference_seed: int, cach
     return ref
 
 
+def _refuse_std_options(precision: str, openness: str) -> None:
+    """The criterion falls back to each formulation's b1_joint when the study has no judgments to
+    draw b1_std's reference population from; an option only b1_std's criterion reads would then
+    be ignored, so it is refused instead."""
+    asked = [f"{name}={value!r}" for name, value, default in (("precision", precision, "levels"),
+                                                              ("openness", openness, "stop"))
+             if value != default]
+    if asked:
+        raise SatcalError(f"{', '.join(asked)} needs b1_std's reference population, drawn from the study's "
+                          "judgments, and this study has none: give the judgments (StudyData(judgments=...)) "
+                          "or a reference=, or leave the option at its default")
+
+
 def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
            cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0,
            criterion="information", openness="stop", precision="levels") -> _Parts:
@@ -743,6 +756,8 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     counts = np.zeros(n_cells) if empty else _study_cells(study, forms, n_bins, n_cells)
     jitter = np.random.default_rng([seed, 24, 1]).random(len(pool)) * 1e-9
     ref = None if empty or target != "b1_std" else _reference_for(study, forms, reference, reference_seed, cache)
+    if ref is None and not empty and target == "b1_std":
+        _refuse_std_options(precision, openness)
     state = None
     if empty:
         info, leader, cont = np.zeros(len(pool)), None, ()
