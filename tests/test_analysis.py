@@ -268,6 +268,8 @@ def test_notebook_view_says_when_answers_are_simulated(ecir_result):
     assert sim.summary().splitlines()[0] == repr(sim)
     sim.meta["provenance"]["simulated_share"] = 0.25
     assert "4115 (25% SIMULATED) answers" in repr(sim)
+    sim.meta["provenance"]["simulated_share"] = 0.999  # 4111 of 4115 simulated is not all of them
+    assert "4115 (99.9% SIMULATED) answers" in repr(sim)
 
 
 def test_figures_draw_into_a_callers_axes(ecir_result):

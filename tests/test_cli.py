@@ -388,3 +388,14 @@ def test_export_says_the_trap_rule_as_information_and_warns_only_when_short(tmp_
     assert len(short) == 1 and short[0].startswith("satcal: warning: ") and short[0].endswith(
         f'set [traps] count = {needed} (or "auto")')
     assert "Traps per worker:" in res.stdout
+
+
+def test_every_seed_option_refuses_a_negative_seed_before_running():
+    """numpy takes no negative seed: reliability --seed -1 ran and ended in numpy's traceback
+    ('expected non-negative integer'); every command's --seed refuses it as click's range."""
+    seeded = [name for name, command in main.commands.items()
+              if any(p.name == "seed" for p in command.params)]
+    assert {"init", "analyze", "reliability", "demo"} <= set(seeded)
+    for name in seeded:
+        res = run(name, "--seed", "-1")
+        assert res.exit_code == 2 and "-1 is not in the range x>=0" in res.output, (name, res.output)

@@ -114,6 +114,19 @@ def test_verdict_never_rounds_a_share_to_every_replicate():
     assert share_text(0.0004) == "0.04%" and share_text(0.0) == "0%"
 
 
+def test_share_text_never_says_every_or_none_of_a_share_that_is_neither():
+    """hand-worked: 0.9996 at 0 decimals is 99.96%, 1e-15 is below the 12th decimal and is
+    written as a bound (not 0.000000000000%), 0 and 1 are 0% and 100%; a share outside [0, 1]
+    is refused rather than printed as '-0%' or '120%'."""
+    from satcal.analysis.ranking import share_text
+    assert share_text(0.9996) == "99.96%" and share_text(0.0) == "0%" and share_text(1.0) == "100%"
+    assert share_text(1e-15) == "<0.000000000001%" and share_text(1 - 1e-15) == ">99.999999999999%"
+    assert share_text(1e-15, 2, percent=False) == "<0.000000000001"
+    for bad in (-1e-5, 1.2):
+        with pytest.raises(ValueError, match="a share is in \\[0, 1\\]"):
+            share_text(bad)
+
+
 def _thin_partial_study(n=300, seed=5):
     """Three formulations whose scores never pass 0.55, answered by a per-list user model."""
     rng = np.random.default_rng(seed)

@@ -219,3 +219,13 @@ def test_figure_refuses_a_result_without_standardised_curves(ecir_result):
     from satcal.report import figure_standardised
     with pytest.raises(ValueError, match="no standardised curves"):
         figure_standardised(ecir_result)
+
+
+def test_report_never_says_every_answer_simulated_when_some_are_real():
+    """The report's 'answers simulated' line: 4111 of 4115 simulated answers is 99.9%, not
+    '100%' (as if none were real); all of them is 'yes', none 'no'."""
+    from satcal.report import _simulated_text
+    assert _simulated_text({"simulated": True, "simulated_share": 4111 / 4115}) == "yes, 99.9% of the answers"
+    assert _simulated_text({"simulated": True, "simulated_share": 0.25}) == "yes, 25% of the answers"
+    assert _simulated_text({"simulated": True, "simulated_share": 1.0}) == "yes"
+    assert _simulated_text({"simulated": False}) == "no"

@@ -410,7 +410,7 @@ def reliability(judgments, runs, simulate_runs, calibration, k, normalization, n
 @main.command(context_settings=CONTEXT)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("satcal-demo"),
               show_default=True, help="Where the demo writes everything.")
-@click.option("--seed", type=int, default=2015, show_default=True, help="Seed of every random step.")
+@click.option("--seed", type=click.IntRange(min=0), default=2015, show_default=True, help="Seed of every random step.")
 @click.option("--force", is_flag=True, help="Overwrite a previous demo directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 def demo(out, seed, force, quiet):

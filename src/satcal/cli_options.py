@@ -96,7 +96,7 @@ def analysis_options(f):
                      show_default=True, help="Bootstrap replicates (over workers and examples "
                                              "when answers carry worker ids, else examples), for "
                                              "intervals and pairwise tests (0 for none)."),
-        click.option("--seed", type=int, default=2015, show_default=True,
+        click.option("--seed", type=click.IntRange(min=0), default=2015, show_default=True,
                      help="Seed of the bootstrap and of the model-check folds."),
         click.option("--jobs", type=int, default=0, show_default=True,
                      help="Worker processes for the bootstrap: 0 one per core this process may "
@@ -213,7 +213,7 @@ reliability_options = stack(  # every option of ``satcal reliability``
     click.option("--optimize", type=click.Choice(["none", "gains", "discounts"]), default="none",
                  show_default=True, help="Also find the gains (log2 discount) or discounts (linear "
                  "gain) that maximise Phi at one topic (Kanoulas and Aslam, CIKM 2009)."),
-    click.option("--seed", type=int, default=2015, show_default=True,
+    click.option("--seed", type=click.IntRange(min=0), default=2015, show_default=True,
                  help="Seed of the bootstrap and of the simulated runs."),
     click.option("--out", type=click.Path(path_type=Path), required=True,
                  help="Output directory (refused when it holds files, unless --force)."),

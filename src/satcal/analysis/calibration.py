@@ -27,7 +27,8 @@ from .core import (GRID, POPULATIONS, SUPPORT_MIN_COUNT, INDICATOR_RANGES, Answe
                    bias_indicators, binned_points, collapse_answers, collapse_study, fit_logit, model_check,
                    preference_curves, satisfaction_curves, supported_mask, supported_range)
 from .effects import anova_table
-from .ranking import estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict
+from .ranking import (estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict,
+                      share_text)
 
 __all__ = ["CalibrationResult", "calibrate", "DEFAULTS", "SAT_MODELS", "thin_data_warnings", "design_warnings"]
 
@@ -151,7 +152,7 @@ class CalibrationResult(ResultTables):
         prov = self.meta.get("provenance", {})
         share = prov.get("simulated_share")
         simulated = ("" if not prov.get("simulated") else " SIMULATED" if share is None or share >= 1
-                     else f" ({100 * share:.0f}% SIMULATED)")
+                     else f" ({share_text(share)} SIMULATED)")
         return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
                 f"{self.meta.get('n_examples', 0)}{simulated} answers, bootstrap "
                 f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")

@@ -68,6 +68,12 @@ def share_text(share: float, decimals: int = 0, percent: bool = True) -> str:
     Returns
     -------
     str
+        NaN as "nan"; a share that 12 decimals still round to 0 or 1 as a bound ("<0.000000000001%").
+
+    Raises
+    ------
+    ValueError
+        ``share`` is below 0 or above 1.
 
     Examples
     --------
@@ -77,7 +83,10 @@ def share_text(share: float, decimals: int = 0, percent: bool = True) -> str:
     ('0.996', '0.00')
     """
     scale, sign = (100, "%") if percent else (1, "")
-    value = scale * float(share)
+    share = float(share)
+    if not 0 <= share <= 1 and not np.isnan(share):
+        raise ValueError(f"a share is in [0, 1], not {share!r}")
+    value = scale * share
     if not np.isfinite(value):
         return f"{value}{sign}"
     text = f"{value:.{decimals}f}"
@@ -85,6 +94,9 @@ def share_text(share: float, decimals: int = 0, percent: bool = True) -> str:
     while 0 < share < 1 and float(text) in (0, scale) and decimals < 12:
         decimals += 1
         text = f"{value:.{decimals}f}"
+    if 0 < share < 1 and float(text) in (0, scale):  # beyond 12 decimals: a bound, never "none" or "all"
+        step = f"{10.0 ** -decimals:.{decimals}f}"
+        return (f"<{step}" if float(text) == 0 else f">{scale - float(step):.{decimals}f}") + sign
     return text + sign
 
 
