@@ -20,7 +20,7 @@ def test_cpu_a_request_counts_both_static_peers_requests():
     server that counts what it answers; the benchmark's denominator equals the participants'
     requests plus that count (the old one left out the new-connection peer's)."""
     bench = _bench()
-    answered = []
+    answered, ports = [], set()
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -34,6 +34,7 @@ def test_cpu_a_request_counts_both_static_peers_requests():
             self.wfile.write(body)
             with lock:
                 answered.append(self.path)
+                ports.add(self.client_address[1])
 
         def log_message(self, *args):
             pass
@@ -48,7 +49,15 @@ def test_cpu_a_request_counts_both_static_peers_requests():
                  threading.Thread(target=lambda: fresh.extend(bench.fresh_static_latencies(url, stop, 0.02)))]
         for side in sides:
             side.start()
-        time.sleep(0.4)
+        # until both peers have fetched (the new-connection one from ports of its own), not a fixed
+        # time: on a loaded machine a peer's first fetch (httpx's import) can take longer than 0.4 s
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with lock:
+                if len(ports) >= 3 and len(answered) >= 6:
+                    break
+            time.sleep(0.05)
+        time.sleep(0.1)
         stop.set()
         for side in sides:
             side.join()
