@@ -319,6 +319,25 @@ def children_cpu(pid: int) -> float | None:
     return None if total is None else total - (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_for_refit(ws, server, db_url=None, timeout: float = 300.0) -> None:
+    """On an adaptive study, wait until the server's refit process has made a refit on the
+    answers stored so far and its CPU has stopped rising (under 0.05 s in a second): the cold
+    start (the process's imports, the first multi-start fits) is then behind it, as in a study
+    under way. A fixed study returns at once."""
+    start = time.monotonic()
+    if refits_made(ws, server.url, db_url) is None:
+        return
+    while refits_made(ws, server.url, db_url) < 1 and time.monotonic() - start < timeout:
+        time.sleep(0.5)
+    last = children_cpu(server.process.pid)
+    while last is not None and time.monotonic() - start < timeout:
+        time.sleep(1.0)
+        now = children_cpu(server.process.pid)
+        if now is None or now - last < 0.05:
+            return
+        last = now
+
+
 def refits_made(ws, url: str, db_url=None) -> int | None:
     """Refits the server's adaptive page order has made so far (the researcher's status page,
     ``adaptive.refits``); None on a fixed study."""
@@ -363,7 +382,8 @@ def client_collector(mode: str):
 
 def run(ws, label: str, participants: int, concurrency: int, db_url=None, workers=1, ratios=None,
         client_processes: int = 1, think: float = 0.0, static_every: float = STATIC_EVERY,
-        fresh_every: float = FRESH_EVERY, stack: tuple[str, str] = ("auto", "auto"), client_gc: str = "paused"):
+        fresh_every: float = FRESH_EVERY, stack: tuple[str, str] = ("auto", "auto"), client_gc: str = "paused",
+        warm_up: int = 0):
     from satcal.serve import db
     from satcal.study.hosting import server_stack
     from satcal.serve.client import ServerProcess
@@ -376,6 +396,10 @@ def run(ws, label: str, participants: int, concurrency: int, db_url=None, worker
     loop, http = server_stack(*stack)  # the server, its static file and the durable peer all on these
     with ServerProcess(ws.path, db_url, workers=workers, loop=loop, http=http) as server, \
             DurablePeer(ws.path.parent, loop, http) as second:
+        if warm_up:   # a study already under way: answers stored, its refit process started and warm
+            drive_in_processes(server.url, [f"WU{i:04d}" for i in range(warm_up)], concurrency, 1, think)
+            wait_for_refit(ws, server, db_url)
+            load = os.getloadavg()
         second_stop = threading.Event()
         second_side = threading.Thread(target=lambda: durable.extend(durable_latencies(second.url, second_stop)))
         second_side.start()
@@ -616,7 +640,8 @@ def block_summary(records: list) -> None:
 
 
 def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_seconds: float, runs: int = 1,
-                        think: float = 0.0, against: str | None = None, json_out: str | None = None) -> bool:
+                        think: float = 0.0, against: str | None = None, json_out: str | None = None,
+                        warm_up: int = 0) -> bool:
     """The same load on a fixed study and on an adaptive one of the same size, ``runs`` blocks
     (a fresh database each run), each participant spending ``think`` seconds on a form (the first
     of ``--think``). With ``against`` (a copy of satcal's ``src``), a third arm: the adaptive
@@ -626,7 +651,10 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
     load first. Printed: each block's ratios (adaptive / fixed, p50 and p95 of each page kind),
     their median over the blocks with the sign test's distribution-free 95% interval for it,
     how many blocks had the ratio above 1, each arm's pooled p50 / p95, the server's CPU a
-    request in every arm and the refit process's CPU. ``json_out`` keeps every run's figures."""
+    request in every arm and the refit process's CPU. ``json_out`` keeps every run's figures.
+    ``warm_up`` participants go through each run's server first, unmeasured, and the run waits for
+    the refit process to settle (:func:`wait_for_refit`): the measured load then meets a study
+    under way, not one whose refit process is starting and fitting cold."""
     import json
     fixed = make_workspace(tmp / "fixed", answers_per_example=3, pages_per_participant=3)
     n = len(fixed.table("examples.csv"))
@@ -648,7 +676,8 @@ def adaptive_comparison(tmp: Path, participants: int, concurrency: int, refit_se
             ws, path = arms[arm]
             fig: dict = {}
             with _ServerPath(path):
-                out = run(ws, f"SQLite, {arm}, block {i + 1}", participants, concurrency, ratios=fig, think=think)
+                out = run(ws, f"SQLite, {arm}, block {i + 1}", participants, concurrency, ratios=fig, think=think,
+                          warm_up=warm_up)
             if out is None:
                 return False
             refit = fig.get("refit", [(None, None)])[0]
@@ -733,6 +762,9 @@ def main(argv=None):
                         help="with --adaptive: a third arm, the adaptive study served by the satcal in SRC "
                              "(a copy of another commit's src/, e.g. main's): its PYTHONPATH")
     parser.add_argument("--json", metavar="PATH", help="with --adaptive: every run's figures, as JSON")
+    parser.add_argument("--warm-up", type=int, default=0, metavar="P",
+                        help="with --adaptive: P participants through each run's server first, unmeasured, and "
+                             "the refit process settled, so the load meets a study under way (default 0)")
     parser.add_argument("--think", type=float, nargs="+", default=[0.0],
                         help="seconds each participant spends on a form before submitting it, the first "
                              "wave arriving over as many seconds (default 0: as fast as the server answers); "
@@ -761,7 +793,8 @@ def main(argv=None):
     if args.adaptive:
         with tempfile.TemporaryDirectory() as tmp:
             sys.exit(0 if adaptive_comparison(Path(tmp), args.participants, args.concurrency, args.refit_seconds,
-                                              args.runs, args.think[0], args.against, args.json) else 1)
+                                              args.runs, args.think[0], args.against, args.json,
+                                              args.warm_up) else 1)
     with tempfile.TemporaryDirectory() as tmp:
         ws = make_workspace(Path(tmp) / "sqlite", answers_per_example=3, pages_per_participant=3)
         stacks = args.stacks or [stack_argument("auto/auto")]   # each checked and resolved by argparse
