@@ -519,14 +519,7 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
     sequence of the full recomputation."""
     from satcal.analysis.adaptive import _design_std
     from satcal.analysis.joint import joint_probabilities
-    from satcal.analysis.standardise import reference_scores
-    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
-    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
-    rest = pool.iloc[400:].reset_index(drop=True)
-    forms = [formulation(f) for f in FORMS]
-    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
-    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
-    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    study, rest, forms, pa, pb, ref = _std_candidates(judgments, pool, FORMS)
     state, leader, contenders = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
     assert leader in FORMS and len(state.U) >= 1
     # (a) for the first model, at one example
@@ -615,24 +608,42 @@ def test_cell_cap_greedy_equals_a_direct_capped_greedy(judgments, pool):
     assert most > cap   # on this study the greedy alone piles more than the cap into one cell
 
 
+def _std_candidates(judgments, pool, names):
+    """400 answered pool examples (with the judgments) as the study, the rest of the pool as
+    candidates scored on ``names`` (A and B lists), and a reference population of 1,000 lists."""
+    from satcal.analysis.standardise import reference_scores
+    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
+    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
+    rest = pool.iloc[400:].reset_index(drop=True)
+    forms = [formulation(f) for f in names]
+    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
+    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
+    return study, rest, forms, pa, pb, ref
+
+
+def _std_criterion_inputs(judgments, pool, names):
+    """What the b1_std criterion's tests check against: 400 answered pool examples (with the
+    judgments), the rest as candidates scored on ``names``, a reference population of 1,000
+    lists, the joint fits, b1_std with its gradients (std_gradients) and the models whose
+    covariance is finite."""
+    from satcal.analysis.adaptive import _fit_all, std_gradients
+    from satcal.analysis.standardise import akaike_weights
+    study, _, forms, pa, pb, ref = _std_candidates(judgments, pool, names)
+    _, _, fits = _fit_all(study, forms)
+    b1, grads = std_gradients(np.stack([f.theta for f in fits]), ref, akaike_weights([f.loglik for f in fits]))
+    models = [g for g in grads if np.isfinite(fits[g].cov).all()]
+    return study, forms, pa, pb, ref, fits, b1, grads, models
+
+
 def test_information_criterion_precision_terms_relative_and_summed(judgments, pool):
     """The precision term of criterion="information" is the fall of the mean relative variance
     (1/F) sum_f Var b1_std(f) / Var_0(f); of "information-sum" the fall of sum_f Var(f) over its
     value now (A-optimal on the b1_std vector: the widest count most). Checked by explicit
     inverses: each model's covariance after one answer (Sigma^-1 + I_x)^-1, the variances
     sum_g G_fg Sigma_g G_fg' from std_gradients; the contrast term (spread 0) taken out."""
-    from satcal.analysis.adaptive import _design_std, _fit_all, std_gradients
-    from satcal.analysis.standardise import akaike_weights, reference_scores
-    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
-    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
-    rest = pool.iloc[400:].reset_index(drop=True)
-    forms = [formulation(f) for f in FORMS]
-    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
-    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
-    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
-    _, _, fits = _fit_all(study, forms)
-    _, grads = std_gradients(np.stack([f.theta for f in fits]), ref, akaike_weights([f.loglik for f in fits]))
-    models = [g for g in grads if np.isfinite(fits[g].cov).all()]
+    from satcal.analysis.adaptive import _design_std
+    study, forms, pa, pb, ref, fits, _, grads, models = _std_criterion_inputs(judgments, pool, FORMS)
     var0 = sum(np.einsum("fi,ij,fj->f", grads[g], fits[g].cov, grads[g]) for g in models)
     assert var0.max() > 1.2 * var0.min()   # so the two weightings differ
     for relative in (False, True):
@@ -680,19 +691,9 @@ def test_information_criterion_contrast_precision_term(judgments, pool):
     formulation's contrast with the leader, open or not; "both" is half of it plus half of the
     levels term. Checked by explicit inverses, (Sigma^-1 + I_x)^-1 per model, with the
     variances from std_gradients; the open-contrast term (spread 0) taken out."""
-    from satcal.analysis.adaptive import _design_std, _fit_all, std_gradients
-    from satcal.analysis.standardise import akaike_weights, reference_scores
+    from satcal.analysis.adaptive import _design_std
     names = FORMS + ["lin-zipf"]
-    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
-    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
-    rest = pool.iloc[400:].reset_index(drop=True)
-    forms = [formulation(f) for f in names]
-    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
-    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
-    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
-    _, _, fits = _fit_all(study, forms)
-    b1, grads = std_gradients(np.stack([f.theta for f in fits]), ref, akaike_weights([f.loglik for f in fits]))
-    models = [g for g in grads if np.isfinite(fits[g].cov).all()]
+    study, forms, pa, pb, ref, fits, b1, grads, models = _std_criterion_inputs(judgments, pool, names)
     lead = int(np.argmin(b1))
     others = [f for f in range(len(names)) if f != lead]
 
@@ -728,16 +729,9 @@ def test_plan_wave_defensive_picks_follow_the_coverage_order(judgments, pool):
     criterion's (the greedy of the full recomputation among the rest, after the defensive picks'
     information). Bad shares and precision values are refused with one-line errors."""
     from satcal.analysis.adaptive import _design_std
-    from satcal.analysis.standardise import reference_scores
-    study = _answers(pool.iloc[:400].reset_index(drop=True), seed=6)
-    study = StudyData(study.examples, k=4, n_levels=4, judgments=judgments)
-    rest = pool.iloc[400:].reset_index(drop=True)
-    forms = [formulation(f) for f in FORMS]
-    pa = score_lists(_levels(rest, "a", 4), forms, n_levels=4)
-    pb = score_lists(_levels(rest, "b", 4), forms, n_levels=4)
+    study, rest, forms, pa, pb, ref = _std_candidates(judgments, pool, FORMS)
     sa = score_lists(_levels(study.examples, "a", 4), forms, n_levels=4)
     sb = score_lists(_levels(study.examples, "b", 4), forms, n_levels=4)
-    ref = reference_scores(judgments, forms, 4, 4, size=1000, seed=0)
 
     def keys(a, b):
         return ([(j, "phi", int(bin_index(a[j]))) for j in range(len(FORMS))]
