@@ -1038,7 +1038,6 @@ _PER_THREAD = hasattr(os, "sched_setscheduler") and os.path.isdir("/proc/self/ta
 
 def _thread_ids() -> list[int]:
     """The kernel's ids of this process's threads (Linux: /proc/self/task); empty elsewhere."""
-    import os
     try:
         return [int(tid) for tid in os.listdir("/proc/self/task")]
     except OSError:
@@ -1066,7 +1065,6 @@ def _yield_the_cores(pid: int = 0) -> str:
         ``"idle"`` (SCHED_IDLE and nice), ``"nice"`` or ``"none"``: what the calling thread (or
         ``pid``'s first thread) got.
     """
-    import os
     import threading
     # the calling thread first: the threads it starts inherit its class and nice
     tids = [pid] if pid else [0] + [t for t in _thread_ids() if t != threading.get_native_id()]

@@ -660,12 +660,9 @@ def _sat_model_text(prov: dict) -> str:
 
 def _simulated_text(prov: dict) -> str:
     """"no", "yes", or "yes, N% of the answers" when simulated and real answers are mixed."""
-    if not prov.get("simulated"):
-        return "no"
-    from .analysis.ranking import share_text
-    share = prov.get("simulated_share")
-    # never "100%" of the answers while some are real (share_text)
-    return "yes" if share is None or share >= 1 else f"yes, {share_text(share)} of the answers"
+    from .analysis.calibration import simulated_share_text
+    share = simulated_share_text(prov)
+    return "no" if share is None else "yes" if share == "all" else f"yes, {share} of the answers"
 
 
 #: What a figure's caption cannot say in a line, shown under its heading.

@@ -30,7 +30,36 @@ from .effects import anova_table
 from .ranking import (estimator_columns, lead_estimator, rank_formulations, rank_uncertainty, ranking_verdict,
                       share_text)
 
-__all__ = ["CalibrationResult", "calibrate", "DEFAULTS", "SAT_MODELS", "thin_data_warnings", "design_warnings"]
+__all__ = ["CalibrationResult", "calibrate", "DEFAULTS", "SAT_MODELS", "thin_data_warnings", "design_warnings",
+           "simulated_share_text"]
+
+
+def simulated_share_text(provenance: dict) -> str | None:
+    """How many of a calibration's answers came from satcal's simulated crowd, as the repr and
+    the report say it: None when none did, "all" when every one did (or the share is unknown),
+    else the share as :func:`~satcal.analysis.ranking.share_text` writes it, never "100%"
+    while some answers are real.
+
+    Parameters
+    ----------
+    provenance : dict
+        The calibration's provenance (``meta["provenance"]``): ``simulated``, ``simulated_share``.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> simulated_share_text({}), simulated_share_text({"simulated": True})
+    (None, 'all')
+    >>> simulated_share_text({"simulated": True, "simulated_share": 4111 / 4115})
+    '99.9%'
+    """
+    if not provenance.get("simulated"):
+        return None
+    share = provenance.get("simulated_share")
+    return "all" if share is None or share >= 1 else share_text(share)
 
 
 @dataclass(repr=False)
@@ -149,10 +178,8 @@ class CalibrationResult(ResultTables):
         lead = f"; ranked first {best.formulation} ({first} = {best[first]:.3f})" if best is not None else ""
         # a notebook shows this line first: answers from satcal's simulated crowd say so there,
         # as the report's banner does
-        prov = self.meta.get("provenance", {})
-        share = prov.get("simulated_share")
-        simulated = ("" if not prov.get("simulated") else " SIMULATED" if share is None or share >= 1
-                     else f" ({share_text(share)} SIMULATED)")
+        share = simulated_share_text(self.meta.get("provenance", {}))
+        simulated = "" if share is None else " SIMULATED" if share == "all" else f" ({share} SIMULATED)"
         return (f"<CalibrationResult {self.meta.get('name') or 'study'}: {len(self.bias)} formulations, "
                 f"{self.meta.get('n_examples', 0)}{simulated} answers, bootstrap "
                 f"{self.bootstrap.replicates if self.bootstrap is not None else 0}{lead}>")
