@@ -24,3 +24,31 @@ def note() -> str:
         cores = os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return f"[BLAS {blas()} (satcal's loops: x1); load {load:.1f} on {cores} cores]"
+
+
+def arguments(doc: str, *spec: tuple) -> "argparse.Namespace":
+    """Parse a benchmark's positional arguments, with ``--help`` printing its docstring.
+
+    Parameters
+    ----------
+    doc : str
+        The script's docstring (what ``--help`` says first).
+    *spec : tuple of (name, type, default, help)
+        One positional argument each. A default of ``...`` makes it required; a list default
+        takes any number of values (``nargs="*"``).
+
+    Returns
+    -------
+    argparse.Namespace
+        The values, by name.
+    """
+    import argparse
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, kind, default, text in spec:
+        if default is ...:
+            parser.add_argument(name, type=kind, help=text)
+        elif isinstance(default, list):
+            parser.add_argument(name, type=kind, nargs="*", default=default, help=f"{text} (default {default})")
+        else:
+            parser.add_argument(name, type=kind, nargs="?", default=default, help=f"{text} (default {default})")
+    return parser.parse_args()

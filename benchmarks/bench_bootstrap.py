@@ -7,7 +7,6 @@ Both sides run on one BLAS thread (satcal's loops limit themselves; the loop is 
 
     python benchmarks/bench_bootstrap.py [R]
 """
-import sys
 import time
 import warnings
 
@@ -20,7 +19,7 @@ from satcal.analysis.bootstrap import bootstrap_calibration, replicate_weights
 from satcal.datasets import load_ecir2015
 from satcal.measures import score_lists, study_formulations
 from satcal.analysis import GRID
-from _context import note  # BLAS threads and load beside each figure
+from _context import arguments, note  # BLAS threads and load beside each figure
 
 B = 1000
 
@@ -70,4 +69,4 @@ def main(reps):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    main(arguments(__doc__, ("R", int, 10, "bootstrap replicates")).R)

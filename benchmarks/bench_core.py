@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from satcal.measures import formulation, score_lists, study_formulations
-from _context import note  # BLAS threads and load beside each figure
+from _context import arguments, note  # BLAS threads and load beside each figure
 
 
 def best_of(fn, repeat=3):
@@ -90,6 +90,7 @@ def bench_analysis():
 
 
 if __name__ == "__main__":
+    arguments(__doc__)
     bench_ndcg()
     bench_36()
     bench_analysis()

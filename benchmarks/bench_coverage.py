@@ -25,7 +25,6 @@ answer.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_coverage.py [studies] [B] [heterogeneity] [answers per example]
 """
-import sys
 import time
 
 import numpy as np
@@ -40,8 +39,7 @@ from satcal.measures import formulation, score_lists
 FORMS = [formulation(f) for f in ("lin-const", "exp2-log2", "bin1-zipf", "lin-zipf")]
 K, LEVEL_P = 5, (0.5, 0.3, 0.2)
 INTERCEPT, SLOPE, POSITION_BIAS = -3.0, 6.0, 0.05
-HETEROGENEITY = float(sys.argv[3]) if len(sys.argv) > 3 else 0.5
-PER_EXAMPLE = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+HETEROGENEITY, PER_EXAMPLE = 0.5, 3   # set from the command line (__main__)
 WORKERS, EXAMPLES = 60, 1500 // PER_EXAMPLE
 HALF = int(np.flatnonzero(GRID == 0.5)[0])
 METHODS = ("answers", "examples", "workers", "pigeonhole")
@@ -184,4 +182,10 @@ def main(n_studies, B):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 150, int(sys.argv[2]) if len(sys.argv) > 2 else 300)
+    from _context import arguments
+    args = arguments(__doc__, ("studies", int, 150, "simulated studies"), ("B", int, 300, "bootstrap replicates"),
+                     ("heterogeneity", float, HETEROGENEITY, "SD of the workers' offsets (logit scale)"),
+                     ("per_example", int, PER_EXAMPLE, "answers per example"))
+    HETEROGENEITY, PER_EXAMPLE = args.heterogeneity, args.per_example
+    EXAMPLES = 1500 // PER_EXAMPLE
+    main(args.studies, args.B)

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from _context import note
+from _context import arguments, note
 
 GOAL = 45.0
 
@@ -41,4 +41,4 @@ def main(runs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+    main(arguments(__doc__, ("RUNS", int, 1, "demo runs, one after the other")).RUNS)

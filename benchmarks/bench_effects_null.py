@@ -21,7 +21,6 @@ Prints the rejection rates at 5% with their Monte-Carlo standard errors and the 
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_effects_null.py [SIMS] [B] [ANSWERS]
 """
-import sys
 import time
 
 import numpy as np
@@ -162,5 +161,7 @@ def main(sims=200, boot=200, n_answers=2000, seed=20):
 
 
 if __name__ == "__main__":
-    args = [int(a) for a in sys.argv[1:]]
-    main(*args)
+    from _context import arguments
+    args = arguments(__doc__, ("SIMS", int, 200, "simulated studies"), ("B", int, 200, "bootstrap replicates"),
+                     ("ANSWERS", int, 2000, "answers per study"))
+    main(args.SIMS, args.B, args.ANSWERS)

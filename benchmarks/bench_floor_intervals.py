@@ -18,7 +18,6 @@ bench_coverage_standardised.py; this one isolates the functional.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_floor_intervals.py [studies] [B] [seed]
 """
-import sys
 import time
 
 import numpy as np
@@ -92,4 +91,7 @@ def main(studies=400, B=400, seed=20):
 
 
 if __name__ == "__main__":
-    main(*[int(a) for a in sys.argv[1:]])
+    from _context import arguments
+    args = arguments(__doc__, ("studies", int, 400, "simulated studies"), ("B", int, 400, "bootstrap replicates"),
+                     ("seed", int, 20, "random seed"))
+    main(args.studies, args.B, args.seed)

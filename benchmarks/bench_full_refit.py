@@ -45,4 +45,7 @@ def main(ref, studies=4, B=50):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *[int(a) for a in sys.argv[2:]])
+    from _context import arguments
+    args = arguments(__doc__, ("REF", str, ..., "the reference .npz"), ("studies", int, 4, "simulated studies"),
+                     ("B", int, 50, "bootstrap replicates"))
+    main(args.REF, args.studies, args.B)

@@ -4,7 +4,6 @@ and the published algorithm re-run here; and wall time (goal <= 2,100 examples, 
 
     python benchmarks/bench_generate.py [SEEDS...]
 """
-import sys
 import time
 
 from satcal.datasets import load_ecir2015
@@ -33,4 +32,5 @@ def main(seeds):
 
 
 if __name__ == "__main__":
-    main([int(s) for s in sys.argv[1:]] or [1, 2, 3])
+    from _context import arguments
+    main(arguments(__doc__, ("SEEDS", int, [1, 2, 3], "generator seeds")).SEEDS or [1, 2, 3])

@@ -187,4 +187,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["population"]:
         population(*[int(a) for a in sys.argv[2:]])
     else:
-        main(*[int(a) for a in sys.argv[1:]])
+        from _context import arguments
+        args = arguments(__doc__, ("studies", int, 10, "simulated studies"), ("answers", int, 1500, "answers per study"),
+                         ("big", int, 0, "1: also the large study"))
+        main(args.studies, args.answers, args.big)

@@ -8,7 +8,6 @@ indicators (the largest difference is printed). One BLAS thread on both sides.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_standardise.py [R]
 """
-import sys
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ from satcal.analysis import calibrate
 from satcal.analysis.core import GRID, TIE_TOLERANCE, bias_indicators, design
 from satcal.analysis.standardise import _fit_grouped, _groups, standardised_indicators
 from satcal.datasets import load_ecir2015
-from _context import note  # BLAS threads and load beside each figure
+from _context import arguments, note  # BLAS threads and load beside each figure
 
 B = 1000
 
@@ -71,4 +70,4 @@ def main(R=50):
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:2]))
+    main(arguments(__doc__, ("R", int, 50, "replicates")).R)
