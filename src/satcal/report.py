@@ -369,7 +369,15 @@ def figure_intervals(result, ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    SatcalError
+        The calibration was not bootstrapped (its bias has no ``b1_lo``).
     """
+    if "b1_lo" not in result.bias.columns:
+        from .errors import SatcalError
+        raise SatcalError("figure_intervals needs a bootstrapped calibration: calibrate(..., bootstrap=1000)")
     bias = result.bias.sort_values("b1")
     fig, axes, new = panel_axes(ax, 3, 1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
     y = np.arange(len(bias))
@@ -921,7 +929,17 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
     -------
     dict of str to str
         The path of every file written, by name.
+
+    Raises
+    ------
+    SatcalError
+        ``result`` is not a calibration (say, the study itself).
     """
+    from .analysis import CalibrationResult
+    if not isinstance(result, CalibrationResult):
+        from .errors import SatcalError
+        raise SatcalError(f"write_analysis writes a calibration: pass satcal.calibrate(study), "
+                          f"not a {type(result).__name__}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
