@@ -218,3 +218,22 @@ def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration,
     assert calibration.p_sat("lin-const", 0.5, model="published") == pytest.approx(
         1 / (1 + np.exp(-(b[0] + b[1] * 0.5 + b[2] * 0.25))))
 
+
+# RankingVerdict holds no table: its dataclass repr (six short fields) is its one line
+@pytest.mark.parametrize("name", [n for n in BUILDERS if n != "RankingVerdict"] + ["EvaluationResult"])
+def test_repr_is_the_summarys_first_line(results, name):
+    """A result typed at a terminal prompt shows one line, its summary's first (not every cell
+    of every table, as a dataclass's own repr does)."""
+    result = results[name]
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300 and text.startswith(f"<{name}")
+    if type(result).__repr__ is ResultTables.__repr__:   # Agreement words its own
+        assert result.summary().splitlines()[0].strip("<>:") in text
+
+
+def test_a_study_repr_is_its_directory(tmp_path, ecir_study):
+    """``Study.open(dir)`` at a prompt shows its directory, not the whole study.toml."""
+    import satcal
+    ecir_study.judgments.to_trec(tmp_path / "qrels.txt")
+    study = satcal.Study.init(tmp_path / "st", tmp_path / "qrels.txt")
+    assert repr(study) == f"Study(path={(tmp_path / 'st')!r})" and study.config["study"]["k"] == 5

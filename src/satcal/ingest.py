@@ -162,7 +162,7 @@ class _Deferred:
         self.build = build
 
 
-@dataclass
+@dataclass(repr=False)
 class IngestReport(ResultTables):
     """Row accounting of an ingest: every row read is an answer or a reject.
 

@@ -552,7 +552,7 @@ def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, se
 # --------------------------------------------------------------------------------------------
 # The whole report
 # --------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class ReliabilityResult(ResultTables):
     """System-side reliability of every formulation.
 
