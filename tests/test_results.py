@@ -237,3 +237,31 @@ def test_a_study_repr_is_its_directory(tmp_path, ecir_study):
     ecir_study.judgments.to_trec(tmp_path / "qrels.txt")
     study = satcal.Study.init(tmp_path / "st", tmp_path / "qrels.txt")
     assert repr(study) == f"Study(path={(tmp_path / 'st')!r})" and study.config["study"]["k"] == 5
+
+
+def test_a_path_where_a_table_goes_is_a_one_line_error_and_one_run_path_is_one_run(tmp_path):
+    """The judgments of read_external_study and reliability_report, and the runs of the latter,
+    are tables read first (a path there raised AttributeError deep inside); read_runs takes one
+    path as one run file (a string was read letter by letter: "/: is a directory")."""
+    import satcal
+    from satcal.errors import SatcalError
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    (tmp_path / "a.run").write_text(RUN_A)
+    (tmp_path / "answers.csv").write_text("query,a1,a2,b1,b2,answer\nq1,d1,d2,d3,d2,a_better\n")
+    judgments = satcal.read_judgments(tmp_path / "qrels.txt")
+    one = satcal.read_runs(str(tmp_path / "a.run"))
+    pd.testing.assert_frame_equal(one.table, satcal.read_runs([tmp_path / "a.run"]).table)
+    assert one.systems == ["sysA"] and len(one.table) == 4
+    cases = [
+        (lambda: satcal.read_external_study(tmp_path / "answers.csv", str(tmp_path / "qrels.txt")),
+         "judgments must be a Judgments: read the file with satcal.read_judgments(path), got str"),
+        (lambda: satcal.reliability_report(one, tmp_path / "qrels.txt", FORMS),
+         "judgments must be a Judgments: read the file with satcal.read_judgments(path), got PosixPath"),
+        (lambda: satcal.reliability_report([str(tmp_path / "a.run")], judgments, FORMS),
+         "runs must be a Runs: read the run files with satcal.read_runs(paths), got list"),
+    ]
+    for call, says in cases:
+        with pytest.raises(SatcalError) as err:
+            call()
+        assert str(err.value) == says
+    assert satcal.read_external_study(tmp_path / "answers.csv", judgments).answers.tolist() == ["a_better"]

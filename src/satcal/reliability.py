@@ -31,7 +31,7 @@ from scipy import optimize, stats
 from ._results import ResultTables
 from .errors import SatcalError
 from .fileio import gain_colour, new_figure, panel_axes
-from .judgments import Judgments
+from .judgments import Judgments, require_judgments
 from .measures import Discount, Formulation, Gain, resolve_formulations, score_lists
 from .runs import Runs, level_cube
 
@@ -835,8 +835,17 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
     Returns
     -------
     ReliabilityResult
+
+    Raises
+    ------
+    SatcalError
+        ``runs`` is not a Runs or ``judgments`` not a Judgments (paths, say).
     """
     from tqdm.auto import tqdm
+    if not isinstance(runs, Runs):
+        raise SatcalError(f"runs must be a Runs: read the run files with satcal.read_runs(paths), "
+                          f"got {type(runs).__name__}")
+    require_judgments(judgments)
     forms = resolve_formulations(formulations)
     scores, systems, queries = score_matrix(runs, judgments, forms, k)
     g_rows, d_frames, disc_rows, asl_frames, bv_frames, means = [], [], [], [], [], {}
