@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from satcal.analysis import anova_table
-from satcal.analysis.effects import (NO_BOOTSTRAP_NOTE, effect_contrasts, effects_table,
+from satcal.analysis.effects import (COLUMNS, NO_BOOTSTRAP_NOTE, effect_contrasts, effects_table,
                                      sequential_sums_of_squares, wald_test)
 
 GAINS = ["bin1", "bin2", "exp2", "exp3", "exp5", "lin"]
@@ -179,7 +179,8 @@ def test_table_with_and_without_replicates(rng):
     bias = g.assign(b1=theta[:, 0], b2=theta[:, 1], b3=theta[:, 2], family="dcg")
     plain = anova_table(bias)
     assert plain.p.isna().all() and plain.F.isna().all()
-    assert (plain[plain.term != "Residual"].note == NO_BOOTSTRAP_NOTE).all()
+    # the CSV keeps every column; without replicates no row repeats why (the report says it once)
+    assert plain.columns.tolist() == COLUMNS and (plain.note == "").all() and (plain.test == "").all()
     assert plain.groupby("indicator")["df"].apply(list).tolist() == [[5, 5, 25]] * 3
     reps = np.stack([rng.multivariate_normal(theta[:, k], cov, size=300) for k in range(3)], axis=2)
     reps[5, 3, 0] = np.nan                                  # a failed fit: that replicate is dropped
@@ -202,6 +203,13 @@ def test_table_with_and_without_replicates(rng):
     assert row.eta_sq_lo <= row.eta_sq <= row.eta_sq_hi or abs(row.eta_sq - lo) < 0.2
     res = t[t.term == "Residual"]
     assert res.p.isna().all() and res.wald.isna().all() and (res.df == 25).all()
+    # replicates given, but none complete for b3: no test there, and the note says why (not
+    # that the analysis was not bootstrapped)
+    broken = reps.copy()
+    broken[:, 0, 2] = np.nan
+    tb = anova_table(bias, bootstrap=_fake_boot(broken)).set_index(["indicator", "term"])
+    assert np.isnan(tb.loc[("b3", "gain"), "p"]) and "fewer than 2 complete replicates" in tb.loc[("b3", "gain"), "note"]
+    assert tb.loc[("b2", "gain"), "p"] > 0 and tb.loc[("b2", "gain"), "test"]
     t3 = anova_table(bias.assign(b1_joint=theta[:, 0], b2_joint=theta[:, 1], b3_joint=theta[:, 2]),
                      bootstrap=_fake_boot(reps, reps))
     assert t3[t3.indicator == "b3_joint"].set_index("term").loc["gain", "p"] == \
@@ -221,7 +229,8 @@ def test_report_states_effect_size_interval_and_valid_p(ecir_quick, rng):
     from satcal.report import reading_guide
     text = " ".join(str(m) for m in reading_guide(ecir_quick))
     assert "b1: gain explains 88% of the variance" in text     # the paper's 36 estimates
-    assert "no test without the bootstrap" in text and "p = 2e-17" not in text
+    assert text.count("No test: the analysis was not bootstrapped") == 1 and "p = 2e-17" not in text
+    assert "explains 88% of the variance between formulations (" not in text  # not on each line
     result = copy.copy(ecir_quick)
     g = _grid().merge(result.bias[["formulation"]], on="formulation")
     est = result.bias.set_index("formulation").loc[g.formulation, ["b1", "b2", "b3"]].to_numpy()
@@ -233,4 +242,20 @@ def test_report_states_effect_size_interval_and_valid_p(ecir_quick, rng):
     text = " ".join(str(m) for m in reading_guide(result))
     expected = (f"b1: gain explains {100 * row.eta_sq:.0f}% of the variance between formulations, 95% "
                 f"interval {100 * row.eta_sq_lo:.0f}-{100 * row.eta_sq_hi:.0f}% (bootstrap Wald test p")
-    assert expected in text and "no test without" not in text
+    assert expected in text and "No test" not in text
+
+
+def test_report_says_once_that_the_anova_has_no_test(ecir_quick, tmp_path):
+    """Not bootstrapped: anova.csv keeps its columns with p empty on every row, and the report
+    says why once, above an ANOVA table that leaves out the test's empty columns."""
+    import html
+    from satcal.report import write_analysis
+    write_analysis(ecir_quick, tmp_path, figures=False)
+    csv = pd.read_csv(tmp_path / "anova.csv", keep_default_na=False, na_values=[""])
+    assert csv.columns.tolist() == COLUMNS and csv.p.isna().all() and csv.note.isna().all()
+    page = html.unescape((tmp_path / "report.html").read_text())
+    assert page.count(NO_BOOTSTRAP_NOTE.removeprefix("no test")) == 1
+    section = page[page.index('<h2 id="anova">'):page.index('<h2 id="model-check">')]
+    assert "No test" + NO_BOOTSTRAP_NOTE.removeprefix("no test") in section
+    headers = section[section.index("<thead>"):section.index("</thead>")]
+    assert "<th>eta_sq</th>" in headers and "<th>p</th>" not in headers and "<th>note</th>" not in headers

@@ -284,3 +284,36 @@ def test_user_vs_system_labels_never_overlap(web_collection, ecir_result):
         for i in range(3):
             for k in range(i + 1, 3):
                 assert not boxes[i].overlaps(boxes[k])
+
+
+def test_user_vs_system_plots_the_rankings_lead_estimator(web_collection, ecir_study, tmp_path):
+    """With the joint model on a study with judgments the calibration's ranking leads with
+    b1_std-b3_std: the figure beside reliability plots those (read back from bias.csv, as
+    ``satcal reliability --calibration`` does), names them on its axes and title, and names
+    first the formulation bias.csv has lowest in each; the summary shows them too."""
+    from satcal.analysis import calibrate
+    from satcal.pipeline import read_calibration_bias
+    forms = ["lin-const", "lin-log2", "exp2-zipf", "bin1-lin"]
+    cal = calibrate(ecir_study, forms, sat_model="both", bootstrap=0, model_check_folds=0, seed=0)
+    assert cal.estimator == "standardised"
+    write_analysis(cal, tmp_path / "cal", figures=False, report=False)
+    bias, _ = read_calibration_bias(tmp_path / "cal")
+    j, runs = web_collection
+    r = reliability_report(runs, j, forms, k=10,
+                           replicates=100, calibration_bias=bias)
+    assert r.estimator == "standardised" and r.bias_columns == ["b1_std", "b2_std", "b3_std"]
+    phi = r.gstudy.set_index("formulation")["phi"]
+    expected_by = bias.set_index("formulation")
+    fig = r._fig_combined()
+    assert "standardised" in fig._suptitle.get_text()
+    for ax, col in zip(fig.axes, ["b1_std", "b2_std", "b3_std"]):
+        assert col in ax.get_xlabel()
+        plotted = sorted(tuple(xy) for c in ax.collections for xy in c.get_offsets())
+        expected = sorted((expected_by.loc[f, col], phi[f]) for f in forms)
+        np.testing.assert_allclose(plotted, expected)
+        first = next(t.get_text() for t in ax.texts if t.get_text().startswith("1. "))
+        assert first == f"1. {expected_by[col].idxmin()}"
+    # b1 (the paper's) orders these four otherwise than b1_std: the figure is not the paper's
+    assert expected_by["b1"].idxmin() != expected_by["b1_std"].idxmin()
+    header = r.summary().splitlines()[2].split()
+    assert header[:4] == ["formulation", "b1_std", "b2_std", "b3_std"]

@@ -166,3 +166,102 @@ def test_plot_draws_on_the_callers_axes(results, name):
     drawn = results[name].plot(ax=axes[:1] if name == "ReliabilityResult" else axes[0] if one_panel else axes)
     assert drawn is fig
     assert all(ax.has_data() or ax.images for ax in (axes[:1] if one_panel else axes))
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"bootstrap": 1}, "bootstrap must be 0 (none) or at least 2 replicates, got 1"),
+    ({"bootstrap": -1}, "bootstrap must be 0 (none) or at least 2 replicates, got -1"),
+    ({"bootstrap": 2.5}, "bootstrap must be 0 (none) or at least 2 replicates, got 2.5"),
+    ({"n_bins": 0}, "n_bins must be a whole number of bins, at least 1, got 0"),
+    ({"model_check_folds": 1}, "model_check_folds must be 0 (no check) or at least 2 folds, got 1"),
+    ({"model_check_folds": -1}, "model_check_folds must be 0 (no check) or at least 2 folds, got -1"),
+    ({"n_jobs": 0}, "n_jobs must be a number of processes, or -1 for every core"),
+])
+def test_calibrate_refuses_a_bad_count_in_one_line_before_fitting(ecir_study, kwargs, says, monkeypatch):
+    """Each bad count is a one-line SatcalError naming the parameter and what it takes, before
+    any curve is fitted (not NumPy's, scikit-learn's or joblib's message, nor after a minute
+    of fits)."""
+    import satcal
+    from satcal.analysis import calibration
+    from satcal.errors import SatcalError
+    monkeypatch.setattr(calibration, "collapse_study", lambda *a: pytest.fail("fitting began"))
+    with pytest.raises(SatcalError) as err:
+        satcal.calibrate(ecir_study, FORMS, **{"bootstrap": 0, **kwargs})
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration, ecir_study, tmp_path):
+    """What a notebook user tries by mistake: a directory for the study, the study for the
+    result, the ranking's estimator name as p_sat's model, intervals of an analysis without a
+    bootstrap. Each is a SatcalError of one line naming what to pass instead."""
+    import satcal
+    from satcal.analysis import calibrate
+    from satcal.errors import SatcalError
+    cases = [
+        (lambda: satcal.calibrate(str(tmp_path), FORMS), "study must be a StudyData", "satcal.load_ecir2015()"),
+        (lambda: satcal.write_analysis(ecir_study, tmp_path / "out"), "write_analysis writes a calibration",
+         "satcal.calibrate(study)"),
+        (lambda: calibration.p_sat("lin-const", 0.5, model="paper"), "model must be one of standardised, joint, "
+         "published", "got 'paper'"),
+        (lambda: satcal.figure_intervals(calibrate(ecir_study, FORMS[:1], bootstrap=0, model_check_folds=0,
+                                                   sat_model="published")),
+         "figure_intervals needs a bootstrapped calibration", "bootstrap=1000"),
+    ]
+    for call, what, fix in cases:
+        with pytest.raises(SatcalError) as err:
+            call()
+        assert what in str(err.value) and fix in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()
+    # the right model name still answers, with the paper's curve (expit of fits.csv's betas)
+    row = calibration.fits.query("formulation == 'lin-const' and curve == 'sat' and sat_model == 'published'")
+    b = row[["beta0", "beta1", "beta2"]].to_numpy()[0]
+    assert calibration.p_sat("lin-const", 0.5, model="published") == pytest.approx(
+        1 / (1 + np.exp(-(b[0] + b[1] * 0.5 + b[2] * 0.25))))
+
+
+# RankingVerdict holds no table: its dataclass repr (six short fields) is its one line
+@pytest.mark.parametrize("name", [n for n in BUILDERS if n != "RankingVerdict"] + ["EvaluationResult"])
+def test_repr_is_the_summarys_first_line(results, name):
+    """A result typed at a terminal prompt shows one line, its summary's first (not every cell
+    of every table, as a dataclass's own repr does)."""
+    result = results[name]
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300 and text.startswith(f"<{name}")
+    if type(result).__repr__ is ResultTables.__repr__:   # Agreement words its own
+        assert result.summary().splitlines()[0].strip("<>:") in text
+
+
+def test_a_study_repr_is_its_directory(tmp_path, ecir_study):
+    """``Study.open(dir)`` at a prompt shows its directory, not the whole study.toml."""
+    import satcal
+    ecir_study.judgments.to_trec(tmp_path / "qrels.txt")
+    study = satcal.Study.init(tmp_path / "st", tmp_path / "qrels.txt")
+    assert repr(study) == f"Study(path={(tmp_path / 'st')!r})" and study.config["study"]["k"] == 5
+
+
+def test_a_path_where_a_table_goes_is_a_one_line_error_and_one_run_path_is_one_run(tmp_path):
+    """The judgments of read_external_study and reliability_report, and the runs of the latter,
+    are tables read first (a path there raised AttributeError deep inside); read_runs takes one
+    path as one run file (a string was read letter by letter: "/: is a directory")."""
+    import satcal
+    from satcal.errors import SatcalError
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    (tmp_path / "a.run").write_text(RUN_A)
+    (tmp_path / "answers.csv").write_text("query,a1,a2,b1,b2,answer\nq1,d1,d2,d3,d2,a_better\n")
+    judgments = satcal.read_judgments(tmp_path / "qrels.txt")
+    one = satcal.read_runs(str(tmp_path / "a.run"))
+    pd.testing.assert_frame_equal(one.table, satcal.read_runs([tmp_path / "a.run"]).table)
+    assert one.systems == ["sysA"] and len(one.table) == 4
+    cases = [
+        (lambda: satcal.read_external_study(tmp_path / "answers.csv", str(tmp_path / "qrels.txt")),
+         "judgments must be a Judgments: read the file with satcal.read_judgments(path), got str"),
+        (lambda: satcal.reliability_report(one, tmp_path / "qrels.txt", FORMS),
+         "judgments must be a Judgments: read the file with satcal.read_judgments(path), got PosixPath"),
+        (lambda: satcal.reliability_report([str(tmp_path / "a.run")], judgments, FORMS),
+         "runs must be a Runs: read the run files with satcal.read_runs(paths), got list"),
+    ]
+    for call, says in cases:
+        with pytest.raises(SatcalError) as err:
+            call()
+        assert str(err.value) == says
+    assert satcal.read_external_study(tmp_path / "answers.csv", judgments).answers.tolist() == ["a_better"]

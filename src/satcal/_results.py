@@ -126,6 +126,12 @@ class ResultTables(abc.ABC):
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(self.summary())}</pre>"
 
+    def __repr__(self) -> str:
+        # the summary's first line: a dataclass's own repr prints every table's cells, pages of
+        # them in a terminal (the subclasses are dataclasses with repr=False for this)
+        first = self.summary().splitlines()[0]
+        return first if first.startswith("<") else f"<{type(self).__name__}: {first.rstrip(':')}>"
+
     def save(self, out_dir) -> dict:
         """Write every table (CSV, :func:`write_table`) and figure (PNG and PDF) into ``out_dir``.
 

@@ -186,7 +186,7 @@ class Design:
         return [f for f in self.extra if f.normalization == "max"]
 
 
-@dataclass
+@dataclass(repr=False)
 class GenerationResult(ResultTables):
     """Examples, their scores and the coverage they reach.
 

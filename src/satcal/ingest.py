@@ -19,7 +19,7 @@ from .answers import ANSWER_ALIASES, ANSWER_CODES, StudyData, normalise_answers
 from ._results import ResultTables
 from .errors import InputFileError, SatcalError
 from .fileio import ordinary_pages
-from .judgments import Judgments
+from .judgments import Judgments, require_judgments
 
 __all__ = ["ANSWER_CODES", "ANSWER_ALIASES", "StudyData", "read_external_study", "normalise_answers"]
 
@@ -37,6 +37,7 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
     path : path-like
         CSV with ``query``, ``a1..a<k>``, ``b1..b<k>``, ``answer`` and optional ``worker_id``.
     judgments : Judgments
+        As :func:`satcal.read_judgments` reads them from a file.
     k : int, optional
         Documents per list; by default the number of ``a<i>`` columns.
     n_levels : int, optional
@@ -44,7 +45,19 @@ def read_external_study(path: "str | os.PathLike", judgments: Judgments, k: int 
     unjudged : {"error", "zero"}
         A listed document with no judgment is an error (the default, so nothing is silently
         assumed) or counts as level 0 (the usual IR convention).
+
+    Returns
+    -------
+    StudyData
+
+    Raises
+    ------
+    SatcalError
+        ``judgments`` is not a Judgments (a path, say), or ``unjudged`` is neither choice.
+    InputFileError
+        The answers file lacks a column, or lists a document with no judgment.
     """
+    require_judgments(judgments)
     if unjudged not in ("error", "zero"):
         raise SatcalError(f"unjudged must be 'error' or 'zero', got {unjudged!r}")
     from .fileio import read_csv_strings
@@ -162,7 +175,7 @@ class _Deferred:
         self.build = build
 
 
-@dataclass
+@dataclass(repr=False)
 class IngestReport(ResultTables):
     """Row accounting of an ingest: every row read is an answer or a reject.
 

@@ -19,11 +19,11 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ._lazy import pandas as pd
-from .errors import InputFileError
+from .errors import InputFileError, SatcalError
 from .fileio import decode_utf8, read_file_bytes, read_utf8_text
 from .trecfile import TokenIds, read_columns
 
-__all__ = ["Judgments", "read_judgments", "QUERY_ALIASES", "DOC_ALIASES", "LEVEL_ALIASES"]
+__all__ = ["Judgments", "read_judgments", "require_judgments", "QUERY_ALIASES", "DOC_ALIASES", "LEVEL_ALIASES"]
 
 QUERY_ALIASES = ("query", "qid", "query_id", "topic", "topic_id")
 DOC_ALIASES = ("doc", "docid", "doc_id", "docno", "document")
@@ -325,6 +325,29 @@ def _rows_named(text: str, path, delim: str, names: list[str]):
             raise InputFileError(path, f"expected {len(names)} columns as in the header, found {len(row)}",
                                  number)
         yield number, row[iq].strip(), row[idoc].strip(), row[ilv].strip()
+
+
+def require_judgments(judgments) -> "Judgments":
+    """``judgments`` itself when it is a :class:`Judgments`, else a one-line error saying how to
+    make one (a path passed where a table is expected fails later, and obscurely).
+
+    Parameters
+    ----------
+    judgments : object
+
+    Returns
+    -------
+    Judgments
+
+    Raises
+    ------
+    SatcalError
+        It is not a Judgments.
+    """
+    if not isinstance(judgments, Judgments):
+        raise SatcalError(f"judgments must be a Judgments: read the file with satcal.read_judgments(path), "
+                          f"got {type(judgments).__name__}")
+    return judgments
 
 
 def read_judgments(path: "str | os.PathLike", levels: "int | Sequence[int] | None" = None,

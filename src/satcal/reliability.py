@@ -31,7 +31,7 @@ from scipy import optimize, stats
 from ._results import ResultTables
 from .errors import SatcalError
 from .fileio import gain_colour, new_figure, panel_axes
-from .judgments import Judgments
+from .judgments import Judgments, require_judgments
 from .measures import Discount, Formulation, Gain, resolve_formulations, score_lists
 from .runs import Runs, level_cube
 
@@ -552,7 +552,7 @@ def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, se
 # --------------------------------------------------------------------------------------------
 # The whole report
 # --------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(repr=False)
 class ReliabilityResult(ResultTables):
     """System-side reliability of every formulation.
 
@@ -565,9 +565,14 @@ class ReliabilityResult(ResultTables):
     bv, kendall : pandas.DataFrame
         Buckley and Voorhees' error rate, and Kendall's tau between the formulations' rankings.
     combined : pandas.DataFrame, optional
-        Reliability beside the calibration's bias indicators (``user_vs_system``).
+        Reliability beside the calibration's bias indicators (``user_vs_system``): the
+        paper's b1-b3 and those of the estimator the calibration's ranking leads with.
     notice : str
         Licence and citation of the runs, when they come with one.
+    estimator : str, optional
+        The estimator the calibration's ranking leads with (``standardised``, ``per_list`` or
+        ``paper``, :func:`satcal.analysis.ranking.lead_estimator` of its bias table): its
+        indicators are the ones :attr:`combined`'s figure and :meth:`summary` show.
     """
 
     gstudy: pd.DataFrame
@@ -578,6 +583,7 @@ class ReliabilityResult(ResultTables):
     kendall: pd.DataFrame
     combined: pd.DataFrame | None = None
     notice: str = ""
+    estimator: str | None = None
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the report (``bv_error`` is :attr:`bv`, ``user_vs_system``
@@ -601,17 +607,34 @@ class ReliabilityResult(ResultTables):
         Parameters
         ----------
         calibration_bias : pandas.DataFrame
-            A calibration's ``bias`` table (its ``b1``, ``b2``, ``b3`` are kept).
+            A calibration's ``bias`` table (``CalibrationResult.bias`` or its ``bias.csv``): the
+            paper's ``b1``, ``b2``, ``b3`` are kept, and the indicators of the estimator its
+            ranking leads with (``b1_std``-``b3_std`` when the study had judgments), which the
+            figure and the summary show.
 
         Returns
         -------
         ReliabilityResult
         """
         from dataclasses import replace
-        keep = [c for c in calibration_bias.columns if c in ("formulation", "b1", "b2", "b3")]
+        from .analysis.ranking import estimator_columns, lead_estimator
+        # the calibration's own choice (CalibrationResult.estimator is lead_estimator of its
+        # bias), so the figure ranks by what ranking.csv and the report rank by
+        estimator = lead_estimator(calibration_bias)
+        wanted = ("formulation", "b1", "b2", "b3", *estimator_columns(calibration_bias, estimator))
+        keep = [c for c in calibration_bias.columns if c in wanted]
         combined = self.gstudy[["formulation", "phi", "erho2", "topics_for_phi", "topics_for_erho2"]].merge(
             self.discrimination, on="formulation").merge(calibration_bias[keep], on="formulation", how="left")
-        return replace(self, combined=combined)
+        return replace(self, combined=combined, estimator=estimator)
+
+    @property
+    def bias_columns(self) -> list[str]:
+        """The bias indicators the figure and the summary show: b1-b3 of the calibration's
+        lead estimator (:attr:`estimator`); empty without a calibration beside."""
+        from .analysis.ranking import estimator_columns
+        if self.combined is None:
+            return []
+        return estimator_columns(self.combined, self.estimator or "paper")
 
     def save_beside(self, out_dir) -> dict:
         """Write what the calibration's bias adds (the ``user_vs_system`` table and figure) into
@@ -671,7 +694,7 @@ class ReliabilityResult(ResultTables):
         str
         """
         shown = self.combined if self.combined is not None else self.gstudy
-        cols = [c for c in ("formulation", "b1", "b2", "b3", "phi", "erho2", "topics_for_phi") if c in shown.columns]
+        cols = [c for c in ("formulation", *self.bias_columns, "phi", "erho2", "topics_for_phi") if c in shown.columns]
         on = ", on SIMULATED runs" if self.simulated else ""
         return (f"<ReliabilityResult: {len(self.gstudy)} formulations{on}>\n\n"
                 + shown[cols].sort_values("phi", ascending=False).head(10)
@@ -755,7 +778,8 @@ class ReliabilityResult(ResultTables):
         gains, discounts = list(dict.fromkeys(c["gain"])), list(dict.fromkeys(c["discount"]))
         markers = "os^vDPX*<>"
         fig, axes = new_figure(1, 3, figsize=(15, 4.8), sharey=True)
-        for ax, ind in zip(axes, ("b1", "b2", "b3")):
+        from .analysis.ranking import ESTIMATOR_NAMES
+        for ax, ind in zip(axes, self.bias_columns):
             for gi, g in enumerate(gains):
                 for di, d in enumerate(discounts):
                     sel = c[(c["gain"] == g) & (c["discount"] == d)]
@@ -777,8 +801,12 @@ class ReliabilityResult(ResultTables):
                    + [Line2D([], [], color="0.3", marker=markers[i % len(markers)], ls="", label=f"discount {d}")
                       for i, d in enumerate(discounts)])
         fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-        fig.suptitle(self._title("User-side bias beside system-side dependability, per formulation"))
-        fig.tight_layout(rect=(0, 0, 0.88, 0.9 if self.simulated else 0.95))
+        # name the estimator: the calibration's ranking leads with it, and b1 and b1_std can
+        # order the formulations differently
+        fig.suptitle(self._title("User-side bias beside system-side dependability, per formulation\n"
+                                 f"bias by the {ESTIMATOR_NAMES[self.estimator or 'paper']} "
+                                 "(the calibration's ranking)"))
+        fig.tight_layout(rect=(0, 0, 0.88, 0.86 if self.simulated else 0.9))
         return fig
 
 
@@ -807,8 +835,17 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
     Returns
     -------
     ReliabilityResult
+
+    Raises
+    ------
+    SatcalError
+        ``runs`` is not a Runs or ``judgments`` not a Judgments (paths, say).
     """
     from tqdm.auto import tqdm
+    if not isinstance(runs, Runs):
+        raise SatcalError(f"runs must be a Runs: read the run files with satcal.read_runs(paths), "
+                          f"got {type(runs).__name__}")
+    require_judgments(judgments)
     forms = resolve_formulations(formulations)
     scores, systems, queries = score_matrix(runs, judgments, forms, k)
     g_rows, d_frames, disc_rows, asl_frames, bv_frames, means = [], [], [], [], [], {}

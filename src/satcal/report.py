@@ -369,7 +369,15 @@ def figure_intervals(result, ax=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    SatcalError
+        The calibration was not bootstrapped (its bias has no ``b1_lo``).
     """
+    if "b1_lo" not in result.bias.columns:
+        from .errors import SatcalError
+        raise SatcalError("figure_intervals needs a bootstrapped calibration: calibrate(..., bootstrap=1000)")
     bias = result.bias.sort_values("b1")
     fig, axes, new = panel_axes(ax, 3, 1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
     y = np.arange(len(bias))
@@ -490,7 +498,7 @@ def reading_guide(result) -> list[Markup]:
         row = result.bias.loc[result.bias[ind].idxmin()]
         out.append(Markup("Lowest {} ({}): {} ({:.3f}).").format(ind, meaning, row.formulation, row[ind]))
     if not result.anova.empty:
-        parts = []
+        parts, untested = [], False
         for ind, g in result.anova.groupby("indicator"):
             g = g[g.term != "Residual"].set_index("term")
             if g["eta_sq"].isna().all():  # an indicator some formulation could not score
@@ -500,15 +508,20 @@ def reading_guide(result) -> list[Markup]:
             interval = (f", 95% interval {100 * r.eta_sq_lo:.0f}-{100 * r.eta_sq_hi:.0f}%"
                         if "eta_sq_lo" in g and pd.notna(r.get("eta_sq_lo")) else "")
             # the chi2 tail far beyond the bootstrap's resolution says only "very small"
-            test = ("no test without the bootstrap: the estimates share their answers" if pd.isna(r.p)
-                    else "bootstrap Wald test p < 1e-16" if r.p < 1e-16
-                    else f"bootstrap Wald test p = {r.p:.2g}")
+            untested |= pd.isna(r.p)
+            test = ("" if pd.isna(r.p)  # said once below the list, not on every line
+                    else " (bootstrap Wald test p < 1e-16)" if r.p < 1e-16
+                    else f" (bootstrap Wald test p = {r.p:.2g})")
             parts.append(f"{ind}: {top} explains {100 * r.eta_sq:.0f}% of the variance between "
-                         f"formulations{interval} ({test})")
+                         f"formulations{interval}{test}")
         if parts:
             # one line per indicator: nine of them run together were unreadable
-            out.append(Markup("Gain and discount effects:<ul>{}</ul>").format(
-                Markup("").join(Markup("<li>{}</li>").format(part) for part in parts)))
+            out.append(Markup("Gain and discount effects:<ul>{}</ul>{}").format(
+                Markup("").join(Markup("<li>{}</li>").format(part) for part in parts),
+                # why is said once, in the ANOVA section
+                Markup('No test: {} (see <a href="#anova">ANOVA</a>).').format(
+                    "the analysis was not bootstrapped" if result.bootstrap is None
+                    else "too few complete replicates for some indicators") if untested else ""))
     c = result.curves
     model = {"per_list": "joint", "standardised": "standardised"}.get(verdict.estimator, "published")
     if "sat_model" in c.columns:
@@ -610,6 +623,21 @@ def _beyond_dcg_paragraph(result) -> Markup | None:
                          "closely its score tracks the probability that users are satisfied, not how "
                          "well it ranks systems (see satcal reliability).").format(
         best_other, best_dcg, d, lo, hi, p_text, verdict)
+
+
+def _anova_untested_text(result) -> str:
+    """Why the ANOVA has no p, said once above its table (after "No test"): the analysis was
+    not bootstrapped, or its replicates could not give one."""
+    from .analysis.effects import NO_BOOTSTRAP_NOTE
+    if result.bootstrap is None:
+        return NO_BOOTSTRAP_NOTE.removeprefix("no test") + "."
+    return " for some indicators: their note in anova.csv says why."
+
+
+def _anova_html(anova: pd.DataFrame) -> Markup:
+    """The ANOVA table as HTML, without the test's columns where no row has a test (not
+    bootstrapped: the CSV keeps them, empty, and the report says why once)."""
+    return _sparse_table_html(anova.replace("", np.nan))
 
 
 def _table_html(df: pd.DataFrame, digits: int = 4, max_rows: int | None = None,
@@ -754,7 +782,9 @@ def render_report(result, figure_paths: dict[str, Path], pairs: pd.DataFrame | N
         "lead_figure": (figure("fig0_standardised", figure_paths["fig0_standardised"])
                         if "fig0_standardised" in figure_paths else None),
         "ranking": _table_html(_ranking_view(result, ranking)), "pairs": None, "p_floor": None,
-        "anova": _table_html(result.anova, na_rep=""), "model_check": None,
+        "anova": _anova_html(result.anova),
+        "anova_untested": (Markup("No test") + _anova_untested_text(result)
+                           if not result.anova.empty and result.anova["p"].isna().all() else None), "model_check": None,
         "crowd": meta.get("crowd"), "screening": None, "workers": None,
         "fits": _table_html(result.fits), "points": _table_html(result.points), "version": _version(),
     }
@@ -899,7 +929,17 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
     -------
     dict of str to str
         The path of every file written, by name.
+
+    Raises
+    ------
+    SatcalError
+        ``result`` is not a calibration (say, the study itself).
     """
+    from .analysis import CalibrationResult
+    if not isinstance(result, CalibrationResult):
+        from .errors import SatcalError
+        raise SatcalError(f"write_analysis writes a calibration: pass satcal.calibrate(study), "
+                          f"not a {type(result).__name__}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}

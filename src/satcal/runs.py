@@ -250,8 +250,8 @@ def read_runs(paths: Sequence["str | os.PathLike"]) -> Runs:
 
     Parameters
     ----------
-    paths : sequence of path-like
-        One run file per system.
+    paths : path-like or sequence of path-like
+        One run file per system (one path alone is one system).
 
     Returns
     -------
@@ -265,6 +265,8 @@ def read_runs(paths: Sequence["str | os.PathLike"]) -> Runs:
     SatcalError
         No file given, or two files with one tag.
     """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]  # else a string is read as a sequence of one-letter paths
     if not paths:
         raise SatcalError("no run files given")
     parts = []

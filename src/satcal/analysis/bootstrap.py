@@ -508,7 +508,7 @@ def parallel_map(func, tasks, n_jobs: int = 1, backend: str = "loky", progress: 
     return results
 
 
-@dataclass
+@dataclass(repr=False)
 class BootstrapResult(ResultTables):
     """Bootstrap distributions and intervals; see the module docstring.
 

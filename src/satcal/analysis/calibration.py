@@ -244,6 +244,10 @@ class CalibrationResult(ResultTables):
         """
         from scipy.special import expit
         model = model or {"per_list": "joint", "standardised": "standardised"}.get(self.estimator, "published")
+        if model not in ("standardised", "joint", "published"):
+            # else a misspelt model reads as a missing formulation
+            raise SatcalError(f"model must be one of standardised, joint, published (the curves of the "
+                              f"estimators standardised, per_list, paper), got {model!r}")
         fits = self.fits
         rows = fits[(fits["formulation"] == formulation) & (fits["curve"] == "sat")]
         if "sat_model" in rows.columns:
@@ -290,6 +294,25 @@ DEFAULTS = {"bootstrap": 1000, "seed": 2015, "sat_model": "both"}
 
 
 @one_blas_thread
+def _check_counts(study, bootstrap, n_bins, model_check_folds, n_jobs) -> None:
+    """:func:`calibrate`'s study and counts, refused in one line before any fit (a bad count
+    otherwise fails deep in NumPy, scikit-learn or joblib, or after every curve is fitted)."""
+    import numbers
+    if study is not None and not isinstance(study, StudyData):
+        raise SatcalError(f"study must be a StudyData (satcal.load_ecir2015(), satcal.read_external_study(...) "
+                          f"or satcal.Study.open(dir).study_data()), got {type(study).__name__}")
+    is_int = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    if not is_int(bootstrap) or bootstrap < 0 or bootstrap == 1:
+        raise SatcalError(f"bootstrap must be 0 (none) or at least 2 replicates, got {bootstrap!r}")
+    if not is_int(n_bins) or n_bins < 1:
+        raise SatcalError(f"n_bins must be a whole number of bins, at least 1, got {n_bins!r}")
+    if not is_int(model_check_folds) or model_check_folds < 0 or model_check_folds == 1:
+        raise SatcalError(f"model_check_folds must be 0 (no check) or at least 2 folds, got {model_check_folds!r}")
+    if not is_int(n_jobs) or n_jobs == 0:
+        raise SatcalError(f"n_jobs must be a number of processes, or -1 for every core (joblib's count), "
+                          f"got {n_jobs!r}")
+
+
 def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
               phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
@@ -388,6 +411,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     Owen, A. B. (2007). The pigeonhole bootstrap. Annals of Applied Statistics 1(2), 386-411
     (resampling workers and examples crossed).
     """
+    _check_counts(study, bootstrap, n_bins, model_check_folds, n_jobs)
     forms = resolve_formulations(formulations)
     if sat_model not in SAT_MODELS:
         raise SatcalError(f"sat_model must be one of {', '.join(SAT_MODELS)}, got {sat_model!r}")

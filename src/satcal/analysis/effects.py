@@ -253,7 +253,8 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
     ``wald`` = W, ``F`` = W (B - df) / ((B - 1) df) and ``p`` = P(F(df, B - df) > F) (the
     test of the module docstring; ``F`` is *not* the OLS F ratio, which is not a valid test
     here). ``eta_sq_lo, eta_sq_hi``: 95% percentile interval of eta squared over the
-    replicates. Without replicates ``F``, ``wald`` and ``p`` are empty and ``note`` says why.
+    replicates. Without replicates ``F``, ``wald``, ``p``, ``test`` and ``note`` are empty (why is
+    :data:`NO_BOOTSTRAP_NOTE`, which the report says once).
     The ``Residual`` row holds df, sum_sq, mean_sq and eta_sq (the share no main effect
     explains, with its interval) and no test.
 
@@ -308,18 +309,19 @@ def effects_table(bias: pd.DataFrame, indicators: Sequence[str] | None = None, b
                 if eta_b.size:
                     row["eta_sq_lo"], row["eta_sq_hi"] = np.percentile(
                         eta_b, [(1 - LEVEL) / 2 * 100, (1 + LEVEL) / 2 * 100])
-            if term != "Residual":
-                if reps is None:
-                    row["note"] = NO_BOOTSTRAP_NOTE
-                else:
-                    w, f, df_w, b, p = wald_test(y, reps, effect_contrasts(factors[term]), clusters)
-                    units = b if clusters is None else min(b, int(clusters))
-                    note = f"{b} replicates of {clusters if clusters is not None else b} units; F on ({df_w}, {units - df_w}) df"
-                    if df_w == 0:
-                        note = f"{b} complete replicates, {units} units: too few, or no variation, for the test"
-                    elif df_w != df:
-                        note += "; the contrasts' bootstrap covariance has a smaller rank"
-                    row.update(wald=w, F=f, p=p, test=TEST_NAME, note=note)
+            # without replicates p stays NaN and the note is left empty: it would be the same
+            # sentence on every row (the report says NO_BOOTSTRAP_NOTE once)
+            if term != "Residual" and reps is None and replicates is not None:
+                row["note"] = "no test: fewer than 2 complete replicates, or they miss a formulation of the grid"
+            if term != "Residual" and reps is not None:
+                w, f, df_w, b, p = wald_test(y, reps, effect_contrasts(factors[term]), clusters)
+                units = b if clusters is None else min(b, int(clusters))
+                note = f"{b} replicates of {clusters if clusters is not None else b} units; F on ({df_w}, {units - df_w}) df"
+                if df_w == 0:
+                    note = f"{b} complete replicates, {units} units: too few, or no variation, for the test"
+                elif df_w != df:
+                    note += "; the contrasts' bootstrap covariance has a smaller rank"
+                row.update(wald=w, F=f, p=p, test=TEST_NAME, note=note)
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 

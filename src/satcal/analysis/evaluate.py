@@ -266,7 +266,7 @@ def calibrated_k(calibrations, k: int | None) -> int:
     return k
 
 
-@dataclass
+@dataclass(repr=False)
 class EvaluationResult(ResultTables):
     """Per query, per system and per pair of systems, under every calibrated measure.
 

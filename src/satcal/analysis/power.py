@@ -46,7 +46,7 @@ __all__ = ["power_analysis", "PowerResult", "holm_p", "simulated_answers"]
 INDICATORS = ("b1", "b2", "b3")
 
 
-@dataclass
+@dataclass(repr=False)
 class PowerResult(ResultTables):
     """Power of a design by simulation, per budget.
 

@@ -38,7 +38,7 @@ class Study(Tables, Staging, Manifest, DesignStages, Simulation, Archive, Analys
     """
 
     path: Path
-    config: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict, repr=False)  # its repr is the whole study.toml
 
     # -- creation and loading --------------------------------------------------------------
     @classmethod
