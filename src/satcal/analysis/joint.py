@@ -1311,9 +1311,8 @@ def _batched_lbfgsb(theta, phi_a, phi_b, code, weights, nodes, iterations):
                   isave=np.zeros(44, np.int32), dsave=np.zeros(29), nit=0, nfev=1)
              for _ in range(count)]
     nbd = np.full(size, 2, np.int32)   # every parameter bounded on both sides
-    f0, g0 = evaluate(np.arange(count), np.repeat(start[None, :], count, axis=0))
-    for b, s in enumerate(state):
-        s["f"], s["g"] = float(f0[b]), g0[b].copy()
+    for s in state:   # as scipy starts: the routine's first call asks for the value at the start
+        s["f"], s["g"] = 0.0, np.zeros(size)
     pending = list(range(count))
     while pending:
         asking = []
