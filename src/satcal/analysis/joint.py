@@ -835,7 +835,8 @@ VECTOR_SIZE = 2 ** 20
 
 def _moments_at_once(eta_a, eta_b, tau, z, w, gradient, shape):
     """:func:`shared_moments` for one tau, every node at once ((K, n) arrays, sums by products
-    with the weights)."""
+    with the weights); or for R taus, a column (R, 1), with (R, 1, n) predictors ((R, K, n)
+    arrays, :func:`_row_moments`)."""
     shift = (tau * z)[..., None]
     s_a, s_b = expit(eta_a + shift), expit(eta_b + shift)
     ab = s_a * s_b
