@@ -219,3 +219,24 @@ def test_robust_se_is_the_normals_sd_despite_a_few_wild_replicates(rng):
     np.testing.assert_allclose(got, 0.03, rtol=0.12)
     assert (np.nanstd(reps, axis=0, ddof=1) > 5 * 0.03).all()
     assert robust_se(reps[:, 0]) == pytest.approx(want[0], rel=1e-12) and np.isnan(robust_se(reps[:1, 0]))
+
+
+def test_quantiles_with_failed_replicates_are_numpys_nanpercentile(rng):
+    """Rows of NaN (failed replicates) left out before np.percentile give each column
+    numpy's nanpercentile, bit for bit, with and without other NaN scattered; all rows failed
+    gives NaN, as nanpercentile does."""
+    import warnings
+    from satcal.analysis.bootstrap import LEVEL, _quantiles
+    values = rng.normal(size=(200, 7, 5))
+    values[[3, 50, 199]] = np.nan
+    q = [(1 - LEVEL) / 2 * 100, (1 + LEVEL) / 2 * 100]
+    scattered = values.copy()
+    scattered[10, 2, 1] = np.nan
+    for v in (values, scattered):
+        lo, hi = _quantiles(v)
+        want = np.nanpercentile(v, q, axis=0)
+        np.testing.assert_array_equal(lo, want[0])
+        np.testing.assert_array_equal(hi, want[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isnan(_quantiles(np.full((4, 3), np.nan))[0]).all()

@@ -277,3 +277,57 @@ def test_replicates_are_refits_where_tau_is_weakly_identified():
         assert nll(t) <= nll(o) + 1e-9 and nll(t) <= nll(fit.theta) + 1e-9
         better = minimize(nll, t, method="Powell", bounds=SHARED_BOUNDS, options={"xtol": 1e-6, "ftol": 1e-10})
         assert nll(t) - better.fun < 0.01
+
+
+@pytest.fixture(scope="module")
+def small_weak_study():
+    """60 simulated answers with tau = 0.3 (a pilot's size: tau weakly identified), on 20
+    distinct pairs answered three times each (runs of rows sharing a pair, as collapsed answers
+    have them), and 40 pigeonhole-free bootstrap weight vectors."""
+    truth = np.array([-2.0, 4.0, 0.0, logit(0.3), 0.0, logit(0.8), logit(0.2), 0.3])
+    rng = np.random.default_rng(23)
+    pa, pb, answers = _simulate(rng, truth, 60, workers=15)
+    pa, pb = np.repeat(pa[:20], 3), np.repeat(pb[:20], 3)   # 20 pairs, three answers each
+    code = np.select([answers == c for c in CODES], range(4), -1)
+    W = rng.multinomial(60, np.full(60, 1 / 60), size=40).astype(float)
+    return pa, pb, answers, code, W
+
+
+def test_batched_rows_are_each_parameter_vectors_own_call_bit_for_bit(small_weak_study):
+    """_shared_rows on R parameter vectors at once (the batched re-fits' evaluation) gives each
+    row the probabilities and gradient of its own call, bit for bit: rows at tau = 0 (one
+    node, a score of tau exactly 0) mixed with rows at tau > 0 (24 nodes), on rows with runs of
+    a shared pair."""
+    from satcal.analysis.joint import _shared_rows
+    pa, pb, _, code, _ = small_weak_study
+    rng = np.random.default_rng(5)
+    thetas = np.c_[rng.normal(0, 2, (6, 7)), [0.0, 0.4, 0.0, 1.3, 2.5, 0.0]]
+    P, G = _shared_rows(thetas, pa, pb, code)
+    for th, p, g in zip(thetas, P, G):
+        one_p, one_g = _shared_rows(th, pa, pb, code)
+        np.testing.assert_array_equal(p, one_p)
+        np.testing.assert_array_equal(g, one_g)
+    assert np.all(G[thetas[:, 7] == 0][..., 7] == 0)
+
+
+def test_refits_are_scipys_lbfgsb_replicate_by_replicate(small_weak_study, monkeypatch):
+    """The weak-tau replicates' re-fits, all replicates through L-BFGS-B's reverse
+    communication at once, are scipy.optimize.minimize's L-BFGS-B from the fit on each
+    replicate (the code before, and the peer), bit for bit; so is the fallback used when scipy's
+    routine is not there."""
+    import satcal.analysis.joint as joint
+    from satcal.analysis.joint import REFIT_ITERATIONS, SHARED_BOUNDS, bootstrap_thetas, weak_tau
+    pa, pb, answers, code, W = small_weak_study
+    fit = fit_joint_shared(pa, pb, answers)
+    assert weak_tau(fit)
+    low, high = np.array(SHARED_BOUNDS).T
+    want = np.clip(np.array([minimize(_shared_negloglik_and_gradient, fit.theta, args=(pa, pb, code, w),
+                                      jac=True, method="L-BFGS-B", bounds=SHARED_BOUNDS,
+                                      options={"maxiter": REFIT_ITERATIONS}).x for w in W]), low, high)
+    np.testing.assert_array_equal(bootstrap_thetas(fit, pa, pb, code, W), want)
+    assert not np.all(want == fit.theta)   # the replicates moved: the comparison means something
+
+    def missing(*args):
+        raise AttributeError("scipy.optimize._lbfgsb.setulb")
+    monkeypatch.setattr(joint, "_batched_lbfgsb", missing)
+    np.testing.assert_array_equal(bootstrap_thetas(fit, pa, pb, code, W), want)
