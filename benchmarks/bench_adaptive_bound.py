@@ -232,10 +232,15 @@ class Shape:
             design.add(i)
         return order
 
-    def product(self, start, cell_cap, **options):
+    def product(self, start, cell_cap, thetas=None, U=None, **options):
         """The product's criterion (``plan_wave``, defaults, or ``options`` such as ``precision``
         and ``defensive``) planned at the truth, wave by wave: its fits are the pseudo-true
-        parameters with the covariance of the design so far."""
+        parameters with the covariance of the design so far (``thetas`` (F, 7 or 8) and the pool's
+        information factors ``U`` {model: (P, 4, 7 or 8)} in place of the shape's, e.g. the
+        shared-effect model's)."""
+        thetas = self.thetas if thetas is None else thetas
+        U = self.U["pool"] if U is None else U
+        dim = thetas.shape[1]
         order = list(start)
         wave = self.N // WAVES
         n_forms = len(FORMS)
@@ -245,12 +250,12 @@ class Shape:
             fits = []
             for j in range(n_forms):
                 if j in self.models:
-                    I = np.einsum("nyi,nyj->ij", self.U["pool"][j][idx], self.U["pool"][j][idx])
+                    I = np.einsum("nyi,nyj->ij", U[j][idx], U[j][idx])
                     cov = np.linalg.inv(I)
                 else:
-                    cov = np.full((7, 7), np.nan)
+                    cov = np.full((dim, dim), np.nan)
                 w = self.weights[j]
-                fits.append(JointFit(self.thetas[j], cov, len(idx), True, float(np.log(w)) if w > 0 else -np.inf))
+                fits.append(JointFit(thetas[j], cov, len(idx), True, float(np.log(w)) if w > 0 else -np.inf))
             rows = self.pool.iloc[idx].assign(answer="a_better", worker_id="w")
             study = StudyData(rows.reset_index(drop=True), k=self.k, n_levels=self.n_levels, judgments=self.judgments)
             picked = plan_wave(self.pool, study, FORMS, size, seed=look, fits=fits, reference=self.ref,

@@ -48,6 +48,10 @@ SDs, and the contenders' mean errors against the pool's limit: the design's own 
 misspecification), the linearised estimate's and b1_std's (the fold adds the rest). A variance
 ratio over R studies is good to about +-2/sqrt(R) in relative terms (+-0.12 at 300).
 
+``product-shared``: the default criterion planned at the truth of the shared-effect joint model,
+the analysis's own (its 8 parameters fitted to the crowd's expected shares over the pool, its
+expected information and b1_std's gradient in b0-b2 and tau; issue 24, picks).
+
 ``oracle-fold``: the Gaussian fold variance V(Sigma) of the contenders' b1_std (relative to the
 fixed design's, averaged) is linearised at a design's covariance, dV/dSigma = 1/2 Sigma^-1
 E[(x x' - Sigma)(c - E c)^2] Sigma^-1 (the score-function identity for Gaussian draws, on the
@@ -69,9 +73,18 @@ b1_std, realised linearised, exact sandwich+workers). ``--forms five`` runs
 ``bench_adaptive_coverage.py``'s five formulations (lin-const, lin-log5, lin-log3, lin-log2,
 exp2-zipf; coverage design N = 1,000) in place of the eight.
 
+**Analysed as the product analyses** (issue 24, picks; ``--analysis estimated,shared``). The
+designs stay planned at the truth; each answer set is analysed again: ``estimated`` fits every
+formulation's independent joint model (one L-BFGS-B run from the pseudo-true theta) and computes
+b1_std with that answer set's own Akaike weights; ``shared`` fits the shared-effect joint model
+(``fit_joint_shared`` from that independent fit, as ``calibrate`` does by default) with its own
+weights. For each, the run prints the weights' spread over answer sets (mean, SD, 10/50/90%,
+which model carries the most; with ``shared`` the fitted tau's) and the picks and contrasts as above, paired by answer seed with
+the fixed design under the same analysis.
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_adaptive_workers.py [--reps 300] [--seed 900]
         [--processes indep,crowd,...] [--designs fixed,product,oracle,oracle-fold,product-contrast,...]
-        [--forms eight|five]
+        [--forms eight|five] [--analysis held,estimated,shared]
 """
 import argparse
 import os
@@ -91,9 +104,9 @@ from bench_adaptive_bound import Shape  # noqa: E402
 
 from satcal.analysis.adaptive import (CELL_CAP, _answer, _answer_shares as cond_shares, _jacobian, _k,  # noqa: E402
                                       _levels, std_gradients)
-from satcal.analysis.joint import (BOUNDS, CODES, _collapse_rows, _negloglik_and_gradient,  # noqa: E402
-                                   fit_joint)
-from satcal.analysis.standardise import standardised_curves  # noqa: E402
+from satcal.analysis.joint import (BOUNDS, CODES, JointFit, _collapse_rows, _negloglik_and_gradient,  # noqa: E402
+                                   fit_joint, fit_joint_shared)
+from satcal.analysis.standardise import akaike_weights, standardised_curves  # noqa: E402
 from satcal.analysis.core import bias_indicators  # noqa: E402
 from satcal.datasets import recover_judgments  # noqa: E402
 from satcal.measures import formulation as parse, score_lists  # noqa: E402
@@ -282,21 +295,40 @@ class Case:
         b1_d = held_b1(s, self.theta_d[None])[0]
         return out, b1_d
 
-    def simulate(self, reps, seed):
-        """(reps, F) b1_std (weights held) and its linearisation, refitting the weighted models."""
+    def simulate(self, reps, seed, analyses=("held",)):
+        """(reps, F) b1_std (weights held) and its linearisation, refitting the weighted models;
+        and a dict of the other ``analyses`` (:data:`ANALYSES`) on the same answer sets, each
+        (b1_std (reps, F), Akaike weights (reps, F)), and for ``shared`` tau (reps, F)."""
         s = self.s
+        every = [a for a in analyses if a != "held"]
+        fit_all = range(len(FORMS)) if every else s.models
         thetas = np.repeat(self.theta_star[None], reps, axis=0)
+        ll = np.full((reps, len(FORMS)), np.nan)
+        shared = np.zeros((reps, len(FORMS), 8)) if "shared" in every else None
+        ll_shared = np.full((reps, len(FORMS)), np.nan)
         for r in range(reps):
             rng = np.random.default_rng([seed + r, 24, 11])
             code = self.process.draw(self.table, self.ta, self.tb, rng, seed + r)
-            for g in s.models:
+            for g in fit_all:
                 args = _collapse_rows(self.pa[:, g], self.pb[:, g], code, np.ones(code.size))
                 run = minimize(_negloglik_and_gradient, self.theta_star[g], args=args, jac=True,
                                method="L-BFGS-B", bounds=BOUNDS, options={"maxiter": 500})
-                thetas[r, g] = run.x
+                thetas[r, g], ll[r, g] = run.x, -run.fun
+                if shared is not None:   # the product's own fit (calibrate's default), from this one
+                    fit = fit_joint_shared(self.pa[:, g], self.pb[:, g], np.asarray(CODES, object)[code],
+                                           independent=JointFit(run.x, np.full((7, 7), np.nan), code.size,
+                                                                True, -run.fun))
+                    shared[r, g], ll_shared[r, g] = fit.theta, fit.loglik
         b1 = held_b1(s, thetas)
         lin = s.b1_model + sum(np.einsum("fi,ri->rf", s.grads[g], thetas[:, g] - s.thetas[g]) for g in s.models)
-        return b1, lin
+        other = {}
+        if "estimated" in every:
+            w = akaike_weights(ll)
+            other["estimated"] = (own_b1(s, thetas, w), w)
+        if shared is not None:
+            w = akaike_weights(ll_shared)
+            other["shared"] = (own_b1(s, shared, w), w, shared[..., 7])
+        return b1, lin, other
 
 
 def fold_objective(s: Shape, order, targets, ref_var, draws=4000, seed=7):
@@ -411,6 +443,25 @@ def picks_report(s: Shape, res: dict):
               f"{near.sum()} within the margin): {lv:.2f} / {lvn:.2f}")
 
 
+#: How each answer set is analysed (``--analysis``).
+ANALYSES = {"held": "the Akaike weights held at their expected values, independent joint models",
+            "estimated": "each answer set's own Akaike weights, independent joint models",
+            "shared": "each answer set's own Akaike weights, shared-effect joint models (calibrate's default)"}
+
+
+def weights_report(s: Shape, weights: dict):
+    """The estimated Akaike weights' spread over answer sets, per design: each formulation's mean,
+    SD and 10/50/90% quantiles, and how often each carries the largest weight."""
+    print(f"  {'':<19} expected (held) weights: " + ", ".join(f"{f} {w:.2f}" for f, w in zip(FORMS, s.weights)))
+    for dname, w in weights.items():
+        q = np.quantile(w, [0.1, 0.5, 0.9], axis=0)
+        top = np.bincount(np.argmax(w, axis=1), minlength=len(FORMS))
+        print(f"  {dname:<19} weights mean (SD) [10/50/90%]: " + "; ".join(
+            f"{f} {w[:, j].mean():.2f} ({w[:, j].std(ddof=1):.2f}) [{q[0, j]:.2f}/{q[1, j]:.2f}/{q[2, j]:.2f}]"
+            for j, f in enumerate(FORMS)) + "; largest weight " + ", ".join(
+            f"{f} {top[j]}" for j, f in enumerate(FORMS) if top[j]))
+
+
 def _stack_cov(pair):
     """The stacked covariance kept by :meth:`Case.exact` under ``"cov"`` (None if absent)."""
     return pair[2] if len(pair) > 2 else None
@@ -420,6 +471,16 @@ def iqr(e, leader):
     """Variances by the normalised IQR (robust to a refit stuck on a far maximum)."""
     from satcal.analysis.bootstrap import robust_se
     return robust_se(e) ** 2, robust_se(e - e[:, [leader]]) ** 2
+
+
+def own_b1(s: Shape, thetas, weights):
+    """(R, F) b1_std of R answer sets' parameters (R, F, 7 or 8), each with its own Akaike
+    weights (R, F): the product's analysis."""
+    out = np.empty(weights.shape)
+    for r in range(len(thetas)):
+        curves, _ = standardised_curves(thetas[r], s.ref, weights[r])
+        out[r] = np.asarray(bias_indicators(curves, curves)["b1"], float)
+    return out
 
 
 def held_b1(s: Shape, thetas):
@@ -443,6 +504,23 @@ def pseudo_true(s: Shape, process: Process):
     return out
 
 
+def shared_truth(s: Shape):
+    """(F, 8) the shared-effect joint models fitted to the crowd's expected shares over the pool
+    (those carrying weight; the others at tau = 0), and their pool information factors
+    {g: (P, 4, 8)}: the truth the ``product-shared`` design is planned at."""
+    codes = np.repeat(np.array(CODES, dtype=object)[None], len(s.pool), axis=0).ravel()
+    pa, pb = s.phi["pool"]
+    thetas = np.concatenate([s.thetas, np.zeros((len(s.thetas), 1))], axis=1)
+    U = {}
+    for g in s.models:
+        thetas[g] = fit_joint_shared(np.repeat(pa[:, g], 4), np.repeat(pb[:, g], 4), codes,
+                                     s.shares["pool"].ravel() * 10.0).theta
+        p, jac = _jacobian(thetas[g], pa[:, g], pb[:, g])
+        U[g] = jac / np.sqrt(p)[..., None]
+    print("  shared-effect pseudo-true tau: " + ", ".join(f"{FORMS[g]} {thetas[g, 7]:.2f}" for g in s.models))
+    return thetas, U
+
+
 def target(s: Shape, var, con, which):
     if which == "all":
         return float(np.median(np.sqrt(var)))
@@ -462,7 +540,14 @@ def main():
     ap.add_argument("--designs", default="fixed,product,oracle,oracle-fold")
     ap.add_argument("--forms", choices=("eight", "five"), default="eight",
                     help="bench_adaptive's 8 formulations, or bench_adaptive_coverage's 5 (N = 1,000)")
+    ap.add_argument("--analysis", default="held",
+                    help="comma-separated: held (the Akaike weights held at their expected values), "
+                         "estimated (each answer set's own weights, independent joint models), shared "
+                         "(its own weights, the shared-effect joint models: calibrate's default)")
     args = ap.parse_args()
+    analyses = ["held"] + [a for a in args.analysis.split(",") if a != "held"]
+    if any(a not in ANALYSES for a in analyses):
+        ap.error(f"--analysis takes {', '.join(ANALYSES)}")
     if args.forms == "five":   # one list object shared with bench_adaptive and bench_adaptive_bound
         FORMS[:] = FIVE
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -482,6 +567,9 @@ def main():
     for name, options in OPTION_DESIGNS.items():
         if name in names:
             designs[name] = s.pool.iloc[s.product(start, CELL_CAP, **options)].reset_index(drop=True)
+    if "product-shared" in names:
+        thetas, U = shared_truth(s)
+        designs["product-shared"] = s.pool.iloc[s.product(start, CELL_CAP, thetas=thetas, U=U)].reset_index(drop=True)
     if "oracle" in names:
         designs["oracle"] = s.pool.iloc[s.oracle(start, s.objective("contenders", fixed_var, fixed_con))].reset_index(drop=True)
     print(f"setup and designs CPU {time.process_time() - t0:.0f} s; N = {s.N}; models carrying weight "
@@ -494,14 +582,14 @@ def main():
         b1_star = held_b1(s, star[None])[0]
         print(f"\n== process {pname}: pool limit b1_std of the contenders "
               + ", ".join(f"{FORMS[j]} {b1_star[j]:.4f}" for j in s.contenders))
-        res = {}
+        res, other = {}, {}
         for dname, table in designs.items():
             t = time.process_time()
             case = Case(s, proc, table, star)
             if pname in ("per-list u", "no heterogeneity"):
                 case.s = _rebased(s, star)
             ex, b1_d = case.exact()
-            b1, lin = case.simulate(args.reps, args.seed)
+            b1, lin, other[dname] = case.simulate(args.reps, args.seed, analyses)
             res[dname] = (ex, b1_d, b1, lin)
             print(f"  {dname:<8} CPU {time.process_time() - t:.0f} s")
         for dname, (ex, b1_d, b1, lin) in res.items():
@@ -536,7 +624,19 @@ def main():
                   + f" (MC SE {np.median(b1[:, c].std(0)) / np.sqrt(len(b1)):.4f})")
         table = pd.DataFrame([r for r in rows if r["process"] == pname]).drop(columns="process")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}" if v < 0.1 else f"{v:.2f}"))
-        picks_report(s if pname not in ("per-list u", "no heterogeneity") else _rebased(s, star), res)
+        shape = s if pname not in ("per-list u", "no heterogeneity") else _rebased(s, star)
+        picks_report(shape, res)
+        for a in analyses[1:]:
+            print(f"  -- the same answer sets analysed as the product does: {ANALYSES[a]}")
+            weights_report(s, {d: other[d][a][1] for d in res})
+            if a == "shared":   # the shared effect's SD, which the criterion's independent model lacks
+                for d in res:
+                    tau = other[d][a][2]
+                    print(f"  {d:<19} tau mean (SD) [10/50/90%]: " + "; ".join(
+                        f"{FORMS[g]} {tau[:, g].mean():.2f} ({tau[:, g].std(ddof=1):.2f}) ["
+                        + "/".join(f"{v:.2f}" for v in np.quantile(tau[:, g], [0.1, 0.5, 0.9])) + "]"
+                        for g in range(len(FORMS))))
+            picks_report(shape, {d: (ex, b1_d, other[d][a][0], lin) for d, (ex, b1_d, _, lin) in res.items()})
     print(f"\nload average at end {os.getloadavg()[0]:.1f}; CPU {time.process_time() - t0:.0f} s")
 
 

@@ -788,3 +788,45 @@ def test_std_only_options_refused_when_the_study_has_no_judgments(judgments, poo
     assert len(plan_wave(rest, bare, FORMS, 10, seed=1, min_depth=0)) == 10
     with_judgments = StudyData(bare.examples, k=4, n_levels=4, judgments=judgments)
     assert len(plan_wave(rest, with_judgments, FORMS, 10, seed=1, min_depth=0, precision="contrasts")) == 10
+
+
+def test_shared_model_information_and_gradients(judgments, pool):
+    """The criterion on the shared-effect model's 8 parameters (issue 24, picks): (a) U'U from
+    ``_jacobian`` (central differences of shared_probabilities) is the expected information
+    sum_y p_y s_y s_y', s_y the analytic score of the shared likelihood
+    (``_shared_negloglik_and_gradient``); (b) std_gradients' b0-b2 columns at tau = 0 equal the
+    independent model's, and its tau column equals b1_std's difference quotient over tau +- 1e-3
+    computed directly by standardised_curves and bias_indicators."""
+    from satcal.analysis.adaptive import _jacobian, std_gradients
+    from satcal.analysis.core import bias_indicators
+    from satcal.analysis.joint import _shared_negloglik_and_gradient
+    from satcal.analysis.standardise import akaike_weights, standardised_curves
+    study, forms, pa, pb, ref, fits, b1, grads, models = _std_criterion_inputs(judgments, pool, FORMS)
+    g = models[0]
+    theta = np.append(fits[g].theta, 0.6)
+    p, jac = _jacobian(theta, pa[:3, g], pb[:3, g])
+    for i in range(3):
+        want = np.zeros((8, 8))
+        for y in range(4):
+            nll, grad = _shared_negloglik_and_gradient(theta, pa[i:i + 1, g], pb[i:i + 1, g], np.array([y]), np.ones(1))
+            want += np.exp(-nll) * np.outer(grad, grad)
+        got = jac[i].T @ (jac[i] / p[i][:, None])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
+    weights = akaike_weights([f.loglik for f in fits])
+    thetas = np.stack([f.theta for f in fits])
+    shared0 = np.concatenate([thetas, np.zeros((len(thetas), 1))], axis=1)
+    b1_0, grads0 = std_gradients(shared0, ref, weights)
+    np.testing.assert_allclose(b1_0, b1, rtol=1e-9)
+    for m in grads:
+        np.testing.assert_allclose(grads0[m][:, :3], grads[m][:, :3], rtol=1e-6, atol=1e-9)
+    shared = shared0.copy()
+    shared[:, 7] = 0.5
+    _, grads5 = std_gradients(shared, ref, weights)
+    h = 1e-3
+    up, down = shared.copy(), shared.copy()
+    up[g, 7] += h
+    down[g, 7] -= h
+    curves, _ = standardised_curves(np.stack([up, down]), ref, weights)
+    b = np.asarray(bias_indicators(curves, curves)["b1"], float).reshape(2, -1)
+    np.testing.assert_allclose(grads5[g][:, 7], (b[0] - b[1]) / (2 * h), rtol=1e-3, atol=1e-6)
+    assert np.abs(grads5[g][:, 7]).max() > 1e-4   # tau moves b1_std: the column is not vacuous

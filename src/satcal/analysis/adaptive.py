@@ -381,15 +381,17 @@ def _information(pool_a, pool_b, study: StudyData, forms, contenders, spread: fl
 
 def _jacobian(theta, phi_a, phi_b, eps: float = 1e-5):
     """(n, 4) outcome probabilities p and their Jacobian (n, 4, 7) in the joint parameters
-    (central differences)."""
-    from .joint import joint_probabilities
+    (central differences); with 8 parameters, the shared-effect model's (n, 4, 8) (tau last,
+    :func:`~satcal.analysis.joint.shared_probabilities`)."""
+    from .joint import joint_probabilities, shared_probabilities
     theta = np.asarray(theta, float)
-    p = joint_probabilities(theta, phi_a, phi_b)
+    probs = shared_probabilities if theta.size == 8 else joint_probabilities
+    p = probs(theta, phi_a, phi_b)
     jac = np.empty(p.shape + (theta.size,))
     for i in range(theta.size):
         e = np.zeros(theta.size)
         e[i] = eps
-        jac[..., i] = (joint_probabilities(theta + e, phi_a, phi_b) - joint_probabilities(theta - e, phi_a, phi_b)) / (2 * eps)
+        jac[..., i] = (probs(theta + e, phi_a, phi_b) - probs(theta - e, phi_a, phi_b)) / (2 * eps)
     return np.maximum(p, 1e-12), jac
 
 
@@ -425,16 +427,17 @@ def std_gradients(thetas, ref_phi, weights, *, min_weight: float = MODEL_WEIGHT,
     """b1_std of every formulation and its gradient in the curve parameters of each joint model
     that carries weight in the satisfaction model S = sum_g w_g s_g.
 
-    b1_std(f) depends on the data through S only, so through the curve parameters (b0, b1, b2)
-    of the models g with w_g > 0 (the weights' own dependence on the data is left out: with
-    thousands of answers they move little at first order). Central differences of
+    b1_std(f) depends on the data through S only, so through the curve parameters (b0, b1, b2;
+    and tau, whose average over the shared effect bends the curve, for the shared-effect model's
+    8 parameters) of the models g with w_g > 0 (the weights' own dependence on the data is left
+    out: with thousands of answers they move little at first order). Central differences of
     :func:`~satcal.analysis.standardise.standardised_curves` over the whole batch of perturbed
     parameters at once; b1 over [0, 1].
 
     Parameters
     ----------
     thetas : array_like
-        Joint-model parameters (F, 7).
+        Joint-model parameters (F, 7), or the shared-effect model's (F, 8).
     ref_phi : numpy.ndarray
         Reference lists' scores (N, F).
     weights : array_like
@@ -455,20 +458,26 @@ def std_gradients(thetas, ref_phi, weights, *, min_weight: float = MODEL_WEIGHT,
     thetas = np.asarray(thetas, float)
     weights = np.asarray(weights, float)
     models = [int(g) for g in np.flatnonzero(weights > min_weight)]
+    # the parameters the curve s_g depends on; tau is perturbed from max(tau, step) so that a
+    # fit at tau = 0 (its bound) still gets a one-sided difference inside the box
+    curve = (0, 1, 2, 7) if thetas.shape[1] == 8 else (0, 1, 2)
     batch = [thetas]
     for g in models:
-        for i in range(3):
+        for i in curve:
             for sign in (1.0, -1.0):
                 t = thetas.copy()
+                if i == 7:
+                    t[g, 7] = max(t[g, 7], step)
                 t[g, i] += sign * step
                 batch.append(t)
     curves, _ = standardised_curves(np.stack(batch), ref_phi, weights)
-    b1 = np.asarray(bias_indicators(curves, curves)["b1"], float)                   # (1 + 6M, F)
+    b1 = np.asarray(bias_indicators(curves, curves)["b1"], float)                   # (1 + 2 C M, F)
     grads = {}
+    c = len(curve)
     for m, g in enumerate(models):
         grad = np.zeros((thetas.shape[0], thetas.shape[1]))
-        for i in range(3):
-            up, down = b1[1 + 6 * m + 2 * i], b1[2 + 6 * m + 2 * i]
+        for j, i in enumerate(curve):
+            up, down = b1[1 + 2 * c * m + 2 * j], b1[2 + 2 * c * m + 2 * j]
             grad[:, i] = (up - down) / (2 * step)
         grads[g] = grad
     return b1[0], grads
