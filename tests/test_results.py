@@ -192,8 +192,8 @@ def test_calibrate_refuses_a_bad_count_in_one_line_before_fitting(ecir_study, kw
 
 def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration, ecir_study, tmp_path):
     """What a notebook user tries by mistake: a directory for the study, the study for the
-    result, the ranking's estimator name as p_sat's model, intervals of an analysis without a
-    bootstrap. Each is a SatcalError of one line naming what to pass instead."""
+    result, the ranking's estimator name as p_sat's model, p_sat at a score outside [0, 1]
+    (its quadratic extrapolated), intervals of an analysis without a bootstrap. Each is a SatcalError of one line naming what to pass instead."""
     import satcal
     from satcal.analysis import calibrate
     from satcal.errors import SatcalError
@@ -203,6 +203,10 @@ def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration,
          "satcal.calibrate(study)"),
         (lambda: calibration.p_sat("lin-const", 0.5, model="paper"), "model must be one of standardised, joint, "
          "published", "got 'paper'"),
+        (lambda: calibration.p_sat("lin-const", 1.2), "phi must be normalised scores in [0, 1], got 1.2",
+         "satcal.score_table"),
+        (lambda: calibration.p_sat("lin-const", [0.5, -0.1, 3.0], model="published"), "got -0.1 and 1 more outside",
+         "scores of the formulation"),
         (lambda: satcal.figure_intervals(calibrate(ecir_study, FORMS[:1], bootstrap=0, model_check_folds=0,
                                                    sat_model="published")),
          "figure_intervals needs a bootstrapped calibration", "bootstrap=1000"),
@@ -217,6 +221,9 @@ def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration,
     b = row[["beta0", "beta1", "beta2"]].to_numpy()[0]
     assert calibration.p_sat("lin-const", 0.5, model="published") == pytest.approx(
         1 / (1 + np.exp(-(b[0] + b[1] * 0.5 + b[2] * 0.25))))
+    # the ends of [0, 1] are scores too
+    np.testing.assert_allclose(calibration.p_sat("lin-const", [0.0, 1.0], model="published"),
+                               1 / (1 + np.exp(-np.array([b[0], b.sum()]))))
 
 
 # RankingVerdict holds no table: its dataclass repr (six short fields) is its one line

@@ -241,6 +241,13 @@ class CalibrationResult(ResultTables):
         ndarray of the same shape as ``phi``: expit(b0 + b1 phi + b2 phi^2) of ``fits.csv`` (for
         the joint model with ``joint_tau`` > 0, its average over the shared effect,
         :func:`~satcal.analysis.joint.shared_curve`).
+
+        Raises
+        ------
+        SatcalError
+            ``model`` is not one of the three, the result has no such curve for
+            ``formulation``, or a ``phi`` is outside [0, 1] (the curves are fitted on normalised
+            scores; the quadratic beyond them is an extrapolation, not a calibration).
         """
         from scipy.special import expit
         model = model or {"per_list": "joint", "standardised": "standardised"}.get(self.estimator, "published")
@@ -257,6 +264,11 @@ class CalibrationResult(ResultTables):
             raise SatcalError(f"no {model} satisfaction curve for {formulation!r}; this result has {known}")
         beta = rows[["beta0", "beta1", "beta2"]].to_numpy(float)[0]
         x = np.asarray(phi, float)
+        outside = x[(x < 0) | (x > 1)]   # NaN (a missing score) stays NaN
+        if outside.size:
+            raise SatcalError(f"phi must be normalised scores in [0, 1], got {outside.flat[0]:g}"
+                              f"{f' and {outside.size - 1} more outside' if outside.size > 1 else ''}: "
+                              "pass scores of the formulation (satcal.score_table gives them)")
         tau = float(rows["joint_tau"].iloc[0]) if "joint_tau" in rows.columns else np.nan
         if model == "joint" and np.isfinite(tau) and tau > 0:
             # the shared-effect model: beta is the curve at v = 0, s(phi) its average over v
