@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ._results import ResultTables
-from .errors import SatcalError
+from .errors import SatcalError, check_seed
 from .judgments import Judgments
 from .measures import resolve_formulations, bin_index, score_lists
 
@@ -164,6 +164,10 @@ class Design:
             problems.append(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {self.overlap!r}")
         if self.method not in METHODS:
             problems.append(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        try:
+            check_seed(self.seed)
+        except SatcalError as err:   # said with the other problems, in one line
+            problems.append(str(err))
         if not 0 <= self.max_query_share <= 1:
             problems.append(f"max_query_share must be a share in [0, 1] (0: no limit), got {self.max_query_share}")
         for f in self.formulations + (self.extra if self.cover_extra else []):
