@@ -300,8 +300,9 @@ def test_an_interval_that_misses_its_estimate_is_drawn(tmp_path, ecir_study):
     interval is now the span of the percentile and the basic interval, which always holds its
     estimate; a percentile interval (b2, b3) still can miss it when nearly every replicate lies on one
     side. So the study runs end to end, and the figure is drawn from its own bias table with
-    one b2 interval moved wholly above its estimate: that bar is clipped at the point and the
-    point marked with a red cross (read back from the Axes)."""
+    one b2_std interval (the figure draws the ranking's lead estimator, standardised with
+    judgments and the joint model) moved wholly above its estimate: that bar is clipped at the
+    point and the point marked with a red cross (read back from the Axes)."""
     from types import SimpleNamespace
     from satcal.report import figure_intervals
     ex = ecir_study.examples.sample(40, random_state=0)
@@ -317,11 +318,11 @@ def test_an_interval_that_misses_its_estimate_is_drawn(tmp_path, ecir_study):
     assert (tmp_path / "out" / "figures" / "fig4_intervals.png").exists()
     assert "a red cross marks an interval that lies wholly on one side" in (tmp_path / "out" / "report.html").read_text()
     planted = bias.copy()
-    j = int(planted["b2"].idxmax())
-    planted.loc[j, "b2_lo"], planted.loc[j, "b2_hi"] = planted.loc[j, "b2"] + 0.01, planted.loc[j, "b2"] + 0.05
+    j = int(planted["b2_std"].idxmax())
+    planted.loc[j, "b2_std_lo"], planted.loc[j, "b2_std_hi"] = planted.loc[j, "b2_std"] + 0.01, planted.loc[j, "b2_std"] + 0.05
     fig = figure_intervals(SimpleNamespace(bias=planted))
     crosses = [ln for ln in fig.axes[1].get_lines() if ln.get_marker() == "x"]
-    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [planted.loc[j, "b2"]]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [planted.loc[j, "b2_std"]]
     assert not any(ln.get_marker() == "x" for ax in (fig.axes[0], fig.axes[2]) for ln in ax.get_lines())
 
 

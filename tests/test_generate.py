@@ -156,6 +156,31 @@ def test_impossible_designs_are_refused_up_front(kwargs, fragment):
         generate(j, **{"levels": range(3), "seed": 0, **kwargs})
 
 
+@pytest.mark.parametrize("kwargs,says", [
+    (dict(min_per_cell=2.5), "min_per_cell must be a whole number, at least 1, got 2.5"),
+    (dict(min_per_cell=200.0), "min_per_cell must be a whole number, at least 1, got 200.0"),
+    (dict(k=5.5), "k must be a whole number, at least 1, got 5.5"),
+    (dict(k="5"), "k must be a whole number, at least 1, got '5'"),
+    (dict(n_bins=True), "n_bins must be a whole number, at least 2, got True"),
+    (dict(n_bins=1), "n_bins must be a whole number, at least 2, got 1"),
+    (dict(levels=(0, 1.5, 2)), "levels must be whole numbers, got 1.5"),
+    (dict(levels=(0, "high")), "levels must be whole numbers, got 'high'"),
+])
+def test_a_count_that_is_not_a_whole_number_is_refused_in_one_line(kwargs, says):
+    """Design's counts (k, n_bins, min_per_cell) are whole numbers: 2.5 examples per cell was
+    accepted (and the cells' targets compared against a float), a level of 1.5 read as 1. Each
+    is one line naming the field and the value."""
+    with pytest.raises(SatcalError) as err:
+        Design(**kwargs)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_numpy_integers_and_whole_float_levels_are_accepted():
+    """NumPy's integers are counts; levels from a float array (2.0) are the integer levels."""
+    d = Design(k=np.int64(4), min_per_cell=np.int32(3), n_bins=np.int64(5), levels=np.array([2.0, 0.0, 1.0]))
+    assert (d.k, d.min_per_cell, d.n_bins, d.levels) == (4, 3, 5, (0, 1, 2))
+
+
 def test_non_max_normalisation_is_refused():
     from satcal.measures import formulation
     with pytest.raises(SatcalError, match="normalisation 'ideal'"):

@@ -1,6 +1,7 @@
 """Figure 0 (satcal.report.figure_standardised): the lines it draws are the standardised curves,
 recomputed here from fits.csv's joint models with statsmodels, and nothing is drawn solid (or
-banded) where the study's answers hold no data."""
+banded) where the study's answers hold no data. Figure 4 (figure_intervals) draws the intervals
+of the estimator the ranking leads with, as bias.csv records them."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -213,6 +214,48 @@ def test_report_leads_with_figure_0_and_same_bytes(partial, tmp_path):
     html = open(written["report"]).read()
     assert html.index("Figure 0.") < html.index("Figure 1.") < html.index("Figure 2.")
     assert "fig0_standardised" in written["fig0_standardised.png"]
+
+
+def _drawn_intervals(ax, labelled):
+    """{formulation: (estimate, bar's left end, bar's right end)} read back from an Axes of
+    figure_intervals (its errorbar's points and bars; the names from the y tick labels of
+    ``labelled``, the panel that shows them on the shared y axis)."""
+    points, _, (bars,) = ax.containers[0]
+    names = {round(t): label.get_text() for t, label in zip(labelled.get_yticks(), labelled.get_yticklabels())}
+    return {names[round(y)]: (x, seg[0][0], seg[1][0])
+            for x, y, seg in zip(points.get_xdata(), points.get_ydata(), bars.get_segments())}
+
+
+def test_figure_4_draws_the_lead_estimators_intervals(partial, tmp_path):
+    """With the joint model and a reference population the ranking leads with b1_std-b3_std:
+    Figure 4 draws their estimates and 95% intervals as bias.csv records them (read back from
+    the file; a bar is clipped at its estimate), sorted by b1_std and named on its axes, its
+    title and the report's caption. Without the lead estimator's intervals it draws the paper's
+    b1-b3 and says so."""
+    from types import SimpleNamespace
+    from satcal.report import figure_intervals, render_report, write_analysis
+    assert partial.estimator == "standardised"
+    write_analysis(partial, tmp_path / "a", figures=False, report=False)
+    bias = pd.read_csv(tmp_path / "a" / "bias.csv").set_index("formulation")
+    for drawn, cols, name in ((bias, ["b1_std", "b2_std", "b3_std"], "standardised"),
+                              (bias.drop(columns=[c for c in bias if c.endswith(("_std_lo", "_std_hi"))]),
+                               ["b1", "b2", "b3"], "paper's")):
+        fig = figure_intervals(SimpleNamespace(bias=drawn.reset_index()))
+        assert name in fig._suptitle.get_text() and f"{cols[0]}-{cols[2]}" in fig._suptitle.get_text()
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+        assert labels == list(bias[cols[0]].sort_values().index)
+        for ax, col in zip(fig.axes, cols):
+            assert col in ax.get_xlabel() and col in ax.get_title()
+            expected = {f: (bias.loc[f, col], min(bias.loc[f, f"{col}_lo"], bias.loc[f, col]),
+                            max(bias.loc[f, f"{col}_hi"], bias.loc[f, col])) for f in bias.index}
+            got = _drawn_intervals(ax, fig.axes[0])
+            assert got.keys() == expected.keys()
+            np.testing.assert_allclose([got[f] for f in bias.index], [expected[f] for f in bias.index])
+    png = tmp_path / "fig4_intervals.png"
+    figure_intervals(partial).savefig(png)
+    html = render_report(partial, {"fig4_intervals": png})
+    assert ("Figure 4. Bootstrap intervals of each formulation&#39;s bias by the per-list curves standardised "
+            "to a reference population of lists (b1_std-b3_std)") in html
 
 
 def test_figure_refuses_a_result_without_standardised_curves(ecir_result):

@@ -176,6 +176,9 @@ def test_plot_draws_on_the_callers_axes(results, name):
     ({"model_check_folds": 1}, "model_check_folds must be 0 (no check) or at least 2 folds, got 1"),
     ({"model_check_folds": -1}, "model_check_folds must be 0 (no check) or at least 2 folds, got -1"),
     ({"n_jobs": 0}, "n_jobs must be a number of processes, or -1 for every core"),
+    ({"seed": "a"}, "seed must be a whole number >= 0 (e.g. seed=2015), got 'a'"),
+    ({"seed": 2.5}, "seed must be a whole number >= 0 (e.g. seed=2015), got 2.5"),
+    ({"seed": -1}, "seed must be a whole number >= 0 (e.g. seed=2015), got -1"),
 ])
 def test_calibrate_refuses_a_bad_count_in_one_line_before_fitting(ecir_study, kwargs, says, monkeypatch):
     """Each bad count is a one-line SatcalError naming the parameter and what it takes, before
@@ -190,10 +193,79 @@ def test_calibrate_refuses_a_bad_count_in_one_line_before_fitting(ecir_study, kw
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
+def _seeded_entry_points(ecir_study):
+    """Every public function taking a seed, called cheaply with ``seed=s``."""
+    import satcal
+    from satcal.analysis.power import power_analysis
+    from satcal.measures import formulation
+    from satcal.reliability import simulate_runs
+    from satcal.simulate import UserModel
+    j = ecir_study.judgments
+    return {
+        "simulate_runs": lambda s: simulate_runs(j, n_systems=3, depth=5, seed=s),
+        "reliability_report": lambda s: satcal.reliability_report(
+            simulate_runs(j, n_systems=3, depth=5, seed=0), j, ["lin-const"], replicates=5, seed=s),
+        "power_analysis": lambda s: power_analysis(ecir_study.examples, 5, 2, UserModel(),
+                                                   [formulation(f) for f in ("lin-const", "exp2-log2")],
+                                                   budgets=(60,), sims=2, boot=10, seed=s),
+        "build_traps": lambda s: satcal.build_traps(j, seed=s),
+        "Design": lambda s: satcal.Design(seed=s),
+    }
+
+
+@pytest.mark.parametrize("seed", ["a", 2.5, -1, True])
+def test_every_seeded_entry_point_refuses_a_bad_seed_in_one_line(ecir_study, seed):
+    """A seed NumPy's generators do not take (a string, a float, a negative number) or a bool
+    is the one shared one-line SatcalError in every public function taking one (NumPy's was a
+    TypeError from inside SeedSequence; Design took any, generate failed later)."""
+    from satcal.errors import SatcalError
+    for name, call in _seeded_entry_points(ecir_study).items():
+        with pytest.raises(SatcalError) as err:
+            call(seed)
+        text = str(err.value)
+        assert f"seed must be a whole number >= 0 (e.g. seed=2015), got {seed!r}" in text, name
+        assert "\n" not in text, name
+
+
+def test_a_numpy_integer_seed_is_the_same_seed(ecir_study):
+    """NumPy's integers are seeds too, drawing what the same Python int draws."""
+    from satcal.reliability import simulate_runs
+    a = simulate_runs(ecir_study.judgments, n_systems=3, depth=5, seed=np.int64(7)).table
+    b = simulate_runs(ecir_study.judgments, n_systems=3, depth=5, seed=7).table
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(simulate_runs(ecir_study.judgments, n_systems=3, depth=5, seed=8).table)
+
+
+def test_calibrate_runs_on_one_blas_thread(ecir_study, monkeypatch):
+    """calibrate limits BLAS to one thread while it fits (threadpoolctl's own report, read where
+    the fitting begins) and gives the caller its own limit back: b32e2bd had moved its
+    ``one_blas_thread`` onto the count check above it."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    import satcal
+    from satcal.analysis import calibration
+    blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def record(*args, **kwargs):
+        seen.append(blas())
+        raise Stop
+
+    monkeypatch.setattr(calibration, "collapse_study", record)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas()
+        with pytest.raises(Stop):
+            satcal.calibrate(ecir_study, FORMS, bootstrap=0, model_check_folds=0)
+        after = blas()
+    assert before and seen and seen[0] == [1] * len(before) and after == before
+
+
 def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration, ecir_study, tmp_path):
     """What a notebook user tries by mistake: a directory for the study, the study for the
-    result, the ranking's estimator name as p_sat's model, intervals of an analysis without a
-    bootstrap. Each is a SatcalError of one line naming what to pass instead."""
+    result, the ranking's estimator name as p_sat's model, p_sat at a score outside [0, 1]
+    (its quadratic extrapolated), intervals of an analysis without a bootstrap. Each is a SatcalError of one line naming what to pass instead."""
     import satcal
     from satcal.analysis import calibrate
     from satcal.errors import SatcalError
@@ -203,6 +275,10 @@ def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration,
          "satcal.calibrate(study)"),
         (lambda: calibration.p_sat("lin-const", 0.5, model="paper"), "model must be one of standardised, joint, "
          "published", "got 'paper'"),
+        (lambda: calibration.p_sat("lin-const", 1.2), "phi must be normalised scores in [0, 1], got 1.2",
+         "satcal.score_table"),
+        (lambda: calibration.p_sat("lin-const", [0.5, -0.1, 3.0], model="published"), "got -0.1 and 1 more outside",
+         "scores of the formulation"),
         (lambda: satcal.figure_intervals(calibrate(ecir_study, FORMS[:1], bootstrap=0, model_check_folds=0,
                                                    sat_model="published")),
          "figure_intervals needs a bootstrapped calibration", "bootstrap=1000"),
@@ -217,6 +293,9 @@ def test_notebook_misuse_is_a_one_line_error_that_says_what_to_pass(calibration,
     b = row[["beta0", "beta1", "beta2"]].to_numpy()[0]
     assert calibration.p_sat("lin-const", 0.5, model="published") == pytest.approx(
         1 / (1 + np.exp(-(b[0] + b[1] * 0.5 + b[2] * 0.25))))
+    # the ends of [0, 1] are scores too
+    np.testing.assert_allclose(calibration.p_sat("lin-const", [0.0, 1.0], model="published"),
+                               1 / (1 + np.exp(-np.array([b[0], b.sum()]))))
 
 
 # RankingVerdict holds no table: its dataclass repr (six short fields) is its one line

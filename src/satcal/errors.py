@@ -35,6 +35,59 @@ class InputFileError(SatcalError):
         self.path, self.line, self.column, self.problem = path, line, column, problem
 
 
+def is_whole(value) -> bool:
+    """Whether ``value`` is an integer, Python's or NumPy's: not a bool (``True`` is no count)
+    nor a float, even a whole one (``2.0``, ``2.5``: a count or a seed given as a float is a
+    mistake better said than truncated).
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> is_whole(3), is_whole(2.0), is_whole(True)
+    (True, False, False)
+    """
+    import numbers
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """The one check of every public function's seed: a whole number >= 0, what NumPy's
+    generators take (and what the results record), else a one-line :class:`SatcalError`
+    before any work (NumPy's own is a TypeError from inside ``SeedSequence``).
+
+    Parameters
+    ----------
+    seed : object
+        What the caller passed.
+    name : str, default "seed"
+        The parameter's name, for the message.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    SatcalError
+        ``seed`` is not a whole number >= 0.
+
+    Examples
+    --------
+    >>> check_seed(2015)
+    2015
+    """
+    if not is_whole(seed) or seed < 0:
+        raise SatcalError(f"{name} must be a whole number >= 0 (e.g. {name}=2015), got {seed!r}")
+    return int(seed)
+
+
 class SatcalWarning(UserWarning):
     """Something the user should know that does not stop the command (the CLI prints it as one
     line, ``satcal: warning: ...``)."""

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ._results import ResultTables
-from .errors import SatcalError
+from .errors import SatcalError, check_seed, is_whole
 from .judgments import Judgments
 from .measures import resolve_formulations, bin_index, score_lists
 
@@ -92,6 +92,14 @@ def pairing_correlation(phi_a, phi_b, weights=None) -> np.ndarray:
     return float(r[0]) if single else r
 
 
+def _whole_level(value) -> bool:
+    """A relevance level: an integer, or a float or string that is one (2.0 from a float array)."""
+    try:
+        return is_whole(value) or float(value).is_integer()
+    except (TypeError, ValueError):
+        return False
+
+
 @dataclass
 class Design:
     """What the generator must achieve.
@@ -131,6 +139,14 @@ class Design:
         picks other examples for the cells they would have filled. The cost is reported: the
         examples added (``query_cap_extra_examples``, negative when pairs had no other host)
         and the cells left short of ``min_per_cell`` (``query_cap_short_cells``).
+
+    Raises
+    ------
+    SatcalError
+        A bad field, in one line: a count (``k``, ``n_bins``, ``min_per_cell``) that is not a
+        whole number or too small, a level that is not a whole number, a bad seed, an unknown
+        ``overlap`` or ``method``, a share outside [0, 1], a formulation not of the ``max``
+        normalisation.
     """
 
     k: int = 5
@@ -150,20 +166,27 @@ class Design:
         self.extra = resolve_formulations(self.extra) if self.extra else []
         known = {f.id for f in self.formulations}
         self.extra = [f for f in self.extra if f.id not in known]
-        self.levels = tuple(sorted(int(v) for v in self.levels))
         problems = []
-        if self.k < 1:
-            problems.append(f"k must be at least 1, got {self.k}")
+        # a level of 1.5 would be truncated to 1 by int(): said, not silently moved
+        fractional = [v for v in self.levels if not _whole_level(v)]
+        if fractional:
+            raise SatcalError(f"levels must be whole numbers, got {fractional[0]!r}")
+        self.levels = tuple(sorted(int(float(v)) for v in self.levels))
+        # counts: whole numbers (2.5 examples per cell, a list of 4.0 documents are mistakes)
+        for name, least in (("k", 1), ("n_bins", 2), ("min_per_cell", 1)):
+            value = getattr(self, name)
+            if not is_whole(value) or value < least:
+                problems.append(f"{name} must be a whole number, at least {least}, got {value!r}")
         if len(self.levels) < 2:
             problems.append(f"levels needs at least two levels, got {list(self.levels)}")
-        if self.n_bins < 2:
-            problems.append(f"n_bins must be at least 2, got {self.n_bins}")
-        if self.min_per_cell < 1:
-            problems.append(f"min_per_cell must be at least 1, got {self.min_per_cell}")
         if self.overlap not in OVERLAP_POLICIES:
             problems.append(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {self.overlap!r}")
         if self.method not in METHODS:
             problems.append(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        try:
+            check_seed(self.seed)
+        except SatcalError as err:   # said with the other problems, in one line
+            problems.append(str(err))
         if not 0 <= self.max_query_share <= 1:
             problems.append(f"max_query_share must be a share in [0, 1] (0: no limit), got {self.max_query_share}")
         for f in self.formulations + (self.extra if self.cover_extra else []):

@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from ._results import ResultTables
-from .errors import SatcalError
+from .errors import SatcalError, check_seed
 from .fileio import gain_colour, new_figure, panel_axes
 from .judgments import Judgments, require_judgments
 from .measures import Discount, Formulation, Gain, resolve_formulations, score_lists
@@ -526,7 +526,7 @@ def simulate_runs(judgments: Judgments, n_systems: int = 12, depth: int = 50, se
     -------
     Runs
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     t = judgments.table
     quality = np.linspace(0.2, 2.0, n_systems)
     frames = []
@@ -846,6 +846,7 @@ def reliability_report(runs: Runs, judgments: Judgments, formulations, k: int = 
         raise SatcalError(f"runs must be a Runs: read the run files with satcal.read_runs(paths), "
                           f"got {type(runs).__name__}")
     require_judgments(judgments)
+    check_seed(seed)   # before the scoring, not in NumPy at the first resample
     forms = resolve_formulations(formulations)
     scores, systems, queries = score_matrix(runs, judgments, forms, k)
     g_rows, d_frames, disc_rows, asl_frames, bv_frames, means = [], [], [], [], [], {}

@@ -357,8 +357,35 @@ def figure_bias(result, ax=None):
     return fig
 
 
+def _interval_estimator(bias: pd.DataFrame) -> tuple[str, list[str]]:
+    """The estimator whose intervals Figure 4 draws, and its three indicators: the one the
+    ranking leads with (:func:`satcal.analysis.ranking.lead_estimator`), or the paper's when the
+    bootstrap gave the lead estimator no intervals.
+
+    Parameters
+    ----------
+    bias : pandas.DataFrame
+        A bootstrapped calibration's bias table (``CalibrationResult.bias`` or its ``bias.csv``).
+
+    Returns
+    -------
+    (str, list of str)
+        The estimator's name (a key of :data:`satcal.analysis.ranking.ESTIMATORS`) and its
+        b1, b2, b3 columns.
+    """
+    from .analysis.ranking import estimator_columns, lead_estimator
+    has = lambda c: c in bias.columns and bias[c].notna().any()
+    for estimator in (lead_estimator(bias), "paper"):
+        cols = estimator_columns(bias, estimator)
+        if all(has(f"{c}_lo") and has(f"{c}_hi") for c in cols):
+            return estimator, cols
+    return "paper", list(estimator_columns(bias, "paper"))
+
+
 def figure_intervals(result, ax=None):
-    """Per-formulation bootstrap intervals of b1, b2, b3 (needs a bootstrap).
+    """Per-formulation bootstrap intervals of b1, b2, b3 of the estimator the ranking leads with
+    (:func:`_interval_estimator`: the paper's only when the lead one has no intervals), needs a
+    bootstrap.
 
     Parameters
     ----------
@@ -375,13 +402,15 @@ def figure_intervals(result, ax=None):
     SatcalError
         The calibration was not bootstrapped (its bias has no ``b1_lo``).
     """
+    from .analysis.ranking import ESTIMATOR_NAMES
     if "b1_lo" not in result.bias.columns:
         from .errors import SatcalError
         raise SatcalError("figure_intervals needs a bootstrapped calibration: calibrate(..., bootstrap=1000)")
-    bias = result.bias.sort_values("b1")
+    estimator, cols = _interval_estimator(result.bias)
+    bias = result.bias.sort_values(cols[0])
     fig, axes, new = panel_axes(ax, 3, 1, 3, figsize=(14, max(5, 0.22 * len(bias) + 1.5)), sharey=True)
     y = np.arange(len(bias))
-    for panel, ind in zip(axes, ("b1", "b2", "b3")):
+    for panel, ind in zip(axes, cols):
         err = np.vstack([bias[ind] - bias[f"{ind}_lo"], bias[f"{ind}_hi"] - bias[ind]])
         # a percentile interval of a small study can lie wholly on one side of its point
         # estimate: that side's bar is drawn at length 0 and the point marked, not refused
@@ -399,7 +428,9 @@ def figure_intervals(result, ax=None):
             panel.set_yticks(y, bias["formulation"])
             panel.invert_yaxis()
     if new:
-        fig.tight_layout()
+        fig.suptitle(f"Bias by the {ESTIMATOR_NAMES[estimator]} ({cols[0]}-{cols[2]}; lower is better)",
+                     fontsize=13)
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
@@ -734,9 +765,19 @@ _CAPTIONS = {"fig0_standardised": ("Figure 0. The standardised curves s*(phi) an
              "fig2_pref": "Figure 2. P(Pref | dphi), the paper's estimator",
              "fig1b_sat_joint": "Figure 1b. s(phi), the per-list satisfaction of the joint model",
              "fig3_bias": "Figure 3. The paper's bias indicators b1-b3 by gain and by discount",
-             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias by the paper's b1-b3 "
-                                "(a red cross marks an interval that lies wholly on one side of its "
-                                "estimate; its bar is clipped at the estimate)")}
+             "fig4_intervals": ("Figure 4. Bootstrap intervals of each formulation's bias by the {name} "
+                                "({first}-{last}) (a red cross marks an interval that lies wholly on one "
+                                "side of its estimate; its bar is clipped at the estimate)")}
+
+
+def _caption(name: str, result) -> str:
+    """A figure's caption; Figure 4's names the estimator it draws (:func:`_interval_estimator`)."""
+    caption = _CAPTIONS.get(name, name)
+    if name == "fig4_intervals":
+        from .analysis.ranking import ESTIMATOR_NAMES
+        estimator, cols = _interval_estimator(result.bias)
+        caption = caption.format(name=ESTIMATOR_NAMES[estimator], first=cols[0], last=cols[2])
+    return caption
 
 
 def render_report(result, figure_paths: dict[str, Path], pairs: pd.DataFrame | None = None) -> str:
@@ -763,7 +804,7 @@ def render_report(result, figure_paths: dict[str, Path], pairs: pd.DataFrame | N
     if result.bootstrap is not None:
         extra = [c for c in result.bias.columns if c == "formulation" or c not in ranking.columns]
         ranking = ranking.merge(result.bias[extra].drop(columns=["family"], errors="ignore"), on="formulation")
-    figure = lambda name, path: {"caption": _CAPTIONS.get(name, name), "alt": path.stem,
+    figure = lambda name, path: {"caption": _caption(name, result), "alt": path.stem,
                                  "description": _DESCRIPTIONS.get(name),
                                  "data": base64.b64encode(path.read_bytes()).decode("ascii")}
     context = {

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputFileError, SatcalError
+from .errors import InputFileError, SatcalError, check_seed
 from .judgments import Judgments
 
 __all__ = ["build_traps", "read_traps", "TRAP_KINDS", "parse_expected", "TRAP_RULE"]
@@ -78,6 +78,7 @@ def build_traps(judgments: Judgments, k: int = 5, n: int = 20, seed: int = 0,
 """
     if n < 0:
         raise SatcalError(f"the number of traps must be >= 0, got {n}")
+    check_seed(seed)
     if n == 0:
         return _empty(k)
     levels = sorted(levels if levels is not None else judgments.levels)

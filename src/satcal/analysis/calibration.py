@@ -21,7 +21,7 @@ import pandas as pd
 from .._results import ResultTables
 from .._threads import one_blas_thread
 from ..answers import ANSWER_CODES, StudyData
-from ..errors import SatcalError
+from ..errors import SatcalError, check_seed, is_whole
 from ..measures import Formulation, resolve_formulations
 from .core import (GRID, POPULATIONS, SUPPORT_MIN_COUNT, INDICATOR_RANGES, AnswerTypes, _isotonic_fit,
                    bias_indicators, binned_points, collapse_answers, collapse_study, fit_logit, model_check,
@@ -241,6 +241,13 @@ class CalibrationResult(ResultTables):
         ndarray of the same shape as ``phi``: expit(b0 + b1 phi + b2 phi^2) of ``fits.csv`` (for
         the joint model with ``joint_tau`` > 0, its average over the shared effect,
         :func:`~satcal.analysis.joint.shared_curve`).
+
+        Raises
+        ------
+        SatcalError
+            ``model`` is not one of the three, the result has no such curve for
+            ``formulation``, or a ``phi`` is outside [0, 1] (the curves are fitted on normalised
+            scores; the quadratic beyond them is an extrapolation, not a calibration).
         """
         from scipy.special import expit
         model = model or {"per_list": "joint", "standardised": "standardised"}.get(self.estimator, "published")
@@ -257,6 +264,11 @@ class CalibrationResult(ResultTables):
             raise SatcalError(f"no {model} satisfaction curve for {formulation!r}; this result has {known}")
         beta = rows[["beta0", "beta1", "beta2"]].to_numpy(float)[0]
         x = np.asarray(phi, float)
+        outside = x[(x < 0) | (x > 1)]   # NaN (a missing score) stays NaN
+        if outside.size:
+            raise SatcalError(f"phi must be normalised scores in [0, 1], got {outside.flat[0]:g}"
+                              f"{f' and {outside.size - 1} more outside' if outside.size > 1 else ''}: "
+                              "pass scores of the formulation (satcal.score_table gives them)")
         tau = float(rows["joint_tau"].iloc[0]) if "joint_tau" in rows.columns else np.nan
         if model == "joint" and np.isfinite(tau) and tau > 0:
             # the shared-effect model: beta is the curve at v = 0, s(phi) its average over v
@@ -293,26 +305,26 @@ STD_COLUMNS = ("b1_std", "b2_std", "b3_std")
 DEFAULTS = {"bootstrap": 1000, "seed": 2015, "sat_model": "both"}
 
 
-@one_blas_thread
-def _check_counts(study, bootstrap, n_bins, model_check_folds, n_jobs) -> None:
-    """:func:`calibrate`'s study and counts, refused in one line before any fit (a bad count
-    otherwise fails deep in NumPy, scikit-learn or joblib, or after every curve is fitted)."""
-    import numbers
+def _check_counts(study, bootstrap, n_bins, model_check_folds, n_jobs, seed) -> None:
+    """:func:`calibrate`'s study, counts and seed, refused in one line before any fit (a bad
+    count otherwise fails deep in NumPy, scikit-learn or joblib, or after every curve is
+    fitted; a string seed in ``int()``, a float one truncated in the provenance)."""
     if study is not None and not isinstance(study, StudyData):
         raise SatcalError(f"study must be a StudyData (satcal.load_ecir2015(), satcal.read_external_study(...) "
                           f"or satcal.Study.open(dir).study_data()), got {type(study).__name__}")
-    is_int = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
-    if not is_int(bootstrap) or bootstrap < 0 or bootstrap == 1:
+    check_seed(seed)
+    if not is_whole(bootstrap) or bootstrap < 0 or bootstrap == 1:
         raise SatcalError(f"bootstrap must be 0 (none) or at least 2 replicates, got {bootstrap!r}")
-    if not is_int(n_bins) or n_bins < 1:
+    if not is_whole(n_bins) or n_bins < 1:
         raise SatcalError(f"n_bins must be a whole number of bins, at least 1, got {n_bins!r}")
-    if not is_int(model_check_folds) or model_check_folds < 0 or model_check_folds == 1:
+    if not is_whole(model_check_folds) or model_check_folds < 0 or model_check_folds == 1:
         raise SatcalError(f"model_check_folds must be 0 (no check) or at least 2 folds, got {model_check_folds!r}")
-    if not is_int(n_jobs) or n_jobs == 0:
+    if not is_whole(n_jobs) or n_jobs == 0:
         raise SatcalError(f"n_jobs must be a number of processes, or -1 for every core (joblib's count), "
                           f"got {n_jobs!r}")
 
 
+@one_blas_thread
 def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.ndarray | None = None,
               phi_b: np.ndarray | None = None, answers: Sequence[str] | None = None,
               population: str = "all", n_bins: int = 10, model_check_folds: int = 5,
@@ -411,7 +423,7 @@ def calibrate(study: StudyData | None = None, formulations=None, *, phi_a: np.nd
     Owen, A. B. (2007). The pigeonhole bootstrap. Annals of Applied Statistics 1(2), 386-411
     (resampling workers and examples crossed).
     """
-    _check_counts(study, bootstrap, n_bins, model_check_folds, n_jobs)
+    _check_counts(study, bootstrap, n_bins, model_check_folds, n_jobs, seed)
     forms = resolve_formulations(formulations)
     if sat_model not in SAT_MODELS:
         raise SatcalError(f"sat_model must be one of {', '.join(SAT_MODELS)}, got {sat_model!r}")

@@ -35,7 +35,7 @@ import pandas as pd
 
 from .._results import ResultTables
 from .._threads import one_blas_thread
-from ..errors import SatcalError
+from ..errors import SatcalError, check_seed
 from ..measures import formulation as parse_formulation
 from ..measures import score_lists
 from ..simulate import UserModel, honest_answers
@@ -278,6 +278,7 @@ def power_analysis(examples: pd.DataFrame, k: int, top_level: int, model: UserMo
         raise SatcalError(f"power: formulation(s) {', '.join(missing)} are not among the study's")
     if sims < 2 or boot < 10 or answers_per_example < 1 or not budgets:
         raise SatcalError("power: sims >= 2, boot >= 10, answers_per_example >= 1 and at least one budget")
+    check_seed(seed)
     truth = parse_formulation(model.formulation)
     la = examples[[f"ra{i}" for i in range(1, k + 1)]].to_numpy(float)
     lb = examples[[f"rb{i}" for i in range(1, k + 1)]].to_numpy(float)
