@@ -1,5 +1,42 @@
+import os
+
 import numpy as np
 import pytest
+
+# The whole suite runs on pytest-xdist's workers, one a core the process may use (at most
+# MAX_WORKERS), when xdist is installed and the run names no paths, no -n and no --pdb: the
+# README's plain ``python -m pytest`` (and ``-m "not slow"``). Named files run serially unless
+# -n is given; ``-n 0`` or ``-p no:xdist`` run everything serially, and without xdist installed
+# pytest never sees an -n it does not know. DIST is measured in docs/benchmarks.md (the test
+# suite's wall time); each worker builds the session fixtures once.
+DIST = "loadscope"
+MAX_WORKERS = 4
+
+
+def parallel_workers(cores: int | None = None) -> int:
+    """Workers for the whole suite: the cores this process may run on (its CPU affinity), at
+    most MAX_WORKERS (each holds its own session fixtures and servers); 0, a serial run, on one
+    core."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(cores, MAX_WORKERS)
+    return workers if workers > 1 else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Turn xdist on for the whole suite (see DIST): sets what ``-n N --dist DIST`` would, so
+    that xdist's own hook, before or after this one, finds the same."""
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or config.option.numprocesses is not None or config.getoption("usepdb")
+            or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
+        return
+    workers = parallel_workers()
+    config.option.numprocesses = workers
+    if workers:
+        if config.option.dist == "no":
+            config.option.dist = DIST
+        config.option.tx = ["popen"] * workers
 
 
 @pytest.fixture(scope="session")
