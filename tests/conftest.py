@@ -37,6 +37,25 @@ def pytest_cmdline_main(config):
         if config.option.dist == "no":
             config.option.dist = DIST
         config.option.tx = ["popen"] * workers
+        # the modules are handed out in the order slow_modules_first leaves them, not by
+        # their number of tests: a one-test end-to-end module (a Label Studio server, minutes)
+        # handed out last kept one worker busy while the other idled
+        config.option.loadscopereorder = False
+
+
+def slow_modules_first(items):
+    """Reorder ``items`` so that the modules holding an end-to-end (``slow``) test come first,
+    in collection order, then the rest; a module's tests keep their order. Every worker
+    collects the same items and so gets the same order, as xdist requires."""
+    def module(item):
+        return item.nodeid.split("::")[0]
+    slow = {module(item) for item in items if item.get_closest_marker("slow")}
+    items[:] = sorted(items, key=lambda item: module(item) not in slow)
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "dist", "no") == "loadscope" and not getattr(config.option, "loadscopereorder", True):
+        slow_modules_first(items)
 
 
 @pytest.fixture(scope="session")
