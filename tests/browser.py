@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
+
+from system_packages import apt_install
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -16,16 +17,8 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 def ensure_chromium() -> str | None:
     """Install chromium and chromium-driver if needed; return a reason when impossible."""
-    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
-        return None
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"]):
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            return f"could not install chromium: {' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}"
-    return None
+    return apt_install(["chromium", "chromium-driver"],
+                       lambda: os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER))
 
 
 def start_driver(performance_log: bool = False):

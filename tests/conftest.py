@@ -1,5 +1,61 @@
+import os
+
 import numpy as np
 import pytest
+
+# The whole suite runs on pytest-xdist's workers, one a core the process may use (at most
+# MAX_WORKERS), when xdist is installed and the run names no paths, no -n and no --pdb: the
+# README's plain ``python -m pytest`` (and ``-m "not slow"``). Named files run serially unless
+# -n is given; ``-n 0`` or ``-p no:xdist`` run everything serially, and without xdist installed
+# pytest never sees an -n it does not know. DIST is measured in docs/benchmarks.md (the test
+# suite's wall time); each worker builds the session fixtures once.
+DIST = "loadscope"
+MAX_WORKERS = 4
+
+
+def parallel_workers(cores: int | None = None) -> int:
+    """Workers for the whole suite: the cores this process may run on (its CPU affinity), at
+    most MAX_WORKERS (each holds its own session fixtures and servers); 0, a serial run, on one
+    core."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(cores, MAX_WORKERS)
+    return workers if workers > 1 else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Turn xdist on for the whole suite (see DIST): sets what ``-n N --dist DIST`` would, so
+    that xdist's own hook, before or after this one, finds the same."""
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or config.option.numprocesses is not None or config.getoption("usepdb")
+            or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
+        return
+    workers = parallel_workers()
+    config.option.numprocesses = workers
+    if workers:
+        if config.option.dist == "no":
+            config.option.dist = DIST
+        config.option.tx = ["popen"] * workers
+        # the modules are handed out in the order slow_modules_first leaves them, not by
+        # their number of tests: a one-test end-to-end module (a Label Studio server, minutes)
+        # handed out last kept one worker busy while the other idled
+        config.option.loadscopereorder = False
+
+
+def slow_modules_first(items):
+    """Reorder ``items`` so that the modules holding an end-to-end (``slow``) test come first,
+    in collection order, then the rest; a module's tests keep their order. Every worker
+    collects the same items and so gets the same order, as xdist requires."""
+    def module(item):
+        return item.nodeid.split("::")[0]
+    slow = {module(item) for item in items if item.get_closest_marker("slow")}
+    items[:] = sorted(items, key=lambda item: module(item) not in slow)
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "dist", "no") == "loadscope" and not getattr(config.option, "loadscopereorder", True):
+        slow_modules_first(items)
 
 
 @pytest.fixture(scope="session")

@@ -27,20 +27,27 @@ def _venv() -> Path:
 
 
 def ensure_label_studio() -> tuple[Path | None, str | None]:
-    """(the label-studio executable, None), or (None, the reason it cannot be had)."""
+    """(the label-studio executable, None), or (None, the reason it cannot be had).
+
+    The check and the install run under a file lock beside the virtualenv: a second
+    pytest-xdist worker (or test run) that found no executable while the first was installing
+    would otherwise remove the first's half-made virtualenv and install into it at once.
+    """
+    from filelock import FileLock
     venv = _venv()
     exe = venv / "bin" / "label-studio"
-    if exe.exists():
-        return exe, None
-    shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
-    steps = ([sys.executable, "-m", "venv", str(venv)],
-             [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"label-studio=={VERSION}"])
-    for cmd in steps:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            shutil.rmtree(venv, ignore_errors=True)
-            return None, f"could not install label-studio {VERSION}: {proc.stderr.strip()[-300:]}"
+    with FileLock(str(venv) + ".lock"):
+        if exe.exists():
+            return exe, None
+        shutil.rmtree(venv, ignore_errors=True)
+        steps = ([sys.executable, "-m", "venv", str(venv)],
+                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"label-studio=={VERSION}"])
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                return None, f"could not install label-studio {VERSION}: {proc.stderr.strip()[-300:]}"
     return exe, None
 
 

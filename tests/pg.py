@@ -15,6 +15,8 @@ import tempfile
 import time
 from contextlib import contextmanager
 
+from system_packages import apt_install
+
 
 def _bin_dir() -> str | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
@@ -23,16 +25,7 @@ def _bin_dir() -> str | None:
 
 def ensure_postgres() -> str | None:
     """Install Debian's postgresql if needed; return a reason when impossible."""
-    if _bin_dir() is not None and shutil.which("runuser"):
-        return None
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "Debian's postgresql is not installed (apt-get install postgresql) and cannot be installed here"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "postgresql"]):
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            return f"could not install postgresql: {' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}"
-    return None if _bin_dir() else "postgresql installed, but no initdb found"
+    return apt_install(["postgresql"], lambda: _bin_dir() is not None and shutil.which("runuser") is not None)
 
 
 @contextmanager
