@@ -457,18 +457,40 @@ def picks_at_n(arms, truth):
                 kf, nf = rates["fixed"]
                 p = fisher_exact([[k, n - k], [kf, nf - kf]]).pvalue
                 print(f"-- picks within the margin, {arm} against fixed: {k}/{n} against {kf}/{nf} (Fisher's exact p {p:.2f})")
-    for other in [a for a in within if a.startswith("adaptive-")]:   # option arms against the default, by seed
-        for base in ("adaptive", "fixed"):
-            if base not in within:
+    for other in [a for a in within if a.startswith("adaptive")]:   # adaptive arms against fixed (and options
+        for base in ("adaptive", "fixed"):                            # against the default), by seed
+            if base not in within or base == other:
                 continue
             a, b = within[other], within[base]
             common = sorted(set(a) & set(b))
             only_a = sum(a[r] and not b[r] for r in common)
             only_b = sum(b[r] and not a[r] for r in common)
             p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
+            lo, hi = paired_difference_interval([a[r] for r in common], [b[r] for r in common])
             print(f"-- picks within the margin, {other} against {base}, paired by seed ({len(common)} seeds): "
                   f"{sum(a[r] for r in common)} against {sum(b[r] for r in common)}; only {other} {only_a}, only "
-                  f"{base} {only_b} (McNemar's exact p {p:.2f})")
+                  f"{base} {only_b} (McNemar's exact p {p:.2f}); difference of the shares "
+                  f"{(only_a - only_b) / max(len(common), 1):+.3f}, 95% bootstrap over seeds [{lo:+.3f}, {hi:+.3f}]")
+
+
+#: Bootstrap replicates (and seed) of the paired difference of two arms' pick shares.
+PAIRED_BOOT, PAIRED_SEED = 10000, 2026
+
+
+def paired_difference_interval(right_a, right_b, level=0.95):
+    """Percentile interval of mean(right_a) - mean(right_b) over seeds resampled with
+    replacement, both arms of a seed together (the pairing kept).
+
+    >>> lo, hi = paired_difference_interval([True] * 50 + [False] * 50, [False] * 50 + [True] * 50)
+    >>> bool(lo < 0 < hi)
+    True
+    """
+    diff = np.asarray(right_a, float) - np.asarray(right_b, float)
+    if diff.size == 0:
+        return float("nan"), float("nan")
+    idx = np.random.default_rng(PAIRED_SEED).integers(0, diff.size, (PAIRED_BOOT, diff.size))
+    means = diff[idx].mean(axis=1)
+    return tuple(float(q) for q in np.quantile(means, [(1 - level) / 2, (1 + level) / 2]))
 
 
 # --------------------------------------------------------------------------------------------
