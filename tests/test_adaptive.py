@@ -512,6 +512,19 @@ def test_b1_std_criterion_matches_brute_force_refits(judgments, pool):
     assert np.all((ratio > 0.5) & (ratio < 2)), ratio
 
 
+def _assert_full_greedy(wave, state, rest):
+    """Each of ``wave``'s picks has the largest reduction of the full recomputation among the
+    examples not yet picked (up to exact ties: pool examples of the same pattern pair have the
+    same reduction), ``state`` (a _Design) taking each pick's information in turn."""
+    where = {e: n for n, e in enumerate(rest["example_id"])}
+    free = np.ones(len(rest), bool)
+    for e in wave["example_id"]:
+        red, j = state.reductions(), where[e]
+        assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
+        free[j] = False
+        state.add(j)
+
+
 def test_information_criterion_is_the_exact_expected_information_update(judgments, pool):
     """criterion="information": (a) U U' is the expected Fisher information of one answer, checked
     against the Hessian of the expected log-likelihood sum_y p_y(theta0) log p_y(theta) by
@@ -560,13 +573,7 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
     # ties: pool examples of the same pattern pair have the same reduction)
     wave = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
     state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
-    where = {e: n for n, e in enumerate(rest["example_id"])}
-    free = np.ones(len(rest), bool)
-    for e in wave["example_id"]:
-        red, j = state.reductions(), where[e]
-        assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
-        free[j] = False
-        state.add(j)
+    _assert_full_greedy(wave, state, rest)
 
 
 def test_cell_cap_greedy_equals_a_direct_capped_greedy(judgments, pool):
@@ -924,13 +931,7 @@ def test_shared_model_criterion_is_the_exact_8_parameter_update(judgments, pool)
     state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0, fits=fits)
     independent = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
     assert list(wave["example_id"]) != list(independent["example_id"])   # the model changes the wave
-    where = {e: n for n, e in enumerate(rest["example_id"])}
-    free = np.ones(len(rest), bool)
-    for e in wave["example_id"]:
-        red, j = state.reductions(), where[e]
-        assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
-        free[j] = False
-        state.add(j)
+    _assert_full_greedy(wave, state, rest)
 
 
 def test_shared_model_option_refused_where_it_cannot_apply(judgments, pool):
