@@ -16,7 +16,9 @@ examples, B = ``--boot``, default 100). Both arms of study r share the crowd's s
 its own arm, ``adaptive-pick``, with McNemar's test against the default adaptive arm by seed).
 ``--precision contrasts|both`` and ``--defensive S`` run it with ``plan_wave``'s precision term
 and defensive share (arms ``adaptive-contrasts``, ``adaptive-defensive0.25``, ...; McNemar's test
-against the default adaptive arm and the fixed arm by seed).
+against the default adaptive arm and the fixed arm by seed). ``--plan-model shared`` runs it with
+``plan_wave(model="shared")``: the criterion's fits between waves are the analysis's shared-effect
+fits (arm ``adaptive-shared``).
 ``--arm replay --replay A.pkl`` asks each saved adaptive study's examples again, wave by wave,
 answered afresh by new workers: the adaptive design's examples with answers that did not choose
 them, which separates what the design's composition does from what choosing on the answers does.
@@ -143,7 +145,7 @@ def look_figures(result, study, verdict):
 
 
 def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=True, openness="stop",
-              precision="levels", defensive=0.0):
+              precision="levels", defensive=0.0, plan_model="independent"):
     """One study of ``len(fixed)`` answers; returns the last calibration's estimates and
     replicates of b1_std-b3_std and the answered examples, and with ``looks`` every look's
     record (:func:`look_figures`): after each wave, the product's calibration (the same defaults
@@ -175,7 +177,7 @@ def one_study(judgments, fixed, pool, arm, r, waves, boot, replay=None, looks=Tr
         elif arm == "adaptive":
             wave = plan_wave(pool, study, FORMS, int(size), seed=seed + w, cache=cache, target="b1_std",
                              reference=reference, openness=openness, precision=precision,
-                             defensive=defensive).drop(columns="priority")
+                             defensive=defensive, model=plan_model).drop(columns="priority")
         else:
             done = sum(len(a) for a in asked)
             wave = order.iloc[done:done + size]
@@ -369,6 +371,8 @@ def summarise(paths, spread_only=False):
             arm += f"-{d['precision']}"
         if d.get("defensive", 0.0):
             arm += f"-defensive{d['defensive']:g}"
+        if d.get("plan_model", "independent") != "independent":   # --plan-model shared
+            arm += f"-{d['plan_model']}"
         have = {x["r"] for x in arms.setdefault(arm, [])}
         arms[arm].extend(x for x in d["studies"] if x["r"] not in have)   # a seed counted once
         meta = meta or d
@@ -832,6 +836,8 @@ def main():
                     help="the adaptive arm's precision term (plan_wave's precision; default the levels)")
     ap.add_argument("--defensive", type=float, default=0.0,
                     help="the adaptive arm's share of each wave in the coverage order (plan_wave's defensive)")
+    ap.add_argument("--plan-model", choices=("independent", "shared"), default="independent",
+                    help="the joint model the adaptive arm's criterion fits between waves (plan_wave's model)")
     ap.add_argument("--no-looks", action="store_true",
                     help="calibrate only at N (coverage only; no looks, settle or saving per target)")
     ap.add_argument("--save", default=None, help="pickle the studies to SAVE.pkl as they finish")
@@ -857,7 +863,7 @@ def main():
     print(f"fixed design {len(fixed)} examples, pool {len(pool)}; setup {time.perf_counter() - t0:.0f} s", flush=True)
     out = {"arm": args.arm, "truth": truth, "n": len(fixed), "boot": args.boot, "waves": args.waves,
            "min_per_cell": args.min_per_cell, "pool": args.pool, "openness": args.openness,
-           "precision": args.precision, "defensive": args.defensive, "studies": []}
+           "precision": args.precision, "defensive": args.defensive, "plan_model": args.plan_model, "studies": []}
     for r in range(args.seed_base, args.seed_base + args.seed_step * args.studies, args.seed_step):
         t, c = time.perf_counter(), time.process_time()
         source = None
@@ -872,7 +878,7 @@ def main():
                     time.sleep(20)
             source = source["examples"]
         x = one_study(judgments, fixed, pool, args.arm, r, args.waves, args.boot, source, not args.no_looks,
-                      args.openness, args.precision, args.defensive)
+                      args.openness, args.precision, args.defensive, args.plan_model)
         x["r"] = r
         out["studies"].append(x)
         if args.save:

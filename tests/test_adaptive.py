@@ -37,14 +37,16 @@ def pool(judgments):
     return candidate_pool(judgments, 4, (0, 1, 2, 3), FORMS, 600, seed=3)
 
 
-def _answers(rows, seed, slope=6.0):
+def _answers(rows, seed, slope=6.0, tau=0.0):
     """Honest simulated answers from the per-list model (no worker effects: a hand-checkable
-    truth for the criterion), lin-const driving satisfaction."""
+    truth for the criterion), lin-const driving satisfaction; ``tau`` > 0 adds an offset
+    v ~ N(0, tau^2) shared by both lists of an answer (the shared-effect model's truth)."""
     rng = np.random.default_rng(seed)
     k = 4
     phi = lambda side: score_lists(_levels(rows, side, k), ["lin-const"], n_levels=4)[:, 0]
-    sa = rng.random(len(rows)) < 1 / (1 + np.exp(-(-3 + slope * phi("a"))))
-    sb = rng.random(len(rows)) < 1 / (1 + np.exp(-(-3 + slope * phi("b"))))
+    v = rng.normal(0.0, tau, len(rows)) if tau else 0.0   # no draw at tau = 0: the same answers as before
+    sa = rng.random(len(rows)) < 1 / (1 + np.exp(-(-3 + v + slope * phi("a"))))
+    sb = rng.random(len(rows)) < 1 / (1 + np.exp(-(-3 + v + slope * phi("b"))))
     ans = np.select([sa & sb, ~sa & ~sb, sa], ["both_good", "both_bad", "a_better"], "b_better").astype(object)
     undecided = (sa == sb) & (rng.random(len(rows)) < 0.2)
     ans[undecided] = np.where(phi("a")[undecided] >= phi("b")[undecided], "a_better", "b_better")
@@ -510,6 +512,19 @@ def test_b1_std_criterion_matches_brute_force_refits(judgments, pool):
     assert np.all((ratio > 0.5) & (ratio < 2)), ratio
 
 
+def _assert_full_greedy(wave, state, rest):
+    """Each of ``wave``'s picks has the largest reduction of the full recomputation among the
+    examples not yet picked (up to exact ties: pool examples of the same pattern pair have the
+    same reduction), ``state`` (a _Design) taking each pick's information in turn."""
+    where = {e: n for n, e in enumerate(rest["example_id"])}
+    free = np.ones(len(rest), bool)
+    for e in wave["example_id"]:
+        red, j = state.reductions(), where[e]
+        assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
+        free[j] = False
+        state.add(j)
+
+
 def test_information_criterion_is_the_exact_expected_information_update(judgments, pool):
     """criterion="information": (a) U U' is the expected Fisher information of one answer, checked
     against the Hessian of the expected log-likelihood sum_y p_y(theta0) log p_y(theta) by
@@ -558,13 +573,7 @@ def test_information_criterion_is_the_exact_expected_information_update(judgment
     # ties: pool examples of the same pattern pair have the same reduction)
     wave = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
     state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0)
-    where = {e: n for n, e in enumerate(rest["example_id"])}
-    free = np.ones(len(rest), bool)
-    for e in wave["example_id"]:
-        red, j = state.reductions(), where[e]
-        assert red[j] == pytest.approx(red[free].max(), rel=1e-9)
-        free[j] = False
-        state.add(j)
+    _assert_full_greedy(wave, state, rest)
 
 
 def test_cell_cap_greedy_equals_a_direct_capped_greedy(judgments, pool):
@@ -830,3 +839,115 @@ def test_shared_model_information_and_gradients(judgments, pool):
     b = np.asarray(bias_indicators(curves, curves)["b1"], float).reshape(2, -1)
     np.testing.assert_allclose(grads5[g][:, 7], (b[0] - b[1]) / (2 * h), rtol=1e-3, atol=1e-6)
     assert np.abs(grads5[g][:, 7]).max() > 1e-4   # tau moves b1_std: the column is not vacuous
+
+
+def _shared_candidates(judgments, pool):
+    """As _std_candidates, the 400 answers drawn with a shared offset (tau = 1.5), so the
+    shared-effect fits have tau inside its box."""
+    study, rest, forms, pa, pb, ref = _std_candidates(judgments, pool, FORMS)
+    answered = _answers(pool.iloc[:400].reset_index(drop=True), seed=6, tau=1.5)
+    return StudyData(answered.examples, k=4, n_levels=4, judgments=judgments), rest, forms, pa, pb, ref
+
+
+def test_shared_model_fits_are_the_analysis_fits_and_their_covariance(judgments, pool):
+    """plan_wave(model="shared")'s fits between waves (_fit_all): (a) the shared-effect fit the
+    analysis makes (fit_joint_shared from fit_joint, as calibrate), theta for theta; (b) its
+    covariance the inverse of the Hessian of the shared log-likelihood by second differences of
+    its value, sum n log p_y (p from shared_probabilities, not the analytic gradient the fit
+    differentiates); (c) tau inside its box, so the check has an eighth parameter to place. The comparison is on the
+    correlation scale: within 1e-4 for the parameters inside their box, 1e-2 for lambda at its
+    bound (measured 3e-6 and 4e-3)."""
+    from satcal.analysis.adaptive import _fit_all, _types_code
+    from satcal.analysis.joint import _shared_free, fit_joint, fit_joint_shared, shared_probabilities
+    study, _, forms, _, _, _ = _shared_candidates(judgments, pool)
+    types, code, fits = _fit_all(study, forms, model="shared")
+    for j, fit in enumerate(fits):
+        args = (types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
+        direct = fit_joint_shared(*args, independent=fit_joint(*args))
+        np.testing.assert_array_equal(fit.theta, direct.theta)
+    g = 0   # lin-const, the formulation the answers follow
+    theta = fits[g].theta
+    assert theta.size == 8 and 0.3 < theta[7] < 4.0, theta
+    rows = np.arange(code.size)
+
+    def loglik(t):
+        return float(types.counts @ np.log(shared_probabilities(t, types.phi_a[:, g], types.phi_b[:, g])[rows, code]))
+    h = 1e-3
+    hess = np.empty((8, 8))
+    for r in range(8):
+        for c in range(8):
+            er, ec = np.eye(8)[r] * h, np.eye(8)[c] * h
+            hess[r, c] = (loglik(theta + er + ec) - loglik(theta + er - ec) - loglik(theta - er + ec)
+                          + loglik(theta - er - ec)) / (4 * h * h)
+    want = np.linalg.inv(-hess)
+    # entry by entry on the correlation scale, |C - W| / sqrt(W_ii W_jj): lambda at its bound (no
+    # lapses in the truth) is a nearly flat direction whose variance dwarfs the others'
+    scaled = np.abs(fits[g].cov - want) / np.sqrt(np.outer(np.diag(want), np.diag(want)))
+    free = _shared_free(theta)
+    assert not free.all() and free[7]   # lambda at its bound; tau free
+    assert scaled[np.ix_(free, free)].max() < 1e-4 and scaled.max() < 1e-2, scaled
+
+
+def test_shared_model_criterion_is_the_exact_8_parameter_update(judgments, pool):
+    """criterion="information" with model="shared": (a) every model's state holds the shared
+    fit's 8x8 covariance and U (P, 4, 8); the objective's weight matrices are those of b1_std's
+    gradients (std_gradients) at the shared thetas and their Akaike weights, checked through the
+    precision term (spread 1 minus spread 0) against explicit inverses (Sigma^-1 + I_x)^-1 and
+    the mean relative variance; (b) every reduction equals tr(M Sigma) - tr(M (Sigma^-1 + I_x)^-1)
+    by explicit 8x8 inverses, and after a pick the covariance is (Sigma^-1 + I_x)^-1; (c)
+    plan_wave(model="shared")'s picks (min_depth 0, no cap) are the greedy sequence of the full
+    recomputation."""
+    from satcal.analysis.adaptive import _design_std, _fit_all, std_gradients
+    from satcal.analysis.standardise import akaike_weights
+    study, rest, forms, pa, pb, ref = _shared_candidates(judgments, pool)
+    _, _, fits = _fit_all(study, forms, model="shared")
+    b1, grads = std_gradients(np.stack([f.theta for f in fits]), ref, akaike_weights([f.loglik for f in fits]))
+    models = [g for g in grads if np.isfinite(fits[g].cov).all()]
+    full, leader, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.005, model="shared")
+    contrast, _, _ = _design_std(pa, pb, study, forms, None, 0.0, ref, 0.005, model="shared")
+    assert leader in FORMS and list(full.models) == models
+    var0 = sum(np.einsum("fi,ij,fj->f", grads[g], fits[g].cov, grads[g]) for g in models)
+    red = full.reductions() - contrast.reductions()
+    for m, g in enumerate(models):
+        assert full.U[m].shape == (len(rest), 4, 8)
+        np.testing.assert_array_equal(full.sigma[m], fits[g].cov)
+    for idx in (0, 17, 101):
+        after = np.zeros_like(var0)
+        for m, g in enumerate(models):
+            U = full.U[m][idx]
+            after += np.einsum("fi,ij,fj->f", grads[g], np.linalg.inv(np.linalg.inv(fits[g].cov) + U.T @ U), grads[g])
+        assert red[idx] == pytest.approx(np.mean((var0 - after) / var0), rel=1e-6, abs=1e-12)
+    red = full.reductions()
+    for idx in (0, 17, 101):
+        want = sum(np.trace(M @ S) - np.trace(M @ np.linalg.inv(np.linalg.inv(S) + U[idx].T @ U[idx]))
+                   for U, S, M in zip(full.U, full.sigma, full.M))
+        assert red[idx] == pytest.approx(want, rel=1e-6, abs=1e-12)
+    before = [np.linalg.inv(np.linalg.inv(S) + U[17].T @ U[17]) for U, S in zip(full.U, full.sigma)]
+    full.add(17)
+    for S, want in zip(full.sigma, before):
+        np.testing.assert_allclose(S, want, rtol=1e-6, atol=1e-12 * np.abs(want).max())
+    wave = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None,
+                     model="shared")
+    state, _, _ = _design_std(pa, pb, study, forms, None, 1.0, ref, 0.0, fits=fits)
+    independent = plan_wave(rest, study, FORMS, 6, seed=1, min_depth=0, reference=ref, margin=0.0, cell_cap=None)
+    assert list(wave["example_id"]) != list(independent["example_id"])   # the model changes the wave
+    _assert_full_greedy(wave, state, rest)
+
+
+def test_shared_model_option_refused_where_it_cannot_apply(judgments, pool):
+    """model= is checked in one line: an unknown model, model="shared" with target b1_joint
+    (whose criterion reads the independent curve), on a study with neither judgments nor a
+    reference (the b1_joint fallback), or with 7-parameter fits=."""
+    from satcal.analysis.adaptive import _fit_all
+    bare = _answers(pool.iloc[:300].reset_index(drop=True), seed=4)
+    rest = pool.iloc[300:].reset_index(drop=True)
+    study = StudyData(bare.examples, k=4, n_levels=4, judgments=judgments)
+    _, _, fits = _fit_all(study, [formulation(f) for f in FORMS])
+    for call, said in ((dict(study=study, model="mixed"), "model must be one of independent, shared"),
+                       (dict(study=study, model="shared", target="b1_joint"), "model='shared' needs target 'b1_std'"),
+                       (dict(study=bare, model="shared"), "model='shared' needs b1_std's reference"),
+                       (dict(study=study, model="shared", fits=fits), "fits= must be shared joint fits")):
+        study_ = call.pop("study")
+        with pytest.raises(SatcalError) as refused:
+            plan_wave(rest, study_, FORMS, 10, seed=1, min_depth=0, **call)
+        assert str(refused.value).startswith(said) and "\n" not in str(refused.value), str(refused.value)

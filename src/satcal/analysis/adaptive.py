@@ -107,6 +107,10 @@ OPENNESS = ("stop", "pick")
 #: formulation's contrast with the leader (open or not: the argmin pick's question); ``"both"``
 #: half of each.
 PRECISION = ("levels", "contrasts", "both")
+#: The joint model the criterion fits between waves (``model=``): the independent one (default,
+#: 7 parameters, :func:`~.joint.fit_joint`) or the shared-effect one the analysis fits by default
+#: (8 parameters, tau last, :func:`~.joint.fit_joint_shared`).
+MODELS = ("independent", "shared")
 #: Stale reductions recomputed at a time by plan_wave's lazy greedy.
 LAZY_BLOCK = 256
 #: Default share of a wave any one phi or |dphi| cell of the formulations the criterion reads
@@ -277,15 +281,22 @@ def _study_cells(study: StudyData, forms, n_bins: int, n_cells: int) -> np.ndarr
     return np.bincount(ids.ravel(), weights=np.repeat(types.counts, ids.shape[1]), minlength=n_cells)
 
 
-def _fit_all(study: StudyData, forms, cache: dict | None = None):
+def _fit_all(study: StudyData, forms, cache: dict | None = None, model: str = "independent"):
     """The joint fit of every formulation: in full (several starts, :func:`~.joint.fit_joint`),
     or, for a formulation whose fit ``cache`` holds from an earlier call, one run from it
-    (:func:`_warm_fit`); ``cache`` then gets the new fits."""
-    from .joint import fit_joint
+    (:func:`_warm_fit`); ``cache`` then gets the new fits. With ``model="shared"`` the fits are
+    the analysis's own (``calibrate``'s default): :func:`~.joint.fit_joint` in full, then
+    :func:`~.joint.fit_joint_shared` from it (its starts over tau, its maximum check and its
+    inverse observed information on 8 parameters); no warm start, so the criterion reads the
+    fits the calibration of the same answers makes."""
+    from .joint import fit_joint, fit_joint_shared
     types, code = _types_code(study, forms)
     fits = []
     for j, f in enumerate(forms):
         args = (types.phi_a[:, j], types.phi_b[:, j], types.answers, types.counts)
+        if model == "shared":
+            fits.append(fit_joint_shared(*args, independent=fit_joint(*args)))
+            continue
         old = cache.get(f.id) if cache is not None else None
         fit = _warm_fit(old, *args) if old is not None else fit_joint(*args)
         fits.append(fit)
@@ -540,7 +551,7 @@ def _open_contrasts(b1, ok, lead, margin, contenders, variance_of, openness: str
 
 
 def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
-                     margin: float, fits=None, cache=None, openness: str = "stop"):
+                     margin: float, fits=None, cache=None, openness: str = "stop", model: str = "independent"):
     """The information term for the standardised b1_std (docs/adaptive.md): as
     :func:`_information`, but every formulation's b1_std moves through the joint models that
     carry the satisfaction model's weight, so an answer's influence on b1_std(f) is
@@ -549,9 +560,10 @@ def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread
 
     G_fg the gradient of b1_std(f) in theta_g (:func:`std_gradients`), and y ~ the weighted
     mixture of the models' answer probabilities. Openness of a contrast counts the margin:
-    2 Phi(-(d + margin) / sd)."""
+    2 Phi(-(d + margin) / sd). ``model``: the joint model fitted (:data:`MODELS`)."""
     from .standardise import akaike_weights
-    types, code, fits_ = _fit_all(study, forms, cache) if fits is None else (*_types_code(study, forms), fits)
+    types, code, fits_ = (_fit_all(study, forms, cache, model) if fits is None
+                          else (*_types_code(study, forms), fits))
     n_f = len(forms)
     thetas = np.stack([f.theta for f in fits_])
     weights = akaike_weights([f.loglik for f in fits_])
@@ -564,7 +576,7 @@ def _information_std(pool_a, pool_b, study: StudyData, forms, contenders, spread
         cov = fits_[g].cov
         if not np.isfinite(cov).all():
             continue
-        A = cov @ grad.T                                                              # (7, F)
+        A = cov @ grad.T                                                              # (7 or 8, F)
         p, jac = _jacobian(fits_[g].theta, types.phi_a[:, g], types.phi_b[:, g])
         psi_obs += (jac[rows, code] / p[rows, code][:, None]) @ A
         pp, pj = _jacobian(fits_[g].theta, pool_a[:, g], pool_b[:, g])
@@ -630,7 +642,7 @@ class _Design:
 
 def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: float, reference,
                 margin: float, fits=None, cache=None, relative: bool = True, openness: str = "stop",
-                precision: str = "levels"):
+                precision: str = "levels", model: str = "independent"):
     """The exact expected-information criterion for b1_std (docs/adaptive.md, "The criterion").
 
     b1_std(f) = c(theta) depends on the answers through the curve parameters of the joint models
@@ -651,10 +663,13 @@ def _design_std(pool_a, pool_b, study: StudyData, forms, contenders, spread: flo
     instead, every formulation's contrast with the leader whether open or not (what the argmin
     pick reads); ``"both"`` takes half of each. Phi is linear
     in the Sigma_g, Phi = sum_g tr(M_g Sigma_g), and one answer at x lowers each Sigma_g by the
-    exact rank-4 update of its expected information (:meth:`_Design.reductions`). Returns the
-    design state, the leader and the contenders."""
+    exact rank-4 update of its expected information (:meth:`_Design.reductions`). With
+    ``model="shared"`` the models are the shared-effect fits (:func:`_fit_all`), and Sigma_g,
+    G_fg and the information are on their 8 parameters (tau's information from the Jacobian of
+    the shared-effect answer probabilities, :func:`_jacobian`). Returns the design state, the
+    leader and the contenders."""
     from .standardise import akaike_weights
-    _, _, fits_ = _fit_all(study, forms, cache) if fits is None else (*_types_code(study, forms), fits)
+    _, _, fits_ = _fit_all(study, forms, cache, model) if fits is None else (*_types_code(study, forms), fits)
     thetas = np.stack([f.theta for f in fits_])
     weights = akaike_weights([f.loglik for f in fits_])
     b1, grads = std_gradients(thetas, reference, weights)
@@ -722,12 +737,13 @@ def _reference_for(study: StudyData, forms, reference, reference_seed: int, cach
     return ref
 
 
-def _refuse_std_options(precision: str, openness: str) -> None:
+def _refuse_std_options(precision: str, openness: str, model: str = "independent") -> None:
     """The criterion falls back to each formulation's b1_joint when the study has no judgments to
     draw b1_std's reference population from; an option only b1_std's criterion reads would then
     be ignored, so it is refused instead."""
     asked = [f"{name}={value!r}" for name, value, default in (("precision", precision, "levels"),
-                                                              ("openness", openness, "stop"))
+                                                              ("openness", openness, "stop"),
+                                                              ("model", model, "independent"))
              if value != default]
     if asked:
         raise SatcalError(f"{', '.join(asked)} needs b1_std's reference population, drawn from the study's "
@@ -737,7 +753,7 @@ def _refuse_std_options(precision: str, openness: str) -> None:
 
 def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits,
            cache=None, target="b1_std", margin=MARGIN, reference=None, reference_seed=0,
-           criterion="information", openness="stop", precision="levels") -> _Parts:
+           criterion="information", openness="stop", precision="levels", model="independent") -> _Parts:
     forms = resolve_formulations(formulations)
     if target not in TARGETS:
         raise SatcalError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
@@ -750,6 +766,14 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     if precision != "levels" and (criterion == "influence" or target != "b1_std"):
         raise SatcalError(f"precision={precision!r} needs target 'b1_std' and criterion 'information' or "
                           f"'information-sum', got target {target!r}, criterion {criterion!r}")
+    if model not in MODELS:
+        raise SatcalError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    if model == "shared" and target != "b1_std":
+        # b1_joint's criterion reads each formulation's independent curve (_b1_and_gradient)
+        raise SatcalError(f"model='shared' needs target 'b1_std', got target {target!r}")
+    if fits is not None and any(np.size(f.theta) != (8 if model == "shared" else 7) for f in fits):
+        raise SatcalError(f"fits= must be {model} joint fits ({8 if model == 'shared' else 7} parameters) "
+                          f"for model={model!r}")
     if min_depth < 0:
         raise SatcalError(f"min_depth must be >= 0, got {min_depth}")
     if contenders is not None and contenders < 2:
@@ -766,18 +790,18 @@ def _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bin
     jitter = np.random.default_rng([seed, 24, 1]).random(len(pool)) * 1e-9
     ref = None if empty or target != "b1_std" else _reference_for(study, forms, reference, reference_seed, cache)
     if ref is None and not empty and target == "b1_std":
-        _refuse_std_options(precision, openness)
+        _refuse_std_options(precision, openness, model)
     state = None
     if empty:
         info, leader, cont = np.zeros(len(pool)), None, ()
     elif ref is not None and criterion != "influence":
         state, leader, cont = _design_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
                                           relative=criterion == "information", openness=openness,
-                                          precision=precision)
+                                          precision=precision, model=model)
         info = state.reductions() if state is not None else np.zeros(len(pool))
     elif ref is not None:
         info, leader, cont = _information_std(pa, pb, study, forms, contenders, spread, ref, margin, fits, cache,
-                                              openness)
+                                              openness, model)
     else:   # b1_joint asked for, or no judgments to draw the reference population from
         info, leader, cont = _information(pa, pb, study, forms, contenders, spread, fits, cache)
     return _Parts(pool["example_id"].astype(str).to_numpy(), cells, counts, info, min_depth, jitter, leader, cont,
@@ -807,7 +831,8 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
                        n_bins: int = 10, top_level: int | None = None, fits=None,
                        cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
                        reference=None, reference_seed: int = 0, criterion: str = "information",
-                       openness: str = "stop", precision: str = "levels") -> pd.Series:
+                       openness: str = "stop", precision: str = "levels",
+                       model: str = "independent") -> pd.Series:
     """How soon to ask each pool example (higher = sooner), from the answers so far.
 
     The criterion of the module docstring: examples landing in a cell with fewer than
@@ -888,6 +913,14 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
         every formulation's contrast with the leader, open or not (the argmin pick's question);
         ``"both"`` half of each (docs/adaptive.md). Other criteria and ``target="b1_joint"``
         take only ``"levels"``.
+    model : {"independent", "shared"}, optional
+        The joint model the criterion fits to the answers so far (:data:`MODELS`):
+        ``"independent"`` (default) the 7-parameter model (:func:`~.joint.fit_joint`, warm
+        started from ``cache``); ``"shared"`` the shared-effect model the analysis fits by
+        default (:func:`~.joint.fit_joint_shared` after a full :func:`~.joint.fit_joint`, as
+        ``calibrate`` does; never warm started), its Akaike weights, covariances, b1_std
+        gradients and expected information on 8 parameters (docs/adaptive.md). b1_std only;
+        ``fits``, when given, must then be shared-effect fits.
 
     Returns
     -------
@@ -897,7 +930,7 @@ def example_priorities(pool: pd.DataFrame, study: StudyData | None, formulations
     examples in waves of its own (:func:`pool_cells`).
     """
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed, criterion, openness, precision)
+                   target, margin, reference, reference_seed, criterion, openness, precision, model)
     out = pd.Series(_score(parts), index=pd.Index(parts.ids, name="example_id"), name="priority")
     capped = _capped_cells(parts, formulations, 1.0, 1)
     ids = [f.id for f in resolve_formulations(formulations)]
@@ -944,7 +977,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
               cache: dict | None = None, target: str = "b1_std", margin: float = MARGIN,
               reference=None, reference_seed: int = 0, criterion: str = "information",
               cell_cap: float | None = CELL_CAP, openness: str = "stop", precision: str = "levels",
-              defensive: float = 0.0) -> pd.DataFrame:
+              defensive: float = 0.0, model: str = "independent") -> pd.DataFrame:
     """The ``n`` pool examples to ask next, chosen greedily by :func:`example_priorities`.
 
     After each pick the cells it lands in count it (so short cells fill up and the wave spreads,
@@ -975,7 +1008,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
         Examples to choose (at most the free ones).
     seed : int
         Seeds the tie-breaker.
-    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion, openness, precision
+    min_depth, contenders, spread, n_bins, top_level, fits, cache, target, margin, reference, reference_seed, criterion, openness, precision, model
         As in :func:`example_priorities`.
     exclude : iterable of str, optional
         Example ids never to choose (those already asked).
@@ -999,7 +1032,9 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     Raises
     ------
     SatcalError
-        ``n`` is negative, or ``cell_cap`` or ``defensive`` is out of range.
+        ``n`` is negative, or ``cell_cap`` or ``defensive`` is out of range, or ``model`` is
+        unknown or asked of ``target="b1_joint"`` (or of a study with neither judgments nor
+        ``reference``).
     """
     if n < 0:
         raise SatcalError(f"plan_wave: n must be >= 0, got {n}")
@@ -1008,7 +1043,7 @@ def plan_wave(pool: pd.DataFrame, study: StudyData | None, formulations, n: int,
     if cell_cap is not None and not 0 < cell_cap <= 1:
         raise SatcalError(f"plan_wave: cell_cap must be in (0, 1] or None, got {cell_cap}")
     parts = _parts(pool, study, formulations, seed, min_depth, contenders, spread, n_bins, top_level, fits, cache,
-                   target, margin, reference, reference_seed, criterion, openness, precision)
+                   target, margin, reference, reference_seed, criterion, openness, precision, model)
     capped = _capped_cells(parts, formulations, cell_cap, n)
     asked = set(map(str, exclude))
     if study is not None and "example_id" in study.examples.columns:
