@@ -1215,7 +1215,8 @@ def _shared_bootstrap_thetas(fit, phi_a, phi_b, code, weights, steps: int = 1) -
     (:func:`_shared_rows`), so the first Newton step of every replicate is one product,
     theta_b = theta_hat + V U' W_b; further steps re-evaluate each replicate at its own point.
     Where tau is weakly identified (:func:`weak_tau`) every replicate is instead re-fitted by
-    L-BFGS-B from the full-sample fit (at most :data:`REFIT_ITERATIONS` iterations)."""
+    L-BFGS-B from the full-sample fit (at most :data:`REFIT_ITERATIONS` iterations, then tight
+    passes to a maximum, :func:`_refit_replicates`)."""
     nodes = getattr(fit, "nodes", SHARED_NODES)
     low, high = np.array(SHARED_BOUNDS).T
     if weak_tau(fit):
@@ -1232,20 +1233,35 @@ def _shared_bootstrap_thetas(fit, phi_a, phi_b, code, weights, steps: int = 1) -
 
 def _refit_replicates(theta, phi_a, phi_b, code, weights, nodes: int = SHARED_NODES,
                       iterations: int = REFIT_ITERATIONS) -> np.ndarray:
-    """Every replicate's L-BFGS-B re-fit of the shared-effect model from ``theta``: what
-    ``scipy.optimize.minimize(method="L-BFGS-B", bounds=SHARED_BOUNDS, options={"maxiter":
-    iterations})`` gives replicate by replicate, with the replicates' evaluations batched.
+    """Every replicate's L-BFGS-B re-fit of the shared-effect model from ``theta``, carried to
+    a maximum: what ``scipy.optimize.minimize(method="L-BFGS-B", bounds=SHARED_BOUNDS,
+    options={"maxiter": iterations})`` gives replicate by replicate, then, from where each
+    stopped, the same at :data:`REFIT_POLISH`'s tight tolerances, again on the replicates that
+    pass moved by more than :data:`REFIT_GAIN` (:func:`_two_pass`), the replicates'
+    evaluations batched.
 
-    Why. On a small study (60 answers: 44 distinct rows a formulation) an evaluation of the
-    likelihood costs numpy's call overhead, not its rows, so re-fitting replicate by replicate
+    Why the tight pass. At scipy's default tolerances (ftol 2.2e-9 relative, projected gradient
+    1e-5) L-BFGS-B stops short of the maximum on many replicates of a small study, whose
+    likelihood is flat along ridges that run to the box: on the 60-answer study of
+    ``benchmarks/bench_small_study.py`` (B = 100) a tight search from where it stopped gained
+    more than 0.01 log-likelihood on 1,003 of 3,600 replicates, up to 24.6 units
+    (docs/benchmarks.md); a replicate short of its maximum biases the interval. The tight
+    passes end where such a search gains under 1e-3 on all 3,600 (about 2.7 times the re-fits' CPU),
+    and where an independent one does on the test's (tests/test_joint_shared.py).
+    They carry a replicate to the maximum its own path leads to: on these multimodal
+    likelihoods another start (the replicate's own :func:`fit_joint_shared`) can find a
+    higher one, which this does not look for.
+
+    Why batched. On a small study (60 answers: 44 distinct rows a formulation) an evaluation of
+    the likelihood costs numpy's call overhead, not its rows, so re-fitting replicate by replicate
     cost about 30 evaluations x 36 formulations, 0.7 s a replicate, where a large study's
     replicates (tau well identified: one Newton step, all at once) cost a few ms. Here scipy's
     L-BFGS-B runs through its reverse-communication routine (``_lbfgsb.setulb``, the loop of
-    ``scipy.optimize._lbfgsb_py._minimize_lbfgsb`` with its defaults), one state per
-    replicate, and whenever replicates ask for the value and gradient they get them in one
-    batched call (:func:`_shared_rows` over (replicates, rows)), which gives each replicate the
-    numbers its own call gives, bit for bit: the same iterates, the same maxima. Where the
-    routine is not there as expected (another scipy), replicate by replicate.
+    ``scipy.optimize._lbfgsb_py._minimize_lbfgsb``), one state per replicate, and whenever
+    replicates ask for the value and gradient they get them in one batched call
+    (:func:`_shared_rows` over (replicates, rows)), which gives each replicate the numbers its
+    own call gives, bit for bit: the same iterates, the same maxima. Where the routine is not
+    there as expected (another scipy), replicate by replicate.
 
     Parameters
     ----------
@@ -1256,39 +1272,76 @@ def _refit_replicates(theta, phi_a, phi_b, code, weights, nodes: int = SHARED_NO
     weights : numpy.ndarray, shape (B, n)
     nodes : int
     iterations : int
-        L-BFGS-B iterations at most (``maxiter``).
+        L-BFGS-B iterations at most (``maxiter``) of the first pass.
 
     Returns
     -------
     numpy.ndarray, shape (B, 8)
     """
-    from scipy.optimize import minimize
     weights = np.atleast_2d(np.asarray(weights, float))
     low, high = np.array(SHARED_BOUNDS).T
     try:
-        return np.clip(_batched_lbfgsb(theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
+        return np.clip(_two_pass(_batched_lbfgsb, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
     except (ImportError, AttributeError, TypeError, ValueError):   # scipy's routine is not the one above
-        return np.clip(np.array([minimize(_shared_negloglik_and_gradient, theta,
-                                          args=(phi_a, phi_b, code, w, nodes), jac=True, method="L-BFGS-B",
-                                          bounds=SHARED_BOUNDS, options={"maxiter": iterations}).x
-                                 for w in weights]), low, high)
+        return np.clip(_two_pass(_one_by_one, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
+
+
+def _two_pass(run, theta, phi_a, phi_b, code, weights, nodes, iterations):
+    """:func:`_refit_replicates`' passes with ``run`` (:func:`_batched_lbfgsb` or
+    :func:`_one_by_one`): scipy's defaults from ``theta``, then the tight pass from where each
+    replicate stopped, again on those it moved by more than :data:`REFIT_GAIN` (a fresh start
+    drops a curvature memory that stalled on a flat ridge), :data:`REFIT_RESTARTS` times at
+    most."""
+    x = np.repeat(np.asarray(theta, float)[None], len(weights), axis=0)
+    x, f = run(x, phi_a, phi_b, code, weights, nodes, {**_LBFGSB, "maxiter": iterations})
+    todo = np.arange(len(weights))
+    for _ in range(REFIT_RESTARTS):
+        x[todo], after = run(x[todo], phi_a, phi_b, code, weights[todo], nodes, {**_LBFGSB, **REFIT_POLISH})
+        gained = f[todo] - after > REFIT_GAIN
+        f[todo] = after
+        todo = todo[gained]
+        if not todo.size:
+            break
+    return x
+
+
+def _one_by_one(start, phi_a, phi_b, code, weights, nodes, options):
+    """:func:`_batched_lbfgsb`'s runs by ``scipy.optimize.minimize``, replicate by replicate."""
+    from scipy.optimize import minimize
+    runs = [minimize(_shared_negloglik_and_gradient, x, args=(phi_a, phi_b, code, w, nodes), jac=True,
+                     method="L-BFGS-B", bounds=SHARED_BOUNDS,
+                     options={k: options[k] for k in ("maxiter", "ftol", "gtol", "maxfun", "maxls", "maxcor")
+                              if k in options} | {"maxcor": options["m"]})
+            for x, w in zip(start, weights)]
+    return np.array([r.x for r in runs]), np.array([r.fun for r in runs])
 
 
 #: L-BFGS-B's defaults in scipy.optimize.minimize: corrections kept, ftol, gtol, evaluations at
 #: most, line-search steps at most.
 _LBFGSB = {"m": 10, "ftol": 2.2204460492503131e-09, "gtol": 1e-5, "maxfun": 15000, "maxls": 20}
+#: The tight passes of :func:`_refit_replicates`: no stop on the value's relative change
+#: (ftol 0; at 1e-15, on the small study's replicates creeping along ridges to the box, 67 of
+#: 2,000 still stopped > 0.01 short of a search without it, up to 24.6), a largest projected
+#: gradient of 1e-10, iterations at most.
+REFIT_POLISH = {"ftol": 0.0, "gtol": 1e-10, "maxiter": 3000}
+#: Tight passes of :func:`_refit_replicates` at most, and the gain in log-likelihood under
+#: which a replicate takes no further one.
+REFIT_RESTARTS, REFIT_GAIN = 10, 1e-6
 
 
-def _batched_lbfgsb(theta, phi_a, phi_b, code, weights, nodes, iterations):
-    """:func:`_refit_replicates` through scipy's reverse-communication L-BFGS-B (scipy >= 1.15:
-    integer task codes; 3 asks for the value and gradient at x, 1 reports a new iterate)."""
+def _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options):
+    """:func:`_refit_replicates`' L-BFGS-B runs, one per row of ``start`` (B, 8) and
+    ``weights``, through scipy's reverse-communication routine (scipy >= 1.15: integer task
+    codes; 3 asks for the value and gradient at x, 1 reports a new iterate); ``options`` as
+    :data:`_LBFGSB` plus ``maxiter``. Returns the ends, (B, 8), and the negative
+    log-likelihood there, (B,)."""
     from scipy.optimize import _lbfgsb
     if not hasattr(_lbfgsb, "setulb"):
         raise AttributeError("scipy.optimize._lbfgsb.setulb")
     low, high = (np.array(b, np.float64) for b in zip(*SHARED_BOUNDS))
-    size, m = theta.size, _LBFGSB["m"]
-    factr = _LBFGSB["ftol"] / np.finfo(float).eps
-    start = np.clip(np.asarray(theta, np.float64), low, high)
+    start = np.clip(np.asarray(start, np.float64), low, high)
+    size, m = start.shape[1], options["m"]
+    factr = options["ftol"] / np.finfo(float).eps
     # replicates a batched evaluation takes at once, so that its (replicates, nodes, rows)
     # arrays stay at VECTOR_SIZE elements, as one evaluation's (nodes, rows) do
     chunk = max(1, VECTOR_SIZE // (nodes * max(phi_a.size, 1)))
@@ -1306,11 +1359,11 @@ def _batched_lbfgsb(theta, phi_a, phi_b, code, weights, nodes, iterations):
         return f, g
 
     count = len(weights)
-    state = [dict(x=start.copy(), wa=np.zeros(2 * m * size + 5 * size + 11 * m * m + 8 * m),
+    state = [dict(x=start[b].copy(), wa=np.zeros(2 * m * size + 5 * size + 11 * m * m + 8 * m),
                   iwa=np.zeros(3 * size, np.int32), task=np.zeros(2, np.int32),
                   ln_task=np.zeros(2, np.int32), lsave=np.zeros(4, np.int32),
                   isave=np.zeros(44, np.int32), dsave=np.zeros(29), nit=0, nfev=1)
-             for _ in range(count)]
+             for b in range(count)]
     nbd = np.full(size, 2, np.int32)   # every parameter bounded on both sides
     for s in state:   # as scipy starts: the routine's first call asks for the value at the start
         s["f"], s["g"] = 0.0, np.zeros(size)
@@ -1320,16 +1373,16 @@ def _batched_lbfgsb(theta, phi_a, phi_b, code, weights, nodes, iterations):
         for b in pending:
             s = state[b]
             while True:
-                _lbfgsb.setulb(m, s["x"], low, high, nbd, s["f"], s["g"], factr, _LBFGSB["gtol"],
+                _lbfgsb.setulb(m, s["x"], low, high, nbd, s["f"], s["g"], factr, options["gtol"],
                                s["wa"], s["iwa"], s["task"], s["lsave"], s["isave"], s["dsave"],
-                               _LBFGSB["maxls"], s["ln_task"])
+                               options["maxls"], s["ln_task"])
                 if s["task"][0] == 3:
                     asking.append(b)
                     break
                 if s["task"][0] != 1:
                     break
                 s["nit"] += 1
-                if s["nit"] >= iterations or s["nfev"] > _LBFGSB["maxfun"]:
+                if s["nit"] >= options["maxiter"] or s["nfev"] > options["maxfun"]:
                     s["task"][:] = 5, 504
         if asking:
             idx = np.array(asking)
@@ -1338,7 +1391,8 @@ def _batched_lbfgsb(theta, phi_a, phi_b, code, weights, nodes, iterations):
                 state[b]["f"], state[b]["g"] = float(f[k]), g[k]
                 state[b]["nfev"] += 1
         pending = asking
-    return np.array([s["x"] for s in state])
+    x = np.array([s["x"] for s in state])
+    return x, evaluate(np.arange(count), x)[0]
 
 
 #: Points of |dphi| at which :func:`_implied_shared` evaluates the shared-effect model's
