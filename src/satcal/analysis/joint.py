@@ -1310,7 +1310,7 @@ def _one_by_one(start, phi_a, phi_b, code, weights, nodes, options):
     from scipy.optimize import minimize
     runs = [minimize(_shared_negloglik_and_gradient, x, args=(phi_a, phi_b, code, w, nodes), jac=True,
                      method="L-BFGS-B", bounds=SHARED_BOUNDS,
-                     options={k: options[k] for k in ("maxiter", "ftol", "gtol", "maxfun", "maxls", "maxcor")
+                     options={k: options[k] for k in ("maxiter", "ftol", "gtol", "maxfun", "maxls")
                               if k in options} | {"maxcor": options["m"]})
             for x, w in zip(start, weights)]
     return np.array([r.x for r in runs]), np.array([r.fun for r in runs])
