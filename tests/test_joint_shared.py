@@ -371,3 +371,37 @@ def test_weak_tau_refits_end_at_a_maximum(small_weak_study):
         best = min(f(leg), minimize(f, leg, method="L-BFGS-B", bounds=SHARED_BOUNDS, options=tight).fun)
         gains.append(f(t) - best)
     assert max(gains) < 1e-3, np.round(gains, 4)
+
+
+def test_fits_starts_in_lockstep_are_scipys_minimize_start_by_start(small_weak_study, monkeypatch):
+    """fit_joint's five starts and fit_joint_shared's tau starts run in lockstep (one batched
+    evaluation for every run asking) end, bit for bit, where scipy.optimize.minimize's L-BFGS-B
+    run start by start ends (the peer, with each fit's options); the fits built on them are the
+    same as with the run-by-run fallback."""
+    import satcal.analysis.joint as joint
+    from satcal.analysis.joint import (SHARED_BOUNDS, START_NODES, TAU_STARTS, _collapse_rows,
+                                       _independent_runs, _lockstep, _negloglik_and_gradient, _starts)
+    pa, pb, answers, code, _ = small_weak_study
+    rows = _collapse_rows(pa, pb, code, np.ones(pa.size))
+    starts = _starts(*rows)
+    want = [minimize(_negloglik_and_gradient, x, args=rows, jac=True, method="L-BFGS-B", bounds=BOUNDS,
+                     options={"maxiter": 2000}) for x in starts]
+    ends, values = _independent_runs(starts, rows)
+    np.testing.assert_array_equal(ends, [r.x for r in want])
+    np.testing.assert_array_equal(values, [r.fun for r in want])
+    assert len({r.nit for r in want}) > 1   # runs of different lengths: the lockstep waits for none
+    tau_starts = np.array([np.append(ends[0], tau) for tau in TAU_STARTS])
+    want = [minimize(_shared_negloglik_and_gradient, x, args=(*rows, START_NODES), jac=True,
+                     method="L-BFGS-B", bounds=SHARED_BOUNDS, options={"maxiter": 1000}) for x in tau_starts]
+    counts = np.broadcast_to(rows[3], (len(tau_starts), rows[3].size))
+    np.testing.assert_array_equal(_lockstep(tau_starts, *rows[:3], counts, START_NODES,
+                                            {**joint._LBFGSB, "maxiter": 1000}), [r.x for r in want])
+    lockstep = fit_joint_shared(pa, pb, answers)
+
+    def missing(*args):
+        raise AttributeError("scipy.optimize._lbfgsb.setulb")
+    monkeypatch.setattr(joint, "_lbfgsb_lockstep", missing)
+    fallback = fit_joint_shared(pa, pb, answers)
+    np.testing.assert_array_equal(lockstep.theta, fallback.theta)
+    np.testing.assert_array_equal(lockstep.independent.theta, fallback.independent.theta)
+    assert lockstep.loglik == fallback.loglik and lockstep.starts_agreeing == fallback.starts_agreeing

@@ -113,6 +113,14 @@ def _negloglik(theta, phi_a, phi_b, code, counts):
     return -float(np.sum(counts * np.log(np.maximum(p, _EPS))))
 
 
+def _by_answer(is_a, is_b, is_good, a, b, good, bad):
+    """Each element's value for its row's answer: ``a`` where ``is_a``, ``b`` where ``is_b``,
+    ``good`` where ``is_good``, else ``bad``. What ``np.select`` gives, value for value, by nested
+    ``np.where``: select's Python-level broadcasting cost more than the arithmetic on a small
+    study's rows (7.6 of 147 s of an adaptive end-to-end run, 96,157 calls)."""
+    return np.where(is_a, a, np.where(is_b, b, np.where(is_good, good, bad)))
+
+
 def _answer_terms(theta, phi_a, phi_b, code):
     """Per parameter row and answer row: the observed answer's probability ``p`` and its
     partial derivatives with respect to s_A, s_B, pi, the share to the higher list and the
@@ -128,20 +136,17 @@ def _answer_terms(theta, phi_a, phi_b, code):
     same = s_a * s_b + (1 - s_a) * (1 - s_b)
     only_a, only_b = s_a * (1 - s_b), s_b * (1 - s_a)
     is_a, is_b, is_good = code == 0, code == 1, code == 2
-    p = np.select([is_a, is_b, is_good],
-                  [same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
-                   same * pi * (1 - to_a) + only_b * (1 - lapse) + only_a * lapse,
-                   s_a * s_b * (1 - pi)], (1 - s_a) * (1 - s_b) * (1 - pi))
-    dp_dsa = np.select([is_a, is_b, is_good],
-                       [(2 * s_b - 1) * pi * to_a + (1 - s_b) * (1 - lapse) - s_b * lapse,
-                        (2 * s_b - 1) * pi * (1 - to_a) - s_b * (1 - lapse) + (1 - s_b) * lapse,
-                        s_b * (1 - pi)], -(1 - s_b) * (1 - pi))
-    dp_dsb = np.select([is_a, is_b, is_good],
-                       [(2 * s_a - 1) * pi * to_a - s_a * (1 - lapse) + (1 - s_a) * lapse,
-                        (2 * s_a - 1) * pi * (1 - to_a) + (1 - s_a) * (1 - lapse) - s_a * lapse,
-                        s_a * (1 - pi)], -(1 - s_a) * (1 - pi))
-    dp_dpi = np.select([is_a, is_b, is_good], [same * to_a, same * (1 - to_a), -s_a * s_b],
-                       -(1 - s_a) * (1 - s_b))
+    by_answer = lambda a, b, good, bad: _by_answer(is_a, is_b, is_good, a, b, good, bad)
+    p = by_answer(same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
+                  same * pi * (1 - to_a) + only_b * (1 - lapse) + only_a * lapse,
+                  s_a * s_b * (1 - pi), (1 - s_a) * (1 - s_b) * (1 - pi))
+    dp_dsa = by_answer((2 * s_b - 1) * pi * to_a + (1 - s_b) * (1 - lapse) - s_b * lapse,
+                       (2 * s_b - 1) * pi * (1 - to_a) - s_b * (1 - lapse) + (1 - s_b) * lapse,
+                       s_b * (1 - pi), -(1 - s_b) * (1 - pi))
+    dp_dsb = by_answer((2 * s_a - 1) * pi * to_a - s_a * (1 - lapse) + (1 - s_a) * lapse,
+                       (2 * s_a - 1) * pi * (1 - to_a) + (1 - s_a) * (1 - lapse) - s_a * lapse,
+                       s_a * (1 - pi), -(1 - s_a) * (1 - pi))
+    dp_dpi = by_answer(same * to_a, same * (1 - to_a), -s_a * s_b, -(1 - s_a) * (1 - s_b))
     dp_dto = np.where(is_a, same * pi, np.where(is_b, -same * pi, 0.0))
     dp_dlapse = np.where(is_a, only_b - only_a, np.where(is_b, only_a - only_b, 0.0))
     return dict(p=p, s_a=s_a, s_b=s_b, pi=pi, d=d, delta=delta, lapse=lapse, dp_dsa=dp_dsa,
@@ -247,10 +252,9 @@ def replicate_loglik(thetas, phi_a, phi_b, code, weights, fit: "JointFit | None"
         to_a = np.where(d > 0, delta, np.where(d < 0, 1 - delta, 0.5))
         same = s_a * s_b + (1 - s_a) * (1 - s_b)
         only_a, only_b = s_a * (1 - s_b), s_b * (1 - s_a)
-        p = np.select([is_a, is_b, is_good],
-                      [same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
+        p = _by_answer(is_a, is_b, is_good, same * pi * to_a + only_a * (1 - lapse) + only_b * lapse,
                        same * pi * (1 - to_a) + only_b * (1 - lapse) + only_a * lapse,
-                       s_a * s_b * (1 - pi)], (1 - s_a) * (1 - s_b) * (1 - pi))
+                       s_a * s_b * (1 - pi), (1 - s_a) * (1 - s_b) * (1 - pi))
         out[i:i + block] = np.sum(weights[i:i + block] * np.log(np.maximum(p, _EPS)), axis=1)
     return out
 
@@ -481,13 +485,10 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
         raise ValueError(f"unknown answer codes: {sorted(set(answers[code < 0]))}")
     counts = np.ones(answers.size) if counts is None else np.asarray(counts, float)
     args = _collapse_rows(phi_a, phi_b, code, counts)
-    runs = [minimize(_negloglik_and_gradient, start, args=args, jac=True, method="L-BFGS-B",
-                     bounds=BOUNDS, options={"maxiter": 2000})
-            for start in _starts(*args)]
-    values = np.array([r.fun for r in runs])
+    stops, values = _independent_runs(_starts(*args), args)
     # the best end, polished with tight tolerances (L-BFGS-B's defaults stop on a relative
     # change of f of about 2e-9, which can leave a gradient of 0.1 on 4,000 answers)
-    best = minimize(_negloglik_and_gradient, runs[int(np.argmin(values))].x, args=args, jac=True,
+    best = minimize(_negloglik_and_gradient, stops[int(np.argmin(values))], args=args, jac=True,
                     method="L-BFGS-B", bounds=BOUNDS, options={"maxiter": 2000, "ftol": 1e-14,
                                                               "gtol": 1e-8})
     values[np.argmin(values)] = min(values.min(), best.fun)
@@ -501,6 +502,23 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     pi = expit(theta[3] + theta[4] * np.abs(args[0] - args[1]))
     fit.flags = tuple(check) + fit_flags(theta, pi)
     return fit
+
+
+def _independent_runs(starts, args):
+    """:func:`fit_joint`'s L-BFGS-B runs (scipy's defaults, at most 2,000 iterations) from each
+    start, (S, 7), on the collapsed rows ``args``: their ends and negative log-likelihoods.
+    The runs go in lockstep (:func:`_lbfgsb_lockstep`, one evaluation for every run asking:
+    the same iterates as run by run, at a fraction of numpy's per-call cost on a small study),
+    or by ``scipy.optimize.minimize`` one by one where scipy's routine is not there."""
+    from scipy.optimize import minimize
+    options = {**_LBFGSB, "maxiter": 2000}
+    try:
+        return _lbfgsb_lockstep(starts, lambda idx, points: _negloglik_and_gradient(points, *args[:3], args[3][None]),
+                                BOUNDS, options)
+    except _NOT_THE_ROUTINE:
+        runs = [minimize(_negloglik_and_gradient, start, args=args, jac=True, method="L-BFGS-B",
+                         bounds=BOUNDS, options={"maxiter": 2000}) for start in starts]
+        return np.array([r.x for r in runs]), np.array([r.fun for r in runs])
 
 
 def _free(theta) -> np.ndarray:
@@ -1160,11 +1178,11 @@ def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NOD
     pulled[5:7] = np.clip(pulled[5:7], -SATURATED, SATURATED)
     # the starts run on START_NODES nodes (where they end is all they decide), the polish on
     # ``nodes``
-    runs = [minimize(_shared_negloglik_and_gradient, np.append(pulled, tau), args=(*rows, min(nodes, START_NODES)),
-                     jac=True, method="L-BFGS-B", bounds=SHARED_BOUNDS, options={"maxiter": 1000})
-            for tau in TAU_STARTS]
-    ends = np.array([-_shared_negloglik_and_gradient(r.x, *args)[0] for r in runs])
-    best = minimize(_shared_negloglik_and_gradient, runs[int(np.argmax(ends))].x, args=args,
+    starts = np.array([np.append(pulled, tau) for tau in TAU_STARTS])
+    stops = _lockstep(starts, *rows[:3], np.broadcast_to(rows[3], (len(starts), rows[3].size)),
+                      min(nodes, START_NODES), {**_LBFGSB, "maxiter": 1000})
+    ends = np.array([-_shared_negloglik_and_gradient(x, *args)[0] for x in stops])
+    best = minimize(_shared_negloglik_and_gradient, stops[int(np.argmax(ends))], args=args,
                     jac=True, method="L-BFGS-B", bounds=SHARED_BOUNDS,
                     options={"maxiter": 3000, "ftol": 1e-14, "gtol": 1e-8})
     ends[np.argmax(ends)] = max(ends.max(), -best.fun)
@@ -1282,8 +1300,23 @@ def _refit_replicates(theta, phi_a, phi_b, code, weights, nodes: int = SHARED_NO
     low, high = np.array(SHARED_BOUNDS).T
     try:
         return np.clip(_two_pass(_batched_lbfgsb, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
-    except (ImportError, AttributeError, TypeError, ValueError):   # scipy's routine is not the one above
+    except _NOT_THE_ROUTINE:
         return np.clip(_two_pass(_one_by_one, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
+
+
+#: What :func:`_batched_lbfgsb` raises where scipy's routine is not the one it drives.
+_NOT_THE_ROUTINE = (ImportError, AttributeError, TypeError, ValueError)
+
+
+def _lockstep(start, phi_a, phi_b, code, weights, nodes, options) -> np.ndarray:
+    """The ends of L-BFGS-B runs of the shared-effect model from each row of ``start``, (S, 8),
+    with ``weights`` (S, n): :func:`_batched_lbfgsb` (each run's iterates those of its own
+    ``scipy.optimize.minimize``, the evaluations batched), or run by run where scipy's routine
+    is not the one it drives."""
+    try:
+        return _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options)[0]
+    except _NOT_THE_ROUTINE:
+        return _one_by_one(start, phi_a, phi_b, code, weights, nodes, options)[0]
 
 
 def _two_pass(run, theta, phi_a, phi_b, code, weights, nodes, iterations):
@@ -1330,18 +1363,11 @@ REFIT_RESTARTS, REFIT_GAIN = 10, 1e-6
 
 
 def _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options):
-    """:func:`_refit_replicates`' L-BFGS-B runs, one per row of ``start`` (B, 8) and
-    ``weights``, through scipy's reverse-communication routine (scipy >= 1.15: integer task
-    codes; 3 asks for the value and gradient at x, 1 reports a new iterate); ``options`` as
+    """:func:`_refit_replicates`' L-BFGS-B runs of the shared-effect model, one per row of
+    ``start`` (B, 8) and ``weights``, by :func:`_lbfgsb_lockstep`; ``options`` as
     :data:`_LBFGSB` plus ``maxiter``. Returns the ends, (B, 8), and the negative
     log-likelihood there, (B,)."""
-    from scipy.optimize import _lbfgsb
-    if not hasattr(_lbfgsb, "setulb"):
-        raise AttributeError("scipy.optimize._lbfgsb.setulb")
-    low, high = (np.array(b, np.float64) for b in zip(*SHARED_BOUNDS))
-    start = np.clip(np.asarray(start, np.float64), low, high)
-    size, m = start.shape[1], options["m"]
-    factr = options["ftol"] / np.finfo(float).eps
+    size = len(SHARED_BOUNDS)
     # replicates a batched evaluation takes at once, so that its (replicates, nodes, rows)
     # arrays stay at VECTOR_SIZE elements, as one evaluation's (nodes, rows) do
     chunk = max(1, VECTOR_SIZE // (nodes * max(phi_a.size, 1)))
@@ -1358,7 +1384,26 @@ def _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options):
             g[part] = -np.matmul(scale[:, None, :], dp)[:, 0]
         return f, g
 
-    count = len(weights)
+    return _lbfgsb_lockstep(start, evaluate, SHARED_BOUNDS, options)
+
+
+def _lbfgsb_lockstep(start, evaluate, bounds, options):
+    """L-BFGS-B runs from each row of ``start`` (S, P) within ``bounds`` in lockstep, through
+    scipy's reverse-communication routine (scipy >= 1.15: integer task codes; 3 asks for the
+    value and gradient at x, 1 reports a new iterate), as ``scipy.optimize.minimize`` runs each
+    (``options`` as :data:`_LBFGSB` plus ``maxiter``); whenever runs ask for values and
+    gradients, ``evaluate(idx, points)`` gives them for runs ``idx`` at ``points`` in one call,
+    and each run's iterates are its own ``minimize``'s as long as ``evaluate`` gives each run
+    the numbers its own call would. Returns the ends, (S, P), and ``evaluate``'s values there,
+    (S,). Raises AttributeError where scipy's routine is not there."""
+    from scipy.optimize import _lbfgsb
+    if not hasattr(_lbfgsb, "setulb"):
+        raise AttributeError("scipy.optimize._lbfgsb.setulb")
+    low, high = (np.array(b, np.float64) for b in zip(*bounds))
+    start = np.clip(np.asarray(start, np.float64), low, high)
+    size, m = start.shape[1], options["m"]
+    factr = options["ftol"] / np.finfo(float).eps
+    count = len(start)
     state = [dict(x=start[b].copy(), wa=np.zeros(2 * m * size + 5 * size + 11 * m * m + 8 * m),
                   iwa=np.zeros(3 * size, np.int32), task=np.zeros(2, np.int32),
                   ln_task=np.zeros(2, np.int32), lsave=np.zeros(4, np.int32),
