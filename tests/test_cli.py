@@ -70,7 +70,7 @@ def test_unjudged_as_zero_is_allowed(external, tmp_path):
     t.loc[0, "a1"] = "unjudged-doc"
     t.to_csv(tmp_path / "a.csv", index=False)
     res = run("analyze", "--answers", tmp_path / "a.csv", "--judgments", external / "qrels.txt",
-              "--out", tmp_path / "o", "--unjudged", "zero", "--bootstrap", "0", "-q")
+              "--out", tmp_path / "o", "--unjudged", "zero", "--bootstrap", "0", "--formulations", "lin-const", "-q")
     assert res.exit_code == 0, res.output
     import json  # every answer analysed, the unjudged document's among them
     assert json.loads((tmp_path / "o" / "calibration.json").read_text())["answers"] == 300
