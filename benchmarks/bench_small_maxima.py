@@ -1,0 +1,76 @@
+"""Issue 23's side finding: on a small study, is the shared-effect fit the highest maximum?
+
+Builds the 60-answer study of ``bench_small_study.py`` (``small_study``: init on the ECIR 2015
+judgments, ``--min-per-cell 2``, two answers per example, generate, export, simulate, ingest)
+and fits every formulation with ``fit_joint_shared``, as ``calibrate`` does. Then, per
+formulation, an independent multi-start: ``STARTS`` seeded random points in a box inside the
+bounds (b0 +-5, b1, b2, c0, c1 +-10, the logits of delta and 2 lambda +-5, tau uniform on
+[0, 3]; seed = the formulation's index), every one carried by L-BFGS-B at tight tolerances
+(ftol 0, gtol 1e-10) on the full quadrature, all in lockstep (``joint._lockstep``, each run
+scipy's own iterates). Prints, per formulation, the fit's log-likelihood, its tau, the best the
+starts reached, the gap, how many starts ended more than 0.01 above the fit, and the CPU the
+starts took (one BLAS thread).
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_small_maxima.py [STARTS]
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _context import arguments, note  # noqa: E402
+from bench_fit_starts import rows_of  # noqa: E402
+from bench_small_study import small_study  # noqa: E402
+
+#: Half-widths of the box of random starts (fitting scale), and tau's upper end.
+BOX, TAU_HIGH = np.array([5.0, 10, 10, 10, 10, 5, 5]), 3.0
+
+
+def multi_start(rows, starts: int, seed: int):
+    """The log-likelihood of every random start's end, (starts,), and the CPU they took."""
+    import satcal.analysis.joint as J
+    code = np.full(len(rows[2]), -1)
+    for i, c in enumerate(J.CODES):
+        code[np.asarray(rows[2]) == c] = i
+    pa, pb, cd, cnt = J._collapse_rows(rows[0], rows[1], code, np.asarray(rows[3], float))
+    low, high = np.array(J.SHARED_BOUNDS).T
+    rng = np.random.default_rng(seed)
+    points = np.clip(np.c_[rng.uniform(-BOX, BOX, (starts, 7)), rng.uniform(0, TAU_HIGH, starts)], low, high)
+    t = time.process_time()
+    ends = J._lockstep(points, pa, pb, cd, np.broadcast_to(cnt, (starts, cnt.size)), J.SHARED_NODES,
+                       {**J._LBFGSB, **J.REFIT_POLISH})
+    cpu = time.process_time() - t
+    return np.array([-J._shared_negloglik_and_gradient(x, pa, pb, cd, cnt)[0] for x in ends]), cpu
+
+
+def main() -> None:
+    from satcal.analysis.joint import fit_joint_shared
+    from satcal.study import Study
+    args = arguments(__doc__, ("starts", int, 100, "random starts a formulation"))
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Study.open(small_study(Path(tmp)))
+        forms = ws.formulations()
+        rows = rows_of(ws.study_data(), forms)
+    print(f"fit_joint_shared against {args.starts} random starts in lockstep, 60-answer study {note()}")
+    gaps, cpus = [], []
+    for j, (form, r) in enumerate(zip(forms, rows)):
+        fit = fit_joint_shared(*r)
+        ends, cpu = multi_start(r, args.starts, j)
+        gaps.append(ends.max() - fit.loglik)
+        cpus.append(cpu)
+        print(f"  {form.id:11s} fit {fit.loglik:9.3f} (tau {fit.tau:.2f}); best start {ends.max():9.3f}; "
+              f"gap {gaps[-1]:+.3f}; starts above the fit by > 0.01: {int((ends > fit.loglik + 0.01).sum())}; "
+              f"{cpu:.1f} s CPU")
+    gaps = np.array(gaps)
+    print(f"  gap > 0.01 on {int((gaps > 0.01).sum())} of {gaps.size} formulations (> 0.1 on "
+          f"{int((gaps > 0.1).sum())}, largest {gaps.max():.3f}); the starts' CPU {np.median(cpus):.2f} s a "
+          f"formulation (median)")
+
+
+if __name__ == "__main__":
+    main()
