@@ -57,7 +57,7 @@ def peer():
         real = joint._lbfgsb_lockstep
 
         def missing(*args, **kwargs):
-            raise AttributeError("scipy.optimize._lbfgsb.setulb")
+            raise joint._NotTheRoutine("scipy.optimize._lbfgsb.setulb")
         joint._lbfgsb_lockstep = missing
         try:
             yield

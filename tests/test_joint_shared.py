@@ -340,7 +340,7 @@ def test_refits_are_scipys_lbfgsb_replicate_by_replicate(small_weak_study, monke
     assert not np.all(want == fit.theta)   # the replicates moved: the comparison means something
 
     def missing(*args):
-        raise AttributeError("scipy.optimize._lbfgsb.setulb")
+        raise joint._NotTheRoutine("scipy.optimize._lbfgsb.setulb")
     monkeypatch.setattr(joint, "_batched_lbfgsb", missing)
     np.testing.assert_array_equal(bootstrap_thetas(fit, pa, pb, code, W), want)
 
@@ -386,20 +386,26 @@ def test_fits_starts_in_lockstep_are_scipys_minimize_start_by_start(small_weak_s
     starts = _starts(*rows)
     want = [minimize(_negloglik_and_gradient, x, args=rows, jac=True, method="L-BFGS-B", bounds=BOUNDS,
                      options={"maxiter": 2000}) for x in starts]
+    tau_starts = np.array([np.append(want[0].x, tau) for tau in TAU_STARTS])
+    want_tau = [minimize(_shared_negloglik_and_gradient, x, args=(*rows, START_NODES), jac=True,
+                         method="L-BFGS-B", bounds=SHARED_BOUNDS, options={"maxiter": 1000}) for x in tau_starts]
+    import scipy.optimize
+
+    def refused(*args, **kwargs):   # the lockstep must not fall back to the peer it is compared with
+        raise AssertionError("minimize called: the lockstep did not run")
+    monkeypatch.setattr(scipy.optimize, "minimize", refused)
     ends, values = _independent_runs(starts, rows)
+    counts = np.broadcast_to(rows[3], (len(tau_starts), rows[3].size))
+    tau_ends = _lockstep(tau_starts, *rows[:3], counts, START_NODES, {**joint._LBFGSB, "maxiter": 1000})
+    monkeypatch.undo()
     np.testing.assert_array_equal(ends, [r.x for r in want])
     np.testing.assert_array_equal(values, [r.fun for r in want])
     assert len({r.nit for r in want}) > 1   # runs of different lengths: the lockstep waits for none
-    tau_starts = np.array([np.append(ends[0], tau) for tau in TAU_STARTS])
-    want = [minimize(_shared_negloglik_and_gradient, x, args=(*rows, START_NODES), jac=True,
-                     method="L-BFGS-B", bounds=SHARED_BOUNDS, options={"maxiter": 1000}) for x in tau_starts]
-    counts = np.broadcast_to(rows[3], (len(tau_starts), rows[3].size))
-    np.testing.assert_array_equal(_lockstep(tau_starts, *rows[:3], counts, START_NODES,
-                                            {**joint._LBFGSB, "maxiter": 1000}), [r.x for r in want])
+    np.testing.assert_array_equal(tau_ends, [r.x for r in want_tau])
     lockstep = fit_joint_shared(pa, pb, answers)
 
     def missing(*args):
-        raise AttributeError("scipy.optimize._lbfgsb.setulb")
+        raise joint._NotTheRoutine("scipy.optimize._lbfgsb.setulb")
     monkeypatch.setattr(joint, "_lbfgsb_lockstep", missing)
     fallback = fit_joint_shared(pa, pb, answers)
     np.testing.assert_array_equal(lockstep.theta, fallback.theta)

@@ -511,13 +511,13 @@ def _independent_runs(starts, args):
     the same iterates as run by run, at a fraction of numpy's per-call cost on a small study),
     or by ``scipy.optimize.minimize`` one by one where scipy's routine is not there."""
     from scipy.optimize import minimize
-    options = {**_LBFGSB, "maxiter": 2000}
+    iterations = {"maxiter": 2000}
     try:
         return _lbfgsb_lockstep(starts, lambda idx, points: _negloglik_and_gradient(points, *args[:3], args[3][None]),
-                                BOUNDS, options)
-    except _NOT_THE_ROUTINE:
+                                BOUNDS, {**_LBFGSB, **iterations})
+    except _NotTheRoutine:
         runs = [minimize(_negloglik_and_gradient, start, args=args, jac=True, method="L-BFGS-B",
-                         bounds=BOUNDS, options={"maxiter": 2000}) for start in starts]
+                         bounds=BOUNDS, options=iterations) for start in starts]
         return np.array([r.x for r in runs]), np.array([r.fun for r in runs])
 
 
@@ -1300,12 +1300,15 @@ def _refit_replicates(theta, phi_a, phi_b, code, weights, nodes: int = SHARED_NO
     low, high = np.array(SHARED_BOUNDS).T
     try:
         return np.clip(_two_pass(_batched_lbfgsb, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
-    except _NOT_THE_ROUTINE:
+    except _NotTheRoutine:
         return np.clip(_two_pass(_one_by_one, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
 
 
-#: What :func:`_batched_lbfgsb` raises where scipy's routine is not the one it drives.
-_NOT_THE_ROUTINE = (ImportError, AttributeError, TypeError, ValueError)
+class _NotTheRoutine(Exception):
+    """Raised by :func:`_lbfgsb_lockstep` where scipy's reverse-communication routine is missing
+    or takes other arguments: the callers then run ``scipy.optimize.minimize`` run by run. Only
+    this is caught: an error of a likelihood evaluation propagates."""
+
 
 
 def _lockstep(start, phi_a, phi_b, code, weights, nodes, options) -> np.ndarray:
@@ -1315,7 +1318,7 @@ def _lockstep(start, phi_a, phi_b, code, weights, nodes, options) -> np.ndarray:
     is not the one it drives."""
     try:
         return _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options)[0]
-    except _NOT_THE_ROUTINE:
+    except _NotTheRoutine:
         return _one_by_one(start, phi_a, phi_b, code, weights, nodes, options)[0]
 
 
@@ -1394,12 +1397,18 @@ def _lbfgsb_lockstep(start, evaluate, bounds, options):
     (``options`` as :data:`_LBFGSB` plus ``maxiter``); whenever runs ask for values and
     gradients, ``evaluate(idx, points)`` gives them for runs ``idx`` at ``points`` in one call,
     and each run's iterates are its own ``minimize``'s as long as ``evaluate`` gives each run
-    the numbers its own call would. Returns the ends, (S, P), and ``evaluate``'s values there,
-    (S,). Raises AttributeError where scipy's routine is not there."""
-    from scipy.optimize import _lbfgsb
-    if not hasattr(_lbfgsb, "setulb"):
-        raise AttributeError("scipy.optimize._lbfgsb.setulb")
+    the numbers its own call would. Returns the ends, (S, P), and the value each run was last
+    given (``minimize``'s ``fun``: after a failed line search scipy puts x back, not f). Every
+    bound must be finite. Raises :class:`_NotTheRoutine` where scipy's routine is not there or
+    refuses these arguments."""
+    try:
+        from scipy.optimize import _lbfgsb
+        setulb, refused = _lbfgsb.setulb, (TypeError, ValueError, _lbfgsb.error)
+    except (ImportError, AttributeError) as missing:
+        raise _NotTheRoutine(str(missing)) from missing
     low, high = (np.array(b, np.float64) for b in zip(*bounds))
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ValueError("_lbfgsb_lockstep: every bound must be finite")
     start = np.clip(np.asarray(start, np.float64), low, high)
     size, m = start.shape[1], options["m"]
     factr = options["ftol"] / np.finfo(float).eps
@@ -1407,7 +1416,7 @@ def _lbfgsb_lockstep(start, evaluate, bounds, options):
     state = [dict(x=start[b].copy(), wa=np.zeros(2 * m * size + 5 * size + 11 * m * m + 8 * m),
                   iwa=np.zeros(3 * size, np.int32), task=np.zeros(2, np.int32),
                   ln_task=np.zeros(2, np.int32), lsave=np.zeros(4, np.int32),
-                  isave=np.zeros(44, np.int32), dsave=np.zeros(29), nit=0, nfev=1)
+                  isave=np.zeros(44, np.int32), dsave=np.zeros(29), nit=0, nfev=0)
              for b in range(count)]
     nbd = np.full(size, 2, np.int32)   # every parameter bounded on both sides
     for s in state:   # as scipy starts: the routine's first call asks for the value at the start
@@ -1418,9 +1427,11 @@ def _lbfgsb_lockstep(start, evaluate, bounds, options):
         for b in pending:
             s = state[b]
             while True:
-                _lbfgsb.setulb(m, s["x"], low, high, nbd, s["f"], s["g"], factr, options["gtol"],
-                               s["wa"], s["iwa"], s["task"], s["lsave"], s["isave"], s["dsave"],
-                               options["maxls"], s["ln_task"])
+                try:
+                    setulb(m, s["x"], low, high, nbd, s["f"], s["g"], factr, options["gtol"], s["wa"], s["iwa"],
+                           s["task"], s["lsave"], s["isave"], s["dsave"], options["maxls"], s["ln_task"])
+                except refused as error:   # another scipy's routine: the callers run minimize
+                    raise _NotTheRoutine(str(error)) from error
                 if s["task"][0] == 3:
                     asking.append(b)
                     break
@@ -1437,7 +1448,7 @@ def _lbfgsb_lockstep(start, evaluate, bounds, options):
                 state[b]["nfev"] += 1
         pending = asking
     x = np.array([s["x"] for s in state])
-    return x, evaluate(np.arange(count), x)[0]
+    return x, np.array([s["f"] for s in state])
 
 
 #: Points of |dphi| at which :func:`_implied_shared` evaluates the shared-effect model's
