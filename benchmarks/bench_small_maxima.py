@@ -43,7 +43,7 @@ def multi_start(rows, starts: int, seed: int):
     points = np.clip(np.c_[rng.uniform(-BOX, BOX, (starts, 7)), rng.uniform(0, TAU_HIGH, starts)], low, high)
     t = time.process_time()
     ends = J._lockstep(points, pa, pb, cd, np.broadcast_to(cnt, (starts, cnt.size)), J.SHARED_NODES,
-                       {**J._LBFGSB, **J.REFIT_POLISH})
+                       {**J._LBFGSB, **J.REFIT_POLISH})[0]
     cpu = time.process_time() - t
     return np.array([-J._shared_negloglik_and_gradient(x, pa, pb, cd, cnt)[0] for x in ends]), cpu
 

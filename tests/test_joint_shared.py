@@ -396,7 +396,7 @@ def test_fits_starts_in_lockstep_are_scipys_minimize_start_by_start(small_weak_s
     monkeypatch.setattr(scipy.optimize, "minimize", refused)
     ends, values = _independent_runs(starts, rows)
     counts = np.broadcast_to(rows[3], (len(tau_starts), rows[3].size))
-    tau_ends = _lockstep(tau_starts, *rows[:3], counts, START_NODES, {**joint._LBFGSB, "maxiter": 1000})
+    tau_ends = _lockstep(tau_starts, *rows[:3], counts, START_NODES, {**joint._LBFGSB, "maxiter": 1000})[0]
     monkeypatch.undo()
     np.testing.assert_array_equal(ends, [r.x for r in want])
     np.testing.assert_array_equal(values, [r.fun for r in want])

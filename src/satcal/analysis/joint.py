@@ -1180,7 +1180,7 @@ def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NOD
     # ``nodes``
     starts = np.array([np.append(pulled, tau) for tau in TAU_STARTS])
     stops = _lockstep(starts, *rows[:3], np.broadcast_to(rows[3], (len(starts), rows[3].size)),
-                      min(nodes, START_NODES), {**_LBFGSB, "maxiter": 1000})
+                      min(nodes, START_NODES), {**_LBFGSB, "maxiter": 1000})[0]
     ends = np.array([-_shared_negloglik_and_gradient(x, *args)[0] for x in stops])
     best = minimize(_shared_negloglik_and_gradient, stops[int(np.argmax(ends))], args=args,
                     jac=True, method="L-BFGS-B", bounds=SHARED_BOUNDS,
@@ -1298,10 +1298,7 @@ def _refit_replicates(theta, phi_a, phi_b, code, weights, nodes: int = SHARED_NO
     """
     weights = np.atleast_2d(np.asarray(weights, float))
     low, high = np.array(SHARED_BOUNDS).T
-    try:
-        return np.clip(_two_pass(_batched_lbfgsb, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
-    except _NotTheRoutine:
-        return np.clip(_two_pass(_one_by_one, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
+    return np.clip(_two_pass(_lockstep, theta, phi_a, phi_b, code, weights, nodes, iterations), low, high)
 
 
 class _NotTheRoutine(Exception):
@@ -1310,21 +1307,21 @@ class _NotTheRoutine(Exception):
     this is caught: an error of a likelihood evaluation propagates."""
 
 
-
-def _lockstep(start, phi_a, phi_b, code, weights, nodes, options) -> np.ndarray:
-    """The ends of L-BFGS-B runs of the shared-effect model from each row of ``start``, (S, 8),
-    with ``weights`` (S, n): :func:`_batched_lbfgsb` (each run's iterates those of its own
-    ``scipy.optimize.minimize``, the evaluations batched), or run by run where scipy's routine
-    is not the one it drives."""
+def _lockstep(start, phi_a, phi_b, code, weights, nodes, options):
+    """L-BFGS-B runs of the shared-effect model from each row of ``start``, (S, 8), with
+    ``weights`` (S, n): :func:`_batched_lbfgsb` (each run's iterates those of its own
+    ``scipy.optimize.minimize``, the evaluations batched), or run by run (:func:`_one_by_one`)
+    where scipy's routine is not the one it drives. Returns the ends, (S, 8), and their
+    negative log-likelihoods, (S,)."""
     try:
-        return _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options)[0]
+        return _batched_lbfgsb(start, phi_a, phi_b, code, weights, nodes, options)
     except _NotTheRoutine:
-        return _one_by_one(start, phi_a, phi_b, code, weights, nodes, options)[0]
+        return _one_by_one(start, phi_a, phi_b, code, weights, nodes, options)
 
 
 def _two_pass(run, theta, phi_a, phi_b, code, weights, nodes, iterations):
-    """:func:`_refit_replicates`' passes with ``run`` (:func:`_batched_lbfgsb` or
-    :func:`_one_by_one`): scipy's defaults from ``theta``, then the tight pass from where each
+    """:func:`_refit_replicates`' passes with ``run`` (:func:`_lockstep`, or one of the two it
+    chooses between): scipy's defaults from ``theta``, then the tight pass from where each
     replicate stopped, again on those it moved by more than :data:`REFIT_GAIN` (a fresh start
     drops a curvature memory that stalled on a flat ridge), :data:`REFIT_RESTARTS` times at
     most."""
