@@ -43,6 +43,22 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False
 
 
+def pytest_configure(config):
+    """On xdist's workers, one a core: one BLAS thread a worker, for the tests' own numerics
+    (peer libraries, independent searches, simulations) and for the processes they start, as
+    satcal sizes its own bootstrap workers. With OpenBLAS's default of a thread a core, two
+    workers ran four BLAS threads on two cores, and their spinning doubled the CPU of scipy's
+    searches in the joint models' maximum checks (measured in docs/benchmarks.md). Tests that
+    check satcal's own limit set the caller's limit themselves (threadpoolctl), so they still
+    see satcal lower it and give it back."""
+    if not hasattr(config, "workerinput"):
+        return
+    from threadpoolctl import threadpool_limits
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def slow_modules_first(items):
     """Reorder ``items`` so that the modules holding an end-to-end (``slow``) test come first,
     in collection order, then the rest; a module's tests keep their order. Every worker
