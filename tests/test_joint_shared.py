@@ -25,6 +25,19 @@ def _rows(n=6, seed=0):
     return pa, pb
 
 
+def test_factored_logistic_is_scipys_expit():
+    """The quadrature's expit(eta + tau z) from exp(-eta) exp(-tau z) is scipy's expit of the
+    sum: within 1e-14 relatively over the box's range, and expit's 0 and 1 where exp(-eta)
+    overflows or underflows (eta of +-800)."""
+    from scipy.special import expit
+    from satcal.analysis.joint import _exp_neg, _logistic
+    eta = np.r_[np.linspace(-40, 40, 4001), -800.0, 800.0]
+    shift = np.array([-27.0, -3.3, 0.0, 0.7, 27.0])[:, None]
+    got, want = _logistic(_exp_neg(eta), shift), expit(eta + shift)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+    assert (got[:, -2] == 0).all() and (got[:, -1] == 1).all()
+
+
 @pytest.mark.parametrize("tau, tol", [(0.7, 1e-8), (2.0, 1e-5)])
 def test_integral_matches_adaptive_quadrature(tau, tol):
     """Each answer probability against scipy's adaptive quadrature over v; tau 2 is where the

@@ -828,8 +828,9 @@ def shared_moments(eta_a, eta_b, tau, nodes: int = SHARED_NODES, gradient: bool 
     if tau.size == 1 and z.size * int(np.prod(shape)) <= VECTOR_SIZE:
         return _moments_at_once(np.broadcast_to(eta_a, shape).ravel(), np.broadcast_to(eta_b, shape).ravel(),
                                 float(tau.ravel()[0]), z, w, gradient, shape)
+    ua, ub = _exp_neg(eta_a), _exp_neg(eta_b)
     for zk, wk in zip(z, w):
-        s_a, s_b = expit(eta_a + tau * zk), expit(eta_b + tau * zk)
+        s_a, s_b = _logistic(ua, tau * zk), _logistic(ub, tau * zk)
         ab = s_a * s_b
         out["m_a"] += wk * s_a
         out["m_b"] += wk * s_b
@@ -851,12 +852,29 @@ def shared_moments(eta_a, eta_b, tau, nodes: int = SHARED_NODES, gradient: bool 
 VECTOR_SIZE = 2 ** 20
 
 
+def _exp_neg(eta):
+    """exp(-eta), inf where it overflows (:func:`_logistic` then gives 0, as expit does)."""
+    with np.errstate(over="ignore"):
+        return np.exp(-eta)
+
+
+def _logistic(exp_neg_eta, shift):
+    """expit(eta + shift) = 1 / (1 + exp(-eta) exp(-shift)), from exp(-eta) (:func:`_exp_neg`).
+
+    Why: the quadrature needs expit at every row and node, (K, n) values, but only n + K
+    exponentials: exp(-(eta + t z_k)) factors into a row's and a node's. The exponentials were
+    half of the shared-effect fits' CPU (9 ns each on this machine's numpy against 0.5 ns a
+    product). exp(-shift) is finite and positive (|tau z| < 30 in the box), so inf and 0 from
+    the rows' factor give expit's 0 and 1; elsewhere the value is expit's within a few ulp."""
+    return 1.0 / (1.0 + exp_neg_eta * np.exp(-shift))
+
+
 def _moments_at_once(eta_a, eta_b, tau, z, w, gradient, shape):
     """:func:`shared_moments` for one tau, every node at once ((K, n) arrays, sums by products
     with the weights); or for R taus, a column (R, 1), with (R, 1, n) predictors ((R, K, n)
     arrays, :func:`_row_moments`)."""
     shift = (tau * z)[..., None]
-    s_a, s_b = expit(eta_a + shift), expit(eta_b + shift)
+    s_a, s_b = _logistic(_exp_neg(eta_a), shift), _logistic(_exp_neg(eta_b), shift)
     ab = s_a * s_b
     out = {"m_a": w @ s_a, "m_b": w @ s_b, "m_ab": w @ ab}
     if gradient:
