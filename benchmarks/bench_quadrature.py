@@ -27,7 +27,7 @@ from _context import note
 
 
 def peer_moments(eta_a, eta_b, tau, z, w, gradient, shape):
-    """``joint._moments_at_once`` as it was before the logistic was factored (e13c5e4):
+    """``joint._moments_at_once`` as it was before the logistic was factored (f2d706f):
     scipy's expit of the (K, n) sums, the rest as now."""
     from scipy.special import expit
     shift = (tau * z)[..., None]

@@ -27,15 +27,28 @@ def _rows(n=6, seed=0):
 
 def test_factored_logistic_is_scipys_expit():
     """The quadrature's expit(eta + tau z) from exp(-eta) exp(-tau z) is scipy's expit of the
-    sum: within 1e-14 relatively over the box's range, and expit's 0 and 1 where exp(-eta)
-    overflows or underflows (eta of +-800)."""
+    sum: within 2e-14 relatively over the box's range (eta = b0 + b1 phi + b2 phi^2 within
+    +-90, tau z within +-42.5: tau at 5, the largest of 24 nodes; measured 1.45e-14 where the
+    sum is -132, about |eta + tau z| times the machine epsilon: expit's own rounding of the
+    sum), and expit's 0 and 1 where
+    exp(-eta) overflows or underflows (eta of +-800); with tau far outside its box (a shift of
+    +-900) no NaN and no warning."""
+    import warnings
     from scipy.special import expit
     from satcal.analysis.joint import _exp_neg, _logistic
-    eta = np.r_[np.linspace(-40, 40, 4001), -800.0, 800.0]
-    shift = np.array([-27.0, -3.3, 0.0, 0.7, 27.0])[:, None]
+    eta = np.r_[np.linspace(-90, 90, 9001), -800.0, 800.0]
+    shift = np.array([-42.5, -27.0, -3.3, 0.0, 0.7, 27.0, 42.5])[:, None]
     got, want = _logistic(_exp_neg(eta), shift), expit(eta + shift)
-    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(got, want, rtol=2e-14, atol=0)
     assert (got[:, -2] == 0).all() and (got[:, -1] == 1).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eta = np.array([-800.0, -50.0, 50.0, 800.0])
+        far = _logistic(_exp_neg(eta), np.array([[-900.0], [900.0]]))
+    # the shift clipped at +-700: expit's values to 1e-280 absolutely where |eta| < 700; where
+    # both are beyond (eta of +-800, documented) a value in [0, 1], never NaN
+    np.testing.assert_allclose(far[:, 1:3], expit(eta[1:3] + np.array([[-900.0], [900.0]])), rtol=0, atol=1e-280)
+    assert np.all((far >= 0) & (far <= 1))
 
 
 @pytest.mark.parametrize("tau, tol", [(0.7, 1e-8), (2.0, 1e-5)])
