@@ -8,8 +8,8 @@ exponentials, not n K (``joint._logistic``). The peer is the straightforward
 Part 1 times the two logistics alone, on the shapes the fits use: one parameter vector on the
 ECIR 2015 answers' distinct pairs of a formulation (1,217 rows) at the starts' 12 nodes and the
 polish's 24, and three tau starts in lockstep (3, 12, 1,217). Part 2 times ``fit_joint_shared``
-on every formulation of ECIR 2015 with each in turn (the peer: the quadrature's moments as
-they were, ``peer_moments``, patched in), alternating
+on every formulation of ECIR 2015 with each in turn (the peer: scipy's expit of the sum
+patched in for the factored pair, ``peer_exp_neg`` and ``peer_logistic``), alternating
 formulation by formulation (ABBA), one BLAS thread, CPU by ``time.process_time``; it prints the
 largest differences between the two sides' fits (the log-likelihood, and the parameters other
 than logit(delta), which lies on a flat ridge at delta ~ 1 on these answers).
@@ -26,22 +26,17 @@ import numpy as np
 from _context import note
 
 
-def peer_moments(eta_a, eta_b, tau, z, w, gradient, shape):
-    """``joint._moments_at_once`` as it was before the logistic was factored (f2d706f):
-    scipy's expit of the (K, n) sums, the rest as now."""
+def peer_exp_neg(eta):
+    """The peer's half of the pair: eta itself (see :func:`peer_logistic`)."""
+    return eta
+
+
+def peer_logistic(eta, shift):
+    """What the quadrature computed before the logistic was factored (f2d706f): scipy's expit
+    of the sum. Patched in with :func:`peer_exp_neg` in place of ``joint._exp_neg``, the
+    quadrature's code then does the old arithmetic exactly."""
     from scipy.special import expit
-    shift = (tau * z)[..., None]
-    s_a, s_b = expit(eta_a + shift), expit(eta_b + shift)
-    ab = s_a * s_b
-    out = {"m_a": w @ s_a, "m_b": w @ s_b, "m_ab": w @ ab}
-    if gradient:
-        d_a = s_a - s_a * s_a
-        d_b = s_b - s_b * s_b
-        da_b, a_db = d_a * s_b, s_a * d_b
-        wz = w * z
-        out.update(e_a=w @ d_a, e_b=w @ d_b, f_a=w @ da_b, f_b=w @ a_db, t_a=wz @ d_a, t_b=wz @ d_b,
-                   t_ab=wz @ (da_b + a_db))
-    return {k: v.reshape(shape) for k, v in out.items()}
+    return expit(eta + shift)
 
 
 def part_one() -> None:
@@ -71,7 +66,7 @@ def part_two() -> None:
     from satcal.measures import study_formulations
     study = load_ecir2015()
     types = collapse_study(study, study_formulations())
-    ours = joint._moments_at_once
+    ours = joint._exp_neg, joint._logistic
     cpu = {"factored": 0.0, "expit of the sum": 0.0}
     fits = {side: [] for side in cpu}
     for j in range(types.phi_a.shape[1]):
@@ -79,13 +74,13 @@ def part_two() -> None:
         independent = joint.fit_joint(*rows)
         order = ("factored", "expit of the sum") if j % 2 == 0 else ("expit of the sum", "factored")
         for side in order:
-            joint._moments_at_once = ours if side == "factored" else peer_moments
+            joint._exp_neg, joint._logistic = ours if side == "factored" else (peer_exp_neg, peer_logistic)
             try:
                 t = time.process_time()
                 fits[side].append(joint.fit_joint_shared(*rows, independent=independent))
                 cpu[side] += time.process_time() - t
             finally:
-                joint._moments_at_once = ours
+                joint._exp_neg, joint._logistic = ours
     a, b = fits["factored"], fits["expit of the sum"]
     loglik = max(abs(x.loglik - y.loglik) for x, y in zip(a, b))
     others = max(np.abs(np.delete(x.theta - y.theta, 5)).max() for x, y in zip(a, b))
