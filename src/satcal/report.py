@@ -960,11 +960,10 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
         Write the figures.
     report : bool, default True
         Write report.html.
-    drawn : dict, callable or None, optional
+    drawn : dict or None, optional
         What :func:`write_figures` returned for ``out_dir / "figures"`` when the figures were
-        drawn elsewhere (another process), or a callable returning it (a future's ``result``:
-        called once the tables are written, so they are written while the figures are drawn);
-        None draws them here.
+        drawn already (the demo draws them while its second process works); None draws them
+        here.
 
     Returns
     -------
@@ -998,8 +997,6 @@ def write_analysis(result, out_dir, figures: bool = True, report: bool = True,
     if figures or report:
         if drawn is None:
             drawn = write_figures(result, out / "figures")
-        elif callable(drawn):
-            drawn = drawn()
         for name, (png, pdf) in drawn.items():
             pngs[name] = Path(png)
             written[f"{name}.png"], written[f"{name}.pdf"] = png, pdf

@@ -510,15 +510,12 @@ def _independent_runs(starts, args):
     The runs go in lockstep (:func:`_lbfgsb_lockstep`, one evaluation for every run asking:
     the same iterates as run by run, at a fraction of numpy's per-call cost on a small study),
     or by ``scipy.optimize.minimize`` one by one where scipy's routine is not there."""
-    from scipy.optimize import minimize
-    iterations = {"maxiter": 2000}
+    options = {**_LBFGSB, "maxiter": 2000}
     try:
         return _lbfgsb_lockstep(starts, lambda idx, points: _negloglik_and_gradient(points, *args[:3], args[3][None]),
-                                BOUNDS, {**_LBFGSB, **iterations})
+                                BOUNDS, options)
     except _NotTheRoutine:
-        runs = [minimize(_negloglik_and_gradient, start, args=args, jac=True, method="L-BFGS-B",
-                         bounds=BOUNDS, options=iterations) for start in starts]
-        return np.array([r.x for r in runs]), np.array([r.fun for r in runs])
+        return _minimize_each(_negloglik_and_gradient, starts, lambda b: args, BOUNDS, options)
 
 
 def _free(theta) -> np.ndarray:
@@ -868,9 +865,9 @@ def _logistic(exp_neg_eta, shift):
     largest of 24 nodes; under 170 up to 300 nodes), so exp(-shift) is finite and positive and
     the rows' inf and 0 give expit's 0 and 1; the value is expit's to 2e-14 relatively (where
     |eta + shift| nears 130, about that times the machine epsilon: mostly expit's own
-    rounding of the sum). A shift beyond
-    +-700 (tau far outside its box) is clipped there so that no inf x 0 makes a NaN; expit is
-    then 0 or 1 to double precision unless |eta| is as large."""
+    rounding of the sum). A shift beyond +-700 (tau far outside its box) is clipped there so
+    that no inf x 0 makes a NaN; expit is then 0 or 1 to double precision unless |eta| is as
+    large."""
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + exp_neg_eta * np.exp(-np.clip(shift, -700.0, 700.0)))
 
@@ -1366,12 +1363,20 @@ def _two_pass(run, theta, phi_a, phi_b, code, weights, nodes, iterations):
 
 def _one_by_one(start, phi_a, phi_b, code, weights, nodes, options):
     """:func:`_batched_lbfgsb`'s runs by ``scipy.optimize.minimize``, replicate by replicate."""
+    return _minimize_each(_shared_negloglik_and_gradient, start,
+                          lambda b: (phi_a, phi_b, code, weights[b], nodes), SHARED_BOUNDS, options)
+
+
+def _minimize_each(fun, start, args_of, bounds, options):
+    """What :func:`_lbfgsb_lockstep` gives, by ``scipy.optimize.minimize`` run by run (where
+    scipy's reverse-communication routine is not there): L-BFGS-B on ``fun`` (value and
+    gradient) from each row b of ``start`` with arguments ``args_of(b)``, ``options`` as
+    :data:`_LBFGSB` plus ``maxiter``. Returns the ends and their values."""
     from scipy.optimize import minimize
-    runs = [minimize(_shared_negloglik_and_gradient, x, args=(phi_a, phi_b, code, w, nodes), jac=True,
-                     method="L-BFGS-B", bounds=SHARED_BOUNDS,
-                     options={k: options[k] for k in ("maxiter", "ftol", "gtol", "maxfun", "maxls")
-                              if k in options} | {"maxcor": options["m"]})
-            for x, w in zip(start, weights)]
+    names = ("maxiter", "ftol", "gtol", "maxfun", "maxls")
+    settings = {k: options[k] for k in names if k in options} | {"maxcor": options["m"]}
+    runs = [minimize(fun, x, args=args_of(b), jac=True, method="L-BFGS-B", bounds=bounds, options=settings)
+            for b, x in enumerate(start)]
     return np.array([r.x for r in runs]), np.array([r.fun for r in runs])
 
 
