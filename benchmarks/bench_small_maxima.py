@@ -1,25 +1,21 @@
-"""Issue 23's side finding: on a small study, is the shared-effect fit the highest maximum?
+"""Issue 23's side finding: on small and middling studies, is the shared-effect fit the highest
+maximum?
 
-Builds the 60-answer study of ``bench_small_study.py`` (``small_study``: init on the ECIR 2015
-judgments, ``--min-per-cell 2``, two answers per example, generate, export, simulate, ingest)
-and fits every formulation with ``fit_joint_shared``, as ``calibrate`` does. Then, per
-formulation, an independent multi-start: ``STARTS`` seeded random points in a box inside the
-bounds (b0 +-5, b1, b2, c0, c1 +-10, the logits of delta and 2 lambda +-5, tau uniform on
-[0, 3]; seed = the formulation's index), every one carried by L-BFGS-B at tight tolerances
-(ftol 0, gtol 1e-10) on the full quadrature, all in lockstep (``joint._lockstep``, each run
-scipy's own iterates). Prints, per formulation, the fit's log-likelihood, its tau, the best the
-starts reached, the gap, how many starts ended more than 0.01 above the fit, and the CPU the
-starts took (one BLAS thread).
+Builds simulated studies as a user would (``small_study`` of ``bench_small_study.py``: init on
+the ECIR 2015 judgments with a seed, answers per example and ``--min-per-cell``; generate,
+export, simulate, ingest), one per ``SEED:ANSWERS_PER_EXAMPLE:MIN_PER_CELL`` argument, and
+fits every formulation with ``fit_joint_shared`` twice: with the wide starts where the study
+has at most ``joint.WIDE_START_ROWS`` distinct answer rows (the product), and with the three
+tau starts alone (``WIDE_START_ROWS = 0``, the rule before). The reference is an independent
+multi-start: ``STARTS`` seeded random points in a box inside the bounds (b0 +-5, b1, b2, c0,
+c1 +-10, the logits of delta and 2 lambda +-5, tau uniform on [0, 3]; seed 1,000 x the study's
+seed + the formulation's index), every one carried by L-BFGS-B at tight tolerances (ftol 0,
+gtol 1e-10) on the full quadrature, all in lockstep (``joint._lockstep``, each run scipy's own
+iterates). Prints, per study, the answers, the distinct rows per formulation, how many fits
+each rule leaves more than 0.01 and 0.1 below the search and by how much at most, and the
+CPU of the fits (one BLAS thread); then the totals.
 
-Then two candidate rules for a fit that finds the highest maximum, against the same search:
-(1) the fit polished at the replicates' tight tolerances (``REFIT_POLISH``, passes until one
-gains under ``REFIT_GAIN``): does the fit stop short on a ridge, or sit on another maximum?
-(2) screened starts: ``SCREEN`` seeded random points in the same box (another seed), their
-log-likelihood at the starts' nodes in one batched call, the ``KEEP`` highest carried to their
-ends in lockstep, then the best of them and the fit polished as in (1). Prints how many
-formulations each leaves more than 0.01 and 0.1 below the search, and the CPU it adds.
-
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_small_maxima.py [STARTS] [SCREEN] [KEEP]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_small_maxima.py [STARTS] [STUDY ...]
 """
 from __future__ import annotations
 
@@ -37,23 +33,9 @@ from bench_small_study import small_study  # noqa: E402
 
 #: Half-widths of the box of random starts (fitting scale), and tau's upper end.
 BOX, TAU_HIGH = np.array([5.0, 10, 10, 10, 10, 5, 5]), 3.0
-
-
-def multi_start(rows, starts: int, seed: int):
-    """The log-likelihood of every random start's end, (starts,), and the CPU they took."""
-    import satcal.analysis.joint as J
-    code = np.full(len(rows[2]), -1)
-    for i, c in enumerate(J.CODES):
-        code[np.asarray(rows[2]) == c] = i
-    pa, pb, cd, cnt = J._collapse_rows(rows[0], rows[1], code, np.asarray(rows[3], float))
-    low, high = np.array(J.SHARED_BOUNDS).T
-    rng = np.random.default_rng(seed)
-    points = np.clip(np.c_[rng.uniform(-BOX, BOX, (starts, 7)), rng.uniform(0, TAU_HIGH, starts)], low, high)
-    t = time.process_time()
-    ends = J._lockstep(points, pa, pb, cd, np.broadcast_to(cnt, (starts, cnt.size)), J.SHARED_NODES,
-                       {**J._LBFGSB, **J.REFIT_POLISH})[0]
-    cpu = time.process_time() - t
-    return np.array([-J._shared_negloglik_and_gradient(x, pa, pb, cd, cnt)[0] for x in ends]), cpu
+#: The studies of the recorded run (seed : answers per example : examples per cell): 42 to
+#: 3,073 answers.
+STUDIES = ["2015:2:2", "1:2:2", "2:2:2", "3:3:2", "4:2:3", "5:2:5", "6:3:8", "7:2:25", "8:3:50", "9:3:110"]
 
 
 def collapsed(rows):
@@ -62,82 +44,67 @@ def collapsed(rows):
     code = np.full(len(rows[2]), -1)
     for i, c in enumerate(J.CODES):
         code[np.asarray(rows[2]) == c] = i
-    return J._collapse_rows(rows[0], rows[1], code, np.asarray(rows[3], float))
+    return J._collapse_rows(np.asarray(rows[0], float), np.asarray(rows[1], float), code, np.asarray(rows[3], float))
 
 
-def polished(rows, starts) -> float:
-    """The highest log-likelihood the tight passes reach from ``starts`` (k, 8)."""
-    import satcal.analysis.joint as J
-    pa, pb, cd, cnt = collapsed(rows)
-    x = np.atleast_2d(starts)
-    weights = np.broadcast_to(cnt, (len(x), cnt.size))
-    x, f = J._lockstep(x, pa, pb, cd, weights, J.SHARED_NODES, {**J._LBFGSB, **J.REFIT_POLISH})
-    for _ in range(J.REFIT_RESTARTS):
-        x, after = J._lockstep(x, pa, pb, cd, weights, J.SHARED_NODES, {**J._LBFGSB, **J.REFIT_POLISH})
-        done = (f - after).max() <= J.REFIT_GAIN
-        f = after
-        if done:
-            break
-    return float(-f.min())
-
-
-def screened_end(rows, screen: int, keep: int, seed: int):
-    """Rule (2)'s best end: the ``keep`` highest of ``screen`` random points, carried by
-    L-BFGS-B on the starts' nodes, as fit_joint_shared carries its tau starts."""
+def search(rows, starts: int, seed: int) -> float:
+    """The highest log-likelihood ``starts`` seeded random starts reach."""
     import satcal.analysis.joint as J
     pa, pb, cd, cnt = collapsed(rows)
     low, high = np.array(J.SHARED_BOUNDS).T
     rng = np.random.default_rng(seed)
-    points = np.clip(np.c_[rng.uniform(-BOX, BOX, (screen, 7)), rng.uniform(0, TAU_HIGH, screen)], low, high)
-    p = J._shared_rows(points, pa, pb, cd, J.START_NODES, gradient=False)[0]
-    top = points[np.argsort(-(cnt * np.log(np.maximum(p, 1e-300))).sum(axis=1))[:keep]]
-    ends = J._lockstep(top, pa, pb, cd, np.broadcast_to(cnt, (keep, cnt.size)), J.START_NODES,
-                       {**J._LBFGSB, "maxiter": 1000})[0]
-    values = [-J._shared_negloglik_and_gradient(x, pa, pb, cd, cnt)[0] for x in ends]
-    return ends[int(np.argmax(values))]
+    points = np.clip(np.c_[rng.uniform(-BOX, BOX, (starts, 7)), rng.uniform(0, TAU_HIGH, starts)], low, high)
+    ends = J._lockstep(points, pa, pb, cd, np.broadcast_to(cnt, (starts, cnt.size)), J.SHARED_NODES,
+                       {**J._LBFGSB, **J.REFIT_POLISH})[0]
+    return max(-J._shared_negloglik_and_gradient(x, pa, pb, cd, cnt)[0] for x in ends)
 
 
-def tally(name: str, gaps, cpu: float) -> None:
-    """One line: formulations more than 0.01 and 0.1 below the search, and the CPU added."""
-    gaps = np.array(gaps)
-    print(f"  {name}: gap > 0.01 on {int((gaps > 0.01).sum())} of {gaps.size} (> 0.1 on "
-          f"{int((gaps > 0.1).sum())}, largest {gaps.max():.3f}); {cpu / gaps.size:.2f} s CPU a formulation")
+def fitted(rows, wide_rows: int):
+    """fit_joint_shared's log-likelihood with ``joint.WIDE_START_ROWS = wide_rows``, and its CPU."""
+    import satcal.analysis.joint as J
+    kept, J.WIDE_START_ROWS = J.WIDE_START_ROWS, wide_rows
+    try:
+        t = time.process_time()
+        return J.fit_joint_shared(*rows).loglik, time.process_time() - t
+    finally:
+        J.WIDE_START_ROWS = kept
+
+
+def tally(gaps) -> str:
+    """Fits more than 0.01 and 0.1 below the search, and the largest gap."""
+    gaps = np.asarray(gaps)
+    return (f"{int((gaps > 0.01).sum())} of {gaps.size} more than 0.01 below (> 0.1: {int((gaps > 0.1).sum())}, "
+            f"largest {max(gaps.max(), 0):.3f})")
 
 
 def main() -> None:
-    from satcal.analysis.joint import fit_joint_shared
+    import satcal.analysis.joint as J
     from satcal.study import Study
     args = arguments(__doc__, ("starts", int, 100, "random starts a formulation"),
-                     ("screen", int, 256, "rule (2): random points screened"),
-                     ("keep", int, 8, "rule (2): the highest screened points carried"))
-    with tempfile.TemporaryDirectory() as tmp:
-        ws = Study.open(small_study(Path(tmp)))
-        forms = ws.formulations()
-        rows = rows_of(ws.study_data(), forms)
-    print(f"fit_joint_shared against {args.starts} random starts in lockstep, 60-answer study {note()}")
-    gaps, cpus, fits, best = [], [], [], []
-    for j, (form, r) in enumerate(zip(forms, rows)):
-        fit = fit_joint_shared(*r)
-        ends, cpu = multi_start(r, args.starts, j)
-        fits.append(fit)
-        best.append(ends.max())
-        gaps.append(ends.max() - fit.loglik)
-        cpus.append(cpu)
-        print(f"  {form.id:11s} fit {fit.loglik:9.3f} (tau {fit.tau:.2f}); best start {ends.max():9.3f}; "
-              f"gap {gaps[-1]:+.3f}; starts above the fit by > 0.01: {int((ends > fit.loglik + 0.01).sum())}; "
-              f"{cpu:.1f} s CPU")
-    gaps = np.array(gaps)
-    print(f"  gap > 0.01 on {int((gaps > 0.01).sum())} of {gaps.size} formulations (> 0.1 on "
-          f"{int((gaps > 0.1).sum())}, largest {gaps.max():.3f}); the starts' CPU {np.median(cpus):.2f} s a "
-          f"formulation (median)")
-    print("candidate rules against the same search:")
-    t = time.process_time()
-    tally("(1) the fit polished", [b - polished(r, f.theta) for b, f, r in zip(best, fits, rows)],
-          time.process_time() - t)
-    t = time.process_time()
-    tally(f"(2) {args.keep} of {args.screen} screened starts, then polished",
-          [b - polished(r, np.stack([f.theta, screened_end(r, args.screen, args.keep, 10_000 + j)]))
-           for j, (b, f, r) in enumerate(zip(best, fits, rows))], time.process_time() - t)
+                     ("studies", str, STUDIES, "studies as SEED:ANSWERS_PER_EXAMPLE:MIN_PER_CELL"))
+    print(f"fit_joint_shared against {args.starts} random starts in lockstep; wide starts up to "
+          f"{J.WIDE_START_ROWS} rows {note()}")
+    totals = {"before": [], "now": []}
+    cpu = {"before": 0.0, "now": 0.0}
+    for spec in args.studies:
+        seed, per_example, per_cell = map(int, spec.split(":"))
+        with tempfile.TemporaryDirectory() as tmp:
+            ws = Study.open(small_study(Path(tmp), seed, per_example, per_cell))
+            forms = ws.formulations()
+            rows = rows_of(ws.study_data(), forms)
+        best = [search(r, args.starts, 1000 * seed + j) for j, r in enumerate(rows)]
+        gaps = {}
+        for rule, wide in (("before", 0), ("now", J.WIDE_START_ROWS)):
+            fits = [fitted(r, wide) for r in rows]
+            gaps[rule] = [b - f for b, (f, _) in zip(best, fits)]
+            totals[rule] += gaps[rule]
+            cpu[rule] += sum(c for _, c in fits)
+        distinct = [collapsed(r)[0].size for r in rows]
+        print(f"  study {spec}: {int(np.sum(rows[0][3]))} answers, {min(distinct)}-{max(distinct)} rows; "
+              f"before {tally(gaps['before'])}; now {tally(gaps['now'])}")
+    n = len(totals["now"])
+    for rule in ("before", "now"):
+        print(f"  {rule}: {tally(totals[rule])}; {cpu[rule] / n:.3f} s CPU a fit")
 
 
 if __name__ == "__main__":

@@ -68,8 +68,8 @@ print(json.dumps({"answers": int(len(study.examples)), "total": time.process_tim
 """
 
 
-def small_study(root: Path) -> Path:
-    """A 60-answer simulated study in ``root/ws``, built with the CLI."""
+def small_study(root: Path, seed: int = 2015, answers_per_example: int = 2, min_per_cell: int = 2) -> Path:
+    """A simulated study in ``root/ws``, built with the CLI (the defaults: 60 answers)."""
     from satcal.datasets import ecir2015_file
     ws = root / "ws"
     env = dict(os.environ, PYTHONPATH=str(SRC))
@@ -77,10 +77,10 @@ def small_study(root: Path) -> Path:
     def run(*args):
         """One satcal command in a subprocess (this checkout's code)."""
         subprocess.run([sys.executable, "-m", "satcal", *args], check=True, env=env, capture_output=True)
-    run("init", str(ws), "--judgments", str(ecir2015_file("judgments.tsv")), "--min-per-cell", "2",
-        "--platform", "csv")
+    run("init", str(ws), "--judgments", str(ecir2015_file("judgments.tsv")), "--min-per-cell", str(min_per_cell),
+        "--platform", "csv", "--seed", str(seed))
     toml = ws / "study.toml"
-    toml.write_text(toml.read_text().replace("answers_per_example = 1", "answers_per_example = 2"))
+    toml.write_text(toml.read_text().replace("answers_per_example = 1", f"answers_per_example = {answers_per_example}"))
     for verb in ("generate", "export", "simulate"):
         run(verb, str(ws))
     run("ingest", str(ws), *map(str, (ws / "simulated").glob("*results*")))
