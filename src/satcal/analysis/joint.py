@@ -433,28 +433,28 @@ AGREE = 0.5
 GRAD_TOL, BOUND_TOL, EIG_TOL = 0.01, 1e-4, 1e-6
 
 
-#: Preference processes of the wide starts (:func:`_other_preferences`), (c0, c1, logit delta) on the fitting scale, None
-#: keeping the independent fit's value: pi flat at 1/2 with delta 1/2; pi at its lowest slope
-#: (preferences between lists of one verdict only at |dphi| ~ 0); pi rising in |dphi| (the
-#: second of :func:`_starts`). Small studies' likelihoods have maxima in each of these regions
-#: that no start from the independent fit reaches (docs/benchmarks.md, bench_small_maxima.py).
-WIDE_PREFERENCES = ((0.0, 0.0, 0.0), (0.0, BOUNDS[4][0], None), (-6.0, 7.0, 0.0))
+#: Preference processes of the wide starts, by name: (c0, c1, logit delta) on the fitting scale,
+#: None keeping the independent fit's value. "flat": pi 1/2 at every |dphi|, delta 1/2;
+#: "lowest slope": c1 at its bound, so preferences between lists of one verdict only at
+#: |dphi| ~ 0; "rising": pi rising in |dphi| (the second of :func:`_starts`). Small studies'
+#: likelihoods have maxima in each of these regions that no start from the independent fit
+#: reaches (docs/benchmarks.md, bench_small_maxima.py).
+WIDE_PREFERENCES = {"flat": (0.0, 0.0, 0.0), "lowest slope": (0.0, BOUNDS[4][0], None),
+                    "rising": (-6.0, 7.0, 0.0)}
 #: Distinct answer rows up to which :func:`fit_joint` and :func:`fit_joint_shared` add the wide
 #: starts: their cost grows with the rows, and on ECIR 2015's 1,217-2,849 rows a formulation the
 #: shared fit's three tau starts already reach an independent search's maximum.
 WIDE_START_ROWS = 1000
 
 
-def _other_preferences(theta) -> np.ndarray:
-    """``theta`` (7,) with its preference process (c0, c1, logit delta) replaced by each of
-    :data:`WIDE_PREFERENCES` in turn, (3, 7): the wide starts' other regions of the
-    likelihood."""
-    others = np.repeat(np.asarray(theta, float)[None, :7], len(WIDE_PREFERENCES), axis=0)
-    for row, block in zip(others, WIDE_PREFERENCES):
-        for i, value in enumerate(block):
-            if value is not None:
-                row[3 + i] = value
-    return others
+def _with_preference(theta, name: str) -> np.ndarray:
+    """``theta`` (7,) with its preference process (c0, c1, logit delta) replaced by
+    :data:`WIDE_PREFERENCES`' ``name`` (a copy)."""
+    out = np.array(theta[:7], dtype=float)
+    for i, value in enumerate(WIDE_PREFERENCES[name]):
+        if value is not None:
+            out[3 + i] = value
+    return out
 
 
 def _collapse_rows(phi_a, phi_b, code, counts):
@@ -474,8 +474,8 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
 
     L-BFGS-B (analytic gradient) runs to convergence from each of the deterministic starts of
     :func:`_starts` (on a study of at most :data:`WIDE_START_ROWS` distinct answer rows also
-    from the first with each of the wide starts' other preference processes,
-    :func:`_other_preferences`: on ten simulated studies of 42-3,073 answers the five starts
+    from the first with each of the wide starts' preference processes,
+    :data:`WIDE_PREFERENCES`: on ten simulated studies of 42-3,073 answers the five starts
     ended more than 0.01 below a 60-start random search on 28 of 360 fits, by up to 0.40, the
     eight on 12, by up to 0.29); the best end is kept and checked to be a maximum: the gradient is near 0
     in every parameter not at its box bound, and the observed information on those parameters
@@ -515,7 +515,7 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     args = _collapse_rows(phi_a, phi_b, code, counts)
     starts = _starts(*args)
     if args[0].size <= WIDE_START_ROWS:
-        starts = np.vstack([starts, _other_preferences(starts[0])])
+        starts = np.vstack([starts, [_with_preference(starts[0], name) for name in WIDE_PREFERENCES]])
     stops, values = _independent_runs(starts, args)
     # the best end, polished with tight tolerances (L-BFGS-B's defaults stop on a relative
     # change of f of about 2e-9, which can leave a gradient of 0.1 on 4,000 answers)
@@ -772,8 +772,12 @@ TAU_STARTS = (0.3, 1.0, 2.0)
 #: Where the starts put logit(delta) and logit(2 lambda) that the independent fit left beyond it
 #: (see :func:`fit_joint_shared`).
 SATURATED = 3.0
-#: tau of the wide starts (:func:`_wide_starts`).
-WIDE_TAUS = (0.5, 2.0)
+#: The wide starts of :func:`fit_joint_shared` (:func:`_wide_starts`): (tau, preference process
+#: of :data:`WIDE_PREFERENCES`, curve scaled by the attenuation or not). These five of the grid tau 0.5 and 2 x the four processes x scaled or not
+#: reached the highest maxima of ten simulated studies of 42-3,073 answers; the other eleven
+#: added none there, nor on three more studies (docs/benchmarks.md), at 1.6 times the cost.
+WIDE_STARTS = ((0.5, "flat", True), (2.0, "flat", False), (2.0, "flat", True),
+               (2.0, "lowest slope", True), (2.0, "rising", False))
 #: The logistic-normal attenuation constant c = 16 sqrt(3) / (15 pi): E_v expit(eta + v),
 #: v ~ N(0, tau^2), is close to expit(eta / sqrt(1 + c^2 tau^2)) (Zeger, Liang and Albert 1988).
 ATTENUATION = 16 * np.sqrt(3) / (15 * np.pi)
@@ -1188,9 +1192,9 @@ def _gradient_hessian(fun, theta, args, step: float = 1e-5) -> np.ndarray:
 
 
 def _wide_starts(pulled) -> np.ndarray:
-    """:func:`fit_joint_shared`'s wide starts, (16, 8): for tau in :data:`WIDE_TAUS`, the
-    independent fit ``pulled`` (7,) with its preference process kept or replaced by each of
-    :data:`WIDE_PREFERENCES`, and its curve kept or scaled by sqrt(1 + c^2 tau^2)
+    """:func:`fit_joint_shared`'s wide starts, (5, 8), one per :data:`WIDE_STARTS` entry: the
+    independent fit ``pulled`` (7,) with tau, the preference process of
+    :data:`WIDE_PREFERENCES` and the curve kept or scaled by sqrt(1 + c^2 tau^2)
     (:data:`ATTENUATION`), which keeps the population-averaged s(phi) near the independent
     fit's while tau is large (the curve then steep given v: the answers' verdicts strongly
     correlated, where small studies' highest maxima often lie).
@@ -1201,10 +1205,10 @@ def _wide_starts(pulled) -> np.ndarray:
     generalized estimating equation approach. Biometrics 44(4), 1049-1060.
     """
     starts = []
-    for tau in WIDE_TAUS:
-        for theta in np.vstack([pulled, _other_preferences(pulled)]):
-            for scale in (1.0, np.sqrt(1 + (ATTENUATION * tau) ** 2)):
-                starts.append(np.concatenate([theta[:3] * scale, theta[3:], [tau]]))
+    for tau, name, scaled in WIDE_STARTS:
+        theta = _with_preference(pulled, name)
+        theta[:3] *= np.sqrt(1 + (ATTENUATION * tau) ** 2) if scaled else 1.0
+        starts.append(np.append(theta, tau))
     low, high = np.array(SHARED_BOUNDS).T
     return np.clip(starts, low, high)
 
