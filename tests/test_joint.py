@@ -446,7 +446,7 @@ def _default_crowd(seed, n, workers=20):
 
 
 @pytest.mark.parametrize("n, seed, missed", [(60, 9, 0.282), (120, 10, 1.278)])
-def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed):
+def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed, monkeypatch):
     """On a small study the fit is the highest maximum that 40 runs of scipy's own L-BFGS-B from
     seeded random points in the box reach (to 1e-3); the five deterministic starts alone, before
     the wide starts' other preference processes, ended ``missed`` below it on these draws
@@ -462,3 +462,7 @@ def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed
     search = max(-minimize(_negloglik_and_gradient, x, args=(pa, pb, code, counts), jac=True,
                            method="L-BFGS-B", bounds=BOUNDS).fun for x in points)
     assert fit.loglik >= search - 1e-3
+    # the draw is still a hard case: without the wide starts the fit ends where it was measured
+    import satcal.analysis.joint as joint
+    monkeypatch.setattr(joint, "WIDE_START_ROWS", 0)
+    assert search - fit_joint(pa, pb, answers).loglik == pytest.approx(missed, abs=2e-3)

@@ -16,7 +16,8 @@ s(phi) = expit(b0 + b1 phi + b2 phi^2). Parameters are fitted by maximum likelih
 L-BFGS-B with the analytic gradient, on the collapsed answer rows with their counts). The
 likelihood has several local maxima (on the ECIR 2015 answers, 9 of the 36 formulations have
 one with pi ~ 0 everywhere, 50-63 log-likelihood units below the best), so :func:`fit_joint`
-runs from five deterministic starts, keeps the best, and checks that it is a maximum (gradient
+runs from five deterministic starts (eight on a formulation of at most :data:`WIDE_START_ROWS`
+distinct answer rows), keeps the best, and checks that it is a maximum (gradient
 ~ 0 in the free parameters, observed information positive semi-definite on them). A fit
 records its log-likelihood, how many starts reached it (within 0.5) and plain-word ``flags``
 for degenerate or boundary fits (pi ~ 0 or ~ 1, delta at 0 or 1, lambda at 0 or at its cap,
@@ -434,7 +435,7 @@ GRAD_TOL, BOUND_TOL, EIG_TOL = 0.01, 1e-4, 1e-6
 
 
 #: Preference processes of the wide starts, by name: (c0, c1, logit delta) on the fitting scale,
-#: None keeping the independent fit's value. "flat": pi 1/2 at every |dphi|, delta 1/2;
+#: None keeping the start's own value. "flat": pi 1/2 at every |dphi|, delta 1/2;
 #: "lowest slope": c1 at its bound, so preferences between lists of one verdict only at
 #: |dphi| ~ 0; "rising": pi rising in |dphi| (the second of :func:`_starts`). Small studies'
 #: likelihoods have maxima in each of these regions that no start from the independent fit
@@ -773,9 +774,11 @@ TAU_STARTS = (0.3, 1.0, 2.0)
 #: (see :func:`fit_joint_shared`).
 SATURATED = 3.0
 #: The wide starts of :func:`fit_joint_shared` (:func:`_wide_starts`): (tau, preference process
-#: of :data:`WIDE_PREFERENCES`, curve scaled by the attenuation or not). These five of the grid tau 0.5 and 2 x the four processes x scaled or not
-#: reached the highest maxima of ten simulated studies of 42-3,073 answers; the other eleven
-#: added none there, nor on three more studies (docs/benchmarks.md), at 1.6 times the cost.
+#: of :data:`WIDE_PREFERENCES`, curve scaled by the attenuation or not). These five of the grid
+#: of sixteen (tau 0.5 or 2 x the independent fit's process or one of the three x scaled or
+#: not) reached the highest maxima of ten simulated studies of 42-3,073 answers; the other
+#: eleven added none there nor on three more studies (docs/benchmarks.md), where the sixteen
+#: cost 1.7 times the five's CPU a fit (0.263 against 0.153 s).
 WIDE_STARTS = ((0.5, "flat", True), (2.0, "flat", False), (2.0, "flat", True),
                (2.0, "lowest slope", True), (2.0, "rising", False))
 #: The logistic-normal attenuation constant c = 16 sqrt(3) / (15 pi): E_v expit(eta + v),
