@@ -9,6 +9,11 @@ from scipy.special import expit, logit
 from satcal.analysis.joint import CODES, fit_joint, joint_probabilities
 
 
+#: ECIR 2015's formulations of at most 1,000 distinct answer rows (joint.WIDE_START_ROWS), counted
+#: by np.unique on (phi_A, phi_B, answer): 141-976 rows; the 30 others have 1,194-2,849.
+SMALL_ECIR = {"bin1-const", "bin2-const", "bin1-lin", "bin2-lin", "exp2-const", "lin-const"}
+
+
 def _theta(b, c0, c1, delta, lapse):
     return np.array([*b, c0, c1, logit(delta), logit(2 * lapse)])
 
@@ -90,6 +95,9 @@ def test_calibrate_keeps_the_published_numbers_and_adds_the_joint_ones(ecir_stud
         # fits.csv's curve: beta at v = 0 averaged over v ~ N(0, tau^2) (p_sat, and curves.csv)
         np.testing.assert_allclose(both.p_sat(f, c["x"].to_numpy(), model="joint"), c["p"], atol=1e-12)
         assert r["loglik"] == pytest.approx(-r["deviance"] / 2) and r["starts_agreeing"] >= 1
+        # the tau = 0 candidate and three tau starts, and the wide ones on a formulation of at
+        # most 1,000 rows (six of ECIR 2015's: bin1/bin2-const, bin1/bin2-lin, exp2-const, lin-const)
+        assert r["starts"] == (9 if f in SMALL_ECIR else 4) and r["starts_agreeing"] <= r["starts"]
         assert isinstance(r["flags"], str)
     assert both.meta["provenance"]["sat_model"] == ["published", "joint"]
     with pytest.raises(Exception, match="sat_model must be one of"):
@@ -465,4 +473,6 @@ def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed
     # the draw is still a hard case: without the wide starts the fit ends where it was measured
     import satcal.analysis.joint as joint
     monkeypatch.setattr(joint, "WIDE_START_ROWS", 0)
-    assert search - fit_joint(pa, pb, answers).loglik == pytest.approx(missed, abs=2e-3)
+    narrow = fit_joint(pa, pb, answers)
+    assert search - narrow.loglik == pytest.approx(missed, abs=2e-3)
+    assert (fit.starts, narrow.starts) == (5 + len(joint.WIDE_PREFERENCES), 5)

@@ -462,7 +462,10 @@ def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed
     # the draw is still a hard case: without the wide starts the fit ends where it was measured
     import satcal.analysis.joint as joint
     monkeypatch.setattr(joint, "WIDE_START_ROWS", 0)
-    assert search - fit_joint_shared(pa, pb, answers).loglik == pytest.approx(missed, abs=2e-3)
+    narrow = fit_joint_shared(pa, pb, answers)
+    assert search - narrow.loglik == pytest.approx(missed, abs=2e-3)
+    # the tau = 0 candidate, the three tau starts and the wide ones
+    assert (fit.starts, narrow.starts) == (1 + 3 + len(joint.WIDE_STARTS), 4) == (len(fit.ends), len(narrow.ends))
 
 
 def test_scaled_wide_starts_keep_the_population_averaged_curve():

@@ -722,7 +722,7 @@ def _joint_model(types: AnswerTypes, fcols: pd.DataFrame, progress: bool, sat_ra
                      "monotone": bool(np.all(np.diff(p) >= -1e-12)),
                      **{f"joint_{k}": v for k, v in fit.params().items() if not k.startswith("b")},
                      **({"joint_tau_se": tau_se} if fit.theta.size > 7 else {}),
-                     "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing,
+                     "loglik": fit.loglik, "starts_agreeing": fit.starts_agreeing, "starts": fit.starts,
                      "flags": "; ".join(fit.flags)})
         s_rng = None if sat_range is None else sat_range[j]
         p_rng = None if pref_range is None else pref_range[j]

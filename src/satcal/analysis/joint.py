@@ -343,6 +343,9 @@ class JointFit:
     flags : tuple of str
         Plain-word flags of a degenerate or boundary fit, or of a fit that is not a maximum
         (:func:`fit_flags`); empty when none.
+    starts : int
+        How many starts the fit ran (for a :class:`SharedFit`, the tau = 0 candidate included);
+        0 when not known.
     """
 
     theta: np.ndarray
@@ -354,6 +357,8 @@ class JointFit:
     starts_agreeing: int = 1
     #: plain-word flags of a degenerate or boundary fit (:func:`fit_flags`); empty when none
     flags: tuple = ()
+    #: how many starts the fit ran (``starts_agreeing`` counts among them); 0 when not known
+    starts: int = 0
 
     @property
     def beta(self) -> np.ndarray:
@@ -443,8 +448,8 @@ GRAD_TOL, BOUND_TOL, EIG_TOL = 0.01, 1e-4, 1e-6
 WIDE_PREFERENCES = {"flat": (0.0, 0.0, 0.0), "lowest slope": (0.0, BOUNDS[4][0], None),
                     "rising": (-6.0, 7.0, 0.0)}
 #: Distinct answer rows up to which :func:`fit_joint` and :func:`fit_joint_shared` add the wide
-#: starts: their cost grows with the rows, and on ECIR 2015's 1,217-2,849 rows a formulation the
-#: shared fit's three tau starts already reach an independent search's maximum.
+#: starts: their cost grows with the rows, and on ECIR 2015's 30 formulations of 1,194-2,849 rows
+#: the shared fit's three tau starts already reach the maximum the wide starts reach (within 4e-5).
 WIDE_START_ROWS = 1000
 
 
@@ -530,7 +535,7 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     free = _free(theta)
     check = _maximum_check(grad, hess, free)
     fit = JointFit(theta, _covariance(hess), int(counts.sum()), bool(best.success) and not check,
-                   -float(best.fun), int(np.sum(values <= best.fun + AGREE)), ())
+                   -float(best.fun), int(np.sum(values <= best.fun + AGREE)), (), len(values))
     pi = expit(theta[3] + theta[4] * np.abs(args[0] - args[1]))
     fit.flags = tuple(check) + fit_flags(theta, pi)
     return fit
@@ -1291,8 +1296,8 @@ def fit_joint_shared(phi_a, phi_b, answers, counts=None, nodes: int = SHARED_NOD
     check = _maximum_check(grad, hess, free, SHARED_PARAMETERS)
     pi = expit(theta[3] + theta[4] * np.abs(rows[0] - rows[1]))
     fit = SharedFit(theta, _covariance(hess), int(counts.sum()), success and not check, loglik,
-                    int(np.sum(ends >= loglik - AGREE)), (), independent, ends,
-                    float(np.abs(grad[free]).max()) if free.any() else 0.0, nodes)
+                    int(np.sum(ends >= loglik - AGREE)), (), len(ends), independent=independent, ends=ends,
+                    gradient=float(np.abs(grad[free]).max()) if free.any() else 0.0, nodes=nodes)
     fit.flags = tuple(check) + fit_flags(theta, pi)
     return fit
 
