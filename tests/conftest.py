@@ -148,3 +148,19 @@ def copy_workspace():
         return Workspace.open(target)
 
     return copy
+
+
+def random_start_search(fun, args, bounds, seed: int, starts: int = 40, tau_high: float | None = None) -> float:
+    """The highest log-likelihood that scipy's own L-BFGS-B reaches from ``starts`` seeded random
+    points of the joint model's box (b0, logit delta and logit 2 lambda +-5; b1, b2, c0, c1
+    +-10; with ``tau_high``, tau uniform on [0, tau_high]), clipped to ``bounds``: the
+    independent reference the small-study fits are compared with. ``fun`` returns the negative
+    log-likelihood and its gradient."""
+    from scipy.optimize import minimize
+    rng = np.random.default_rng(seed)
+    points = rng.uniform(-5, 5, (starts, 7)) * [1, 2, 2, 2, 2, 1, 1]
+    if tau_high is not None:
+        points = np.c_[points, rng.uniform(0, tau_high, starts)]
+    low, high = np.array(bounds).T
+    return max(-minimize(fun, x, args=args, jac=True, method="L-BFGS-B", bounds=bounds).fun
+               for x in np.clip(points, low, high))

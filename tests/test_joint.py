@@ -459,16 +459,12 @@ def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed
     seeded random points in the box reach (to 1e-3); the five deterministic starts alone, before
     the wide starts' other preference processes, ended ``missed`` below it on these draws
     (measured)."""
-    from scipy.optimize import minimize
+    from conftest import random_start_search
     from satcal.analysis.joint import BOUNDS, _negloglik_and_gradient
     pa, pb, answers = _default_crowd(seed, n)
     fit = fit_joint(pa, pb, answers)
     code, counts = np.array([CODES.index(a) for a in answers]), np.ones(n)
-    low, high = np.array(BOUNDS).T
-    rng = np.random.default_rng(100 + seed)
-    points = np.clip(rng.uniform(-5, 5, (40, 7)) * [1, 2, 2, 2, 2, 1, 1], low, high)
-    search = max(-minimize(_negloglik_and_gradient, x, args=(pa, pb, code, counts), jac=True,
-                           method="L-BFGS-B", bounds=BOUNDS).fun for x in points)
+    search = random_start_search(_negloglik_and_gradient, (pa, pb, code, counts), BOUNDS, 100 + seed)
     assert fit.loglik >= search - 1e-3
     # the draw is still a hard case: without the wide starts the fit ends where it was measured
     import satcal.analysis.joint as joint

@@ -446,17 +446,15 @@ def test_small_study_fit_is_the_highest_of_a_random_start_search(n, seed, missed
     1e-3). Simulated answers (30 workers' shared effects, 2-decimal scores); the three tau
     starts alone, before the wide starts (``_wide_starts``), ended ``missed`` below that search
     on these two draws (measured)."""
+    from conftest import random_start_search
     from satcal.analysis.joint import SHARED_BOUNDS
     truth = np.array([-3.0, 6.0, 0.0, -1.0, 1.0, 1.2, -2.0, 1.0])
     pa, pb, answers = _simulate(np.random.default_rng(seed), truth, n, workers=30)
     pa, pb = np.round(pa, 2), np.round(pb, 2)
     fit = fit_joint_shared(pa, pb, answers)
     code, counts = np.array([CODES.index(a) for a in answers]), np.ones(n)
-    low, high = np.array(SHARED_BOUNDS).T
-    rng = np.random.default_rng(100 + seed)
-    points = np.clip(np.c_[rng.uniform(-5, 5, (40, 7)) * [1, 2, 2, 2, 2, 1, 1], rng.uniform(0, 3, 40)], low, high)
-    search = max(-minimize(_shared_negloglik_and_gradient, x, args=(pa, pb, code, counts), jac=True,
-                           method="L-BFGS-B", bounds=SHARED_BOUNDS).fun for x in points)
+    search = random_start_search(_shared_negloglik_and_gradient, (pa, pb, code, counts), SHARED_BOUNDS,
+                                 100 + seed, tau_high=3.0)
     assert fit.loglik >= search - 1e-3
     assert fit.loglik == pytest.approx(-_shared_negloglik_and_gradient(fit.theta, pa, pb, code, counts)[0], abs=1e-9)
     # the draw is still a hard case: without the wide starts the fit ends where it was measured

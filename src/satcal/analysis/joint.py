@@ -483,9 +483,9 @@ def fit_joint(phi_a, phi_b, answers, counts=None) -> JointFit:
     from the first with each of the wide starts' preference processes,
     :data:`WIDE_PREFERENCES`: on ten simulated studies of 42-3,073 answers the five starts
     ended more than 0.01 below a 60-start random search on 28 of 360 fits, by up to 0.40, the
-    eight on 12, by up to 0.29); the best end is kept and checked to be a maximum: the gradient is near 0
-    in every parameter not at its box bound, and the observed information on those parameters
-    is positive semi-definite. ``converged`` is False when the best run did not converge or the
+    eight on 12, by up to 0.29); the best end is kept and checked to be a maximum: the
+    gradient is near 0 in every parameter not at its box bound, and the observed information
+    on those parameters is positive semi-definite. ``converged`` is False when the best run did not converge or the
     check fails; ``flags`` names degenerate or boundary fits (:func:`fit_flags`).
 
     Parameters
